@@ -1,0 +1,84 @@
+"""What every command shares: error reporting, JSON output, progress bars."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from typing import Any, Callable
+
+import click
+
+# Static so `--help` does not import every layout; tests check it matches the registry.
+LAYOUT_HELP = "\n\n".join([
+    "speculators  vllm-project/speculators trainer and converter; vLLM serves it with `vllm serve`",
+    "sglang       SGLang LlamaForCausalLMEagle3, as SpecForge exports it; served by sglang.launch_server",
+])
+
+
+def fail(message: str, hint: str | None, code: str, exit_code: int) -> None:
+    line = f"error: {message} [{code}]"
+    if hint:
+        line += f" — hint: {hint}"
+    click.echo(line, err=True)
+    sys.exit(exit_code)
+
+
+def run_guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Bad input becomes one line on stderr and a non-zero exit; never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ..errors import Eagle3Error
+
+        try:
+            return fn(*args, **kwargs)
+        except Eagle3Error as exc:
+            fail(exc.message, exc.hint, exc.code, exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted: nothing was written to the destination", err=True)
+            sys.exit(130)
+        except OSError as exc:
+            fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}",
+                 "check the path, free space and permissions", "E-OS", 1)
+        except Exception as exc:  # a bug in this tool, not bad input
+            if os.environ.get("EAGLE3_CONVERT_DEBUG"):
+                raise
+            fail(f"internal error: {type(exc).__name__}: {str(exc)[:200]}",
+                 "please report it with EAGLE3_CONVERT_DEBUG=1 output", "E-INTERNAL", 3)
+
+    return wrapper
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+class Progress:
+    """A byte progress bar on stderr, only for a terminal and only when not --quiet."""
+
+    def __init__(self, total: int, label: str, quiet: bool):
+        self._bar = None
+        if not quiet and sys.stderr.isatty() and total > 64 * 1024 * 1024:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
+                             file=sys.stderr, leave=False)
+
+    def update(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

@@ -1,0 +1,155 @@
+"""`convert` (the default command) and `inspect`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import click
+
+from . import main
+from .common import Progress, emit_json, human_bytes, run_guarded
+
+LAYOUT_NAMES = ("speculators", "sglang")
+
+
+def _layout_choice(with_auto: bool) -> click.Choice:
+    return click.Choice((("auto",) if with_auto else ()) + LAYOUT_NAMES)
+
+
+def parse_size(text: str | None) -> int | None:
+    if not text:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
+    if not m:
+        raise click.BadParameter(f"{text!r} is not a size like 5GB or 500MB")
+    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[m.group(2).upper()]
+    return int(float(m.group(1)) * scale)
+
+
+def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
+    from ..converters.layer_ids import convention_table, target_family
+
+    cfg = drafter.config
+    who = target or cfg.target
+    depth = who.num_hidden_layers if who else None
+    family = target_family(who.model_type if who else None)
+    return {"boundaries": cfg.capture_boundaries if cfg.capture_boundaries is not None else "engine default",
+            "target_layers": depth, "target_family": family,
+            "per_engine": convention_table(cfg.capture_boundaries, depth, family)}
+
+
+@main.command("convert")
+@click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True,
+              help="Source layout; auto detects it and says how.")
+@click.option("--to", "to_layout", type=_layout_choice(False), required=True, help="Destination layout.")
+@click.argument("src")
+@click.argument("dst", type=click.Path(file_okay=False))
+@click.option("--verifier", metavar="NAME_OR_PATH",
+              help="Target model the drafter proposes for (needed by --to speculators when SRC does not say).")
+@click.option("--target", metavar="CONFIG_OR_DIR", help="Target config: depth and family for capture-id quirks.")
+@click.option("--revision", help="Hub revision when SRC is a repo id.")
+@click.option("--force", is_flag=True, help="Replace a non-empty DST.")
+@click.option("--max-shard-size", metavar="SIZE", help="Split the weights into shards of at most SIZE (e.g. 5GB).")
+@click.option("--repair-d2t-absolute", is_flag=True,
+              help="Rewrite a d2t stored as absolute target ids into offsets (only when validate says so).")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@run_guarded
+def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: str | None, target: str | None,
+                revision: str | None, force: bool, max_shard_size: str | None, repair_d2t_absolute: bool,
+                as_json: bool, quiet: bool) -> None:
+    """Convert the drafter in SRC (directory or Hub repo id) to another layout in DST.
+
+    Lossless: tensors are copied byte for byte (only d2t/t2d may be rebuilt); capture-layer
+    ids are translated between engine conventions; a drafter the destination cannot express
+    is refused. DST appears complete or not at all.
+    """
+    from ..convert import convert, make_options
+
+    options = make_options(verifier, target, repair_d2t_absolute)
+    bars: list[Progress] = []
+
+    def progress(total: int):
+        bars.append(Progress(total, f"writing {to_layout}", quiet or as_json))
+        return bars[-1].update
+
+    def announce(source: Any) -> None:
+        if not as_json and from_layout == "auto":
+            click.echo(f"detected {source.detection.layout}: {source.detection.reason}", err=True)
+
+    try:
+        result = convert(src, dst, to_layout, from_layout, options=options, revision=revision, force=force,
+                         max_shard_bytes=parse_size(max_shard_size), progress=progress, on_source=announce)
+    finally:
+        for bar in bars:
+            bar.close()
+    drafter = result.source.drafter
+    size = sum(t.nbytes for t in result.plan.tensors.values())
+    capture = capture_rows(drafter, options.target)
+    summary = {
+        "source": result.source.uri, "from": result.source.detection.layout, "to": result.layout,
+        "dest": str(result.dest), "files": result.files, "tensors": len(result.plan.tensors), "bytes": size,
+        "capture": capture, "notes": result.notes,
+    }
+    if as_json:
+        emit_json(summary)
+        return
+    click.echo(f"wrote {result.dest} ({result.layout}): {len(result.plan.tensors)} tensors, {human_bytes(size)}")
+    per_engine = capture["per_engine"]
+    click.echo(f"capture layers: boundaries {capture['boundaries']}; as written for "
+               f"{result.source.detection.layout}: {per_engine.get(result.source.detection.layout, '?')}, "
+               f"for {result.layout}: {per_engine.get(result.layout, '?')}")
+    for note in result.notes:
+        click.echo(f"note: {note}")
+
+
+@main.command("inspect")
+@click.argument("src")
+@click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True)
+@click.option("--target", metavar="CONFIG_OR_DIR", help="Target config, to show ids for its depth and family.")
+@click.option("--revision", help="Hub revision when SRC is a repo id.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@run_guarded
+def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | None, as_json: bool) -> None:
+    """Layout, dimensions, tensors, and the capture layers in every engine's convention."""
+    from ..convert import make_options, read_source
+
+    options = make_options(target=target)
+    source = read_source(src, from_layout, options, revision)
+    drafter = source.drafter
+    cfg = drafter.config
+    capture = capture_rows(drafter, options.target)
+    tensors = [{"name": name, "dtype": t.dtype, "shape": list(t.shape)} for name, t in sorted(drafter.tensors.items())]
+    vocab = None
+    if drafter.vocab is not None:
+        vocab = {"draft_vocab_size": drafter.vocab.draft_vocab_size, "vocab_size": drafter.vocab.vocab_size,
+                 "first_target_ids": list(drafter.vocab.target_ids[:8])}
+    data = {
+        "source": source.uri, "layout": source.detection.layout, "detected_by": source.detection.reason,
+        "config": cfg.semantic_dict(), "target": cfg.target.model_dump() if cfg.target else None,
+        "capture": capture, "vocab_map": vocab, "tensors": tensors, "notes": drafter.notes,
+    }
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"{source.uri}")
+    click.echo(f"  layout       {source.detection.layout} ({source.detection.reason})")
+    click.echo(f"  family       {cfg.family}, {cfg.num_layers} layer(s), hidden {cfg.hidden_size}, "
+               f"heads {cfg.num_attention_heads}/{cfg.num_key_value_heads} x {cfg.resolved_head_dim}, "
+               f"intermediate {cfg.intermediate_size}")
+    click.echo(f"  vocab        target V={cfg.vocab_size}, draft Vd={cfg.draft_vocab_size}"
+               + (" (d2t/t2d map)" if drafter.vocab is not None else " (no map: Vd == V)"))
+    click.echo(f"  fuses        k={cfg.num_aux_hidden_states} states of width {cfg.resolved_target_hidden_size}")
+    flags = [f for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output") if getattr(cfg, f)]
+    click.echo(f"  flags        {', '.join(flags) or 'none'}")
+    if cfg.target:
+        click.echo(f"  target       {cfg.target.name_or_path} {cfg.target.architectures or ''}")
+    click.echo(f"  capture      boundaries {capture['boundaries']} (target layers: {capture['target_layers'] or '?'})")
+    for engine, ids in capture["per_engine"].items():
+        click.echo(f"    {engine:<12} {ids}")
+    click.echo(f"  tensors      {len(tensors)}")
+    for t in tensors:
+        click.echo(f"    {t['name']:<48} {t['dtype']:<5} {t['shape']}")
+    for note in drafter.notes:
+        click.echo(f"note: {note}")

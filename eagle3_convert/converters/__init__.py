@@ -1,0 +1,1 @@
+"""One module per checkpoint layout, plus the layout registry and the shared codecs."""

@@ -1,0 +1,105 @@
+"""Capture-layer ids: one list, several meanings (FORMATS.md §4).
+
+The canonical form is the CAPTURE BOUNDARY b in [0, L]: index into Hugging Face
+`output_hidden_states` (0 = embedding output, b = output of block b-1 = input of block b,
+L = last block's output before the final norm). Each engine reads the ids in its own
+convention; `engine_boundaries` replays an engine's reading, and `ids_for_engine` finds
+the ids that make that engine capture the wanted boundaries (or says it cannot).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..errors import RefusalError
+
+# Target model_types whose SGLang capture path has its own quirks.
+DEEPSEEK_FAMILY = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "glm4_moe_lite"})
+GPT_OSS_FAMILY = frozenset({"gpt_oss"})
+
+# Which engines read ids as boundaries (x = b) and which as block outputs (x = b - 1).
+BOUNDARY_ENGINES = ("speculators", "vllm", "eagle")
+BLOCK_OUTPUT_ENGINES = ("sglang", "specforge", "modelopt", "trtllm")
+ENGINES = BOUNDARY_ENGINES + BLOCK_OUTPUT_ENGINES
+
+
+def default_boundaries(num_layers: int) -> list[int]:
+    """Where every engine captures when the config names no ids: {2, L//2, L-3}."""
+    return [2, num_layers // 2, num_layers - 3]
+
+
+def target_family(model_type: str | None) -> str:
+    if model_type in DEEPSEEK_FAMILY:
+        return "deepseek"
+    if model_type in GPT_OSS_FAMILY:
+        return "gpt_oss"
+    return "default"
+
+
+def engine_boundaries(engine: str, ids: Sequence[int], family: str = "default",
+                      num_layers: int | None = None) -> list[int] | None:
+    """The boundaries `engine` captures for `ids` as written; None if it captures nothing sane."""
+    ids = list(ids)
+    if engine in BOUNDARY_ENGINES:
+        out = ids
+    elif engine == "sglang" and family == "deepseek":
+        if any(x < 0 for x in ids):
+            return None  # -1 captures nothing on this family
+        out = [x + 1 for x in ids] if ids and ids[0] == 1 else ids
+    elif engine == "sglang" and family == "gpt_oss":
+        out = ids if num_layers is not None and ids and max(ids) == num_layers else [x + 1 for x in ids]
+    elif engine in BLOCK_OUTPUT_ENGINES:
+        out = [x + 1 for x in ids]
+    else:
+        raise ValueError(f"unknown engine {engine!r}")
+    if any(b < 0 for b in out):
+        return None
+    return out
+
+
+def capturable(engine: str, boundary: int, family: str, num_layers: int | None) -> bool:
+    """Whether `engine` can capture at `boundary` at all (SGLang never sees the last block's output)."""
+    if num_layers is None:
+        return boundary >= 0
+    if engine == "sglang" and family != "gpt_oss":
+        return 0 <= boundary <= num_layers - 1
+    return 0 <= boundary <= num_layers
+
+
+def ids_for_engine(engine: str, boundaries: Sequence[int], family: str = "default",
+                   num_layers: int | None = None) -> list[int]:
+    """Ids to write so that `engine` captures exactly `boundaries`; RefusalError if none exist."""
+    boundaries = list(boundaries)
+    for b in boundaries:
+        if not capturable(engine, b, family, num_layers):
+            raise RefusalError(
+                f"{engine} cannot capture boundary {b} (the output of block {b - 1}) on a {num_layers}-layer "
+                f"target: the capture would silently go missing",
+                "retrain the drafter on capturable layers, or serve it with vLLM (speculators/vllm layouts)",
+                code="E-CAPTURE-UNREACHABLE")
+    shifted = [b - 1 for b in boundaries]
+    # Prefer the engine's own convention; quirky families may need the other spelling.
+    candidates = (boundaries, shifted) if engine in BOUNDARY_ENGINES else (shifted, boundaries)
+    for ids in candidates:
+        if engine_boundaries(engine, ids, family, num_layers) == boundaries:
+            return ids
+    raise RefusalError(
+        f"no id list makes {engine} ({family} target family) capture boundaries {boundaries}",
+        "this engine's id convention cannot express these capture layers; serve with vLLM instead",
+        code="E-CAPTURE-UNEXPRESSIBLE")
+
+
+def convention_table(boundaries: Sequence[int] | None, num_layers: int | None,
+                     family: str = "default") -> dict[str, list[int] | str]:
+    """The same capture layers written in every engine's convention (for inspect and model cards)."""
+    table: dict[str, list[int] | str] = {}
+    if boundaries is None:
+        if num_layers is None:
+            return {engine: "engine default" for engine in ENGINES}
+        boundaries = default_boundaries(num_layers)
+    for engine in ENGINES:
+        try:
+            table[engine] = ids_for_engine(engine, boundaries, family, num_layers)
+        except RefusalError as exc:
+            table[engine] = f"cannot express ({exc.code})"
+    return table

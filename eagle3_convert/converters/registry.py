@@ -1,0 +1,55 @@
+"""The layout registry: built-in layouts plus any a third party registers through the
+`eagle3_convert.layouts` entry-point group (each entry point names a `Layout` instance)."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.metadata import entry_points
+
+from ..errors import FormatError, UsageError
+from .base import Checkpoint, Detection, Layout
+
+BUILTIN = ("speculators", "sglang")
+ENTRY_POINT_GROUP = "eagle3_convert.layouts"
+
+_layouts: dict[str, Layout] = {}
+
+
+def register(layout: Layout) -> None:
+    _layouts[layout.name] = layout
+
+
+def layouts() -> dict[str, Layout]:
+    """Every known layout by name, loaded once."""
+    if not _layouts:
+        for name in BUILTIN:
+            register(import_module(f"{__package__}.{name}").LAYOUT)
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            layout = ep.load()
+            if isinstance(layout, Layout) and layout.name not in _layouts:
+                register(layout)
+    return _layouts
+
+
+def get_layout(name: str) -> Layout:
+    known = layouts()
+    if name not in known:
+        raise UsageError(f"unknown layout {name!r}", f"choose one of: {', '.join(known)}", code="E-LAYOUT-UNKNOWN")
+    return known[name]
+
+
+def detect(ckpt: Checkpoint) -> Detection:
+    """The one layout this checkpoint is in, or an error that says why it cannot be decided."""
+    found = [d for d in (layout.detect(ckpt) for layout in layouts().values()) if d is not None]
+    confident = [d for d in found if d.confident]
+    if len(confident) == 1:
+        return confident[0]
+    if not confident and len(found) == 1:
+        return found[0]
+    if not found:
+        raise FormatError(f"{ckpt.path}: not a known EAGLE-3 drafter layout (config.json has neither "
+                          "speculators_model_type nor an Eagle3 architecture)",
+                          f"pass --from with one of: {', '.join(layouts())}", code="E-LAYOUT-UNKNOWN")
+    reasons = "; ".join(f"{d.layout}: {d.reason}" for d in (confident or found))
+    raise FormatError(f"{ckpt.path}: the layout is ambiguous ({reasons})",
+                      "pass --from to say which layout it is", code="E-LAYOUT-AMBIGUOUS")

@@ -1,0 +1,143 @@
+"""speculators layout (vllm-project/speculators; vLLM serves it with `--model DIR`). FORMATS.md §2.1.
+
+Keys are the canonical names (`layers.{i}.*`, unprefixed); the config nests the decoder
+under `transformer_layer_config`; capture ids are top-level boundaries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..drafter import Drafter, DrafterConfig, TargetIdentity
+from ..errors import FormatError, RefusalError
+from .base import (TOP_KEYS, Checkpoint, ConvertOptions, Detection, Layout, Rename, WritePlan, canonical_tensors,
+                   check_tensor_table, decoder_dict, decoder_fields, infer_num_aux, keep_model_type_spelling,
+                   read_vocab, refuse_unless, restore_from_sidecar, split_decoder_extra)
+
+RENAMES: tuple[Rename, ...] = ()  # speculators names are the canonical names
+
+FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+# Top-level keys the canonical config models; any other top-level key rides in layout_extra.
+MODELED = {"speculators_model_type", "transformer_layer_config", "draft_vocab_size", "target_hidden_size",
+           "eagle_aux_hidden_state_layer_ids", "tie_word_embeddings", "speculators_config", *FLAGS, *TOP_KEYS}
+# speculators' save_pretrained writes these for its own remote-code loading; they mean nothing to engines.
+ARTIFACTS = {"auto_map"}
+DEFAULT_PROPOSAL = [{"proposal_type": "greedy", "speculative_tokens": 3, "verifier_accept_k": 1,
+                     "accept_tolerance": 0.0}]
+
+
+class SpeculatorsLayout(Layout):
+    name = "speculators"
+    summary = "vllm-project/speculators trainer and converter; vLLM serves it with `vllm serve --speculative-config`"
+    engine = "speculators"
+
+    def detect(self, ckpt: Checkpoint) -> Detection | None:
+        cfg = ckpt.config
+        if cfg.get("speculators_model_type") == "eagle3":
+            return Detection(self.name, True, "config.json has speculators_model_type 'eagle3'")
+        if "speculators_config" in cfg or "transformer_layer_config" in cfg:
+            return Detection(self.name, False, "config.json has speculators_config/transformer_layer_config")
+        return None
+
+    def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
+        raw = ckpt.config
+        if raw.get("speculators_model_type", "eagle3") != "eagle3":
+            raise FormatError(f"speculators_model_type is {raw.get('speculators_model_type')!r}, not 'eagle3'",
+                              "this tool converts EAGLE-3 drafters only", code="E-CONFIG-ALGORITHM")
+        dec = raw.get("transformer_layer_config")
+        if not isinstance(dec, dict):
+            raise FormatError("speculators config has no transformer_layer_config object",
+                              "a speculators EAGLE-3 config nests the drafter's decoder config there",
+                              code="E-CONFIG-FIELD")
+        fields: dict[str, Any] = decoder_fields(dec, "transformer_layer_config")
+        extra = split_decoder_extra(dec, set())
+        keep_model_type_spelling(dec, fields, extra)
+        fields["hf_extra"] = extra
+        vd = raw.get("draft_vocab_size", fields["vocab_size"])
+        if not isinstance(vd, int) or isinstance(vd, bool) or vd <= 0:
+            raise FormatError(f"draft_vocab_size is {vd!r}", "set draft_vocab_size to the lm_head rows",
+                              code="E-CONFIG-FIELD")
+        fields["draft_vocab_size"] = vd
+        fields["target_hidden_size"] = raw.get("target_hidden_size")
+        notes = list(ckpt.notes)
+        for flag in FLAGS:
+            fields[flag] = bool(raw.get(flag, False))
+        if "norm_before_residual" not in raw:
+            notes.append("norm_before_residual is absent: read as false (speculators library default); "
+                         "vLLM serves an absent key as true")
+        ids = raw.get("eagle_aux_hidden_state_layer_ids")
+        if ids is not None and (not isinstance(ids, list) or not all(isinstance(x, int) for x in ids)):
+            raise FormatError(f"eagle_aux_hidden_state_layer_ids is {ids!r}", "it must be a list of integers or null",
+                              code="E-CAPTURE-FIELD")
+        fields["capture_boundaries"] = ids
+        tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
+        fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields, None, ids)
+        verifier = (raw.get("speculators_config") or {}).get("verifier") if isinstance(
+            raw.get("speculators_config"), dict) else None
+        if isinstance(verifier, dict) and verifier.get("name_or_path"):
+            archs = verifier.get("architectures")
+            fields["target"] = TargetIdentity(
+                name_or_path=verifier["name_or_path"],
+                architectures=archs if isinstance(archs, list) else [])
+        fields["top_extra"] = {k: raw[k] for k in TOP_KEYS if k in raw}
+        own = {k: v for k, v in raw.items() if k not in MODELED and k not in ARTIFACTS}
+        spec_cfg = raw.get("speculators_config")
+        if isinstance(spec_cfg, dict):
+            own["speculators_config"] = {k: v for k, v in spec_cfg.items() if k != "verifier"}
+        dropped = sorted(ARTIFACTS & raw.keys())
+        if dropped or (ckpt.path / "config.py").exists():
+            notes.append("ignored speculators save artifacts (auto_map, config.py): engines do not use them")
+        fields["layout_extra"] = {self.name: own}
+        restore_from_sidecar(ckpt, fields)
+        cfg = DrafterConfig(**fields)
+        drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options),
+                          self.name, ckpt.path, notes)
+        check_tensor_table(drafter)
+        return drafter
+
+    def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
+        cfg = drafter.config
+        refuse_unless(cfg.family in ("llama", "qwen3"),
+                      f"the speculators layout has no {cfg.family} (MLA) drafter class",
+                      "serve an MLA drafter with SGLang or vLLM-native (`--to vllm`)", "E-FAMILY-UNSUPPORTED")
+        refuse_unless(not (cfg.norm_before_fc and cfg.fc_norm),
+                      "norm_before_fc and fc_norm are both true; speculators allows only one of them",
+                      "this drafter cannot be expressed in the speculators layout", "E-FLAG-UNSUPPORTED")
+        refuse_unless(cfg.capture_boundaries is not None or cfg.num_aux_hidden_states == 3,
+                      f"the drafter fuses {cfg.num_aux_hidden_states} captured states but names no capture layers; "
+                      "speculators would size fc for 3", "pass --target so the capture layers can be written out",
+                      "E-CAPTURE-COUNT")
+        target = options.verifier or cfg.target
+        if target is None or not target.name_or_path:
+            raise RefusalError("the speculators layout must name its verifier (target model) and this drafter "
+                               "does not say which it is", "pass --verifier ORG/TARGET_MODEL (the model it was "
+                               "trained against)", code="E-VERIFIER-MISSING")
+        own = dict(cfg.layout_extra.get(self.name, {}))
+        spec_cfg: dict[str, Any] = {"algorithm": "eagle3", "default_proposal_method": "greedy",
+                                    "proposal_methods": DEFAULT_PROPOSAL}
+        spec_cfg.update(own.pop("speculators_config", {}))
+        spec_cfg["verifier"] = {"name_or_path": target.name_or_path, "architectures": target.architectures}
+        config: dict[str, Any] = {
+            "architectures": ["Eagle3Speculator"],
+            "speculators_model_type": "eagle3",
+            "speculators_version": "0.9.0",
+            "embed_requires_grad": False,
+            **own,
+            **cfg.top_extra,
+            "speculators_config": spec_cfg,
+            "transformer_layer_config": dict(sorted(decoder_dict(cfg).items())),
+            "draft_vocab_size": cfg.draft_vocab_size,
+            "target_hidden_size": cfg.target_hidden_size,
+            "eagle_aux_hidden_state_layer_ids": cfg.capture_boundaries,
+            "tie_word_embeddings": cfg.tie_word_embeddings,
+            # Written explicitly always: vLLM and the library disagree on the default of an absent key.
+            **{flag: getattr(cfg, flag) for flag in FLAGS},
+        }
+        tensors = dict(drafter.tensors)
+        if drafter.vocab is not None:
+            tensors["d2t"] = drafter.vocab.d2t_tensor()
+            tensors["t2d"] = drafter.vocab.t2d_tensor()
+        return WritePlan(self.name, dict(sorted(config.items())), tensors)
+
+
+LAYOUT = SpeculatorsLayout()

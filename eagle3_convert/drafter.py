@@ -1,0 +1,201 @@
+"""The canonical EAGLE-3 drafter every layout reads into and writes out of.
+
+`DrafterConfig` holds what changes the maths or the wiring, in canonical names; keys no
+layout models are carried verbatim (`hf_extra` for decoder-config keys, `layout_extra`
+for keys only one layout knows). `Drafter.tensors` maps CANONICAL tensor names
+(speculators spelling: `layers.{i}.*`, `fc.weight`, ...) to lazy byte references;
+d2t/t2d live in `Drafter.vocab`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .converters.vocab import VocabMap
+from .safetensors_io import TensorSource
+
+Family = Literal["llama", "qwen3", "deepseek_mla"]
+
+# Drafter decoder model_type -> family. MLA drafters serve DeepSeek-V3 / Kimi-K2.5 targets.
+FAMILY_BY_MODEL_TYPE: dict[str, Family] = {
+    "llama": "llama",
+    "qwen3": "qwen3",
+    "deepseek_v2": "deepseek_mla",
+    "deepseek_v3": "deepseek_mla",
+    "kimi_k2": "deepseek_mla",
+}
+MODEL_TYPE_BY_FAMILY: dict[Family, str] = {"llama": "llama", "qwen3": "qwen3", "deepseek_mla": "deepseek_v3"}
+
+ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor")
+MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+class TargetIdentity(BaseModel):
+    """The target (verifier) model the drafter proposes tokens for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name_or_path: str | None = None
+    architectures: list[str] = Field(default_factory=list)
+    revision: str | None = None
+    model_type: str | None = None
+    num_hidden_layers: int | None = None
+    hidden_size: int | None = None
+    vocab_size: int | None = None
+
+
+class DrafterConfig(BaseModel):
+    """Canonical drafter configuration; capture layers as boundaries (FORMATS.md §4)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    family: Family = "llama"
+    hidden_size: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0)
+    head_dim: int | None = Field(default=None, gt=0)
+    num_layers: int = Field(default=1, ge=1)
+    rms_norm_eps: float = 1e-5
+    hidden_act: str = "silu"
+    max_position_embeddings: int | None = None
+    rope: dict[str, Any] = Field(default_factory=dict, description="rope fields, verbatim as the source spelled them")
+    mla: dict[str, int] | None = None
+
+    vocab_size: int = Field(gt=0, description="target vocab V")
+    draft_vocab_size: int = Field(gt=0, description="draft vocab Vd")
+    target_hidden_size: int | None = Field(default=None, description="Ht; None when equal to hidden_size")
+    num_aux_hidden_states: int = Field(default=3, ge=1, description="k, the number of captured target states")
+    capture_boundaries: list[int] | None = Field(default=None, description="None: the engine default {2, L//2, L-3}")
+
+    norm_before_residual: bool = False
+    norm_before_fc: bool = False
+    fc_norm: bool = False
+    norm_output: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    tie_word_embeddings: bool = False
+
+    target: TargetIdentity | None = None
+    hf_extra: dict[str, Any] = Field(default_factory=dict, description="decoder-config keys carried verbatim")
+    top_extra: dict[str, Any] = Field(default_factory=dict, description="top-level keys every layout keeps (dtype)")
+    layout_extra: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="keys only one layout has, re-emitted when writing that layout")
+
+    @property
+    def resolved_head_dim(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def resolved_target_hidden_size(self) -> int:
+        return self.target_hidden_size or self.hidden_size
+
+    def rope_normalized(self) -> dict[str, Any]:
+        """Rope settings independent of the transformers 4/5 spelling."""
+        params = dict(self.rope.get("rope_parameters") or {})
+        scaling = self.rope.get("rope_scaling") or {}
+        for key, value in scaling.items():
+            params.setdefault("rope_type" if key == "type" else key, value)
+        if "rope_theta" in self.rope:
+            params.setdefault("rope_theta", self.rope["rope_theta"])
+        params.setdefault("rope_type", "default")
+        if "partial_rotary_factor" in self.rope:
+            params.setdefault("partial_rotary_factor", self.rope["partial_rotary_factor"])
+        return params
+
+    def semantic_dict(self) -> dict[str, Any]:
+        """What defines the model (for equality across layouts and the drafter id)."""
+        data = self.model_dump(exclude={"hf_extra", "top_extra", "layout_extra", "rope", "target"})
+        data["head_dim"] = self.resolved_head_dim
+        data["target_hidden_size"] = self.resolved_target_hidden_size
+        data["rope"] = self.rope_normalized()
+        return data
+
+
+@dataclass
+class Drafter:
+    """A drafter in canonical form: config, tensors by canonical name, vocab map."""
+
+    config: DrafterConfig
+    tensors: dict[str, TensorSource]
+    vocab: VocabMap | None = None
+    source_layout: str | None = None
+    source_path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def layer_count(self) -> int:
+        return self.config.num_layers
+
+
+# ------------------------------------------------------------ tensor roles
+# Each canonical tensor name with the shape the config implies. A role table, not code
+# per layout: layouts only rename prefixes (see converters/*.RENAMES).
+
+_LAYER_RE = re.compile(r"^layers\.(\d+)\.(.+)$")
+
+
+def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the config implies (embed_tokens excluded: it is optional everywhere)."""
+    H, Ht, k = cfg.hidden_size, cfg.resolved_target_hidden_size, cfg.num_aux_hidden_states
+    nh, nkv, hd, I = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.resolved_head_dim, cfg.intermediate_size
+    shapes: dict[str, tuple[int, ...]] = {
+        "fc.weight": (H, k * Ht),
+        "norm.weight": (H,),
+        "lm_head.weight": (cfg.draft_vocab_size, H),
+    }
+    if cfg.norm_before_fc:
+        shapes["input_norm.weight"] = (k * Ht,)
+    if cfg.fc_norm:
+        for j in range(k):
+            shapes[f"fc_norm.{j}.weight"] = (Ht,)
+    for i in range(cfg.num_layers):
+        p = f"layers.{i}."
+        width = 2 * H if i == 0 else H
+        if cfg.family == "deepseek_mla" and cfg.mla:
+            m = cfg.mla
+            shapes.update({
+                p + "self_attn.q_a_proj.weight": (m["q_lora_rank"], width),
+                p + "self_attn.q_a_layernorm.weight": (m["q_lora_rank"],),
+                p + "self_attn.q_b_proj.weight": (nh * (m["qk_nope_head_dim"] + m["qk_rope_head_dim"]), m["q_lora_rank"]),
+                p + "self_attn.kv_a_proj_with_mqa.weight": (m["kv_lora_rank"] + m["qk_rope_head_dim"], width),
+                p + "self_attn.kv_a_layernorm.weight": (m["kv_lora_rank"],),
+                p + "self_attn.kv_b_proj.weight": (nh * (m["qk_nope_head_dim"] + m["v_head_dim"]), m["kv_lora_rank"]),
+                p + "self_attn.o_proj.weight": (H, nh * m["v_head_dim"]),
+            })
+        else:
+            shapes.update({
+                p + "self_attn.q_proj.weight": (nh * hd, width),
+                p + "self_attn.k_proj.weight": (nkv * hd, width),
+                p + "self_attn.v_proj.weight": (nkv * hd, width),
+                p + "self_attn.o_proj.weight": (H, nh * hd),
+            })
+            if cfg.attention_bias:
+                shapes.update({p + "self_attn.q_proj.bias": (nh * hd,), p + "self_attn.k_proj.bias": (nkv * hd,),
+                               p + "self_attn.v_proj.bias": (nkv * hd,)})
+            if cfg.family == "qwen3":
+                shapes.update({p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)})
+        shapes.update({
+            p + "mlp.gate_proj.weight": (I, H),
+            p + "mlp.up_proj.weight": (I, H),
+            p + "mlp.down_proj.weight": (H, I),
+            p + "input_layernorm.weight": (H,),
+            p + "post_attention_layernorm.weight": (H,),
+        })
+        if i == 0:
+            shapes[p + "hidden_norm.weight"] = (H,)
+    return shapes
+
+
+def optional_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
+    return {"embed_tokens.weight": (cfg.vocab_size, cfg.hidden_size)}
+
+
+def layer_index(canonical_name: str) -> int | None:
+    m = _LAYER_RE.match(canonical_name)
+    return int(m.group(1)) if m else None

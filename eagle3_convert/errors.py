@@ -1,0 +1,49 @@
+"""The project's errors: each carries a stable code, a one-line message and a hint.
+
+The CLI turns any `Eagle3Error` into one line on stderr and a non-zero exit; anything
+else escaping is a bug in this tool, not bad input.
+"""
+
+from __future__ import annotations
+
+
+class Eagle3Error(Exception):
+    """Base class: bad input, a refused conversion, an unusable destination."""
+
+    code = "E-GENERIC"
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if code:
+            self.code = code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class FormatError(Eagle3Error):
+    """A file that is not what it claims to be (corrupt, truncated, hostile)."""
+
+    code = "E-FORMAT"
+
+
+class RefusalError(Eagle3Error):
+    """The destination layout cannot express this drafter without changing the model."""
+
+    code = "E-REFUSED"
+
+
+class DestinationError(Eagle3Error):
+    """The output cannot be written where asked (exists, no space, no permission)."""
+
+    code = "E-DEST"
+
+
+class UsageError(Eagle3Error):
+    """Arguments that do not make sense together."""
+
+    code = "E-USAGE"
+    exit_code = 2

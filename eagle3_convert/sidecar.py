@@ -1,0 +1,46 @@
+"""The sidecar file every artifact this tool writes carries beside config.json.
+
+Engines ignore unknown files, so the facts a layout's config cannot hold (the target,
+keys only another layout has, where the weights came from) travel with the checkpoint
+to the Hub and back. It is trusted only while config.json is the one it was written with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+SIDECAR_NAME = "eagle3-convert.json"
+SIDECAR_VERSION = 1
+MAX_SIDECAR_BYTES = 4 * 1024 * 1024
+
+
+def config_digest(config_bytes: bytes) -> str:
+    return hashlib.sha256(config_bytes).hexdigest()
+
+
+def read(root: Path, config_path: Path) -> dict[str, Any] | None:
+    """The sidecar if present, well-formed and written with this exact config.json; else None."""
+    path = root / SIDECAR_NAME
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_SIDECAR_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        config_bytes = config_path.read_bytes()
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("sidecar_version") != SIDECAR_VERSION:
+        return None
+    if data.get("config_sha256") != config_digest(config_bytes):
+        return None  # config.json was edited after we wrote it: its word wins
+    return data
+
+
+def build(*, layout: str, config_bytes: bytes, facts: dict[str, Any]) -> bytes:
+    from . import __version__
+
+    data = {"sidecar_version": SIDECAR_VERSION, "tool": f"eagle3-convert {__version__}", "layout": layout,
+            "config_sha256": config_digest(config_bytes), **facts}
+    return (json.dumps(data, indent=2, sort_keys=False) + "\n").encode()

@@ -1,0 +1,47 @@
+"""The target (verifier) model: read its config.json to learn depth, width, vocab and family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .converters.base import read_json_file
+from .drafter import TargetIdentity
+from .errors import FormatError
+
+
+def target_from_config(config: dict[str, Any], name_or_path: str | None, revision: str | None = None) -> TargetIdentity:
+    # Multimodal targets (e.g. Llama-4, Qwen-VL) keep the language model under text_config.
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    archs = config.get("architectures")
+
+    def num(key: str) -> int | None:
+        value = text.get(key, config.get(key))
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return TargetIdentity(
+        name_or_path=name_or_path,
+        revision=revision,
+        architectures=[a for a in archs if isinstance(a, str)] if isinstance(archs, list) else [],
+        model_type=text.get("model_type") or config.get("model_type"),
+        num_hidden_layers=num("num_hidden_layers"),
+        hidden_size=num("hidden_size"),
+        vocab_size=num("vocab_size"),
+    )
+
+
+def load_target(spec: str, revision: str | None = None, name_or_path: str | None = None) -> TargetIdentity:
+    """A target from a local config.json or a directory holding one, or a Hub repo id."""
+    path = Path(spec)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.is_file():
+        config = read_json_file(path, f"target config {spec}")
+        return target_from_config(config, name_or_path or spec, revision)
+    from .hub import is_repo_id, fetch_config
+
+    if is_repo_id(spec):
+        config, commit = fetch_config(spec, revision)
+        return target_from_config(config, name_or_path or spec, commit or revision)
+    raise FormatError(f"target {spec!r}: no such config file or directory",
+                      "pass the target's config.json, its directory, or its Hub repo id", code="E-TARGET-MISSING")
