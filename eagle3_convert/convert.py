@@ -112,8 +112,10 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     plan = layout.plan(source.drafter, options)
     on_progress = progress(total_bytes(plan)) if progress else None
     config_bytes = json_bytes(plan.config)
-    side = sidecar.build(layout=layout.name, config_bytes=config_bytes,
-                         facts=sidecar_facts(source.drafter, options, source))
+    facts = sidecar_facts(source.drafter, options, source)
+    if plan.derived_keys:
+        facts["derived_config_keys"] = plan.derived_keys
+    side = sidecar.build(layout=layout.name, config_bytes=config_bytes, facts=facts)
     files = write_directory(Path(dest), plan.config, plan.tensors, {sidecar.SIDECAR_NAME: side},
                             src=source.path if not source.commit else None, force=force,
                             max_shard_bytes=max_shard_bytes, on_progress=on_progress)

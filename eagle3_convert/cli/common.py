@@ -36,6 +36,9 @@ def run_guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except Eagle3Error as exc:
             fail(exc.message, exc.hint, exc.code, exc.exit_code)
+        except BrokenPipeError:  # output piped into `head`: stop quietly, as cat does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
         except KeyboardInterrupt:
             click.echo("interrupted: nothing was written to the destination", err=True)
             sys.exit(130)

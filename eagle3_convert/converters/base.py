@@ -267,6 +267,7 @@ class WritePlan:
     config: dict[str, Any]
     tensors: dict[str, TensorSource]
     notes: list[str] = field(default_factory=list)
+    derived_keys: list[str] = field(default_factory=list)  # added for an engine's sake; dropped when read back
 
 
 @dataclass(frozen=True)
@@ -309,6 +310,12 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def check_destination(dest: Path, src: Path | None, force: bool) -> None:
     dest_abs = dest.resolve()
     if src is not None:
@@ -321,8 +328,8 @@ def check_destination(dest: Path, src: Path | None, force: bool) -> None:
                                "choose a new directory name")
     if dest.is_dir() and any(dest.iterdir()) and not force:
         raise DestinationError(f"destination {dest} is not empty", "pass --force to replace it, or choose a new path")
-    if not dest_abs.parent.is_dir():
-        raise DestinationError(f"parent directory {dest_abs.parent} does not exist", "create it first")
+    if dest_abs.parent.exists() and not dest_abs.parent.is_dir():
+        raise DestinationError(f"{dest_abs.parent} is not a directory", "choose a destination inside a directory")
 
 
 def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str, TensorSource],
@@ -333,7 +340,9 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
     dest = Path(dest)
     check_destination(dest, src, force)
     try:
+        dest.resolve().parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.resolve().parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result should not be
     except OSError as exc:
         raise DestinationError(f"cannot write beside {dest}: {exc.strerror or exc}",
                                "check permissions and free space of the destination's parent") from None
@@ -431,6 +440,12 @@ def read_vocab(ckpt: Checkpoint, vocab_size: int, draft_vocab_size: int, options
         d2t = repair_absolute_d2t(d2t)
     vocab = read_vocab_map(d2t, t2d, vocab_size, draft_vocab_size)
     return None if vocab is None or vocab.is_identity else vocab
+
+
+def source_config(ckpt: Checkpoint) -> dict[str, Any]:
+    """config.json less the keys our own writer derived for an engine (the sidecar lists them)."""
+    derived = (ckpt.sidecar or {}).get("derived_config_keys") or []
+    return {k: v for k, v in ckpt.config.items() if k not in derived}
 
 
 def restore_from_sidecar(ckpt: Checkpoint, cfg: dict[str, Any]) -> None:

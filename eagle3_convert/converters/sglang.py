@@ -13,7 +13,8 @@ from ..drafter import Drafter, DrafterConfig, TargetIdentity
 from ..errors import FormatError
 from .base import (TOP_KEYS, Checkpoint, ConvertOptions, Detection, Layout, Rename, WritePlan, canonical_tensors,
                    check_tensor_table, decoder_dict, decoder_fields, infer_num_aux, keep_model_type_spelling,
-                   read_vocab, refuse_unless, restore_from_sidecar, split_decoder_extra, to_stored)
+                   read_vocab, refuse_unless, restore_from_sidecar, source_config, split_decoder_extra,
+                   to_stored)
 from .layer_ids import engine_boundaries, ids_for_engine, target_family
 from .vocab import identity_map
 
@@ -53,7 +54,7 @@ class SGLangLayout(Layout):
         return Detection(self.name, False, "LlamaForCausalLMEagle3 flat config")
 
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
-        raw = ckpt.config
+        raw = source_config(ckpt)
         notes = list(ckpt.notes)
         fields: dict[str, Any] = decoder_fields(raw, "config.json")
         extra = split_decoder_extra(raw, MODELED)
@@ -137,9 +138,11 @@ class SGLangLayout(Layout):
                                                                        family, depth)
         config: dict[str, Any] = {**decoder_dict(cfg), **cfg.top_extra, "architectures": list(ARCHITECTURES), **own,
                                   "draft_vocab_size": cfg.draft_vocab_size, "eagle_config": eagle}
+        derived = []
         if "rope_theta" not in config and "rope_theta" in cfg.rope_normalized():
             # SpecForge writes both spellings; SGLang reads the transformers-4 one.
             config["rope_theta"] = cfg.rope_normalized()["rope_theta"]
+            derived.append("rope_theta")
         if cfg.target_hidden_size is not None:
             config["target_hidden_size"] = cfg.target_hidden_size  # SGLang checks presence only: never null
         if cfg.num_aux_hidden_states != 3:
@@ -151,7 +154,7 @@ class SGLangLayout(Layout):
         vocab = drafter.vocab or identity_map(cfg.vocab_size)  # SpecForge writes the identity map when Vd == V
         tensors["d2t"] = vocab.d2t_tensor()
         tensors["t2d"] = vocab.t2d_tensor()
-        return WritePlan(self.name, dict(sorted(config.items())), tensors)
+        return WritePlan(self.name, dict(sorted(config.items())), tensors, derived_keys=derived)
 
 
 LAYOUT = SGLangLayout()

@@ -1,0 +1,62 @@
+"""Shared fixtures: the shipped example drafter, copies of peer samples, and the CLI runner."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eagle3_convert.cli import main
+from eagle3_convert.safetensors_io import read_tensor_table, tensor_sha256
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+EXAMPLE = REPO / "examples" / "tiny-llama-speculators"
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str) -> CliResult:
+    """Run the real CLI in-process; a traceback would surface as an uncaught exception here."""
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+@pytest.fixture
+def example_dir(tmp_path: Path) -> Path:
+    dest = tmp_path / "example-speculators"
+    shutil.copytree(EXAMPLE, dest)
+    return dest
+
+
+@pytest.fixture
+def sample(tmp_path: Path):
+    """A writable copy of a checkpoint from tests/data/<name>/checkpoint."""
+
+    def copy(name: str) -> Path:
+        dest = tmp_path / name
+        shutil.copytree(DATA / name / "checkpoint", dest)
+        return dest
+
+    return copy
+
+
+def tensor_hashes(path: Path) -> dict[str, str]:
+    """sha256 of each tensor's raw bytes, by stored name."""
+    tensors, _ = read_tensor_table(path)
+    return {name: tensor_sha256(ref) for name, ref in tensors.items()}
+
+
+def tree_digest(path: Path) -> dict[str, str]:
+    """Every file under `path` with its sha256, to prove a source was not touched."""
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.rglob("*")) if p.is_file()}

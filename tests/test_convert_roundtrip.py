@@ -1,0 +1,254 @@
+"""speculators <-> sglang: lossless round trips, capture ids translated, refusals, atomic output."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import run_cli, tensor_hashes, tree_digest
+from eagle3_convert.convert import make_options, read_source
+from eagle3_convert.converters.base import ConvertOptions, write_directory
+from eagle3_convert.converters.registry import get_layout
+from eagle3_convert.converters.vocab import VocabMap, decode_ints, decode_mask
+from eagle3_convert.drafter import Drafter, DrafterConfig, TargetIdentity, expected_shapes
+from eagle3_convert.safetensors_io import FLOAT_DTYPES, InMemoryTensor, observe_reads, read_tensor_table
+
+
+def canonical_hashes(path: Path) -> dict[str, str]:
+    from eagle3_convert.safetensors_io import tensor_sha256
+
+    drafter = read_source(str(path)).drafter
+    out = {name: tensor_sha256(src) for name, src in drafter.tensors.items()}
+    if drafter.vocab is not None:
+        out["vocab"] = ",".join(map(str, drafter.vocab.target_ids))
+    return out
+
+
+def semantic(path: Path) -> dict:
+    drafter = read_source(str(path)).drafter
+    return {**drafter.config.semantic_dict(), "target": drafter.config.target.name_or_path}
+
+
+def write_target_config(path: Path, layers: int, model_type: str = "llama") -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": model_type, "num_hidden_layers": layers,
+        "hidden_size": 16, "vocab_size": 64}))
+    return path
+
+
+def build(dest: Path, layout: str, boundaries: list[int] | None, *, vocab_ids: list[int] | None = None,
+          vocab_size: int = 64, k: int | None = None, target_layers: int = 8, **flags) -> Path:
+    """A tiny random drafter (hidden 16) written by our own writer in `layout`."""
+    k = k or (len(boundaries) if boundaries else 3)
+    draft_vocab = len(vocab_ids) if vocab_ids is not None else vocab_size
+    cfg = DrafterConfig(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1,
+                        head_dim=8, vocab_size=vocab_size, draft_vocab_size=draft_vocab, num_aux_hidden_states=k,
+                        capture_boundaries=boundaries,
+                        target=TargetIdentity(name_or_path="org/target", architectures=["LlamaForCausalLM"],
+                                              model_type="llama", num_hidden_layers=target_layers),
+                        rope={"rope_theta": 10000.0}, **flags)
+    tensors = {}
+    for i, (name, shape) in enumerate(sorted(expected_shapes(cfg).items())):
+        n = 1
+        for d in shape:
+            n *= d
+        tensors[name] = InMemoryTensor("BF16", shape, bytes((i * 7 + j) % 251 for j in range(2 * n)))
+    vocab = VocabMap(tuple(vocab_ids), vocab_size) if vocab_ids is not None else None
+    plan = get_layout(layout).plan(Drafter(cfg, tensors, vocab), ConvertOptions())
+    write_directory(dest, plan.config, plan.tensors, {}, src=None, force=False)
+    return dest
+
+
+# ------------------------------------------------------------- round trips
+
+def test_speculators_to_sglang_and_back_is_lossless(example_dir: Path, tmp_path: Path):
+    before = tree_digest(example_dir)
+    assert run_cli("--to", "sglang", example_dir, tmp_path / "sg").exit_code == 0
+    assert run_cli("--to", "speculators", tmp_path / "sg", tmp_path / "back").exit_code == 0
+
+    assert tensor_hashes(tmp_path / "back") == tensor_hashes(example_dir)
+    assert json.loads((tmp_path / "back" / "config.json").read_text()) == \
+        json.loads((example_dir / "config.json").read_text())
+    assert canonical_hashes(tmp_path / "sg") == canonical_hashes(example_dir)
+    assert semantic(tmp_path / "sg") == semantic(example_dir)
+    assert tree_digest(example_dir) == before
+
+
+def test_sglang_to_speculators_and_back_is_lossless(sample, tmp_path: Path):
+    src = sample("specforge-sglang")
+    verifier = write_target_config(tmp_path / "llama-tiny", 8)
+    result = run_cli("--to", "speculators", "--verifier", verifier, src, tmp_path / "spec")
+    assert result.exit_code == 0, result.stderr
+    assert run_cli("--to", "sglang", tmp_path / "spec", tmp_path / "back").exit_code == 0
+
+    assert tensor_hashes(tmp_path / "back") == tensor_hashes(src)
+    assert json.loads((tmp_path / "back" / "config.json").read_text()) == json.loads((src / "config.json").read_text())
+    spec = json.loads((tmp_path / "spec" / "config.json").read_text())
+    assert spec["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]  # SGLang [1,3,4] are block outputs
+    assert spec["speculators_config"]["verifier"]["architectures"] == ["LlamaForCausalLM"]
+    assert "model_type" not in spec and spec["norm_before_residual"] is False
+
+
+def test_sglang_output_nests_block_output_ids(example_dir: Path, tmp_path: Path):
+    assert run_cli("--to", "sglang", example_dir, tmp_path / "sg").exit_code == 0
+    cfg = json.loads((tmp_path / "sg" / "config.json").read_text())
+    assert cfg["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": [1, 3, 4], "use_aux_hidden_state": True}
+    assert "eagle_aux_hidden_state_layer_ids" not in cfg
+    assert cfg["draft_vocab_size"] == 128 and "target_hidden_size" not in cfg
+    names = set(read_tensor_table(tmp_path / "sg")[0])
+    assert "midlayer.self_attn.q_proj.weight" in names and not any(n.startswith("layers.") for n in names)
+
+
+def test_convert_decodes_no_float_tensor(example_dir: Path, tmp_path: Path):
+    read_dtypes: list[str] = []
+    stop = observe_reads(lambda ref: read_dtypes.append(ref.dtype))
+    try:
+        assert run_cli("--to", "sglang", example_dir, tmp_path / "sg").exit_code == 0
+        assert run_cli("--to", "speculators", tmp_path / "sg", tmp_path / "back").exit_code == 0
+    finally:
+        stop()
+    assert read_dtypes, "the vocab map must have been decoded"
+    assert not FLOAT_DTYPES & set(read_dtypes), read_dtypes
+
+
+def test_k_not_three_writes_num_aux_and_survives(tmp_path: Path):
+    build(tmp_path / "spec", "speculators", [1, 3, 5, 6])
+    assert run_cli("--to", "sglang", tmp_path / "spec", tmp_path / "sg").exit_code == 0
+    cfg = json.loads((tmp_path / "sg" / "config.json").read_text())
+    assert cfg["num_aux_hidden_states"] == 4
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4, 5]
+    assert run_cli("--to", "speculators", tmp_path / "sg", tmp_path / "back").exit_code == 0
+    assert json.loads((tmp_path / "back" / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5, 6]
+
+
+def test_full_vocab_sglang_gets_identity_map_and_speculators_none(tmp_path: Path):
+    build(tmp_path / "spec", "speculators", [2, 4, 5])
+    assert {"d2t", "t2d"}.isdisjoint(read_tensor_table(tmp_path / "spec")[0])
+    assert run_cli("--to", "sglang", tmp_path / "spec", tmp_path / "sg").exit_code == 0
+    tensors = read_tensor_table(tmp_path / "sg")[0]
+    assert decode_ints(tensors["d2t"]) == [0] * 64 and decode_mask(tensors["t2d"]) == b"\x01" * 64
+    assert run_cli("--to", "speculators", tmp_path / "sg", tmp_path / "back").exit_code == 0
+    assert tensor_hashes(tmp_path / "back") == tensor_hashes(tmp_path / "spec")
+
+
+# ------------------------------------------------------------- refusals
+
+@pytest.mark.parametrize("flags, code", [
+    ({"norm_before_residual": True}, "E-FLAG-UNSUPPORTED"),
+    ({"family": "qwen3"}, "E-FAMILY-UNSUPPORTED"),
+    ({"attention_bias": True}, "E-BIAS-UNSUPPORTED"),
+])
+def test_sglang_refuses_what_it_cannot_express(tmp_path: Path, flags: dict, code: str):
+    build(tmp_path / "spec", "speculators", [2, 4, 5], **flags)
+    result = run_cli("--to", "sglang", tmp_path / "spec", tmp_path / "sg")
+    assert result.exit_code == 1
+    assert code in result.stderr and len(result.stderr.strip().splitlines()) == 2  # detected + one error line
+    assert not (tmp_path / "sg").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".sg.")]
+
+
+def test_sglang_refuses_a_boundary_it_cannot_capture(tmp_path: Path):
+    build(tmp_path / "spec", "speculators", [2, 4, 8])  # 8 = the last block's output of an 8-layer target
+    target = write_target_config(tmp_path / "target", 8)
+    result = run_cli("--to", "sglang", "--target", target, tmp_path / "spec", tmp_path / "sg")
+    assert result.exit_code == 1 and "E-CAPTURE-UNREACHABLE" in result.stderr
+    assert not (tmp_path / "sg").exists()
+
+
+def test_speculators_needs_a_verifier(sample, tmp_path: Path):
+    result = run_cli("--to", "speculators", sample("specforge-sglang"), tmp_path / "spec")
+    assert result.exit_code == 1 and "--verifier" in result.stderr and "E-VERIFIER-MISSING" in result.stderr
+
+
+def test_deepseek_target_quirk(tmp_path: Path):
+    # SGLang adds 1 on DeepSeek targets only when ids[0] == 1; boundary 3 first must be written raw.
+    build(tmp_path / "spec", "speculators", [3, 5, 6])
+    target = write_target_config(tmp_path / "ds", 8, "deepseek_v3")
+    assert run_cli("--to", "sglang", "--target", target, tmp_path / "spec", tmp_path / "sg").exit_code == 0
+    ids = json.loads((tmp_path / "sg" / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    assert ids == [3, 5, 6]
+    assert run_cli("--to", "speculators", "--target", target, tmp_path / "sg", tmp_path / "back").exit_code == 0
+    assert json.loads((tmp_path / "back" / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [3, 5, 6]
+
+
+# ------------------------------------------------------------- destination
+
+def test_non_empty_destination_needs_force(example_dir: Path, tmp_path: Path):
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / "keep.txt").write_text("mine")
+    result = run_cli("--to", "sglang", example_dir, dest)
+    assert result.exit_code == 1 and "--force" in result.stderr
+    assert (dest / "keep.txt").read_text() == "mine"
+    assert run_cli("--to", "sglang", "--force", example_dir, dest).exit_code == 0
+    assert not (dest / "keep.txt").exists() and (dest / "model.safetensors").is_file()
+
+
+def test_destination_inside_source_is_refused(example_dir: Path):
+    before = tree_digest(example_dir)
+    result = run_cli("--to", "sglang", example_dir, example_dir / "out")
+    assert result.exit_code == 1 and "overlaps" in result.stderr
+    assert tree_digest(example_dir) == before
+
+
+def test_sharded_output_round_trips(example_dir: Path, tmp_path: Path):
+    assert run_cli("--to", "sglang", "--max-shard-size", "40KB", example_dir, tmp_path / "sg").exit_code == 0
+    shards = sorted(p.name for p in (tmp_path / "sg").glob("model-*.safetensors"))
+    assert len(shards) >= 3 and (tmp_path / "sg" / "model.safetensors.index.json").is_file()
+    assert run_cli("--to", "speculators", tmp_path / "sg", tmp_path / "back").exit_code == 0
+    assert tensor_hashes(tmp_path / "back") == tensor_hashes(example_dir)
+
+
+def test_output_permissions_follow_umask(example_dir: Path, tmp_path: Path):
+    assert run_cli("--to", "sglang", example_dir, tmp_path / "sg").exit_code == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "sg").stat().st_mode & 0o777 == 0o777 & ~mask
+
+
+# ------------------------------------------------------------- properties
+
+LAYOUTS = ("speculators", "sglang")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_capture_boundaries_survive_any_chain(tmp_path_factory, data):
+    depth = data.draw(st.integers(4, 80), label="target layers")
+    boundaries = sorted(data.draw(st.sets(st.integers(0, depth - 1), min_size=1, max_size=5), label="boundaries"))
+    chain = data.draw(st.lists(st.sampled_from(LAYOUTS), min_size=1, max_size=4), label="chain")
+    root = tmp_path_factory.mktemp("chain")
+    target = write_target_config(root / "target", depth)
+    current = build(root / "step0", "speculators", boundaries, target_layers=depth)
+    for i, layout in enumerate(chain, 1):
+        result = run_cli("--to", layout, "--target", target, current, root / f"step{i}")
+        assert result.exit_code == 0, result.stderr
+        current = root / f"step{i}"
+        drafter = read_source(str(current), options=make_options(target=str(target))).drafter
+        assert drafter.config.capture_boundaries == boundaries
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_vocab_map_invariants_hold_after_every_write(tmp_path_factory, data):
+    vocab_size = data.draw(st.integers(2, 300), label="V")
+    ids = sorted(data.draw(st.sets(st.integers(0, vocab_size - 1), min_size=1, max_size=vocab_size), label="ids"))
+    root = tmp_path_factory.mktemp("vocab")
+    current = build(root / "step0", "speculators", [2, 4, 5], vocab_ids=ids, vocab_size=vocab_size)
+    for i, layout in enumerate(("sglang", "speculators", "sglang"), 1):
+        assert run_cli("--to", layout, current, root / f"step{i}").exit_code == 0
+        current = root / f"step{i}"
+        tensors = read_tensor_table(current)[0]
+        if len(ids) == vocab_size and layout == "speculators":
+            assert "d2t" not in tensors and "t2d" not in tensors
+            continue
+        d2t, t2d = decode_ints(tensors["d2t"]), decode_mask(tensors["t2d"])
+        assert tensors["d2t"].dtype == "I64" and tensors["t2d"].dtype == "BOOL"
+        assert [i + o for i, o in enumerate(d2t)] == ids
+        assert [t for t, bit in enumerate(t2d) if bit] == ids
