@@ -252,13 +252,14 @@ def read_tensor_table(root: str | os.PathLike) -> tuple[dict[str, TensorRef], li
     return tensors, [p.name for p in files]
 
 
-# Every read of tensor data goes through this hook so a test can prove the convert
-# path never decodes a float tensor.
-_read_observers: list[Callable[[TensorRef], None]] = []
+# Every read of tensor data goes through this hook so a test can prove what a command reads:
+# `observer(ref, whole)` with whole=True when the tensor is materialised in memory at once,
+# False when it is streamed in bounded chunks (hashing, deep validation).
+_read_observers: list[Callable[[TensorRef, bool], None]] = []
 
 
-def observe_reads(observer: Callable[[TensorRef], None]) -> Callable[[], None]:
-    """Register `observer(ref)` for every tensor read into memory; returns an unregister function."""
+def observe_reads(observer: Callable[[TensorRef, bool], None]) -> Callable[[], None]:
+    """Register `observer(ref, whole)` for every tensor read; returns an unregister function."""
     _read_observers.append(observer)
     return lambda: _read_observers.remove(observer)
 
@@ -268,7 +269,7 @@ def read_tensor_bytes(src: TensorSource) -> bytes:
     if isinstance(src, InMemoryTensor):
         return src.data
     for observer in list(_read_observers):
-        observer(src)
+        observer(src, True)
     try:
         with open(src.file, "rb") as f:
             f.seek(src.start)
@@ -288,7 +289,7 @@ def iter_tensor_chunks(src: TensorSource, chunk: int = COPY_CHUNK) -> Iterable[m
         yield memoryview(src.data)
         return
     for observer in list(_read_observers):
-        observer(src)
+        observer(src, False)
     buf = bytearray(min(chunk, max(src.nbytes, 1)))
     view = memoryview(buf)
     with open(src.file, "rb") as f:

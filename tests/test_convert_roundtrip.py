@@ -107,7 +107,7 @@ def test_sglang_output_nests_block_output_ids(example_dir: Path, tmp_path: Path)
 
 def test_convert_decodes_no_float_tensor(example_dir: Path, tmp_path: Path):
     read_dtypes: list[str] = []
-    stop = observe_reads(lambda ref: read_dtypes.append(ref.dtype))
+    stop = observe_reads(lambda ref, whole: whole and read_dtypes.append(ref.dtype))
     try:
         assert run_cli("--to", "sglang", example_dir, tmp_path / "sg").exit_code == 0
         assert run_cli("--to", "speculators", tmp_path / "sg", tmp_path / "back").exit_code == 0
@@ -252,3 +252,14 @@ def test_vocab_map_invariants_hold_after_every_write(tmp_path_factory, data):
         assert tensors["d2t"].dtype == "I64" and tensors["t2d"].dtype == "BOOL"
         assert [i + o for i, o in enumerate(d2t)] == ids
         assert [t for t, bit in enumerate(t2d) if bit] == ids
+
+
+def test_drafter_id_is_the_same_in_every_layout(example_dir: Path, tmp_path: Path):
+    assert run_cli("--to", "sglang", example_dir, tmp_path / "sg").exit_code == 0
+    assert run_cli("--to", "speculators", tmp_path / "sg", tmp_path / "back").exit_code == 0
+    ids = {json.loads((tmp_path / d / "eagle3-convert.json").read_text())["drafter_id"] for d in ("sg", "back")}
+    assert len(ids) == 1 and len(ids.pop()) == 64
+    build(tmp_path / "other", "speculators", [2, 4, 5])
+    assert run_cli("--to", "sglang", tmp_path / "other", tmp_path / "other-sg").exit_code == 0
+    other = json.loads((tmp_path / "other-sg" / "eagle3-convert.json").read_text())["drafter_id"]
+    assert other not in {json.loads((tmp_path / "sg" / "eagle3-convert.json").read_text())["drafter_id"]}

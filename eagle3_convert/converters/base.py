@@ -333,10 +333,15 @@ def check_destination(dest: Path, src: Path | None, force: bool) -> None:
 
 
 def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str, TensorSource],
-                    extra_files: Mapping[str, bytes], *, src: Path | None, force: bool,
+                    extra_files: Mapping[str, bytes] | Callable[[], Mapping[str, bytes]], *,
+                    src: Path | None, force: bool,
                     max_shard_bytes: int | None = None,
                     on_progress: Callable[[int], None] | None = None) -> list[str]:
-    """Write a checkpoint into a temporary directory beside `dest`, then rename it into place."""
+    """Write a checkpoint into a temporary directory beside `dest`, then rename it into place.
+
+    `extra_files` may be a function: it is called once the weights are written (files that
+    describe the weights, e.g. a sidecar holding their digest, can then be completed).
+    """
     dest = Path(dest)
     check_destination(dest, src, force)
     try:
@@ -348,7 +353,8 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
                                "check permissions and free space of the destination's parent") from None
     try:
         files = write_tensor_files(tmp, tensors, {"format": "pt"}, max_shard_bytes, on_progress)
-        for name, data in {CONFIG_NAME: json_bytes(config), **extra_files}.items():
+        extra = extra_files() if callable(extra_files) else extra_files
+        for name, data in {CONFIG_NAME: json_bytes(config), **extra}.items():
             (tmp / name).write_bytes(data)
             files.append(name)
         _fsync_dir(tmp)
