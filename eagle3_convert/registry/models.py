@@ -1,0 +1,184 @@
+"""What the registry records about a drafter: the target it was trained on, its capture
+boundaries, where copies of it live and what each copy was converted from.
+
+Plain pydantic models; storing them is store.py's job. Capture boundaries are the
+canonical form of FORMATS.md §4 (b = index into Hugging Face `output_hidden_states`);
+`ids_as_written` keeps the ids each engine's config actually spelled, because those
+differ between conventions for the same physical layers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+HUB_SCHEME = "hf://"
+
+# Hub repo ids: "name" (legacy, unowned) or "org/name".
+_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+_HEX_ID = re.compile(r"[0-9a-f]{8,128}")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _as_utc(value: datetime) -> datetime:
+    # Naive times are taken as UTC so records written on different machines compare.
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def _drafter_id(value: str) -> str:
+    normalized = value.strip().lower()
+    if not _HEX_ID.fullmatch(normalized):
+        raise ValueError(f"a drafter id is 8 to 128 hex characters, got {value!r}")
+    return normalized
+
+
+def _non_blank(value: str) -> str:
+    stripped = value.strip()
+    if not stripped:
+        raise ValueError("must not be empty")
+    return stripped
+
+
+UTCDateTime = Annotated[datetime, AfterValidator(_as_utc)]
+DrafterId = Annotated[str, AfterValidator(_drafter_id)]
+NonBlank = Annotated[str, AfterValidator(_non_blank)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TargetInfo(_Model):
+    """The target (verifier) model a drafter was trained against."""
+
+    name_or_path: str | None = None
+    revision: str | None = None
+    architectures: list[str] = Field(default_factory=list)
+    num_hidden_layers: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
+    vocab_size: PositiveInt | None = None
+
+
+def split_uri(uri: str) -> tuple[Literal["local", "hub"], str, str | None]:
+    """Split a location uri into (kind, path or repo id, revision).
+
+    `hf://ORG/NAME@REV` is a Hub repo at a revision (branch, tag or commit; optional);
+    anything else must be an absolute local path.
+    """
+    if uri.startswith(HUB_SCHEME):
+        repo, at, revision = uri[len(HUB_SCHEME) :].partition("@")
+        if not _REPO_ID.fullmatch(repo):
+            raise ValueError(f"{uri!r} is not hf://ORG/NAME[@REVISION]")
+        if at and (not revision or any(c.isspace() for c in revision)):
+            raise ValueError(f"{uri!r} has an empty or blank revision after '@'")
+        return "hub", repo, revision or None
+    if not os.path.isabs(uri):
+        raise ValueError(f"a local location must be an absolute path, got {uri!r}")
+    return "local", uri, None
+
+
+class LocationRef(_Model):
+    """Where one copy of a drafter lives, in which layout (no timestamp)."""
+
+    layout: NonBlank
+    uri: str
+
+    @field_validator("uri")
+    @classmethod
+    def _check_uri(cls, value: str) -> str:
+        kind, path_or_repo, _ = split_uri(value)
+        # Local paths are normalized so "/a/b/" and "/a/./b" are the same location.
+        return os.path.normpath(path_or_repo) if kind == "local" else value
+
+    @property
+    def kind(self) -> Literal["local", "hub"]:
+        return split_uri(self.uri)[0]
+
+    @property
+    def path_or_repo(self) -> str:
+        return split_uri(self.uri)[1]
+
+    @property
+    def revision(self) -> str | None:
+        return split_uri(self.uri)[2]
+
+
+class Location(LocationRef):
+    """A copy of a drafter and when the registry learned of it."""
+
+    added_at: UTCDateTime = Field(default_factory=utcnow)
+
+    @classmethod
+    def local(cls, path: str | os.PathLike[str], layout: str) -> Location:
+        return cls(layout=layout, uri=os.path.abspath(os.fspath(path)))
+
+    @classmethod
+    def hub(cls, repo_id: str, layout: str, revision: str | None = None) -> Location:
+        uri = f"{HUB_SCHEME}{repo_id}" + (f"@{revision}" if revision else "")
+        return cls(layout=layout, uri=uri)
+
+
+class LineageEdge(_Model):
+    """One conversion: `dest` was written from `source` by `tool`."""
+
+    source: LocationRef
+    dest: LocationRef
+    tool: NonBlank
+    created_at: UTCDateTime = Field(default_factory=utcnow)
+
+    @field_validator("source", "dest", mode="before")
+    @classmethod
+    def _strip_timestamp(cls, value: object) -> object:
+        # A Location is accepted as an endpoint; only its uri and layout belong to the edge.
+        if isinstance(value, LocationRef):
+            return {"layout": value.layout, "uri": value.uri}
+        return value
+
+    @model_validator(mode="after")
+    def _not_a_loop(self) -> LineageEdge:
+        if self.source == self.dest:
+            raise ValueError(f"a lineage edge cannot lead from {self.source.uri} to itself")
+        return self
+
+
+class DrafterRecord(_Model):
+    """Everything the registry knows about one drafter.
+
+    `drafter_id` is a digest of the canonical config and tensor bytes, computed by the
+    caller; it is the same for every layout the drafter is written in.
+    """
+
+    drafter_id: DrafterId
+    target: TargetInfo | None = None
+    # None: the engine default boundaries (FORMATS.md §4), not "unknown".
+    capture_boundaries: list[NonNegativeInt] | None = None
+    # engine/convention -> ids as that layout's config spells them, e.g.
+    # {"speculators": [2, 4, 5], "sglang": [1, 3, 4]}
+    ids_as_written: dict[NonBlank, list[int]] = Field(default_factory=dict)
+    draft_vocab_size: PositiveInt | None = None
+    vocab_size: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
+    flags: dict[NonBlank, bool] = Field(default_factory=dict)
+    trained_with: str | None = None
+    created_at: UTCDateTime = Field(default_factory=utcnow)
+    updated_at: UTCDateTime = Field(default_factory=utcnow)
+    locations: list[Location] = Field(default_factory=list)
+    lineage: list[LineageEdge] = Field(default_factory=list)
