@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .converters.vocab import VocabMap
 from .safetensors_io import TensorSource
@@ -31,6 +31,8 @@ FAMILY_BY_MODEL_TYPE: dict[str, Family] = {
 }
 MODEL_TYPE_BY_FAMILY: dict[Family, str] = {"llama": "llama", "qwen3": "qwen3", "deepseek_mla": "deepseek_v3"}
 
+# The variant flags that change the maths (FORMATS.md §1); a layout that cannot express one refuses.
+MATH_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output", "input_layernorm_on_hidden")
 ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor")
 MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
@@ -77,6 +79,9 @@ class DrafterConfig(BaseModel):
     norm_before_fc: bool = False
     fc_norm: bool = False
     norm_output: bool = False
+    # ModelOpt's HF trainer runs input_layernorm over h before hidden_norm in the first layer:
+    # hidden_norm(input_layernorm(h)) where every engine computes hidden_norm(h).
+    input_layernorm_on_hidden: bool = False
     attention_bias: bool = False
     mlp_bias: bool = False
     tie_word_embeddings: bool = False
@@ -86,6 +91,12 @@ class DrafterConfig(BaseModel):
     top_extra: dict[str, Any] = Field(default_factory=dict, description="top-level keys every layout keeps (dtype)")
     layout_extra: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="keys only one layout has, re-emitted when writing that layout")
+
+    @model_validator(mode="after")
+    def _mla_widths_stated(self) -> "DrafterConfig":
+        if self.family == "deepseek_mla" and not (self.mla and all(k in self.mla for k in MLA_KEYS)):
+            raise ValueError(f"an MLA drafter needs every latent width: {', '.join(MLA_KEYS)}")
+        return self
 
     @property
     def resolved_head_dim(self) -> int:
@@ -157,8 +168,8 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
     for i in range(cfg.num_layers):
         p = f"layers.{i}."
         width = 2 * H if i == 0 else H
-        if cfg.family == "deepseek_mla" and cfg.mla:
-            m = cfg.mla
+        if cfg.family == "deepseek_mla":
+            m = cfg.mla or {}
             shapes.update({
                 p + "self_attn.q_a_proj.weight": (m["q_lora_rank"], width),
                 p + "self_attn.q_a_layernorm.weight": (m["q_lora_rank"],),
@@ -175,9 +186,9 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
                 p + "self_attn.v_proj.weight": (nkv * hd, width),
                 p + "self_attn.o_proj.weight": (H, nh * hd),
             })
-            if cfg.attention_bias:
+            if cfg.attention_bias:  # HF Llama/Qwen3 put the bias on o_proj too
                 shapes.update({p + "self_attn.q_proj.bias": (nh * hd,), p + "self_attn.k_proj.bias": (nkv * hd,),
-                               p + "self_attn.v_proj.bias": (nkv * hd,)})
+                               p + "self_attn.v_proj.bias": (nkv * hd,), p + "self_attn.o_proj.bias": (H,)})
             if cfg.family == "qwen3":
                 shapes.update({p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)})
         shapes.update({
@@ -187,6 +198,8 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
             p + "input_layernorm.weight": (H,),
             p + "post_attention_layernorm.weight": (H,),
         })
+        if cfg.mlp_bias:
+            shapes.update({p + "mlp.gate_proj.bias": (I,), p + "mlp.up_proj.bias": (I,), p + "mlp.down_proj.bias": (H,)})
         if i == 0:
             shapes[p + "hidden_norm.weight"] = (H,)
     return shapes

@@ -51,13 +51,14 @@ def hub_error(exc: Exception, repo_id: str, action: str) -> HubError:
         return HubError(f"{action} {repo_id}: repository not found or not authorized (HTTP {status or 401})",
                         "check the repo id, and log in (`hf auth login`, HF_TOKEN or --token) for private repos",
                         code="E-HUB-AUTH")
-    if isinstance(exc, hf_errors.EntryNotFoundError) or status == 404:
-        return HubError(f"{action} {repo_id}: file or repo not found (HTTP 404)", "check the repo id and revision",
-                        code="E-HUB-NOTFOUND")
+    # LocalEntryNotFoundError subclasses EntryNotFoundError: a cache miss offline is not a 404.
     if isinstance(exc, hf_errors.LocalEntryNotFoundError) or isinstance(exc, OSError) and not status:
         return HubError(f"{action} {repo_id}: the Hub is unreachable and nothing is cached ({name})",
                         "check the network or HF_ENDPOINT; offline, download it first or unset HF_HUB_OFFLINE",
                         code="E-HUB-OFFLINE")
+    if isinstance(exc, hf_errors.EntryNotFoundError) or status == 404:
+        return HubError(f"{action} {repo_id}: file or repo not found (HTTP 404)", "check the repo id and revision",
+                        code="E-HUB-NOTFOUND")
     if status == 409:
         return HubError(f"{action} {repo_id}: conflict (HTTP 409)",
                         "the branch moved or a PR is pending: retry, or use --create-pr", code="E-HUB-CONFLICT")

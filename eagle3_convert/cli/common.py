@@ -13,7 +13,12 @@ import click
 # Static so `--help` does not import every layout; tests check it matches the registry.
 LAYOUT_HELP = "\n\n".join([
     "speculators  vllm-project/speculators trainer and converter; vLLM serves it with `vllm serve`",
-    "sglang       SGLang LlamaForCausalLMEagle3, as SpecForge exports it; served by sglang.launch_server",
+    "sglang       SGLang LlamaForCausalLMEagle3 / Eagle3DeepseekV2ForCausalLM, as SpecForge exports it; "
+    "served by sglang.launch_server",
+    "vllm         vLLM-native Eagle3 config (flat, ids at top level and in eagle_config); served by `vllm serve`",
+    "eagle        SafeAILab/EAGLE original EAGLE-3 (yuhuili/EAGLE3-*: midlayer.*, pytorch_model.bin); "
+    "written as model.safetensors",
+    "modelopt     NVIDIA ModelOpt HF export (eagle_config with NVIDIA fields); served by vLLM and TensorRT-LLM",
 ])
 
 
@@ -21,7 +26,7 @@ def fail(message: str, hint: str | None, code: str, exit_code: int) -> None:
     line = f"error: {message} [{code}]"
     if hint:
         line += f" — hint: {hint}"
-    click.echo(line, err=True)
+    click.echo(" ".join(line.splitlines()), err=True)  # one line even when a path or exception text has newlines
     sys.exit(exit_code)
 
 
@@ -52,6 +57,13 @@ def run_guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                  "please report it with EAGLE3_CONVERT_DEBUG=1 output", "E-INTERNAL", 3)
 
     return wrapper
+
+
+def registry_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`--registry PATH`, the same on every command that reads or records drafters."""
+    return click.option("--registry", "registry_path", metavar="PATH",
+                        help="Registry database (default: $EAGLE3_CONVERT_REGISTRY, else "
+                             "$XDG_DATA_HOME/eagle3-convert/registry.db).")(fn)
 
 
 def emit_json(data: Any) -> None:

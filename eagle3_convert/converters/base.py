@@ -9,7 +9,7 @@ import re
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -108,17 +108,72 @@ DECODER_KEYS = {
 TOP_KEYS = ("dtype", "torch_dtype", "transformers_version")
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
 def _require_int(cfg: Mapping[str, Any], key: str, where: str) -> int:
     value = cfg.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise FormatError(f"{where}: {key} is {value!r}; expected a positive integer",
+    if not _positive_int(value):
+        raise FormatError(f"{where}: {key} is {_short(value)}; expected a positive integer",
                           f"fix {key} in config.json", code="E-CONFIG-FIELD")
     return value
+
+
+# 64x the largest tokenizer in use: a t2d mask is V bytes, so an absurd V is a memory bomb, not a model.
+MAX_VOCAB_SIZE = 1 << 24
+
+
+def _require_vocab_size(dec: Mapping[str, Any], where: str) -> int:
+    vocab_size = _require_int(dec, "vocab_size", where)
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise FormatError(f"{where}: vocab_size is {vocab_size}, more than any tokenizer (limit {MAX_VOCAB_SIZE})",
+                          "fix vocab_size in config.json", code="E-CONFIG-FIELD")
+    return vocab_size
+
+
+# Optional decoder keys and the JSON type each must have when present: a string "1e-5" or "false"
+# must be refused, not coerced (bool("false") is True).
+_OPTIONAL_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "num_key_value_heads": (_positive_int, "a positive integer"),
+    "head_dim": (_positive_int, "a positive integer"),
+    "max_position_embeddings": (_positive_int, "a positive integer"),
+    "rms_norm_eps": (_positive_number, "a positive number"),
+    "rope_theta": (_positive_number, "a positive number"),
+    "partial_rotary_factor": (_positive_number, "a positive number"),
+    "hidden_act": (lambda v: isinstance(v, str), "a string"),
+    "rope_parameters": (lambda v: isinstance(v, dict), "an object"),
+    "rope_scaling": (lambda v: isinstance(v, dict), "an object"),
+    "attention_bias": (lambda v: isinstance(v, bool), "true or false"),
+    "mlp_bias": (lambda v: isinstance(v, bool), "true or false"),
+    "tie_word_embeddings": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def _check_optional_types(dec: Mapping[str, Any], where: str) -> None:
+    for key, (ok, expected) in _OPTIONAL_TYPES.items():
+        value = dec.get(key)
+        if value is not None and not ok(value):
+            raise FormatError(f"{where}: {key} is {_short(value)}; expected {expected}", f"fix {key} in config.json",
+                              code="E-CONFIG-FIELD")
 
 
 def decoder_fields(dec: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Canonical fields from an HF-style decoder config (flat SGLang or speculators' transformer_layer_config)."""
     model_type = dec.get("model_type", "llama")
+    if not isinstance(model_type, str):
+        raise FormatError(f"{where}: model_type is {_short(model_type)}; expected a string",
+                          "fix model_type in config.json", code="E-CONFIG-FIELD")
+    _check_optional_types(dec, where)
     family = FAMILY_BY_MODEL_TYPE.get(model_type)
     if family is None:
         raise FormatError(f"{where}: drafter model_type {model_type!r} is not an EAGLE-3 drafter family",
@@ -135,7 +190,7 @@ def decoder_fields(dec: Mapping[str, Any], where: str) -> dict[str, Any]:
         "num_key_value_heads": dec.get("num_key_value_heads") or dec.get("num_attention_heads"),
         "head_dim": dec.get("head_dim"),
         "num_layers": layers,
-        "vocab_size": _require_int(dec, "vocab_size", where),
+        "vocab_size": _require_vocab_size(dec, where),
         "rope": {k: dec[k] for k in ROPE_KEYS if k in dec},
         "attention_bias": bool(dec.get("attention_bias", False)),
         "mlp_bias": bool(dec.get("mlp_bias", False)),
@@ -145,10 +200,8 @@ def decoder_fields(dec: Mapping[str, Any], where: str) -> dict[str, Any]:
         if dec.get(key) is not None:
             fields[key] = dec[key]
     if family == "deepseek_mla":
-        fields["mla"] = {k: dec[k] for k in MLA_KEYS if k in dec}
-        if "q_lora_rank" not in fields["mla"]:
-            raise FormatError(f"{where}: an MLA drafter needs q_lora_rank", "add q_lora_rank to config.json",
-                              code="E-CONFIG-FIELD")
+        # Every MLA width must be stated: the engines' fallbacks differ (vLLM 0, transformers DeepSeek-V3 sizes).
+        fields["mla"] = {k: _require_int(dec, k, where) for k in MLA_KEYS}
     return fields
 
 
@@ -203,18 +256,49 @@ class Rename:
     read_only: bool = False  # an alias the engine accepts, never written
 
 
-def to_canonical(name: str, renames: tuple[Rename, ...], num_layers: int) -> str:
+@dataclass(frozen=True)
+class LayerRename:
+    """Inside `layers.{i}.` for i >= from_layer: `canonical` <-> `stored` name of the same module.
+
+    SGLang calls the pre-attention norm of layers >= 1 `hidden_norm`; the canonical (HF,
+    speculators, vLLM) name is `input_layernorm`.
+    """
+
+    canonical: str
+    stored: str
+    from_layer: int = 1
+
+
+_LAYER_NAME = re.compile(r"^layers\.(\d+)\.(.+)$")
+
+
+def _swap_in_layer(name: str, renames: tuple[Rename | LayerRename, ...], to_stored: bool) -> str:
+    m = _LAYER_NAME.match(name)
+    if not m:
+        return name
+    index, rest = int(m.group(1)), m.group(2)
     for rule in renames:
-        if rule.single_layer_only and num_layers != 1:
-            continue
-        if name.startswith(rule.stored):
-            return rule.canonical + name[len(rule.stored):]
+        if isinstance(rule, LayerRename) and index >= rule.from_layer:
+            old, new = (rule.canonical, rule.stored) if to_stored else (rule.stored, rule.canonical)
+            if rest.startswith(old):
+                return f"layers.{index}.{new}{rest[len(old):]}"
     return name
 
 
-def to_stored(name: str, renames: tuple[Rename, ...], num_layers: int) -> str:
+def to_canonical(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: int) -> str:
     for rule in renames:
-        if rule.read_only or (rule.single_layer_only and num_layers != 1):
+        if isinstance(rule, LayerRename) or (rule.single_layer_only and num_layers != 1):
+            continue
+        if name.startswith(rule.stored):
+            name = rule.canonical + name[len(rule.stored):]
+            break
+    return _swap_in_layer(name, renames, to_stored=False)
+
+
+def to_stored(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: int) -> str:
+    name = _swap_in_layer(name, renames, to_stored=True)
+    for rule in renames:
+        if isinstance(rule, LayerRename) or rule.read_only or (rule.single_layer_only and num_layers != 1):
             continue
         if name.startswith(rule.canonical):
             return rule.stored + name[len(rule.canonical):]
@@ -228,7 +312,7 @@ KNOWN_CANONICAL = re.compile(
 VOCAB_TENSORS = ("d2t", "t2d")
 
 
-def canonical_tensors(ckpt: Checkpoint, renames: tuple[Rename, ...], num_layers: int,
+def canonical_tensors(ckpt: Checkpoint, renames: tuple[Rename | LayerRename, ...], num_layers: int,
                       layout: str) -> dict[str, TensorSource]:
     """Stored names -> canonical names; refuses names the layout does not know (they would be lost)."""
     out: dict[str, TensorSource] = {}
@@ -397,7 +481,11 @@ def refuse_unless(cond: bool, message: str, hint: str, code: str) -> None:
 def infer_num_aux(fc: TensorSource | None, cfg_fields: Mapping[str, Any], declared: int | None,
                   ids: list[int] | None) -> int:
     """k from the fc width (k * Ht), cross-checked against the ids and any declared count."""
-    ht = cfg_fields.get("target_hidden_size") or cfg_fields["hidden_size"]
+    declared_ht = cfg_fields.get("target_hidden_size")
+    if declared_ht is not None and not _positive_int(declared_ht):
+        raise FormatError(f"target_hidden_size is {_short(declared_ht)}; expected a positive integer or null",
+                          "fix target_hidden_size in config.json", code="E-CONFIG-FIELD")
+    ht = declared_ht or cfg_fields["hidden_size"]
     if fc is None or len(fc.shape) != 2:
         return declared or (len(ids) if ids else 3)
     width = fc.shape[1]
@@ -418,6 +506,10 @@ def check_tensor_table(drafter: Drafter) -> None:
     """Every tensor the config implies is present with its shape; nothing the config does not explain."""
     from ..drafter import expected_shapes, optional_shapes
 
+    layers = drafter.config.num_layers
+    if layers > len(drafter.tensors):  # every layer needs several tensors; and expected_shapes is linear in this
+        raise FormatError(f"config.json says {layers} layers but the checkpoint holds {len(drafter.tensors)} tensors",
+                          "the checkpoint is incomplete or num_hidden_layers is wrong", code="E-KEY-MISSING")
     expected = expected_shapes(drafter.config)
     optional = optional_shapes(drafter.config)
     missing = sorted(set(expected) - set(drafter.tensors))
@@ -476,3 +568,120 @@ def restore_from_sidecar(ckpt: Checkpoint, cfg: dict[str, Any]) -> None:
             for key, value in known.model_dump().items():
                 if getattr(current, key) in (None, []) and value not in (None, []):
                     setattr(current, key, value)
+
+
+# ---------------------------------------------------- flat-config layout markers
+
+# The same flat `LlamaForCausalLMEagle3` config is written for SGLang, vLLM, original EAGLE and
+# ModelOpt; these are the facts that tell them apart (see each layout's `detect`).
+EAGLE3_ARCHITECTURES = frozenset({
+    "LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM", "Eagle3DeepseekV2ForCausalLM",
+    "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM", "Eagle3Qwen3vlForCausalLM",
+    "Eagle3MiniMaxM2ForCausalLM", "LlamaForCausalLMEagle3Deep"})
+# Keys only NVIDIA ModelOpt writes into the nested eagle_config.
+MODELOPT_EAGLE_FIELDS = ("use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
+                         "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers")
+
+
+@dataclass(frozen=True)
+class FlatMarkers:
+    architectures: tuple[str, ...]
+    eagle3_architecture: bool  # an architecture some engine serves as EAGLE-3
+    midlayer: bool  # tensors named midlayer.* (SpecForge, original EAGLE, ModelOpt's Megatron export)
+    pickled: bool  # weights in pytorch_model*.bin (original EAGLE research code)
+    top_level_ids: bool  # vLLM reads ids there; SGLang ignores them
+    nested_ids: bool  # SGLang and ModelOpt read ids from eagle_config
+    has_eagle_config: bool
+    modelopt_fields: tuple[str, ...]
+    norm_before_residual_key: bool  # a vLLM key SGLang, EAGLE and ModelOpt never write
+    quantized: bool  # ModelOpt quantized export
+
+
+def flat_markers(ckpt: Checkpoint) -> FlatMarkers:
+    cfg = ckpt.config
+    archs = cfg.get("architectures")
+    archs = tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ()
+    eagle = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    return FlatMarkers(
+        architectures=archs,
+        eagle3_architecture=any(a in EAGLE3_ARCHITECTURES for a in archs),
+        midlayer=any(name.startswith("midlayer.") for name in ckpt.tensors),
+        pickled=any(f.endswith(".bin") for f in ckpt.weight_files),
+        top_level_ids=bool(cfg.get("eagle_aux_hidden_state_layer_ids")),
+        nested_ids=bool(eagle.get("eagle_aux_hidden_state_layer_ids")),
+        has_eagle_config=isinstance(cfg.get("eagle_config"), dict),
+        modelopt_fields=tuple(k for k in MODELOPT_EAGLE_FIELDS if k in eagle),
+        norm_before_residual_key="norm_before_residual" in cfg,
+        quantized="quantization_config" in cfg or (ckpt.path / "hf_quant_config.json").is_file(),
+    )
+
+
+# ------------------------------------------------------------ shared refusals
+
+def refuse_modelopt_first_layer_norm(cfg: DrafterConfig, layout: str) -> None:
+    refuse_unless(not cfg.input_layernorm_on_hidden,
+                  "the drafter was trained by ModelOpt's HF trainer, whose first layer computes "
+                  f"hidden_norm(input_layernorm(h)); the {layout} layout's engines compute hidden_norm(h), so it "
+                  "would serve different maths",
+                  "keep the modelopt layout (vLLM and TensorRT-LLM load it with the same approximation), or, to "
+                  "accept it, set eagle_config.use_input_layernorm_in_first_layer to false in a copy of config.json",
+                  "E-FLAG-UNSUPPORTED")
+
+
+def refuse_uncaptured_states(cfg: DrafterConfig, layout: str) -> None:
+    """Without capture ids every engine captures 3 default layers; an fc of another width gets garbage."""
+    refuse_unless(cfg.capture_boundaries is not None or cfg.num_aux_hidden_states == 3,
+                  f"the drafter fuses {cfg.num_aux_hidden_states} captured states but names no capture layers; "
+                  f"the {layout} layout's engine would capture its 3 default layers",
+                  "add the capture ids the drafter was trained with to a copy of the source config.json",
+                  "E-CAPTURE-COUNT")
+
+
+def flat_fields(raw: Mapping[str, Any], modeled: set[str]) -> dict[str, Any]:
+    """Canonical fields shared by the flat HF-style layouts (SGLang, vLLM, EAGLE, ModelOpt)."""
+    fields: dict[str, Any] = decoder_fields(raw, "config.json")
+    extra = split_decoder_extra(raw, modeled)
+    keep_model_type_spelling(raw, fields, extra)
+    fields["hf_extra"] = extra
+    if raw.get("target_hidden_size") is not None:
+        fields["target_hidden_size"] = raw["target_hidden_size"]
+    fields["top_extra"] = {k: raw[k] for k in TOP_KEYS if k in raw}
+    return fields
+
+
+def int_list(value: Any, where: str) -> list[int] | None:
+    """A capture-id list as written (None or [] = not given); anything else is a format error."""
+    if value is None or value == []:
+        return None
+    if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        raise FormatError(f"{where} is {value!r}", "it must be a list of integers", code="E-CAPTURE-FIELD")
+    return value
+
+
+def capture_context(drafter_family: str, *targets: TargetIdentity | None) -> tuple[str, int | None]:
+    """The target family (SGLang's id quirks depend on it) and depth (bounds what can be captured).
+
+    The first known target wins; an MLA drafter with no known target serves a DeepSeek/Kimi one.
+    """
+    from .layer_ids import target_family
+
+    target = next((t for t in targets if t is not None), None) or TargetIdentity()
+    model_type = target.model_type or ("deepseek_v3" if drafter_family == "deepseek_mla" else None)
+    return target_family(model_type), target.num_hidden_layers
+
+
+def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: str, other_layout: str,
+                            notes: list[str]) -> Checkpoint:
+    """Layers >= 1 carry one pre-attention norm the engine reads (`used`) and one its class builds
+    but never reads (`unused`): drop the unread one with a note; refuse when only it is there."""
+    pattern = re.compile(rf"^(model\.)?layers\.([1-9]\d*)\.{re.escape(unused)}\.")
+    found = sorted(n for n in ckpt.tensors if pattern.match(n))
+    if not found:
+        return ckpt
+    orphans = [n for n in found if n.replace(f".{unused}.", f".{used}.") not in ckpt.tensors]
+    if orphans:
+        raise FormatError(f"{orphans[0]} has no {used} beside it: {engine} normalises layers >= 1 with {used} and "
+                          "would leave it random", f"the names look like {other_layout}'s: convert with "
+                          f"--from {other_layout}", code="E-KEY-MISSING")
+    notes.append(f"dropped {', '.join(found)}: {engine}'s layers >= 1 normalise with {used} and never read {unused}")
+    return replace(ckpt, tensors={n: t for n, t in ckpt.tensors.items() if n not in found})

@@ -9,7 +9,7 @@ from importlib.metadata import entry_points
 from ..errors import FormatError, UsageError
 from .base import Checkpoint, Detection, Layout
 
-BUILTIN = ("speculators", "sglang")
+BUILTIN = ("speculators", "sglang", "vllm", "eagle", "modelopt")
 ENTRY_POINT_GROUP = "eagle3_convert.layouts"
 
 _layouts: dict[str, Layout] = {}
@@ -40,6 +40,10 @@ def get_layout(name: str) -> Layout:
 
 def detect(ckpt: Checkpoint) -> Detection:
     """The one layout this checkpoint is in, or an error that says why it cannot be decided."""
+    written_as = (ckpt.sidecar or {}).get("layout")  # present only while config.json is the one we wrote
+    if written_as in layouts():
+        return Detection(written_as, True, f"eagle3-convert wrote it as {written_as} (eagle3-convert.json matches "
+                                           "config.json)")
     found = [d for d in (layout.detect(ckpt) for layout in layouts().values()) if d is not None]
     confident = [d for d in found if d.confident]
     if len(confident) == 1:

@@ -2,56 +2,63 @@
 
 SpecForge writes `midlayer.*`; SGLang also loads `layers.0.*` and `model.layers.0.*`.
 Capture ids are block OUTPUTS (boundary - 1), nested in `eagle_config`; SGLang ignores a
-top-level copy and silently captures its defaults instead.
+top-level copy and silently captures its defaults instead. Multi-layer Llama drafters use
+`layers.{i}.*`, and SGLang's layers >= 1 normalise their input with `hidden_norm` (the
+canonical `input_layernorm`). The MLA drafter (`Eagle3DeepseekV2ForCausalLM`, Kimi-K2.5 /
+DeepSeek targets) is single-layer and has no norm_before_fc.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import Drafter, DrafterConfig, TargetIdentity
+from ..drafter import Drafter, DrafterConfig
 from ..errors import FormatError
-from .base import (TOP_KEYS, Checkpoint, ConvertOptions, Detection, Layout, Rename, WritePlan, canonical_tensors,
-                   check_tensor_table, decoder_dict, decoder_fields, infer_num_aux, keep_model_type_spelling,
-                   read_vocab, refuse_unless, restore_from_sidecar, source_config, split_decoder_extra,
-                   to_stored)
-from .layer_ids import engine_boundaries, ids_for_engine, target_family
+from .base import (TOP_KEYS, Checkpoint, ConvertOptions, Detection, Layout, LayerRename, Rename, WritePlan,
+                   canonical_tensors, capture_context, check_tensor_table, decoder_dict, decoder_fields,
+                   drop_unused_layer_norms, flat_markers, infer_num_aux, keep_model_type_spelling, read_vocab,
+                   refuse_modelopt_first_layer_norm, refuse_uncaptured_states, refuse_unless, restore_from_sidecar,
+                   source_config, split_decoder_extra, to_stored)
+from .layer_ids import engine_boundaries, ids_for_engine
 from .vocab import identity_map
 
 # Read in order; written with the first matching rule (SpecForge's spelling).
 RENAMES: tuple[Rename, ...] = (
     Rename("layers.0.", "midlayer.", single_layer_only=True),
+    Rename("layers.0.", "midlayer.", read_only=True),  # SGLang maps midlayer to layers.0 whatever the depth
     Rename("layers.", "model.layers.", read_only=True),
     Rename("layers.", "layers."),
+    Rename("fc_norm.0.", "aux_norm_low.", read_only=True),  # SGLang's legacy fc_norm names
+    Rename("fc_norm.1.", "aux_norm_mid.", read_only=True),
+    Rename("fc_norm.2.", "aux_norm_high.", read_only=True),
+    LayerRename("input_layernorm.", "hidden_norm."),  # layers >= 1: SGLang's pre-attention norm
 )
-ARCHITECTURES = ("LlamaForCausalLMEagle3",)
+# The class SGLang builds for each drafter family (it has no Qwen3 EAGLE-3 class).
+ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}
 # Flat-config keys this layout models on top of the decoder keys.
 MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
            "norm_before_fc", "fc_norm", "use_aux_norm", "norm_output", "bias",
            "eagle_aux_hidden_state_layer_ids"}
 
 
-def capture_context(*targets: TargetIdentity | None) -> tuple[str, int | None]:
-    """SGLang's id quirks depend on the target family; its depth bounds what can be captured."""
-    target = next((t for t in targets if t is not None), None) or TargetIdentity()
-    return target_family(target.model_type), target.num_hidden_layers
-
-
 class SGLangLayout(Layout):
     name = "sglang"
-    summary = "SGLang `LlamaForCausalLMEagle3`, as SpecForge exports it; served by `sglang.launch_server`"
+    summary = ("SGLang `LlamaForCausalLMEagle3` / `Eagle3DeepseekV2ForCausalLM`, as SpecForge exports it; "
+               "served by `sglang.launch_server`")
     engine = "sglang"
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
-        cfg = ckpt.config
-        archs = cfg.get("architectures") or []
-        if not isinstance(archs, list) or not any(a in ARCHITECTURES for a in archs):
+        m = flat_markers(ckpt)
+        arch = next((a for a in m.architectures if a in ARCHITECTURE.values()), None)
+        if arch is None or m.modelopt_fields or m.pickled:
             return None
-        if any(k.startswith("midlayer.") for k in ckpt.tensors):
-            return Detection(self.name, True, "LlamaForCausalLMEagle3 config with midlayer.* tensors (SpecForge)")
-        if isinstance(cfg.get("eagle_config"), dict) and "eagle_aux_hidden_state_layer_ids" not in cfg:
-            return Detection(self.name, True, "LlamaForCausalLMEagle3 config with ids nested in eagle_config only")
-        return Detection(self.name, False, "LlamaForCausalLMEagle3 flat config")
+        if m.midlayer:  # also when vLLM markers are present: then the layout is ambiguous and detect says so
+            return Detection(self.name, True, f"{arch} config with midlayer.* tensors (SpecForge)")
+        if m.top_level_ids or m.norm_before_residual_key:
+            return None  # vLLM's markers
+        if m.has_eagle_config:
+            return Detection(self.name, True, f"{arch} config with eagle_config and no top-level ids")
+        return Detection(self.name, False, f"{arch} flat config without layout markers (vLLM reads it the same way)")
 
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
         raw = source_config(ckpt)
@@ -60,6 +67,13 @@ class SGLangLayout(Layout):
         extra = split_decoder_extra(raw, MODELED)
         keep_model_type_spelling(raw, fields, extra)
         fields["hf_extra"] = extra
+        archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+        built = next((fam for fam, arch in ARCHITECTURE.items() if arch in archs), None)
+        if built is not None and built != fields["family"]:
+            raise FormatError(f"architectures {archs} make SGLang build its {built} drafter class, but the config "
+                              f"describes a {fields['family']} drafter",
+                              f"set architectures to [{ARCHITECTURE.get(fields['family'], '?')!r}]",
+                              code="E-CONFIG-FAMILY")
         if "draft_vocab_size" not in raw:
             raise FormatError("config.json has no draft_vocab_size", "SGLang fails to construct the drafter "
                               "without it: set it to the lm_head rows", code="E-CONFIG-FIELD")
@@ -89,20 +103,19 @@ class SGLangLayout(Layout):
                               "it must be a list of integers", code="E-CAPTURE-FIELD")
         boundaries = None
         if ids is not None:
-            family, depth = capture_context(options.target)
+            family, depth = capture_context(fields["family"], options.target)
             boundaries = engine_boundaries(self.engine, ids, family, depth)
             if boundaries is None:
                 raise FormatError(f"SGLang ids {ids} capture nothing on a {family} target",
                                   "fix eagle_config.eagle_aux_hidden_state_layer_ids", code="E-CAPTURE-FIELD")
         fields["capture_boundaries"] = boundaries
+        ckpt = drop_unused_layer_norms(ckpt, "input_layernorm", "hidden_norm", "SGLang", "vllm", notes)
         tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
         declared = raw.get("num_aux_hidden_states")
         fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields,
                                                         declared if isinstance(declared, int) else None, ids)
         fields["top_extra"] = {k: raw[k] for k in TOP_KEYS if k in raw}
-        own: dict[str, Any] = {}
-        if raw.get("architectures") != list(ARCHITECTURES):
-            own["architectures"] = raw.get("architectures")
+        own: dict[str, Any] = {}  # architectures are not carried: SGLang picks its class by them
         nested = {k: v for k, v in eagle.items() if k not in ("eagle_aux_hidden_state_layer_ids", "norm_before_fc")}
         if nested != {"use_aux_hidden_state": True}:
             own["eagle_config"] = nested
@@ -120,23 +133,30 @@ class SGLangLayout(Layout):
                       "norm_before_residual is true: the drafter was trained with hidden_norm(h) as the first "
                       "layer's residual, and SGLang has no such option (it would serve different maths)",
                       "serve this drafter with vLLM: `--to speculators` or `--to vllm`", "E-FLAG-UNSUPPORTED")
-        refuse_unless(cfg.family == "llama",
-                      f"SGLang's LlamaForCausalLMEagle3 has no {cfg.family} drafter (q_norm/k_norm or MLA "
-                      "weights would be dropped silently)", "serve it with vLLM: `--to speculators` or `--to vllm`",
-                      "E-FAMILY-UNSUPPORTED")
+        refuse_unless(cfg.family in ARCHITECTURE,
+                      f"SGLang has no {cfg.family} EAGLE-3 drafter class (q_norm/k_norm would be dropped silently)",
+                      "serve it with vLLM: `--to speculators` or `--to vllm`", "E-FAMILY-UNSUPPORTED")
+        refuse_modelopt_first_layer_norm(cfg, self.name)
         refuse_unless(not (cfg.attention_bias or cfg.mlp_bias or any(n.endswith(".bias") for n in drafter.tensors)),
                       "the drafter has bias tensors; SGLang's Eagle3 loader drops biases silently",
                       "serve it with vLLM: `--to speculators` or `--to vllm`", "E-BIAS-UNSUPPORTED")
-        refuse_unless(cfg.num_layers == 1,
-                      f"the drafter has {cfg.num_layers} decoder layers; SGLang's LlamaForCausalLMEagle3 builds one",
-                      "serve a multi-layer drafter with vLLM (`--to vllm`)", "E-LAYERS-UNSUPPORTED")
+        if cfg.family == "deepseek_mla":
+            refuse_unless(cfg.num_layers == 1, f"the MLA drafter has {cfg.num_layers} decoder layers; SGLang's "
+                          "Eagle3DeepseekV2ForCausalLM builds one", "serve it with vLLM: `--to vllm`",
+                          "E-LAYERS-UNSUPPORTED")
+            refuse_unless(not cfg.norm_before_fc, "norm_before_fc is true and SGLang's Eagle3DeepseekV2ForCausalLM "
+                          "has no input_norm: the fused states would be served unnormalised",
+                          "no engine's MLA drafter class applies norm_before_fc: keep the source layout",
+                          "E-FLAG-UNSUPPORTED")
+        refuse_uncaptured_states(cfg, self.name)
         own = dict(cfg.layout_extra.get(self.name, {}))
         eagle: dict[str, Any] = {"use_aux_hidden_state": True, **own.pop("eagle_config", {})}
         if cfg.capture_boundaries is not None:
-            family, depth = capture_context(options.target, cfg.target)
+            family, depth = capture_context(cfg.family, options.target, cfg.target)
             eagle["eagle_aux_hidden_state_layer_ids"] = ids_for_engine(self.engine, cfg.capture_boundaries,
                                                                        family, depth)
-        config: dict[str, Any] = {**decoder_dict(cfg), **cfg.top_extra, "architectures": list(ARCHITECTURES), **own,
+        config: dict[str, Any] = {**decoder_dict(cfg), **cfg.top_extra, "architectures": [ARCHITECTURE[cfg.family]],
+                                  **own,
                                   "draft_vocab_size": cfg.draft_vocab_size, "eagle_config": eagle}
         derived = []
         if "rope_theta" not in config and "rope_theta" in cfg.rope_normalized():

@@ -12,7 +12,8 @@ from ..drafter import Drafter, DrafterConfig, TargetIdentity
 from ..errors import FormatError, RefusalError
 from .base import (TOP_KEYS, Checkpoint, ConvertOptions, Detection, Layout, Rename, WritePlan, canonical_tensors,
                    check_tensor_table, decoder_dict, decoder_fields, infer_num_aux, keep_model_type_spelling,
-                   read_vocab, refuse_unless, restore_from_sidecar, split_decoder_extra)
+                   read_vocab, refuse_modelopt_first_layer_norm, refuse_unless, restore_from_sidecar,
+                   split_decoder_extra)
 
 RENAMES: tuple[Rename, ...] = ()  # speculators names are the canonical names
 
@@ -66,7 +67,7 @@ class SpeculatorsLayout(Layout):
             notes.append("norm_before_residual is absent: read as false (speculators library default); "
                          "vLLM serves an absent key as true")
         ids = raw.get("eagle_aux_hidden_state_layer_ids")
-        if ids is not None and (not isinstance(ids, list) or not all(isinstance(x, int) for x in ids)):
+        if ids is not None and (not isinstance(ids, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in ids)):
             raise FormatError(f"eagle_aux_hidden_state_layer_ids is {ids!r}", "it must be a list of integers or null",
                               code="E-CAPTURE-FIELD")
         fields["capture_boundaries"] = ids
@@ -100,6 +101,7 @@ class SpeculatorsLayout(Layout):
         refuse_unless(cfg.family in ("llama", "qwen3"),
                       f"the speculators layout has no {cfg.family} (MLA) drafter class",
                       "serve an MLA drafter with SGLang or vLLM-native (`--to vllm`)", "E-FAMILY-UNSUPPORTED")
+        refuse_modelopt_first_layer_norm(cfg, self.name)
         refuse_unless(not (cfg.norm_before_fc and cfg.fc_norm),
                       "norm_before_fc and fc_norm are both true; speculators allows only one of them",
                       "this drafter cannot be expressed in the speculators layout", "E-FLAG-UNSUPPORTED")

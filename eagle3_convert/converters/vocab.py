@@ -113,7 +113,8 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
         if from_t2d is not None and from_d2t != from_t2d:
             if offsets == from_t2d:
                 raise FormatError(
-                    "d2t holds absolute target ids, not offsets (target = draft + d2t): every engine would "
+                    "d2t holds absolute target ids, not offsets (target = draft + d2t): its values equal "
+                    f"nonzero(t2d), and arange(Vd) + d2t{_overflow(from_d2t, vocab_size)}; every engine would "
                     "map draft tokens to the wrong target tokens",
                     "repair with `eagle3-convert --repair-d2t-absolute ...` (d2t := d2t - arange(Vd))",
                     code="E-VOCAB-ABSOLUTE")
@@ -121,6 +122,12 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
                               "the vocab map is inconsistent: re-export it from the training run",
                               code="E-VOCAB-MISMATCH")
         bad = [t for t in from_d2t if not 0 <= t < vocab_size]
+        if bad and _ascending_ids(offsets, vocab_size):
+            raise FormatError(
+                f"d2t looks like absolute target ids, not offsets: arange(Vd) + d2t{_overflow(from_d2t, vocab_size)}, "
+                "while d2t itself is a strictly increasing list of valid target ids",
+                "if so, repair with `eagle3-convert --repair-d2t-absolute ...` (d2t := d2t - arange(Vd))",
+                code="E-VOCAB-ABSOLUTE")
         if bad:
             raise FormatError(
                 f"arange(Vd) + d2t gives {len(bad)} target id(s) outside [0, {vocab_size}), e.g. {bad[0]} "
@@ -132,6 +139,17 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
                               "in ascending order", "re-export the vocab map", code="E-VOCAB-ORDER")
         return VocabMap(tuple(from_d2t), vocab_size, d2t, t2d)
     return VocabMap(tuple(from_t2d), vocab_size, None, t2d)
+
+
+def _overflow(target_ids: list[int], vocab_size: int) -> str:
+    over = sum(1 for t in target_ids if t >= vocab_size)
+    return f" exceeds the target vocab ({over} of {len(target_ids)} entries >= {vocab_size})" if over else \
+        " disagrees with nonzero(t2d)"
+
+
+def _ascending_ids(values: list[int], vocab_size: int) -> bool:
+    """Values that read as sorted target ids: what a d2t stored as absolute ids holds."""
+    return all(0 <= v < vocab_size for v in values) and all(b > a for a, b in zip(values, values[1:]))
 
 
 def repair_absolute_d2t(d2t: TensorSource) -> TensorSource:

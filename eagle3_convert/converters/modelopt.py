@@ -1,0 +1,188 @@
+"""NVIDIA ModelOpt HF export (served by vLLM and TensorRT-LLM). FORMATS.md §2.5.
+
+`model.safetensors` with unprefixed `layers.{i}.*`, `fc`, `norm`, `lm_head`, `d2t` only when
+Vd < V (no `t2d`, no `embed_tokens`); a flat Llama config (`model_type: kimi_k2` for the MLA
+drafter) with a nested `eagle_config` holding BLOCK-OUTPUT capture ids and NVIDIA's own fields
+(kept verbatim). Its Megatron exporter writes `midlayer.*` instead (read, never written).
+
+ModelOpt's HF trainer runs the first layer's input_layernorm over h before hidden_norm, so a
+drafter it trained computes hidden_norm(input_layernorm(h)) where engines compute
+hidden_norm(h): `eagle_config.use_input_layernorm_in_first_layer` (true by default there) is
+read as that fact (`DrafterConfig.input_layernorm_on_hidden`) and written back from it, so a
+drafter trained elsewhere is exported with it false.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..drafter import Drafter, DrafterConfig
+from ..errors import FormatError, RefusalError
+from .base import (Checkpoint, ConvertOptions, Detection, Layout, Rename, WritePlan, canonical_tensors,
+                   capture_context, check_tensor_table, decoder_dict, flat_fields, flat_markers, infer_num_aux,
+                   int_list, read_vocab, refuse_uncaptured_states, refuse_unless, restore_from_sidecar,
+                   source_config)
+from .layer_ids import engine_boundaries, ids_for_engine
+
+RENAMES: tuple[Rename, ...] = (
+    Rename("layers.0.", "midlayer.", single_layer_only=True, read_only=True),  # the Megatron exporter's spelling
+)
+ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}
+MODELED = {"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size"}
+NESTED_MODELED = ("eagle_aux_hidden_state_layer_ids", "use_aux_hidden_state", "use_input_layernorm_in_first_layer")
+# NVIDIA's eagle_config fields as its HF exporter writes them for a plain EAGLE-3 module.
+NVIDIA_DEFAULTS = {"use_last_layernorm": True, "use_mtp_layernorm": False, "next_layer_regular": True,
+                   "parallel_draft_step": 1, "parallel_draft_heads_num_layers": 1}
+FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+
+
+def refuse_modelopt_module(eagle: dict[str, Any], archs: list[Any]) -> None:
+    """ModelOpt configurations that are not a plain EAGLE-3 drafter any engine serves."""
+    if not eagle:
+        raise FormatError("config.json has no eagle_config: a ModelOpt export nests its EAGLE settings there",
+                          "read it with the layout that wrote it (--from sglang or --from vllm)",
+                          code="E-CONFIG-FIELD")
+    if "LlamaForCausalLMEagle" in archs or eagle.get("use_aux_hidden_state") is not True:
+        raise RefusalError("eagle_config.use_aux_hidden_state is not true: an EAGLE-1/2 module, not EAGLE-3",
+                           "this tool converts EAGLE-3 drafters only", code="E-CONFIG-ALGORITHM")
+    if eagle.get("use_mtp_layernorm"):
+        raise RefusalError("eagle_config.use_mtp_layernorm is true: an MTP-style module with extra norms no "
+                           "EAGLE-3 engine class builds", "serve it with TensorRT-LLM from the ModelOpt export",
+                           code="E-FLAG-UNSUPPORTED")
+    if (eagle.get("parallel_draft_step") or 1) > 1:
+        raise RefusalError(f"eagle_config.parallel_draft_step is {eagle['parallel_draft_step']}: parallel draft "
+                           "heads have no counterpart in other layouts", "serve it from the ModelOpt export",
+                           code="E-FLAG-UNSUPPORTED")
+    if eagle.get("use_last_layernorm") is False:
+        raise RefusalError("eagle_config.use_last_layernorm is false: the drafter has no final norm and every "
+                           "engine applies one", "retrain with use_last_layernorm, or serve it from the ModelOpt "
+                           "export", code="E-FLAG-UNSUPPORTED")
+
+
+class ModelOptLayout(Layout):
+    name = "modelopt"
+    summary = "NVIDIA ModelOpt HF export (eagle_config with NVIDIA fields); served by vLLM and TensorRT-LLM"
+    engine = "modelopt"
+
+    def detect(self, ckpt: Checkpoint) -> Detection | None:
+        m = flat_markers(ckpt)
+        if m.modelopt_fields:
+            fields = ", ".join(m.modelopt_fields)
+            return Detection(self.name, True, f"eagle_config has NVIDIA ModelOpt fields ({fields})")
+        if "LlamaForCausalLMEagle3Deep" in m.architectures:
+            return Detection(self.name, True, "LlamaForCausalLMEagle3Deep (ModelOpt's Megatron multi-layer export)")
+        if m.quantized and m.eagle3_architecture:
+            return Detection(self.name, True, "an Eagle3 config with a ModelOpt quantization config")
+        return None
+
+    def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
+        raw = source_config(ckpt)
+        notes = list(ckpt.notes)
+        markers = flat_markers(ckpt)
+        if markers.quantized:
+            raise RefusalError("a quantized ModelOpt export (quantization_config / hf_quant_config.json): its "
+                               "scales have no counterpart in the other layouts",
+                               "export the drafter unquantized (bf16) from ModelOpt and convert that",
+                               code="E-QUANT-UNSUPPORTED")
+        eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
+        archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+        refuse_modelopt_module(eagle, archs)
+        fields = flat_fields(raw, MODELED)
+        first_layer_norm = eagle.get("use_input_layernorm_in_first_layer")
+        if markers.midlayer:
+            # Megatron: the first layer's own input_layernorm IS the hidden_norm (exported under that name).
+            if first_layer_norm is False:
+                raise RefusalError("a Megatron export with use_input_layernorm_in_first_layer false: its first "
+                                   "layer has no hidden_norm, and every engine applies one",
+                                   "serve it from the ModelOpt export", code="E-FLAG-UNSUPPORTED")
+            notes.append("ModelOpt Megatron export (midlayer.*): its first-layer norm is the engines' hidden_norm")
+        else:
+            fields["input_layernorm_on_hidden"] = first_layer_norm is not False  # ModelOpt's default is true
+
+        ids = int_list(eagle.get("eagle_aux_hidden_state_layer_ids"), "eagle_config.eagle_aux_hidden_state_layer_ids")
+        boundaries = None
+        if ids is not None:
+            boundaries = engine_boundaries(self.engine, ids)
+            if boundaries is None:
+                raise FormatError(f"eagle_config ids {ids} capture nothing", "ModelOpt ids are block outputs >= 0",
+                                  code="E-CAPTURE-FIELD")
+        fields["capture_boundaries"] = boundaries
+        tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
+        fields["draft_vocab_size"] = self._draft_vocab_size(raw, ckpt, tensors, fields["vocab_size"], markers.midlayer,
+                                                            notes)
+        fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields, None, ids)
+        own: dict[str, Any] = {}
+        nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED}
+        if nested_extra:
+            own["eagle_config"] = nested_extra
+        fields["layout_extra"] = {self.name: own} if own else {}
+        restore_from_sidecar(ckpt, fields)
+        cfg = DrafterConfig(**fields)
+        drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options),
+                          self.name, ckpt.path, notes)
+        check_tensor_table(drafter)
+        return drafter
+
+    @staticmethod
+    def _draft_vocab_size(raw: dict[str, Any], ckpt: Checkpoint, tensors: dict[str, Any], vocab_size: int,
+                          megatron: bool, notes: list[str]) -> int:
+        """Vd, telling a draft head from the base model's [V, H] head the exporter copies in."""
+        head = tensors.get("lm_head.weight")
+        rows = head.shape[0] if head is not None and len(head.shape) == 2 else None
+        d2t = ckpt.tensors.get("d2t")
+        declared = raw.get("draft_vocab_size")
+        vd = declared if declared is not None else (d2t.shape[0] if d2t is not None and d2t.shape else rows)
+        vd = vd if vd is not None else vocab_size
+        if rows == vocab_size and vd != vocab_size:
+            raise FormatError(
+                f"lm_head.weight is [{vocab_size}, H]: the base model's head, which ModelOpt copies in when the "
+                f"draft has none, but the drafter's vocab is Vd = {vd}: its own [{vd}, H] head is missing",
+                "re-export the drafter together with its trained draft head", code="E-MODELOPT-BASE-HEAD")
+        if rows == vocab_size and d2t is None:
+            notes.append("lm_head.weight covers the full vocab and there is no d2t: ModelOpt copies the base "
+                         "model's head in when the draft trains none; engines use it as the draft head either way")
+        if megatron and vd < vocab_size and d2t is None:
+            raise FormatError("a ModelOpt Megatron export with Vd < V and no d2t: that exporter never writes d2t "
+                              "(a typo in its code), so the draft->target map is lost",
+                              "take d2t from the training run (ModelOpt's HF export writes it) and add it",
+                              code="E-VOCAB-MISSING")
+        return vd
+
+    def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
+        cfg = drafter.config
+        refuse_unless(cfg.family in ARCHITECTURE, f"ModelOpt exports Llama and MLA (kimi_k2) EAGLE-3 modules, not "
+                      f"{cfg.family} (q_norm/k_norm would be dropped)", "serve it with vLLM: `--to vllm`",
+                      "E-FAMILY-UNSUPPORTED")
+        flags = [f for f in FLAGS if getattr(cfg, f)]
+        refuse_unless(not flags, f"{', '.join(flags)} set: ModelOpt's EAGLE-3 module and TensorRT-LLM have no such "
+                      "option and would serve different maths", "serve it with vLLM (`--to vllm`)",
+                      "E-FLAG-UNSUPPORTED")
+        refuse_unless(cfg.resolved_target_hidden_size == cfg.hidden_size,
+                      f"target_hidden_size {cfg.target_hidden_size} differs from hidden_size {cfg.hidden_size}; "
+                      "ModelOpt sizes fc from the drafter's hidden size", "serve it with vLLM (`--to vllm`)",
+                      "E-HIDDEN-UNSUPPORTED")
+        refuse_uncaptured_states(cfg, self.name)
+        own = dict(cfg.layout_extra.get(self.name, {}))
+        eagle: dict[str, Any] = {**NVIDIA_DEFAULTS, **own.pop("eagle_config", {}), "use_aux_hidden_state": True,
+                                 "use_input_layernorm_in_first_layer": cfg.input_layernorm_on_hidden}
+        if cfg.capture_boundaries is not None:
+            family, depth = capture_context(cfg.family, options.target, cfg.target)
+            eagle["eagle_aux_hidden_state_layer_ids"] = ids_for_engine(self.engine, cfg.capture_boundaries, family,
+                                                                       depth)
+        config: dict[str, Any] = {**decoder_dict(cfg), **cfg.top_extra, "architectures": [ARCHITECTURE[cfg.family]],
+                                  **own, "draft_vocab_size": cfg.draft_vocab_size,
+                                  "eagle_config": dict(sorted(eagle.items()))}
+        derived = []
+        if "rope_theta" not in config and "rope_theta" in cfg.rope_normalized():
+            config["rope_theta"] = cfg.rope_normalized()["rope_theta"]  # ModelOpt's template writes both spellings
+            derived.append("rope_theta")
+        tensors = dict(drafter.tensors)  # ModelOpt's HF names are the canonical names
+        if drafter.vocab is not None:
+            tensors["d2t"] = drafter.vocab.d2t_tensor()  # no t2d: ModelOpt never writes one
+        notes = []
+        if "embed_tokens.weight" in drafter.tensors:
+            notes.append("embed_tokens.weight kept: ModelOpt's exporter leaves it out, vLLM loads it if present")
+        return WritePlan(self.name, dict(sorted(config.items())), tensors, notes, derived_keys=derived)
+
+
+LAYOUT = ModelOptLayout()

@@ -1,0 +1,174 @@
+"""vLLM-native layout (flat HF-style config, `vllm serve --speculative-config`). FORMATS.md §2.3.
+
+Keys are unprefixed `layers.{i}.*` (vLLM adds `model.` itself; `midlayer.*` is read as an alias
+of a single layer). Capture ids are BOUNDARIES: the V2 runner reads only the top-level list,
+the V1 runner falls back to the nested `eagle_config` copy, so both are written. `fc` is sized
+from `num_aux_hidden_states` (or the nested list), written when k != 3; `norm_before_residual`
+is always written, since an absent key means false here but true on vLLM's speculators path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..drafter import Drafter, DrafterConfig
+from ..errors import FormatError, RefusalError
+from .base import (Checkpoint, ConvertOptions, Detection, Layout, Rename, WritePlan, canonical_tensors,
+                   capture_context, check_tensor_table, decoder_dict, drop_unused_layer_norms, flat_fields,
+                   flat_markers, infer_num_aux, int_list, read_vocab, refuse_modelopt_first_layer_norm,
+                   refuse_uncaptured_states, refuse_unless, restore_from_sidecar, source_config)
+from .layer_ids import engine_boundaries, ids_for_engine
+
+RENAMES: tuple[Rename, ...] = (
+    Rename("layers.0.", "midlayer.", read_only=True),  # vLLM's WeightsMapper maps midlayer. to layers.0.
+)
+# What this layout writes for each drafter family.
+ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
+                "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}
+# vLLM's model registry: architecture -> the drafter family of the Eagle3 class it builds.
+CLASS_FAMILY = {
+    "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "Eagle3Qwen2_5vlForCausalLM": "llama",
+    "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama",
+    "Eagle3Qwen3ForCausalLM": "qwen3",
+    "Eagle3DeepseekV2ForCausalLM": "deepseek_mla", "Eagle3DeepseekV3ForCausalLM": "deepseek_mla",
+}
+FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
+           "eagle_aux_hidden_state_layer_ids", *FLAGS}
+NESTED_MODELED = ("eagle_aux_hidden_state_layer_ids", "use_aux_hidden_state", "norm_before_fc")
+
+
+def served_family(architectures: list[Any]) -> str | None:
+    """The family of the Eagle3 class vLLM builds; a plain `XForCausalLM` becomes `Eagle3XForCausalLM`."""
+    for arch in architectures:
+        if not isinstance(arch, str):
+            continue
+        family = CLASS_FAMILY.get(arch) or CLASS_FAMILY.get(f"Eagle3{arch}")
+        if family:
+            return family
+    return None
+
+
+class VLLMLayout(Layout):
+    name = "vllm"
+    summary = "vLLM-native Eagle3 config (flat, ids at top level and in eagle_config); served by `vllm serve`"
+    engine = "vllm"
+
+    def detect(self, ckpt: Checkpoint) -> Detection | None:
+        m = flat_markers(ckpt)
+        if not m.eagle3_architecture or m.modelopt_fields or m.pickled or "speculators_model_type" in ckpt.config:
+            return None
+        if m.top_level_ids:
+            return Detection(self.name, True, "top-level eagle_aux_hidden_state_layer_ids (vLLM reads its ids "
+                                              "there; SGLang and ModelOpt nest them)")
+        if m.norm_before_residual_key:
+            return Detection(self.name, True, "top-level norm_before_residual (a vLLM key SGLang has not)")
+        only_vllm = [a for a in m.architectures if a in CLASS_FAMILY and a not in
+                     ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")]
+        if only_vllm:
+            return Detection(self.name, True, f"architecture {only_vllm[0]} exists only in vLLM")
+        return None
+
+    def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
+        raw = source_config(ckpt)
+        notes = list(ckpt.notes)
+        fields = flat_fields(raw, MODELED)
+        archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+        served = served_family(archs)
+        if served is None:
+            raise FormatError(f"architectures {archs} name no vLLM Eagle3 drafter class",
+                              f"vLLM-native drafters use {', '.join(sorted(set(ARCHITECTURE.values())))}",
+                              code="E-CONFIG-ARCH")
+        if served != fields["family"]:
+            raise FormatError(f"architectures {archs} make vLLM build its {served} Eagle3 class, but the config "
+                              f"describes a {fields['family']} drafter", f"set architectures to "
+                              f"[{ARCHITECTURE[fields['family']]!r}]", code="E-CONFIG-FAMILY")
+        vd = raw.get("draft_vocab_size")
+        fields["draft_vocab_size"] = fields["vocab_size"] if vd is None else vd  # vLLM: absent = full vocab
+        eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
+        if eagle.get("use_aux_hidden_state", True) is not True:
+            raise RefusalError("eagle_config.use_aux_hidden_state is false: an EAGLE-1/2 head, not an EAGLE-3 "
+                               "drafter", "this tool converts EAGLE-3 drafters only", code="E-CONFIG-ALGORITHM")
+        fields["norm_before_residual"] = bool(raw.get("norm_before_residual", False))
+        fields["norm_before_fc"] = bool(eagle.get("norm_before_fc", raw.get("norm_before_fc", False)))
+        fields["fc_norm"] = bool(raw.get("fc_norm", False))
+        fields["norm_output"] = bool(raw.get("norm_output", False))
+
+        top = int_list(raw.get("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids")
+        nested = int_list(eagle.get("eagle_aux_hidden_state_layer_ids"),
+                          "eagle_config.eagle_aux_hidden_state_layer_ids")
+        if top is None and nested is not None:
+            raise FormatError(
+                "capture ids are only in eagle_config: vLLM's V1 runner reads them as boundaries while its V2 "
+                "runner ignores them and captures its defaults",
+                "if they are block-output ids (SGLang, ModelOpt) convert with --from sglang or --from modelopt; "
+                "if they are boundaries, copy them to the top-level eagle_aux_hidden_state_layer_ids",
+                code="E-CAPTURE-AMBIGUOUS")
+        if top is not None and nested is not None and nested != top:
+            notes.append(f"eagle_config ids {nested} ignored: vLLM reads the top-level list {top} first")
+        boundaries = None
+        if top is not None:
+            boundaries = engine_boundaries(self.engine, top)
+            if boundaries is None:
+                raise FormatError(f"eagle_aux_hidden_state_layer_ids {top} has a negative id",
+                                  "vLLM ids are boundaries >= 0", code="E-CAPTURE-FIELD")
+        fields["capture_boundaries"] = boundaries
+        ckpt = drop_unused_layer_norms(ckpt, "hidden_norm", "input_layernorm", "vLLM", "sglang", notes)
+        tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
+        declared = raw.get("num_aux_hidden_states")
+        fields["num_aux_hidden_states"] = infer_num_aux(
+            tensors.get("fc.weight"), fields, declared if isinstance(declared, int) else None, top or nested)
+
+        own: dict[str, Any] = {}
+        if archs != [ARCHITECTURE[fields["family"]]]:
+            own["architectures"] = archs  # another spelling of the same vLLM class
+        nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED}
+        if nested_extra:
+            own["eagle_config"] = nested_extra
+        fields["layout_extra"] = {self.name: own} if own else {}
+        restore_from_sidecar(ckpt, fields)
+        cfg = DrafterConfig(**fields)
+        drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options),
+                          self.name, ckpt.path, notes)
+        check_tensor_table(drafter)
+        return drafter
+
+    def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
+        cfg = drafter.config
+        refuse_modelopt_first_layer_norm(cfg, self.name)
+        refuse_uncaptured_states(cfg, self.name)
+        if cfg.family == "deepseek_mla":
+            refuse_unless(not cfg.norm_before_fc,
+                          "norm_before_fc is true and vLLM's Eagle3DeepseekV2ForCausalLM has no input_norm: the "
+                          "weight would be dropped and the fused states served unnormalised",
+                          "no engine's MLA drafter class applies norm_before_fc: keep the source layout",
+                          "E-FLAG-UNSUPPORTED")
+            refuse_unless(not (cfg.attention_bias or cfg.mlp_bias),
+                          "the MLA drafter has bias tensors; vLLM's Eagle3DeepseekV2ForCausalLM builds none",
+                          "this drafter cannot be served by vLLM's MLA class", "E-BIAS-UNSUPPORTED")
+        own = dict(cfg.layout_extra.get(self.name, {}))
+        eagle: dict[str, Any] = {"use_aux_hidden_state": True, **own.pop("eagle_config", {})}
+        config: dict[str, Any] = {
+            **decoder_dict(cfg), **cfg.top_extra, "architectures": [ARCHITECTURE[cfg.family]], **own,
+            "draft_vocab_size": cfg.draft_vocab_size,
+            # All four written: vLLM's native and speculators paths disagree on an absent norm_before_residual.
+            **{flag: getattr(cfg, flag) for flag in FLAGS},
+        }
+        if cfg.capture_boundaries is not None:
+            family, depth = capture_context(cfg.family, options.target, cfg.target)
+            ids = ids_for_engine(self.engine, cfg.capture_boundaries, family, depth)
+            config["eagle_aux_hidden_state_layer_ids"] = ids  # the V2 runner reads only this one
+            eagle["eagle_aux_hidden_state_layer_ids"] = list(ids)  # the V1 runner's fallback
+        config["eagle_config"] = eagle
+        if cfg.target_hidden_size is not None:
+            config["target_hidden_size"] = cfg.target_hidden_size
+        if cfg.num_aux_hidden_states != 3:
+            config["num_aux_hidden_states"] = cfg.num_aux_hidden_states  # sizes fc when the list is absent
+        tensors = dict(drafter.tensors)  # vLLM's names are the canonical names
+        if drafter.vocab is not None:
+            tensors["d2t"] = drafter.vocab.d2t_tensor()
+            tensors["t2d"] = drafter.vocab.t2d_tensor()  # vLLM skips it; speculators-style readers need it
+        return WritePlan(self.name, dict(sorted(config.items())), tensors)
+
+
+LAYOUT = VLLMLayout()
