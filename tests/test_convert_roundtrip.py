@@ -263,3 +263,12 @@ def test_drafter_id_is_the_same_in_every_layout(example_dir: Path, tmp_path: Pat
     assert run_cli("--to", "sglang", tmp_path / "other", tmp_path / "other-sg").exit_code == 0
     other = json.loads((tmp_path / "other-sg" / "eagle3-convert.json").read_text())["drafter_id"]
     assert other not in {json.loads((tmp_path / "sg" / "eagle3-convert.json").read_text())["drafter_id"]}
+
+
+def test_sglang_fc_bias_flag_is_refused_not_misread(sample, tmp_path: Path):
+    src = sample("specforge-sglang")
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**cfg, "bias": True}))
+    result = run_cli("--to", "speculators", "--verifier", "org/target", src, tmp_path / "spec")
+    assert result.exit_code == 1 and "E-BIAS-UNSUPPORTED" in result.stderr and "fc bias" in result.stderr
+    assert not (tmp_path / "spec").exists()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..drafter import Drafter, DrafterConfig
-from ..errors import FormatError
+from ..errors import FormatError, RefusalError
 from .base import (TOP_KEYS, Checkpoint, ConvertOptions, Detection, Layout, LayerRename, Rename, WritePlan,
                    canonical_tensors, capture_context, check_tensor_table, decoder_dict, decoder_fields,
                    drop_unused_layer_norms, flat_markers, infer_num_aux, keep_model_type_spelling, read_vocab,
@@ -86,7 +86,9 @@ class SGLangLayout(Layout):
         fields["fc_norm"] = bool(raw.get("fc_norm", raw.get("use_aux_norm", False)))
         fields["norm_output"] = bool(raw.get("norm_output", False))
         if raw.get("bias"):
-            fields["attention_bias"] = True
+            # SGLang's `bias` is the fc layer's bias (llama_eagle3.py), which no other engine builds.
+            raise RefusalError("config.json sets bias: true (an fc bias); no other layout can hold it",
+                               "serve this drafter with SGLang as it is", code="E-BIAS-UNSUPPORTED")
         if "norm_before_residual" in extra:
             notes.append("norm_before_residual in config.json is ignored by SGLang (read as false)")
             extra.pop("norm_before_residual")
