@@ -1,0 +1,31 @@
+"""Write a tiny random LlamaForCausalLM (config.json + model.safetensors) with transformers.
+
+speculators' from_pretrained needs a verifier's config AND weights (embed_tokens, lm_head,
+model.norm); its dimensions match the drafters under test: hidden 64, 8 layers, vocab 512.
+
+    python make_verifier.py OUT_DIR
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+
+import _peer  # noqa: F401  (offline environment)
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def main(out: str) -> None:
+    torch.manual_seed(7)
+    config = LlamaConfig(hidden_size=64, num_hidden_layers=8, vocab_size=512, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=16, intermediate_size=128, tie_word_embeddings=False)
+    with contextlib.redirect_stdout(sys.stderr):
+        LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(out)
+    json.dump({"verifier": out}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
