@@ -30,18 +30,29 @@ def target_from_config(config: dict[str, Any], name_or_path: str | None, revisio
     )
 
 
+def context_length(config: dict[str, Any]) -> int | None:
+    """The target's context length (max_position_embeddings), for drafters that must cover it."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    value = text.get("max_position_embeddings", config.get("max_position_embeddings"))
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def load_target(spec: str, revision: str | None = None, name_or_path: str | None = None) -> TargetIdentity:
     """A target from a local config.json or a directory holding one, or a Hub repo id."""
+    config, commit = read_target_config(spec, revision)
+    return target_from_config(config, name_or_path or spec, commit or revision)
+
+
+def read_target_config(spec: str, revision: str | None = None) -> tuple[dict[str, Any], str | None]:
+    """A target's raw config.json (local file, its directory, or Hub repo id) and the Hub commit, if any."""
     path = Path(spec)
     if path.is_dir():
         path = path / "config.json"
     if path.is_file():
-        config = read_json_file(path, f"target config {spec}")
-        return target_from_config(config, name_or_path or spec, revision)
+        return read_json_file(path, f"target config {spec}"), None
     from .hub import is_repo_id, fetch_config
 
     if is_repo_id(spec):
-        config, commit = fetch_config(spec, revision)
-        return target_from_config(config, name_or_path or spec, commit or revision)
+        return fetch_config(spec, revision)
     raise FormatError(f"target {spec!r}: no such config file or directory",
                       "pass the target's config.json, its directory, or its Hub repo id", code="E-TARGET-MISSING")

@@ -1,0 +1,92 @@
+"""`validate`: name every silent EAGLE-3 failure before a GPU is spent."""
+
+from __future__ import annotations
+
+import click
+
+from . import main
+from .common import emit_json, fail, hub_options, registry_option, run_guarded
+from .convert import LAYOUT_NAMES
+
+# Static so `--help` imports no checks; a test keeps it equal to checks.ENGINES.
+ENGINE_NAMES = ("speculators", "vllm", "sglang", "trtllm")
+HEADINGS = {"error": "errors", "warning": "warnings", "info": "info"}
+
+
+@main.command("validate")
+@click.argument("src")
+@click.option("--engine", "engines", type=click.Choice(ENGINE_NAMES), multiple=True,
+              help="Replay this engine's loading rules (repeatable). Default: the engines that serve the layout.")
+@click.option("--target", metavar="CONFIG_OR_DIR_OR_REPO",
+              help="The target model's config: depth, width, vocab, family and context are checked against it.")
+@click.option("--deep", is_flag=True,
+              help="Read every byte: NaN/Inf, tensors left at initial values, per-tensor sha256 manifest.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
+@click.option("--revision", help="Hub revision when SRC is a repo id.")
+@hub_options
+@click.option("--from", "from_layout", type=click.Choice(("auto",) + LAYOUT_NAMES), default="auto",
+              show_default=True, help="Check SRC as this layout instead of detecting it.")
+@registry_option
+@run_guarded
+def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: bool, strict: bool, as_json: bool,
+                 revision: str | None, endpoint: str | None, token: str | None, from_layout: str,
+                 registry_path: str | None) -> None:
+    """Check the drafter in SRC (directory or Hub repo id) for every fault engines load silently.
+
+    Each finding has a stable code, a severity, a message naming the tensor or config field, and
+    a hint. Exit status 1 when there is an error (or, with --strict, a warning), else 0. Reads
+    tensor headers only (and d2t/t2d) unless --deep.
+    """
+    from ..checks import load_target_facts, validate_checkpoint
+    from ..hub import resolve_source
+
+    facts = load_target_facts(target) if target else None
+    path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
+    label = f"{src}@{commit}" if commit else src
+    # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
+    from ..registry import recorded_capture
+
+    recorded = recorded_capture(path, registry_path, uri=f"hf://{src}@{commit}" if commit else None, by_content=deep,
+                                target_depth=facts.identity.num_hidden_layers if facts else None)
+    expected, record_label = recorded or (None, "")  # the label is used only with boundaries
+    report = validate_checkpoint(path, engines=engines or None, target=facts, deep=deep, from_layout=from_layout,
+                                 source_label=label, expected_boundaries=expected, record_label=record_label)
+    if as_json:
+        emit_json(report.to_dict(strict))
+    else:
+        _print_report(report, strict)
+    if report.failed(strict):
+        # The report is on stdout; stderr gets the one-line verdict every failing command ends with.
+        worst = next(f for f in report.findings if f.severity == "error" or (strict and f.severity == "warning"))
+        fail(f"validation failed ({_counts(report)}); first: {worst.message}",
+             worst.hint or "see the findings above", worst.code, 1)
+
+
+def _print_report(report, strict: bool) -> None:
+    layout = report.layout or (" or ".join(report.candidates) if report.candidates else "unknown layout")
+    how = f" ({report.detected_by})" if report.detected_by and report.layout else ""
+    click.echo(f"{report.source}: {layout}{how}")
+    if report.engines:
+        click.echo(f"checked for: {', '.join(report.engines)}")
+    for severity, heading in HEADINGS.items():
+        group = [f for f in report.findings if f.severity == severity]
+        if not group:
+            continue
+        click.echo(f"\n{heading} ({len(group)})")
+        for f in group:
+            engine = f" [{f.engine}]" if f.engine else ""
+            click.echo(f"  {f.code}{engine}: {f.message}")
+            if f.hint:
+                click.echo(f"      hint: {f.hint}")
+    if report.manifest is not None:
+        click.echo(f"\nsha256 manifest ({len(report.manifest)} tensors)")
+        for name, entry in report.manifest.items():
+            click.echo(f"  {entry['sha256']}  {name}")
+    verdict = "FAIL" if report.failed(strict) else "OK"
+    click.echo(f"\n{verdict}: {_counts(report)}" + (" (--strict: warnings fail)" if strict and report.count("warning")
+                                                     else ""))
+
+
+def _counts(report) -> str:
+    return ", ".join(f"{report.count(s)} {HEADINGS[s] if report.count(s) != 1 else s}" for s in HEADINGS)

@@ -1,0 +1,86 @@
+"""JSON Schemas (draft 2020-12) of each layout's config.json, and their application.
+
+One file per layout (`<layout>.json`) plus `decoder.json`, the Hugging Face decoder keys
+they share (flat in most layouts, under `transformer_layer_config` in speculators). The
+schemas describe what a layout's readers and engines accept; checks that need more than
+the config (tensor shapes, the target) live in `eagle3_convert.checks`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+BASE_URI = "https://schemas.eagle3-convert.invalid/"
+SHARED = ("decoder",)  # referenced by the layout schemas, not a layout's config itself
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_REQUIRED = re.compile(r"^'(.+)' is a required property$")
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str  # JSON path of the offending value, e.g. $.eagle_config.eagle_aux_hidden_state_layer_ids[0]
+    message: str
+
+
+def layouts_with_schema() -> list[str]:
+    return sorted(p.name.removesuffix(".json") for p in files(__package__).iterdir()
+                  if p.name.endswith(".json") and p.name.removesuffix(".json") not in SHARED)
+
+
+@cache
+def load_schema(name: str) -> dict[str, Any]:
+    """The schema document `<name>.json` shipped in this package."""
+    return json.loads(files(__package__).joinpath(f"{name}.json").read_text(encoding="utf-8"))
+
+
+@cache
+def _validator(layout: str):
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    registry = Registry().with_resources(
+        (BASE_URI + f"{name}.json", Resource.from_contents(load_schema(name)))
+        for name in (*SHARED, *layouts_with_schema()))
+    schema = load_schema(layout)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, registry=registry)
+
+
+def json_path(parts: Any) -> str:
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _IDENTIFIER.match(part):
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out
+
+
+def violations(layout: str, config: dict[str, Any]) -> list[Violation] | None:
+    """Every place `config` breaks `layout`'s schema (None: no schema for that layout)."""
+    if layout not in layouts_with_schema():
+        return None
+    out = []
+    for error in sorted(_validator(layout).iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+        parts = list(error.absolute_path)
+        missing = _REQUIRED.match(error.message) if error.validator == "required" else None
+        if missing:
+            parts.append(missing.group(1))  # name the missing key itself, not its parent
+            out.append(Violation(json_path(parts), "is required but absent"))
+            continue
+        message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+        if error.validator == "not" and isinstance(error.validator_value, dict):
+            # A forbidden key or combination: name it and say why instead of echoing the whole object.
+            forbidden = error.validator_value.get("required") or []
+            if len(forbidden) == 1:
+                parts.append(forbidden[0])
+            message = error.validator_value.get("description") or f"forbidden: {', '.join(forbidden)}"
+        out.append(Violation(json_path(parts), message))
+    return out
