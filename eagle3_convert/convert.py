@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from pydantic import ValidationError
+
 from . import sidecar
-from .converters.base import ConvertOptions, Detection, WritePlan, json_bytes, load_checkpoint, write_directory
+from .converters.base import (ConvertOptions, Detection, WritePlan, capture_context, json_bytes, load_checkpoint,
+                              write_directory)
+from .converters.layer_ids import ids_for_engine
 from .converters.registry import detect, get_layout
-from .drafter import Drafter, TargetIdentity
+from .drafter import Drafter, DrafterConfig, TargetIdentity
+from .errors import FormatError, RefusalError
 from .fingerprint import drafter_id, tensor_digests
 from .hub import resolve_source
 from .targets import load_target
@@ -25,6 +31,7 @@ class Source:
     path: Path
     uri: str  # the local path, or hf://org/name@commit
     commit: str | None = None
+    sidecar: dict | None = None  # eagle3-convert.json, when it was written with this config.json
 
 
 @dataclass
@@ -67,9 +74,15 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
     else:
         layout = get_layout(from_layout)
         detection = Detection(layout.name, True, "given with --from")
-    drafter = get_layout(detection.layout).read(ckpt, options)
+    try:
+        drafter = get_layout(detection.layout).read(ckpt, options)
+    except ValidationError as exc:  # a config value of the wrong type reached the canonical model
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "config"
+        raise FormatError(f"config.json: {where}: {first['msg']} (got {str(first.get('input'))[:60]!r})",
+                          "fix that field in config.json", code="E-CONFIG-FIELD") from None
     uri = f"hf://{src}@{commit}" if commit else str(path.resolve())
-    return Source(drafter, detection, path, uri, commit)
+    return Source(drafter, detection, path, uri, commit, ckpt.sidecar)
 
 
 def merge_target(identity: TargetIdentity | None, config: TargetIdentity | None) -> TargetIdentity | None:
@@ -85,28 +98,77 @@ def merge_target(identity: TargetIdentity | None, config: TargetIdentity | None)
     return TargetIdentity.model_validate(merged)
 
 
-def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | None) -> dict:
+def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | None, dest_layout: str | None = None,
+                  trained_with: str | None = None) -> dict:
     cfg = drafter.config
     target = merge_target(options.verifier or cfg.target, options.target)
+    written_by = [name for name in (source.detection.layout if source else None, dest_layout) if name]
     facts = {
         "target": target.model_dump() if target else None,
         "capture_boundaries": cfg.capture_boundaries,
+        "ids_as_written": ids_as_written(cfg, options, written_by),
         "num_aux_hidden_states": cfg.num_aux_hidden_states,
+        "hidden_size": cfg.hidden_size,
         "draft_vocab_size": cfg.draft_vocab_size,
         "vocab_size": cfg.vocab_size,
         "flags": {f: getattr(cfg, f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")},
         "layout_extra": cfg.layout_extra,
+        "trained_with": trained_with,  # free-form provenance: trainer, data, run
+        "lineage": [],  # conversions that led here, oldest first (see conversion_edge)
     }
     if source is not None:
         facts["converted_from"] = {"layout": source.detection.layout, "uri": source.uri}
     return facts
 
 
+def ids_as_written(cfg: DrafterConfig, options: ConvertOptions, layout_names: list[str]) -> dict[str, list[int]]:
+    """The capture ids each layout's config spells for the drafter's boundaries; none for the engine default."""
+    if cfg.capture_boundaries is None:
+        return {}
+    family, depth = capture_context(cfg.family, options.target, cfg.target)  # as the layouts' writers do
+    written = {}
+    for name in layout_names:
+        try:
+            written[name] = ids_for_engine(get_layout(name).engine, cfg.capture_boundaries, family, depth)
+        except RefusalError:
+            continue  # this layout cannot spell them, so it wrote none
+    return written
+
+
+def conversion_edge(source: Source, dest_layout: str, dest: Path) -> dict:
+    """One lineage edge: `dest` written from `source` by this tool (a registry LineageEdge, as JSON)."""
+    return {"source": {"layout": source.detection.layout, "uri": source.uri},
+            "dest": {"layout": dest_layout, "uri": str(Path(dest).resolve())},
+            "tool": sidecar.tool_name(), "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds")}
+
+
+def carry_history(facts: dict, previous: dict | None) -> list[str]:
+    """Hand on what an earlier sidecar of this same drafter knew: provenance, lineage, ids as written.
+
+    `facts` must hold its drafter_id. Returns notes on what could not be handed on.
+    """
+    if not previous:
+        return []
+    if previous.get("drafter_id") != facts["drafter_id"]:
+        # The weights changed since that sidecar was written: its history is another drafter's.
+        return ["eagle3-convert.json describes another drafter (its drafter_id does not match these weights): "
+                "its provenance and lineage were not carried over"]
+    if not facts.get("trained_with") and isinstance(previous.get("trained_with"), str):
+        facts["trained_with"] = previous["trained_with"]
+    if isinstance(previous.get("ids_as_written"), dict):
+        spelled = {layout: ids for layout, ids in previous["ids_as_written"].items()
+                   if isinstance(ids, list) and all(type(x) is int for x in ids)}
+        facts["ids_as_written"] = {**spelled, **facts["ids_as_written"]}
+    if isinstance(previous.get("lineage"), list):
+        facts["lineage"] = [edge for edge in previous["lineage"] if isinstance(edge, dict)] + facts["lineage"]
+    return []
+
+
 def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
             options: ConvertOptions | None = None, revision: str | None = None, force: bool = False,
             max_shard_bytes: int | None = None, endpoint: str | None = None, token: str | None = None,
             progress: Callable[[int], Callable[[int], None]] | None = None,
-            on_source: Callable[[Source], None] | None = None) -> ConvertResult:
+            on_source: Callable[[Source], None] | None = None, trained_with: str | None = None) -> ConvertResult:
     """Convert the drafter at `src` (directory or Hub repo id) into layout `to` at `dest`."""
     options = options or ConvertOptions()
     layout = get_layout(to)
@@ -115,7 +177,8 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
         on_source(source)
     plan = layout.plan(source.drafter, options)
     on_progress = progress(total_bytes(plan)) if progress else None
-    facts = sidecar_facts(source.drafter, options, source)
+    facts = sidecar_facts(source.drafter, options, source, layout.name, trained_with)
+    history_notes: list[str] = []
     if plan.derived_keys:
         facts["derived_config_keys"] = plan.derived_keys
     # Hash the source while the kernel copies it: the id costs no extra wall time on 2+ cores.
@@ -124,14 +187,16 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
 
         def sidecar_files() -> dict[str, bytes]:
             facts["drafter_id"] = drafter_id(source.drafter, digests.result())
+            history_notes[:] = carry_history(facts, source.sidecar)
+            facts["lineage"].append(conversion_edge(source, layout.name, Path(dest)))
             return {sidecar.SIDECAR_NAME: sidecar.build(layout=layout.name, config_bytes=json_bytes(plan.config),
                                                         facts=facts)}
 
         files = write_directory(Path(dest), plan.config, plan.tensors, sidecar_files,
                                 src=source.path if not source.commit else None, force=force,
                                 max_shard_bytes=max_shard_bytes, on_progress=on_progress)
-    return ConvertResult(source, Path(dest), layout.name, files, plan, source.drafter.notes + plan.notes,
-                         facts["drafter_id"], facts)
+    return ConvertResult(source, Path(dest), layout.name, files, plan,
+                         source.drafter.notes + plan.notes + history_notes, facts["drafter_id"], facts)
 
 
 def total_bytes(plan: WritePlan) -> int:

@@ -38,9 +38,14 @@ def read(root: Path, config_path: Path) -> dict[str, Any] | None:
     return data
 
 
-def build(*, layout: str, config_bytes: bytes, facts: dict[str, Any]) -> bytes:
+def tool_name() -> str:
+    """This tool and its version, as sidecars and lineage edges name it."""
     from . import __version__
 
-    data = {"sidecar_version": SIDECAR_VERSION, "tool": f"eagle3-convert {__version__}", "layout": layout,
+    return f"eagle3-convert {__version__}"
+
+
+def build(*, layout: str, config_bytes: bytes, facts: dict[str, Any]) -> bytes:
+    data = {"sidecar_version": SIDECAR_VERSION, "tool": tool_name(), "layout": layout,
             "config_sha256": config_digest(config_bytes), **facts}
     return (json.dumps(data, indent=2, sort_keys=False) + "\n").encode()

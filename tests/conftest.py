@@ -31,6 +31,16 @@ def run_cli(*args: str) -> CliResult:
     return CliResult(result.exit_code, result.stdout, result.stderr)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_registry(tmp_path_factory: pytest.TempPathFactory):
+    """`convert` records by default: the tests (and the CLIs they start) share a registry of their own,
+    set before any fixture of a narrower scope converts, and never touch the user's."""
+    path = tmp_path_factory.mktemp("registry") / "registry.db"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EAGLE3_CONVERT_REGISTRY", str(path))
+        yield path
+
+
 @pytest.fixture
 def example_dir(tmp_path: Path) -> Path:
     dest = tmp_path / "example-speculators"

@@ -58,3 +58,6 @@ def main() -> None:
 
 
 from . import convert as _convert  # noqa: E402,F401  (registers commands)
+from . import registry as _registry  # noqa: E402,F401
+from . import validate as _validate  # noqa: E402,F401
+from . import publish as _publish  # noqa: E402,F401

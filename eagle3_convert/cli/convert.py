@@ -8,13 +8,25 @@ from typing import Any
 import click
 
 from . import main
-from .common import Progress, emit_json, human_bytes, run_guarded
+from .common import Progress, emit_json, hub_options, human_bytes, registry_option, run_guarded
 
-LAYOUT_NAMES = ("speculators", "sglang")
+LAYOUT_NAMES = ("speculators", "sglang", "vllm", "eagle", "modelopt")  # static: --help imports no layout
+
+
+class LayoutChoice(click.Choice):
+    """The built-in layouts in --help; a layout a plugin registers (entry points) is accepted too."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value not in self.choices:
+            from ..converters.registry import layouts
+
+            if value in layouts():
+                return value
+        return super().convert(value, param, ctx)
 
 
 def _layout_choice(with_auto: bool) -> click.Choice:
-    return click.Choice((("auto",) if with_auto else ()) + LAYOUT_NAMES)
+    return LayoutChoice((("auto",) if with_auto else ()) + LAYOUT_NAMES)
 
 
 def parse_size(text: str | None) -> int | None:
@@ -49,25 +61,39 @@ def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
               help="Target model the drafter proposes for (needed by --to speculators when SRC does not say).")
 @click.option("--target", metavar="CONFIG_OR_DIR", help="Target config: depth and family for capture-id quirks.")
 @click.option("--revision", help="Hub revision when SRC is a repo id.")
+@hub_options
 @click.option("--force", is_flag=True, help="Replace a non-empty DST.")
 @click.option("--max-shard-size", metavar="SIZE", help="Split the weights into shards of at most SIZE (e.g. 5GB).")
 @click.option("--repair-d2t-absolute", is_flag=True,
               help="Rewrite a d2t stored as absolute target ids into offsets (only when validate says so).")
+@click.option("--trained-with", metavar="TEXT", help="Free-form provenance (trainer, data, run) for the sidecar "
+              "and the registry.")
+@registry_option
+@click.option("--no-record", is_flag=True, help="Do not record the conversion in the registry.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @run_guarded
 def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: str | None, target: str | None,
-                revision: str | None, force: bool, max_shard_size: str | None, repair_d2t_absolute: bool,
-                as_json: bool, quiet: bool) -> None:
+                revision: str | None, endpoint: str | None, token: str | None, force: bool,
+                max_shard_size: str | None, repair_d2t_absolute: bool, trained_with: str | None,
+                registry_path: str | None, no_record: bool, as_json: bool, quiet: bool) -> None:
     """Convert the drafter in SRC (directory or Hub repo id) to another layout in DST.
 
     Lossless: tensors are copied byte for byte (only d2t/t2d may be rebuilt); capture-layer
     ids are translated between engine conventions; a drafter the destination cannot express
-    is refused. DST appears complete or not at all.
+    is refused. DST appears complete or not at all. The conversion is recorded in the registry
+    (drafter id, both copies, lineage) unless --no-record.
     """
     from ..convert import convert, make_options
+    from ..registry import RegistryError, open_registry, record_conversion
 
     options = make_options(verifier, target, repair_d2t_absolute)
+    store = None
+    if not no_record:
+        try:  # before any byte is written: an unusable registry should not cost a conversion
+            store = open_registry(registry_path)
+        except RegistryError as exc:
+            raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-record") from exc
     bars: list[Progress] = []
 
     def progress(total: int):
@@ -79,18 +105,33 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
             click.echo(f"detected {source.detection.layout}: {source.detection.reason}", err=True)
 
     try:
-        result = convert(src, dst, to_layout, from_layout, options=options, revision=revision, force=force,
-                         max_shard_bytes=parse_size(max_shard_size), progress=progress, on_source=announce)
+        result = convert(src, dst, to_layout, from_layout, options=options, revision=revision, endpoint=endpoint,
+                         token=token, force=force,
+                         max_shard_bytes=parse_size(max_shard_size), progress=progress, on_source=announce,
+                         trained_with=trained_with)
+        recorded, record_error = None, None
+        if store is not None:
+            try:
+                recorded = record_conversion(result, store)
+            except RegistryError as exc:  # DST is complete and its sidecar holds the facts: warn, exit 0
+                record_error = exc
     finally:
         for bar in bars:
             bar.close()
+        if store is not None:
+            store.close()
+    if record_error is not None:
+        click.echo(f"warning: converted, but not recorded in the registry: {record_error.message} "
+                   f"[{record_error.code}] — hint: record it later with `eagle3-convert registry add {dst}`",
+                   err=True)
     drafter = result.source.drafter
     size = sum(t.nbytes for t in result.plan.tensors.values())
     capture = capture_rows(drafter, options.target)
     summary = {
         "source": result.source.uri, "from": result.source.detection.layout, "to": result.layout,
         "dest": str(result.dest), "files": result.files, "tensors": len(result.plan.tensors), "bytes": size,
-        "capture": capture, "notes": result.notes,
+        "capture": capture, "notes": result.notes + (recorded.notes if recorded else []),
+        "drafter_id": result.drafter_id, "recorded_in": str(store.path) if recorded else None,
     }
     if as_json:
         emit_json(summary)
@@ -100,7 +141,9 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     click.echo(f"capture layers: boundaries {capture['boundaries']}; as written for "
                f"{result.source.detection.layout}: {per_engine.get(result.source.detection.layout, '?')}, "
                f"for {result.layout}: {per_engine.get(result.layout, '?')}")
-    for note in result.notes:
+    if recorded:
+        click.echo(f"recorded drafter {result.drafter_id[:12]} in {store.path}")
+    for note in summary["notes"]:
         click.echo(f"note: {note}")
 
 
@@ -109,14 +152,17 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
 @click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True)
 @click.option("--target", metavar="CONFIG_OR_DIR", help="Target config, to show ids for its depth and family.")
 @click.option("--revision", help="Hub revision when SRC is a repo id.")
+@hub_options
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @run_guarded
-def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | None, as_json: bool) -> None:
+def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | None, endpoint: str | None,
+                token: str | None, as_json: bool) -> None:
     """Layout, dimensions, tensors, and the capture layers in every engine's convention."""
     from ..convert import make_options, read_source
+    from ..drafter import MATH_FLAGS
 
     options = make_options(target=target)
-    source = read_source(src, from_layout, options, revision)
+    source = read_source(src, from_layout, options, revision, endpoint, token)
     drafter = source.drafter
     cfg = drafter.config
     capture = capture_rows(drafter, options.target)
@@ -141,7 +187,7 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
     click.echo(f"  vocab        target V={cfg.vocab_size}, draft Vd={cfg.draft_vocab_size}"
                + (" (d2t/t2d map)" if drafter.vocab is not None else " (no map: Vd == V)"))
     click.echo(f"  fuses        k={cfg.num_aux_hidden_states} states of width {cfg.resolved_target_hidden_size}")
-    flags = [f for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output") if getattr(cfg, f)]
+    flags = [f for f in MATH_FLAGS if getattr(cfg, f)]
     click.echo(f"  flags        {', '.join(flags) or 'none'}")
     if cfg.target:
         click.echo(f"  target       {cfg.target.name_or_path} {cfg.target.architectures or ''}")

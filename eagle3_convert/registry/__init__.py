@@ -1,8 +1,20 @@
 """The drafter registry: which target, revision and capture layers each drafter was
 trained on, where copies of it live, and what each copy was converted from."""
 
+from .api import (
+    Recorded,
+    add_checkpoint,
+    lineage,
+    list_records,
+    record_conversion,
+    record_upload,
+    recorded_capture,
+    remove,
+    show,
+)
 from .errors import RegistryError
 from .models import DrafterRecord, LineageEdge, Location, LocationRef, TargetInfo, split_uri
+from .recording import CONVENTIONS, training_boundaries
 from .store import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -13,17 +25,28 @@ from .store import (
 )
 
 __all__ = [
+    "CONVENTIONS",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "DrafterRecord",
     "LineageEdge",
     "Location",
     "LocationRef",
+    "Recorded",
     "RegistryError",
     "RegistryStore",
     "SQLiteStore",
     "TargetInfo",
+    "add_checkpoint",
     "default_registry_path",
+    "lineage",
+    "list_records",
     "open_registry",
+    "record_conversion",
+    "record_upload",
+    "recorded_capture",
+    "remove",
+    "show",
     "split_uri",
+    "training_boundaries",
 ]

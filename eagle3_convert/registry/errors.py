@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
+from ..errors import Eagle3Error
 
-class RegistryError(Exception):
+
+class RegistryError(Eagle3Error):
     """The registry cannot be opened, read or written, or a lookup is ambiguous."""
 
     code = "E-REGISTRY"
-
-    def __init__(self, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-    def __str__(self) -> str:
-        return self.message

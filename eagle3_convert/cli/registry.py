@@ -1,0 +1,188 @@
+"""`registry add | list | show | lineage | remove`: what each drafter was trained on and where it lives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from . import main
+from .common import emit_json, registry_option, run_guarded
+from .convert import _layout_choice
+
+# Static so `--help` imports no converter; tests check it matches registry.CONVENTIONS.
+CONVENTIONS = ("boundary", "speculators", "vllm", "eagle", "sglang", "specforge", "modelopt", "trtllm")
+SHORT_ID = 12
+TIME = "%Y-%m-%d %H:%M:%S"  # times are stored in UTC
+
+
+def parse_ids(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    from ..errors import UsageError
+
+    try:
+        return [int(part) for part in text.replace(" ", "").split(",")]
+    except ValueError:
+        raise UsageError(f"--capture-layers {text!r} is not a comma-separated list of integers",
+                         "write them like 2,16,29 (SGLang's -1 for the embedding output is allowed)") from None
+
+
+def _boundaries(boundaries: list[int] | None) -> str:
+    return "engine default" if boundaries is None else str(boundaries)
+
+
+def _target(record: Any) -> str:
+    target = record.target
+    if target is None or not target.name_or_path:
+        return "?"
+    return target.name_or_path + (f"@{target.revision}" if target.revision else "")
+
+
+def _edge(edge: Any) -> str:
+    return (f"{edge.source.uri} ({edge.source.layout}) -> {edge.dest.uri} ({edge.dest.layout})  "
+            f"by {edge.tool}, {edge.created_at:{TIME}} UTC")
+
+
+def print_record(record: Any) -> None:
+    target = record.target
+    click.echo(f"drafter    {record.drafter_id}")
+    if target is None:
+        click.echo("target     unknown")
+    else:
+        shape = ", ".join(f"{label} {value}" for label, value in (
+            ("layers", target.num_hidden_layers), ("hidden", target.hidden_size), ("vocab", target.vocab_size))
+            if value is not None)
+        archs = f" {target.architectures}" if target.architectures else ""
+        click.echo(f"target     {_target(record)}{archs}{f' ({shape})' if shape else ''}")
+    click.echo(f"capture    boundaries {_boundaries(record.capture_boundaries)}")
+    for layout, ids in sorted(record.ids_as_written.items()):
+        click.echo(f"  {layout:<12} {ids}")
+    click.echo(f"vocab      draft Vd={record.draft_vocab_size or '?'}, target V={record.vocab_size or '?'}; "
+               f"hidden H={record.hidden_size or '?'}")
+    click.echo(f"flags      {', '.join(f for f, on in sorted(record.flags.items()) if on) or 'none'}")
+    click.echo(f"trained    {record.trained_with or 'unknown'}")
+    click.echo(f"recorded   {record.created_at:{TIME}} UTC, updated {record.updated_at:{TIME}} UTC")
+    click.echo(f"locations  {len(record.locations)}")
+    for location in record.locations:
+        click.echo(f"  {location.layout:<12} {location.uri}")
+    click.echo(f"lineage    {len(record.lineage)} conversion(s)")
+    for edge in record.lineage:
+        click.echo(f"  {_edge(edge)}")
+
+
+@main.group("registry")
+def registry_group() -> None:
+    """Which target, revision and capture layers each drafter was trained on, and what it came from.
+
+    `convert` records every conversion here (opt out with --no-record).
+    """
+
+
+@registry_group.command("add")
+@click.argument("src")
+@click.option("--target", metavar="CONFIG_OR_DIR_OR_REPO",
+              help="The target model trained on: its config.json, its directory, or its Hub repo id.")
+@click.option("--capture-layers", metavar="IDS",
+              help="Capture-layer ids the training used, e.g. 2,16,29 (with --convention).")
+@click.option("--convention", type=click.Choice(CONVENTIONS),
+              help="How --capture-layers counts: boundary (FORMATS §4) or the engine/trainer whose config they "
+                   "come from.")
+@click.option("--trained-with", metavar="TEXT", help="Free-form provenance: trainer, data, run.")
+@click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True,
+              help="SRC's layout; auto detects it.")
+@click.option("--revision", help="Hub revision when SRC is a repo id.")
+@registry_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@run_guarded
+def add_cmd(src: str, target: str | None, capture_layers: str | None, convention: str | None,
+            trained_with: str | None, from_layout: str, revision: str | None, registry_path: str | None,
+            as_json: bool) -> None:
+    """Record the drafter in SRC (directory or Hub repo id).
+
+    Reads every tensor byte to compute the drafter id. The facts of an eagle3-convert.json
+    beside SRC (target, provenance, lineage) are imported; --target, --capture-layers and
+    --trained-with state the training truth and replace what the registry held.
+    """
+    from ..registry import add_checkpoint
+
+    added = add_checkpoint(src, target=target, capture_layers=parse_ids(capture_layers), convention=convention,
+                           trained_with=trained_with, revision=revision, from_layout=from_layout,
+                           registry=registry_path)
+    if as_json:
+        emit_json({"drafter_id": added.record.drafter_id, "location": added.location.model_dump(mode="json"),
+                   "notes": added.notes, "record": added.record.model_dump(mode="json")})
+        return
+    click.echo(f"recorded {added.location.uri} ({added.location.layout})")
+    print_record(added.record)
+    for note in added.notes:
+        click.echo(f"note: {note}")
+
+
+@registry_group.command("list")
+@click.option("--target", metavar="NAME_OR_PATH", help="Only drafters trained on this target (as recorded).")
+@registry_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@run_guarded
+def list_cmd(target: str | None, registry_path: str | None, as_json: bool) -> None:
+    """Every recorded drafter, oldest first."""
+    from ..registry import list_records
+
+    records = list_records(target, registry_path)
+    if as_json:
+        emit_json([record.model_dump(mode="json") for record in records])
+        return
+    if not records:
+        click.echo("no drafters recorded" + (f" for target {target}" if target else ""))
+        return
+    click.echo(f"{'ID':<{SHORT_ID}}  {'TARGET':<40}  {'CAPTURE':<16}  LAYOUTS")
+    for record in records:
+        layouts = ", ".join(sorted({location.layout for location in record.locations})) or "-"
+        click.echo(f"{record.drafter_id[:SHORT_ID]}  {_target(record):<40}  "
+                   f"{_boundaries(record.capture_boundaries):<16}  {layouts}")
+
+
+@registry_group.command("show")
+@click.argument("drafter_id", metavar="ID")
+@registry_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@run_guarded
+def show_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> None:
+    """Everything recorded about one drafter (ID: the id or a unique prefix of 4+ characters)."""
+    from ..registry import show
+
+    record = show(drafter_id, registry_path)
+    if as_json:
+        emit_json(record.model_dump(mode="json"))
+        return
+    print_record(record)
+
+
+@registry_group.command("lineage")
+@click.argument("drafter_id", metavar="ID")
+@registry_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@run_guarded
+def lineage_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> None:
+    """The conversions that produced each recorded copy of a drafter, oldest first."""
+    from ..registry import lineage
+
+    edges = lineage(drafter_id, registry_path)
+    if as_json:
+        emit_json([edge.model_dump(mode="json") for edge in edges])
+        return
+    if not edges:
+        click.echo("no conversions recorded")
+    for edge in edges:
+        click.echo(_edge(edge))
+
+
+@registry_group.command("remove")
+@click.argument("drafter_id", metavar="ID")
+@registry_option
+@run_guarded
+def remove_cmd(drafter_id: str, registry_path: str | None) -> None:
+    """Forget a drafter, its locations and lineage (the checkpoints themselves are not touched)."""
+    from ..registry import remove
+
+    click.echo(f"removed {remove(drafter_id, registry_path)}")

@@ -1,0 +1,190 @@
+"""The registry's Python API; `eagle3-convert registry ...` and `convert` call these.
+
+Every function takes `registry`: an open `RegistryStore` (left open), a path to open
+and close, or None for the default path (`$EAGLE3_CONVERT_REGISTRY`, else
+`$XDG_DATA_HOME/eagle3-convert/registry.db`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import sidecar
+from ..convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
+from ..converters.base import CONFIG_NAME, capture_context
+from ..converters.layer_ids import default_boundaries
+from ..errors import Eagle3Error, UsageError
+from ..fingerprint import drafter_id, tensor_digests
+from .errors import RegistryError
+from .models import DrafterRecord, LineageEdge, Location
+from .recording import record_facts, training_boundaries
+from .store import RegistryStore, default_registry_path, open_registry
+
+RegistryArg = RegistryStore | str | os.PathLike[str] | None
+
+
+@dataclass
+class Recorded:
+    """A drafter as the registry holds it after recording one copy of it."""
+
+    record: DrafterRecord
+    location: Location  # the copy just recorded
+    notes: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def opened(registry: RegistryArg) -> Iterator[RegistryStore]:
+    if isinstance(registry, RegistryStore):
+        yield registry
+        return
+    store = open_registry(registry)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Sequence[int] | None = None,
+                   convention: str | None = None, trained_with: str | None = None, revision: str | None = None,
+                   from_layout: str = "auto", registry: RegistryArg = None, endpoint: str | None = None,
+                   token: str | None = None) -> Recorded:
+    """Record the drafter at `src` (directory or Hub repo id); reads every tensor byte for its id.
+
+    A trusted eagle3-convert.json beside it hands on its provenance and lineage. `target`
+    (config, directory or Hub repo) names the target trained on; `capture_layers` in
+    `convention` and `trained_with` state the training truth and replace recorded values.
+    """
+    if (capture_layers is None) != (convention is None):
+        raise UsageError("capture layers need their convention, and a convention needs capture layers",
+                         "pass --capture-layers and --convention together, e.g. --capture-layers 1,3,4 "
+                         "--convention sglang")
+    options = make_options(target=target)
+    source = read_source(src, from_layout, options, revision, endpoint, token)
+    drafter = source.drafter
+    cfg = drafter.config
+    facts = sidecar_facts(drafter, options, None, trained_with=trained_with)
+    facts["ids_as_written"] = ids_as_written(cfg, options, [source.detection.layout])
+    notes = list(drafter.notes)
+    claimed = [name for name, given in (("target", target), ("trained_with", trained_with)) if given is not None]
+    if capture_layers is not None and convention is not None:  # checked before the slow part: hashing
+        family, depth = capture_context(cfg.family, options.target, cfg.target)
+        facts["capture_boundaries"] = training_boundaries(capture_layers, convention, family=family,
+                                                          num_layers=depth, num_aux=cfg.num_aux_hidden_states)
+        claimed.append("capture_boundaries")
+        if facts["capture_boundaries"] != cfg.capture_boundaries:
+            written = "no capture ids" if cfg.capture_boundaries is None else f"boundaries {cfg.capture_boundaries}"
+            notes.append(f"the config names {written}; recorded the training's {facts['capture_boundaries']} "
+                         "(`eagle3-convert validate` compares configs with it)")
+    facts["drafter_id"] = drafter_id(drafter, tensor_digests(drafter))
+    history = carry_history(facts, source.sidecar)
+    notes += history
+    if source.sidecar and not history:
+        notes.append(f"imported eagle3-convert.json: target, provenance and {len(facts['lineage'])} lineage edge(s)")
+    location = Location(layout=source.detection.layout, uri=source.uri)
+    with opened(registry) as store:
+        record, more = record_facts(store, facts, locations=[location], claimed=claimed)
+    return Recorded(record, location, notes + more)
+
+
+def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Recorded:
+    """Record a finished conversion: both copies and every lineage edge its sidecar carries."""
+    source = Location(layout=result.source.detection.layout, uri=result.source.uri)
+    dest = Location(layout=result.layout, uri=str(result.dest.resolve()))
+    with opened(registry) as store:
+        record, notes = record_facts(store, result.facts, locations=[source, dest])
+    return Recorded(record, dest, notes)
+
+
+def record_upload(local: str | os.PathLike[str], repo_id: str, commit: str, registry: RegistryArg = None) -> Recorded:
+    """Record that the checkpoint in directory `local` was published as hf://repo_id@commit: both
+    copies and the edge between them (for `publish`). Reads every tensor byte for the id, since
+    weights may have changed since a sidecar was written."""
+    with opened(registry) as store:
+        added = add_checkpoint(str(local), registry=store)
+        hub = Location.hub(repo_id, added.location.layout, commit)
+        edge = LineageEdge(source=added.location, dest=hub, tool=sidecar.tool_name())
+        record = store.upsert_drafter(added.record.drafter_id, locations=[hub], lineage=[edge])
+    return Recorded(record, hub, added.notes)
+
+
+def list_records(target: str | None = None, registry: RegistryArg = None) -> list[DrafterRecord]:
+    """Every recorded drafter, oldest first; only those trained on `target` (name_or_path) if given."""
+    with opened(registry) as store:
+        return store.list(target)
+
+
+def _known(store: RegistryStore, drafter_id: str) -> DrafterRecord:
+    record = store.get(drafter_id)
+    if record is None:
+        raise RegistryError(f"no drafter {drafter_id} in the registry {getattr(store, 'path', '')}".rstrip(),
+                            hint="check the id against `eagle3-convert registry list`, or --registry")
+    return record
+
+
+def show(drafter_id: str, registry: RegistryArg = None) -> DrafterRecord:
+    """The drafter with this id or unique id prefix; RegistryError if there is none."""
+    with opened(registry) as store:
+        return _known(store, drafter_id)
+
+
+def lineage(drafter_id: str, registry: RegistryArg = None) -> list[LineageEdge]:
+    """The conversions recorded for a drafter, oldest first; RegistryError if it is unknown."""
+    with opened(registry) as store:
+        return _known(store, drafter_id).lineage
+
+
+def remove(drafter_id: str, registry: RegistryArg = None) -> str:
+    """Forget a drafter with its locations and lineage; returns its full id (RegistryError if unknown)."""
+    with opened(registry) as store, store.transaction():
+        found = _known(store, drafter_id).drafter_id
+        store.remove(found)
+        return found
+
+
+
+def recorded_capture(path: str | os.PathLike[str], registry: RegistryArg = None, *, uri: str | None = None,
+                     by_content: bool = False, target_depth: int | None = None) -> tuple[list[int], str] | None:
+    """The capture boundaries the registry says the drafter in directory `path` was trained on, with
+    a label naming the record; None when the registry does not know it or cannot say (engine
+    default on a target of unknown depth). For `validate`'s expected_boundaries.
+
+    Found by the drafter id of its trusted eagle3-convert.json, else by where it was recorded
+    (`path`, or `uri` such as hf://org/name@commit: an edited config is the case worth catching),
+    else, with `by_content`, by the id of its bytes (reads every tensor; unreadable: not found).
+    A registry file that does not exist is not created: looking up writes nothing.
+    """
+    if not isinstance(registry, RegistryStore) and not os.path.exists(registry or default_registry_path()):
+        return None
+    root = Path(path)
+    with opened(registry) as store:
+        record = _recorded_at(store, root, uri, by_content)
+    if record is None:
+        return None
+    boundaries = record.capture_boundaries
+    if boundaries is None:  # trained on the engine default: which layers depends on the target's depth
+        depth = target_depth or (record.target.num_hidden_layers if record.target else None)
+        if depth is None:
+            return None
+        boundaries = default_boundaries(depth)
+    return boundaries, f"the registry's record of drafter {record.drafter_id[:12]}"
+
+
+def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: bool) -> DrafterRecord | None:
+    known = sidecar.read(root, root / CONFIG_NAME) or {}
+    if isinstance(known.get("drafter_id"), str) and (record := store.get(known["drafter_id"])) is not None:
+        return record
+    uris = {os.path.normpath(root.resolve()), uri}
+    here = [r for r in store.list() if any(location.uri in uris for location in r.locations)]
+    if here:
+        return max(here, key=lambda r: r.updated_at)
+    if by_content:
+        try:
+            source = read_source(str(root))
+        except Eagle3Error:
+            return None  # validate reports why it cannot be read
+        return store.get(drafter_id(source.drafter, tensor_digests(source.drafter)))
+    return None
