@@ -272,3 +272,10 @@ def test_sglang_fc_bias_flag_is_refused_not_misread(sample, tmp_path: Path):
     result = run_cli("--to", "speculators", "--verifier", "org/target", src, tmp_path / "spec")
     assert result.exit_code == 1 and "E-BIAS-UNSUPPORTED" in result.stderr and "fc bias" in result.stderr
     assert not (tmp_path / "spec").exists()
+
+
+@pytest.mark.parametrize("size", ["abc", "0", "-5GB", "5XB"])
+def test_bad_shard_size_is_a_usage_error(example_dir: Path, tmp_path: Path, size: str):
+    result = run_cli("--to", "sglang", "--max-shard-size", size, example_dir, tmp_path / "out")
+    assert result.exit_code == 2 and "--max-shard-size" in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -32,11 +32,12 @@ def _layout_choice(with_auto: bool) -> click.Choice:
 def parse_size(text: str | None) -> int | None:
     if not text:
         return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
-    if not m:
-        raise click.BadParameter(f"{text!r} is not a size like 5GB or 500MB")
-    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[m.group(2).upper()]
-    return int(float(m.group(1)) * scale)
+    # Like transformers' max_shard_size: 5GB is 5 * 10**9 bytes, 5GiB is 5 * 2**30.
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*", text, re.IGNORECASE)
+    if not m or float(m.group(1)) <= 0:
+        raise click.BadParameter(f"{text!r} is not a size like 5GB or 500MiB")
+    power = " KMGT".index(m.group(2).upper() or " ")
+    return int(float(m.group(1)) * (1024 if m.group(3) else 1000) ** power)
 
 
 def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
@@ -63,7 +64,7 @@ def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
 @click.option("--revision", help="Hub revision when SRC is a repo id.")
 @hub_options
 @click.option("--force", is_flag=True, help="Replace a non-empty DST.")
-@click.option("--max-shard-size", metavar="SIZE", help="Split the weights into shards of at most SIZE (e.g. 5GB).")
+@click.option("--max-shard-size", metavar="SIZE", callback=lambda ctx, param, value: parse_size(value), help="Split the weights into shards of at most SIZE (e.g. 5GB).")
 @click.option("--repair-d2t-absolute", is_flag=True,
               help="Rewrite a d2t stored as absolute target ids into offsets (only when validate says so).")
 @click.option("--trained-with", metavar="TEXT", help="Free-form provenance (trainer, data, run) for the sidecar "
@@ -75,7 +76,7 @@ def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
 @run_guarded
 def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: str | None, target: str | None,
                 revision: str | None, endpoint: str | None, token: str | None, force: bool,
-                max_shard_size: str | None, repair_d2t_absolute: bool, trained_with: str | None,
+                max_shard_size: int | None, repair_d2t_absolute: bool, trained_with: str | None,
                 registry_path: str | None, no_record: bool, as_json: bool, quiet: bool) -> None:
     """Convert the drafter in SRC (directory or Hub repo id) to another layout in DST.
 
@@ -107,7 +108,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     try:
         result = convert(src, dst, to_layout, from_layout, options=options, revision=revision, endpoint=endpoint,
                          token=token, force=force,
-                         max_shard_bytes=parse_size(max_shard_size), progress=progress, on_source=announce,
+                         max_shard_bytes=max_shard_size, progress=progress, on_source=announce,
                          trained_with=trained_with)
         recorded, record_error = None, None
         if store is not None:
