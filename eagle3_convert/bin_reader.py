@@ -9,6 +9,7 @@ a .bin source costs memory the size of its weights.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .errors import FormatError
@@ -31,6 +32,17 @@ def _import_torch():
     return torch
 
 
+def _refusal_reason(exc: Exception) -> str:
+    """Why torch.load refused, in a few words: the global a code-running pickle calls, when torch names it.
+
+    torch's own text spans lines, carries terminal escapes and suggests loading with weights_only=False."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    blocked = re.search(r"GLOBAL ([\w.]+)", text)
+    if blocked:
+        return f"its pickle calls {blocked.group(1)}, which is not a tensor type"
+    return text.splitlines()[0][:160] if text else type(exc).__name__
+
+
 def read_bin_tensors(root: Path, names: list[str]) -> tuple[dict[str, InMemoryTensor], list[str]]:
     files = names
     index = root / "pytorch_model.bin.index.json"
@@ -45,11 +57,13 @@ def read_bin_tensors(root: Path, names: list[str]) -> tuple[dict[str, InMemoryTe
     tensors: dict[str, InMemoryTensor] = {}
     for name in files:
         path = checked_member(root, name, "pytorch_model.bin.index.json")
+        if not path.is_file():  # a FIFO would block torch.load forever
+            raise FormatError(f"{name}: missing or not a regular file", "download the complete checkpoint",
+                              code="E-FILE-READ")
         try:
             state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         except Exception as exc:  # UnpicklingError for code-running pickles, RuntimeError for damaged zips
-            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-            raise FormatError(f"{name}: refused to load ({first})",
+            raise FormatError(f"{name}: refused to load ({_refusal_reason(exc)})",
                               "only plain tensor pickles are read (weights_only); a pickle that needs code is "
                               "never executed — ask the publisher for safetensors", code="E-BIN-UNSAFE") from None
         if not isinstance(state, dict):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +89,8 @@ class SafetensorsHeader:
     file_size: int
 
 
-def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+def reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    """json object_pairs_hook: a repeated key is an attack on whoever reads the other copy."""
     out: dict = {}
     for key, value in pairs:
         if key in out:
@@ -105,8 +107,14 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
     """Parse and check a safetensors header; read no tensor data."""
     path = Path(path)
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        # O_NONBLOCK: a FIFO planted under a weights name must not block the open forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise FormatError(f"{path.name}: not a regular file", "a weights file must be a plain file",
+                                  code="E-FILE-READ")
+            size = st.st_size
             prefix = f.read(8)
             if len(prefix) < 8:
                 raise FormatError(f"{path.name}: {size} bytes, too short for a safetensors header",
@@ -123,7 +131,7 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
         raise FormatError(f"{path}: cannot read ({exc.strerror or exc})",
                           "check the path and its permissions", code="E-FILE-READ") from None
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=reject_duplicate_keys)
     except UnicodeDecodeError:
         raise FormatError(f"{path.name}: header is not UTF-8", _HINT_CORRUPT, code="E-FILE-HEADER") from None
     except (ValueError, RecursionError) as exc:
@@ -147,7 +155,7 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
         if not isinstance(entry, dict):
             raise FormatError(f"{where}: entry is not an object", _HINT_CORRUPT, code="E-FILE-HEADER")
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        if dtype not in DTYPE_SIZES:
+        if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
             raise FormatError(f"{where}: unknown dtype {dtype!r}", _HINT_CORRUPT, code="E-FILE-DTYPE")
         if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
             raise FormatError(f"{where}: shape {shape!r} is not a list of non-negative integers",
@@ -181,11 +189,11 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
 
 
 def _inside(root: Path, candidate: Path) -> bool:
-    try:
-        candidate.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
+    root = root.resolve()
+    target = candidate.resolve()
+    # A Hugging Face cache snapshot (<repo>/snapshots/<commit>/) holds symlinks into <repo>/blobs/.
+    allowed = [root, root.parent.parent / "blobs"] if root.parent.name == "snapshots" else [root]
+    return any(target.is_relative_to(base) for base in allowed)
 
 
 def checked_member(root: Path, relname: str, what: str) -> Path:
@@ -205,7 +213,7 @@ def read_index(root: Path) -> dict[str, str]:
     """weight_map of `model.safetensors.index.json`: tensor name -> shard file name."""
     index_path = root / INDEX_NAME
     try:
-        index = json.loads(index_path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicates)
+        index = json.loads(index_path.read_text(encoding="utf-8"), object_pairs_hook=reject_duplicate_keys)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise FormatError(f"{INDEX_NAME}: cannot be parsed ({exc})",
                           "the shard index is damaged: download the checkpoint again", code="E-FILE-INDEX") from None

@@ -3,6 +3,7 @@ interface, the decoder-config mapping, and the atomic writer."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -16,20 +17,16 @@ from typing import Any, Callable, Mapping
 from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS, Drafter, DrafterConfig,
                        TargetIdentity)
 from ..errors import DestinationError, FormatError, RefusalError
-from ..safetensors_io import INDEX_NAME, TensorRef, TensorSource, read_tensor_table, write_tensor_files
+from ..safetensors_io import INDEX_NAME, reject_duplicate_keys, TensorSource, read_tensor_table, write_tensor_files
 from .. import sidecar
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no temp-dir locks, so a dead writer's temp dir is left for the user
+    fcntl = None
 
 CONFIG_NAME = "config.json"
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a drafter config is a few KB; anything this big is hostile
-
-
-def _no_dup_pairs(pairs: list[tuple[str, Any]]) -> dict:
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
 
 
 def read_json_file(path: Path, what: str) -> dict[str, Any]:
@@ -39,7 +36,7 @@ def read_json_file(path: Path, what: str) -> dict[str, Any]:
         if size > MAX_CONFIG_BYTES:
             raise FormatError(f"{what} is {size} bytes; a config this large is not a drafter config",
                               "point at the drafter's own directory", code="E-CONFIG-SIZE")
-        data = json.loads(path.read_bytes().decode("utf-8"), object_pairs_hook=_no_dup_pairs)
+        data = json.loads(path.read_bytes().decode("utf-8"), object_pairs_hook=reject_duplicate_keys)
     except FormatError:
         raise
     except OSError as exc:
@@ -430,7 +427,9 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
     check_destination(dest, src, force)
     try:
         dest.resolve().parent.mkdir(parents=True, exist_ok=True)
+        _remove_dead_temp_dirs(dest.resolve().parent, dest.name)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.resolve().parent))
+        lock = _lock_dir(tmp)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result should not be
     except OSError as exc:
         raise DestinationError(f"cannot write beside {dest}: {exc.strerror or exc}",
@@ -446,8 +445,40 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        os.close(lock)
     _fsync_dir(dest.resolve().parent)
     return files
+
+
+def _lock_dir(path: Path) -> int:
+    """Hold an exclusive flock on a temp dir while writing into it: the kernel drops it when the
+    writer dies (even by SIGKILL), which is how a later writer tells a dead temp dir from a live one."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # blocking: a cleaner may hold it for an instant while it looks
+    return fd
+
+
+def _remove_dead_temp_dirs(parent: Path, name: str) -> None:
+    """Remove `.{name}.tmp-*` dirs left by writers that died. A live writer locks its temp dir before
+    putting anything in it, so unlocked and non-empty means dead; unlocked and empty may be a writer
+    between mkdtemp and its lock, and is left alone."""
+    if fcntl is None:
+        return
+    for path in parent.glob(f".{glob.escape(name)}.tmp-*"):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if any(path.iterdir()):
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass  # locked by a live writer, or renamed into place meanwhile
+        finally:
+            os.close(fd)
 
 
 def _swap_into_place(tmp: Path, dest: Path, force: bool) -> None:
@@ -544,6 +575,17 @@ def source_config(ckpt: Checkpoint) -> dict[str, Any]:
     """config.json less the keys our own writer derived for an engine (the sidecar lists them)."""
     derived = (ckpt.sidecar or {}).get("derived_config_keys") or []
     return {k: v for k, v in ckpt.config.items() if k not in derived}
+
+
+def build_drafter(ckpt: Checkpoint, fields: dict[str, Any], tensors: dict[str, TensorSource],
+                  options: ConvertOptions, layout: str, notes: list[str]) -> Drafter:
+    """The end of every layout's read: sidecar facts, canonical config, vocab map, tensor-table check."""
+    restore_from_sidecar(ckpt, fields)
+    cfg = DrafterConfig(**fields)
+    drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options),
+                      layout, ckpt.path, notes)
+    check_tensor_table(drafter)
+    return drafter
 
 
 def restore_from_sidecar(ckpt: Checkpoint, cfg: dict[str, Any]) -> None:

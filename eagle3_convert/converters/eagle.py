@@ -13,11 +13,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import Drafter, DrafterConfig
+from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
-from .base import (Checkpoint, ConvertOptions, Detection, Layout, Rename, WritePlan, canonical_tensors,
-                   check_tensor_table, decoder_dict, flat_fields, flat_markers, infer_num_aux, int_list, read_vocab,
-                   refuse_modelopt_first_layer_norm, refuse_unless, restore_from_sidecar, source_config, to_stored)
+from .base import (
+    Checkpoint,
+    ConvertOptions,
+    Detection,
+    Layout,
+    Rename,
+    WritePlan,
+    build_drafter,
+    canonical_tensors,
+    decoder_dict,
+    flat_fields,
+    flat_markers,
+    infer_num_aux,
+    int_list,
+    refuse_modelopt_first_layer_norm,
+    refuse_unless,
+    restore_from_sidecar,
+    source_config,
+    to_stored,
+)
 from .layer_ids import default_boundaries
 from .vocab import identity_map
 
@@ -80,11 +97,7 @@ class EagleLayout(Layout):
                               "read it with the layout that wrote it (--from sglang or --from vllm)",
                               code="E-CAPTURE-COUNT")
         fields["num_aux_hidden_states"] = k
-        cfg = DrafterConfig(**fields)
-        drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options),
-                          self.name, ckpt.path, notes)
-        check_tensor_table(drafter)
-        return drafter
+        return build_drafter(ckpt, fields, tensors, options, self.name, notes)
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config

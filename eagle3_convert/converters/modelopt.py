@@ -16,12 +16,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import Drafter, DrafterConfig
+from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
-from .base import (Checkpoint, ConvertOptions, Detection, Layout, Rename, WritePlan, canonical_tensors,
-                   capture_context, check_tensor_table, decoder_dict, flat_fields, flat_markers, infer_num_aux,
-                   int_list, read_vocab, refuse_uncaptured_states, refuse_unless, restore_from_sidecar,
-                   source_config)
+from .base import (
+    Checkpoint,
+    ConvertOptions,
+    Detection,
+    Layout,
+    Rename,
+    WritePlan,
+    build_drafter,
+    canonical_tensors,
+    capture_context,
+    decoder_dict,
+    flat_fields,
+    flat_markers,
+    infer_num_aux,
+    int_list,
+    refuse_uncaptured_states,
+    refuse_unless,
+    source_config,
+)
 from .layer_ids import engine_boundaries, ids_for_engine
 
 RENAMES: tuple[Rename, ...] = (
@@ -116,12 +131,7 @@ class ModelOptLayout(Layout):
         if nested_extra:
             own["eagle_config"] = nested_extra
         fields["layout_extra"] = {self.name: own} if own else {}
-        restore_from_sidecar(ckpt, fields)
-        cfg = DrafterConfig(**fields)
-        drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options),
-                          self.name, ckpt.path, notes)
-        check_tensor_table(drafter)
-        return drafter
+        return build_drafter(ckpt, fields, tensors, options, self.name, notes)
 
     @staticmethod
     def _draft_vocab_size(raw: dict[str, Any], ckpt: Checkpoint, tensors: dict[str, Any], vocab_size: int,

@@ -12,13 +12,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import Drafter, DrafterConfig
+from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
-from .base import (TOP_KEYS, Checkpoint, ConvertOptions, Detection, Layout, LayerRename, Rename, WritePlan,
-                   canonical_tensors, capture_context, check_tensor_table, decoder_dict, decoder_fields,
-                   drop_unused_layer_norms, flat_markers, infer_num_aux, keep_model_type_spelling, read_vocab,
-                   refuse_modelopt_first_layer_norm, refuse_uncaptured_states, refuse_unless, restore_from_sidecar,
-                   source_config, split_decoder_extra, to_stored)
+from .base import (
+    TOP_KEYS,
+    Checkpoint,
+    ConvertOptions,
+    Detection,
+    LayerRename,
+    Layout,
+    Rename,
+    WritePlan,
+    build_drafter,
+    canonical_tensors,
+    capture_context,
+    decoder_dict,
+    decoder_fields,
+    drop_unused_layer_norms,
+    flat_markers,
+    infer_num_aux,
+    keep_model_type_spelling,
+    refuse_modelopt_first_layer_norm,
+    refuse_uncaptured_states,
+    refuse_unless,
+    source_config,
+    split_decoder_extra,
+    to_stored,
+)
 from .layer_ids import engine_boundaries, ids_for_engine
 from .vocab import identity_map
 
@@ -122,12 +142,7 @@ class SGLangLayout(Layout):
         if nested != {"use_aux_hidden_state": True}:
             own["eagle_config"] = nested
         fields["layout_extra"] = {self.name: own} if own else {}
-        restore_from_sidecar(ckpt, fields)
-        cfg = DrafterConfig(**fields)
-        drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options),
-                          self.name, ckpt.path, notes)
-        check_tensor_table(drafter)
-        return drafter
+        return build_drafter(ckpt, fields, tensors, options, self.name, notes)
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config

@@ -8,12 +8,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import Drafter, DrafterConfig, TargetIdentity
+from ..drafter import Drafter, TargetIdentity
 from ..errors import FormatError, RefusalError
-from .base import (TOP_KEYS, Checkpoint, ConvertOptions, Detection, Layout, Rename, WritePlan, canonical_tensors,
-                   check_tensor_table, decoder_dict, decoder_fields, infer_num_aux, keep_model_type_spelling,
-                   read_vocab, refuse_modelopt_first_layer_norm, refuse_unless, restore_from_sidecar,
-                   split_decoder_extra)
+from .base import (
+    TOP_KEYS,
+    Checkpoint,
+    ConvertOptions,
+    Detection,
+    Layout,
+    Rename,
+    WritePlan,
+    build_drafter,
+    canonical_tensors,
+    decoder_dict,
+    decoder_fields,
+    infer_num_aux,
+    keep_model_type_spelling,
+    refuse_modelopt_first_layer_norm,
+    refuse_unless,
+    split_decoder_extra,
+)
 
 RENAMES: tuple[Rename, ...] = ()  # speculators names are the canonical names
 
@@ -67,7 +81,8 @@ class SpeculatorsLayout(Layout):
             notes.append("norm_before_residual is absent: read as false (speculators library default); "
                          "vLLM serves an absent key as true")
         ids = raw.get("eagle_aux_hidden_state_layer_ids")
-        if ids is not None and (not isinstance(ids, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in ids)):
+        if ids is not None and (not isinstance(ids, list)
+                                or not all(isinstance(x, int) and not isinstance(x, bool) for x in ids)):
             raise FormatError(f"eagle_aux_hidden_state_layer_ids is {ids!r}", "it must be a list of integers or null",
                               code="E-CAPTURE-FIELD")
         fields["capture_boundaries"] = ids
@@ -89,12 +104,7 @@ class SpeculatorsLayout(Layout):
         if dropped or (ckpt.path / "config.py").exists():
             notes.append("ignored speculators save artifacts (auto_map, config.py): engines do not use them")
         fields["layout_extra"] = {self.name: own}
-        restore_from_sidecar(ckpt, fields)
-        cfg = DrafterConfig(**fields)
-        drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options),
-                          self.name, ckpt.path, notes)
-        check_tensor_table(drafter)
-        return drafter
+        return build_drafter(ckpt, fields, tensors, options, self.name, notes)
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config
