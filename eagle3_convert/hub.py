@@ -6,12 +6,20 @@ import costs more than the rest of the CLI start-up.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import Eagle3Error, FormatError
+from . import sidecar
+from .errors import Eagle3Error, FormatError, UsageError
+from .sidecar import SIDECAR_NAME
 
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 # What a drafter needs; never optimizer states, training logs or other large strays.
@@ -128,3 +136,316 @@ def resolve_source(spec: str, revision: str | None = None, *, endpoint: str | No
         return download(spec, revision, endpoint=endpoint, token=token)
     raise FormatError(f"{spec}: no such directory, and not a Hub repo id (org/name)",
                       "pass a checkpoint directory or a Hub repo id", code="E-SRC-MISSING")
+
+
+# ------------------------------------------------------------------------------------------------ publishing
+
+CARD_NAME = "README.md"
+# Published beside config.json when the source has them: engines read them with the weights.
+COMPANION_FILES = ("generation_config.json", "hf_quant_config.json")
+
+
+class PublishRefused(Eagle3Error):
+    """Validation found errors: nothing is converted or sent."""
+
+    def __init__(self, report: Any):
+        first = next(f for f in report.findings if f.severity == "error")
+        errors = report.count("error")
+        super().__init__(f"refusing to publish {report.source}: validation found {errors} error"
+                         f"{'s' if errors != 1 else ''}; first: {first.message}",
+                         first.hint or "fix the findings above, then publish again", code=first.code)
+        self.report = report
+
+
+@dataclass
+class PublishFile:
+    path_in_repo: str
+    size: int
+    sha256: str
+    operation: Any  # huggingface_hub.CommitOperationAdd, holding the same hash: the upload does not hash again
+
+
+@dataclass
+class PublishPlan:
+    """Exactly what one publish commit holds, and what it says about the drafter."""
+
+    source: Any  # convert.Source: the copy the files were taken (or converted) from
+    repo_id: str
+    branch: str | None  # None: the repo's default branch
+    create_pr: bool
+    message: str
+    layout: str
+    converted: bool  # the files are a conversion of `source` made for this upload
+    drafter_id: str
+    facts: dict[str, Any]  # the published sidecar's content
+    report: Any  # checks.Report of the published files
+    card: str
+    files: list[PublishFile]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass
+class Published:
+    repo_id: str
+    commit: str
+    commit_url: str
+    pr_url: str | None = None
+    pr_revision: str | None = None
+
+
+def check_repo_id(repo_id: str) -> str:
+    if not REPO_ID_RE.match(repo_id) or ".." in repo_id:
+        raise UsageError(f"{repo_id!r} is not a Hub repo id", "give the destination as ORG/NAME, e.g. "
+                         "my-org/Llama-3.1-8B-eagle3")
+    return repo_id
+
+
+@contextmanager
+def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_layout: str = "auto",
+                     verifier: str | None = None, target: str | None = None, branch: str | None = None,
+                     create_pr: bool = False, message: str | None = None, license: str | None = None,
+                     registry: Any = None, endpoint: str | None = None,
+                     token: str | None = None) -> Iterator[PublishPlan]:
+    """Validate `src` and stage what publishing it to `repo_id` uploads; converts into a temporary
+    directory when `layout` differs from the source's (or the weights are pickles), removed on exit.
+    `registry` (a store or a path; None: not consulted) may hold the drafter's training record.
+    `verifier` and `target` are as for `convert`: who the drafter proposes for, and its config.
+
+    Raises PublishRefused before anything is converted when validation finds an error. Talks to the
+    Hub only when `src` is itself a repo id (to download it).
+    """
+    from .checks import load_target_facts
+    from .convert import convert, make_options, read_source
+    from .model_card import build_card
+
+    check_repo_id(repo_id)
+    options = make_options(verifier, target)
+    checked_against = load_target_facts(target) if target else None
+    path, commit = resolve_source(src, endpoint=endpoint, token=token)
+    label = f"{src}@{commit}" if commit else src
+    report = _validate(path, label, from_layout, checked_against, registry,
+                       f"hf://{src}@{commit}" if commit else None)
+    source = read_source(str(path), from_layout, options)
+    if commit:  # read from the HF cache: name it by repo and commit, as read_source(src) would
+        source.uri, source.commit = f"hf://{src}@{commit}", commit
+    layout = layout or source.detection.layout
+    weights = _weight_files(path)
+    pickled = not all(name.endswith(".safetensors") for name in weights)
+    workdir = None
+    try:
+        if layout == source.detection.layout and not pickled:
+            root, names = path, _published_names(path, weights)
+            sidecar_bytes, facts, notes = _sidecar_for(source, layout, options)
+        else:
+            workdir = Path(tempfile.mkdtemp(prefix="eagle3-publish-"))
+            staged = workdir / "staged"
+            result = convert(src, staged, layout, source.detection.layout, options=options, revision=commit,
+                             endpoint=endpoint, token=token)
+            notes = result.notes + (["the weights were pickles (.bin): published as model.safetensors"]
+                                    if pickled else [])
+            root, names = staged, [name for name in result.files if name != SIDECAR_NAME]
+            sidecar_bytes, facts = _relocated_sidecar(staged, repo_id)
+            report = _validate(staged, f"{label} as {layout}", layout, checked_against, registry, None)
+        card = build_card(repo_id=repo_id, layout=layout, config=source.drafter.config, facts=facts, report=report,
+                          engines=_serving_engines(layout), license=license or _license_of(path),
+                          drafter_revision=branch if branch and branch != "main" else None)
+        files = [_file(name, root / name) for name in names]
+        files += [_file(SIDECAR_NAME, sidecar_bytes), _file(CARD_NAME, card.encode())]
+        default_message = f"Publish EAGLE-3 drafter {facts['drafter_id'][:12]} ({layout}) with {sidecar.tool_name()}"
+        yield PublishPlan(source, repo_id, branch, create_pr, message or default_message, layout,
+                          workdir is not None, facts["drafter_id"], facts, report, card, files, notes)
+    finally:
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None) -> Any:
+    from .checks import validate_checkpoint
+    from .registry import recorded_capture
+
+    # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
+    recorded = recorded_capture(path, registry, uri=uri) if registry is not None else None
+    expected, record_label = recorded or (None, "")
+    report = validate_checkpoint(path, from_layout=from_layout, target=target, source_label=label,
+                                 expected_boundaries=expected, record_label=record_label)
+    if report.failed():
+        raise PublishRefused(report)
+    return report
+
+
+def _weight_files(root: Path) -> list[str]:
+    from .converters.base import load_checkpoint
+
+    return load_checkpoint(root).weight_files
+
+
+def _published_names(root: Path, weights: list[str]) -> list[str]:
+    """config.json, the weights (with their index) and companions: never optimizer states or logs."""
+    from .converters.base import CONFIG_NAME
+    from .safetensors_io import INDEX_NAME
+
+    names = [CONFIG_NAME, *weights]
+    return names + [name for name in (INDEX_NAME, *COMPANION_FILES) if (root / name).is_file()]
+
+
+def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[str, Any], list[str]]:
+    """The source's own sidecar when it describes these weights and no target is given; else one made now
+    (handing on the history the old one knew)."""
+    from .convert import carry_history, ids_as_written, sidecar_facts
+    from .converters.base import CONFIG_NAME
+    from .fingerprint import drafter_id, tensor_digests
+
+    drafter = source.drafter
+    the_id = drafter_id(drafter, tensor_digests(drafter))
+    given = options.verifier or options.target
+    if source.sidecar and source.sidecar.get("drafter_id") == the_id and not given:
+        data = (source.path / SIDECAR_NAME).read_bytes()
+        return data, json.loads(data), list(drafter.notes)
+    facts = sidecar_facts(drafter, options, None)
+    facts["ids_as_written"] = ids_as_written(drafter.config, options, [layout])
+    facts["drafter_id"] = the_id
+    notes = drafter.notes + carry_history(facts, source.sidecar)
+    data = sidecar.build(layout=layout, config_bytes=(source.path / CONFIG_NAME).read_bytes(), facts=facts)
+    return data, json.loads(data), notes
+
+
+def _relocated_sidecar(staged: Path, repo_id: str) -> tuple[bytes, dict[str, Any]]:
+    """The converted copy's sidecar, its last lineage edge leading to the repo instead of the temporary
+    directory that is about to vanish (the commit is not known yet; the registry records it)."""
+    data = json.loads((staged / SIDECAR_NAME).read_text(encoding="utf-8"))
+    here = os.path.normpath(staged.resolve())
+    for edge in data.get("lineage") or []:
+        if os.path.normpath(str(edge.get("dest", {}).get("uri"))) == here:
+            edge["dest"]["uri"] = f"hf://{repo_id}"
+    encoded = (json.dumps(data, indent=2) + "\n").encode()
+    return encoded, data
+
+
+def _serving_engines(layout: str) -> tuple[str, ...]:
+    from .checks import LAYOUT_ENGINES
+
+    return LAYOUT_ENGINES.get(layout, ())
+
+
+def _license_of(root: Path) -> str | None:
+    """The license a README.md beside the source declares (as a downloaded Hub repo has)."""
+    from huggingface_hub import ModelCard
+
+    readme = root / CARD_NAME
+    if not readme.is_file():
+        return None
+    try:
+        license = ModelCard.load(readme, ignore_metadata_errors=True).data.license
+    except Exception:  # an unreadable card only costs the license line
+        return None
+    return license if isinstance(license, str) else None
+
+
+def _file(path_in_repo: str, content: Path | bytes) -> PublishFile:
+    from huggingface_hub import CommitOperationAdd
+
+    operation = CommitOperationAdd(path_in_repo=path_in_repo,
+                                   path_or_fileobj=str(content) if isinstance(content, Path) else content)
+    info = operation.upload_info  # hashes a file here, once: the plan shows it and the upload reuses it
+    return PublishFile(path_in_repo, info.size, info.sha256.hex(), operation)
+
+
+def resolve_token(token: str | None) -> str:
+    """--token, else HF_TOKEN, else the `hf auth login` store; a write needs one."""
+    from huggingface_hub import get_token
+
+    try:
+        found = token or get_token()
+    except Exception as exc:  # e.g. an OIDC token exchange that failed (HF_OIDC_RESOURCE)
+        raise HubError(f"could not obtain a Hub token ({type(exc).__name__})",
+                       "pass --token or set HF_TOKEN", code="E-HUB-AUTH") from None
+    if not found:
+        raise HubError("no Hub token: publishing needs a write token",
+                       "run `hf auth login`, set HF_TOKEN, or pass --token", code="E-HUB-AUTH")
+    return found
+
+
+def upload(plan: PublishPlan, *, private: bool = False, endpoint: str | None = None,
+           token: str | None = None) -> Published:
+    """Create the repo if missing, then every file of the plan in one commit (or one pull request)."""
+    from huggingface_hub import HfApi
+
+    endpoint = endpoint_from_env(endpoint)
+    api = HfApi(endpoint=endpoint, token=resolve_token(token))
+    try:
+        api.create_repo(plan.repo_id, private=private, exist_ok=True)
+        if plan.branch and plan.branch != "main":
+            api.create_branch(plan.repo_id, branch=plan.branch, exist_ok=True)
+        info = api.create_commit(plan.repo_id, operations=[f.operation for f in plan.files],
+                                 commit_message=plan.message, revision=plan.branch, create_pr=plan.create_pr)
+    except Exception as exc:  # huggingface_hub and its HTTP client raise many types; each becomes one line
+        raise publish_error(exc, plan.repo_id, endpoint) from None
+    return Published(plan.repo_id, info.oid, info.commit_url, info.pr_url, info.pr_revision)
+
+
+def publish_error(exc: Exception, repo_id: str, endpoint: str | None) -> HubError:
+    """A failed write as one line: what a write needs differs from what a download needs."""
+    from huggingface_hub import errors as hf_errors
+
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    where = endpoint or "https://huggingface.co"
+    if status is None and _is_transport_error(exc):
+        return HubError(f"publishing to {repo_id}: cannot reach the Hub at {where} ({type(exc).__name__})",
+                        "check the network, and --endpoint or HF_ENDPOINT", code="E-HUB-OFFLINE")
+    if status == 401:
+        return HubError(f"publishing to {repo_id}: the Hub rejected the token (HTTP 401)",
+                        "log in with a write token: `hf auth login`, HF_TOKEN or --token", code="E-HUB-AUTH")
+    if status == 403:
+        return HubError(f"publishing to {repo_id}: the token may not write there (HTTP 403)",
+                        "use a token with write access to this namespace, or publish under your own",
+                        code="E-HUB-FORBIDDEN")
+    if isinstance(exc, hf_errors.RevisionNotFoundError):
+        return HubError(f"publishing to {repo_id}: branch not found (HTTP 404)",
+                        "check --revision (a branch of the repo)", code="E-HUB-REVISION")
+    if status == 404:
+        return HubError(f"publishing to {repo_id}: repository or namespace not found (HTTP 404)",
+                        "check the repo id; your token may not see that namespace", code="E-HUB-NOTFOUND")
+    if isinstance(exc, ValueError) and "README.md" in str(exc):  # the Hub checks a card's metadata first
+        return HubError(f"publishing to {repo_id}: the Hub refused the model card's metadata "
+                        f"({' '.join(str(exc).split())[:200]})",
+                        "nothing was uploaded; please report it, with the card `--dry-run` prints",
+                        code="E-HUB-CARD")
+    if status in (409, 412):
+        return HubError(f"publishing to {repo_id}: conflict (HTTP {status})",
+                        "the branch moved while uploading or a conflicting change is pending: retry, or "
+                        "publish with --create-pr", code="E-HUB-CONFLICT")
+    return hub_error(exc, repo_id, "publishing to")
+
+
+def _is_transport_error(exc: Exception) -> bool:
+    """No HTTP answer at all: refused, reset, timed out, DNS (httpx or requests, as installed)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return isinstance(exc, OSError) or bool(names & {"TransportError", "ConnectionError", "Timeout"})
+
+
+def record_publication(plan: PublishPlan, published: Published, registry: Any = None) -> Any:
+    """Record the Hub copy (repo id and commit) and the edge from the copy it was published from."""
+    from .registry import LineageEdge, Location
+    from .registry.api import opened
+    from .registry.recording import record_facts
+
+    hub = Location.hub(published.repo_id, plan.layout, published.commit)
+    source = Location(layout=plan.source.detection.layout, uri=plan.source.uri)
+    # The sidecar could only name the repo; the registry knows the commit.
+    lineage = [_at_commit(edge, f"hf://{published.repo_id}", hub.uri) for edge in plan.facts.get("lineage") or []
+               if isinstance(edge, dict)]
+    lineage.append(LineageEdge(source=source, dest=hub, tool=sidecar.tool_name()).model_dump(mode="json"))
+    with opened(registry) as store:
+        record, _ = record_facts(store, {**plan.facts, "lineage": lineage}, locations=[source, hub])
+    return record
+
+
+def _at_commit(edge: dict[str, Any], plain: str, pinned: str) -> dict[str, Any]:
+    dest = edge.get("dest")
+    if isinstance(dest, dict) and dest.get("uri") == plain:
+        return {**edge, "dest": {**dest, "uri": pinned}}
+    return edge

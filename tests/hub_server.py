@@ -435,6 +435,7 @@ _WEB = r"/(?:(?P<prefix>datasets)/)?" + _R
 _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     (m, re.compile(p), h) for m, p, h in [
         ("GET", r"^/api/whoami-v2$", "whoami"),
+        ("POST", r"^/api/validate-yaml$", "validate_yaml"),
         ("POST", r"^/api/repos/create$", "create_repo"),
         ("DELETE", r"^/api/repos/delete$", "delete_repo"),
         ("PUT", rf"^/api/{_T}/{_R}/settings$", "settings"),
@@ -616,6 +617,23 @@ class _HubHandler(BaseHTTPRequestHandler):
             "orgs": [{"type": "org", "name": org, "roleInOrg": "admin"} for org in hub.orgs or []],
             "auth": {"type": "access_token", "accessToken": {"displayName": "test", "role": "write"}},
         })
+
+    def _h_validate_yaml(self, body: bytes, **_: Any) -> _Response:
+        """create_commit sends a README.md's text here before uploading anything; only YAML syntax is checked."""
+        import yaml
+
+        content = self._json_body(body).get("content")
+        if not isinstance(content, str):
+            raise HubError(400, "Expected the README.md text in 'content'")
+        match = re.match(r"^---\s*\n(.*?)\n---\s*$", content, re.DOTALL | re.MULTILINE)
+        try:
+            metadata = yaml.safe_load(match[1]) if match else {}
+        except yaml.YAMLError as err:
+            return _Response.json({"errors": [{"message": f"Invalid YAML: {err}"}], "warnings": []}, 400)
+        if not isinstance(metadata, (dict, type(None))):
+            return _Response.json({"errors": [{"message": "The metadata must be a YAML mapping"}], "warnings": []},
+                                  400)
+        return _Response.json({"errors": [], "warnings": []})
 
     def _repo_target(self, data: dict) -> tuple[str, str]:
         name, org = data.get("name"), data.get("organization")
@@ -1006,6 +1024,8 @@ def isolate_hf_client(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    # Telemetry off also stops the client fetching its agent registry from the import-time endpoint.
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
     monkeypatch.setattr(constants, "HF_HOME", str(home))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))

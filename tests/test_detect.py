@@ -107,9 +107,9 @@ def test_our_outputs_are_detected_as_written(tmp_path: Path, layout: str):
 # ------------------------------------------------------------- the layout list
 
 def test_help_lists_exactly_the_registered_layouts():
-    listed = [line.split()[0] for line in LAYOUT_HELP.split("\n\n")]
+    listed = [line.split()[0] for line in LAYOUT_HELP.splitlines()]
     assert listed == list(layouts()) == list(BUILTIN) == list(LAYOUT_NAMES)
-    assert all(len(line.split(maxsplit=1)[1]) > 20 for line in LAYOUT_HELP.split("\n\n"))
+    assert all(len(line.split(maxsplit=1)[1]) > 20 for line in LAYOUT_HELP.splitlines())
     result = run_cli("--help")
     for name in LAYOUTS:
         assert f"\n  {name} " in result.stdout

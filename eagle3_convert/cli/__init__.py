@@ -46,7 +46,7 @@ def _first_positional(args: list[str], convert: click.Command | None) -> str | N
 
 
 @click.group(cls=_ConvertByDefault, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog="Layouts (for --from/--to):\n\n" + LAYOUT_HELP)
+             epilog="Layouts (for --from/--to):\n\n\b\n" + LAYOUT_HELP)
 @click.version_option(package_name="eagle3-convert", prog_name="eagle3-convert")
 def main() -> None:
     """Convert, validate, record and publish EAGLE-3 speculative-decoding drafters.

@@ -11,15 +11,13 @@ from typing import Any, Callable
 import click
 
 # Static so `--help` does not import every layout; tests check it matches the registry.
-LAYOUT_HELP = "\n\n".join([
-    "speculators  vllm-project/speculators trainer and converter; vLLM serves it with `vllm serve`",
-    "sglang       SGLang LlamaForCausalLMEagle3 / Eagle3DeepseekV2ForCausalLM, as SpecForge exports it; "
-    "served by sglang.launch_server",
-    "vllm         vLLM-native Eagle3 config (flat, ids at top level and in eagle_config); served by `vllm serve`",
-    "eagle        SafeAILab/EAGLE original EAGLE-3 (yuhuili/EAGLE3-*: midlayer.*, pytorch_model.bin); "
-    "written as model.safetensors",
-    "modelopt     NVIDIA ModelOpt HF export (eagle_config with NVIDIA fields); served by vLLM and TensorRT-LLM",
-])
+LAYOUT_HELP = "\n".join(f"{name:<12} {text}" for name, text in (
+    ("speculators", "vllm-project/speculators trainer output; vLLM serves it"),
+    ("sglang", "SGLang LlamaForCausalLMEagle3 (SpecForge export); sglang.launch_server"),
+    ("vllm", "vLLM-native Eagle3 config (ids top level and nested); vllm serve"),
+    ("eagle", "SafeAILab EAGLE-3 (yuhuili/EAGLE3-*, .bin); written as safetensors"),
+    ("modelopt", "NVIDIA ModelOpt HF export (NVIDIA eagle_config); vLLM, TensorRT-LLM"),
+))
 
 
 def fail(message: str, hint: str | None, code: str, exit_code: int) -> None:
@@ -64,6 +62,14 @@ def registry_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--registry", "registry_path", metavar="PATH",
                         help="Registry database (default: $EAGLE3_CONVERT_REGISTRY, else "
                              "$XDG_DATA_HOME/eagle3-convert/registry.db).")(fn)
+
+
+def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`--endpoint URL` and `--token T`, the same on every command that reads or writes the Hub."""
+    fn = click.option("--token", metavar="TOKEN", help="Hub token (default: $HF_TOKEN, else the `hf auth login` "
+                      "store); never printed or stored.")(fn)
+    return click.option("--endpoint", metavar="URL", help="Hub endpoint (default: $HF_ENDPOINT, else "
+                        "https://huggingface.co).")(fn)
 
 
 def emit_json(data: Any) -> None:

@@ -1,0 +1,216 @@
+"""The README.md published with a drafter: YAML front matter for the Hub, and a body that says
+which target it needs, which layers it captures in every engine's convention, and how to serve it.
+
+Built with huggingface_hub's ModelCardData (front matter) and ModelCard (parsing it back), without
+its Jinja templates: the markdown is assembled here, so Jinja need not be installed.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from .converters.base import capture_context
+from .converters.layer_ids import ENGINES, convention_table
+from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
+from .hub import REPO_ID_RE
+from .sidecar import tool_name
+
+ENGINE_TITLES = {"speculators": "speculators", "vllm": "vLLM", "eagle": "EAGLE (original)", "sglang": "SGLang",
+                 "specforge": "SpecForge", "modelopt": "ModelOpt", "trtllm": "TensorRT-LLM"}
+NUM_SPECULATIVE_TOKENS = 3
+TARGET_PLACEHOLDER = "TARGET_MODEL"
+
+
+def card_tags(layout: str, engines: Sequence[str]) -> list[str]:
+    tags = ["eagle3", "speculative-decoding", layout]
+    return tags + [e for e in engines if e not in tags]
+
+
+def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[str, Any], report: Any,
+               engines: Sequence[str], license: str | None = None, drafter_revision: str | None = None) -> str:
+    """README.md for `repo_id`: `facts` are the published sidecar's, `report` the validation of the
+    published files, `engines` those that serve `layout`."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    target = TargetIdentity.model_validate(facts["target"]) if facts.get("target") else config.target
+    target_name = target.name_or_path if target and target.name_or_path else None
+    data = ModelCardData(
+        base_model=target_name if target_name and REPO_ID_RE.match(target_name) else None,
+        library_name=layout,  # each layout is named after the library that writes and loads it
+        tags=card_tags(layout, engines),
+        license=license,
+    )
+    body = "\n".join([
+        f"# {repo_id.split('/')[-1]}",
+        "",
+        _summary(layout, config, target_name),
+        "",
+        *_target_section(target),
+        *_capture_section(config, facts, target),
+        *_drafter_section(config, facts),
+        *_serve_section(repo_id, layout, engines, target, target_name, drafter_revision, config, facts),
+        *_lineage_section(facts, repo_id),
+        *_validation_section(report),
+        "---",
+        "",
+        (f"Published with {tool_name()}. `eagle3-convert.json` holds these facts in machine-readable form; "
+         f"`eagle3-convert inspect {repo_id}` and `eagle3-convert validate {repo_id}` read them back."),
+        "",
+    ])
+    # The front matter is ModelCardData's own YAML; ModelCard parses the whole text back as the Hub will.
+    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}"))
+
+
+def _summary(layout: str, config: DrafterConfig, target_name: str | None) -> str:
+    if target_name and REPO_ID_RE.match(target_name):
+        who = f"[`{target_name}`](https://huggingface.co/{target_name})"
+    else:
+        who = f"`{_cell(target_name)}`" if target_name else "a target model this checkpoint does not name"
+    layers = "one decoder layer" if config.num_layers == 1 else f"{config.num_layers} decoder layers"
+    return (f"An [EAGLE-3](https://arxiv.org/abs/2503.01840) draft model for speculative decoding with {who}, "
+            f"in the **{layout}** layout. It is {layers} that reads {config.num_aux_hidden_states} hidden states "
+            "of the target and proposes tokens the target then verifies: it works only with the target (and "
+            "capture layers) it was trained on.")
+
+
+def _target_section(target: TargetIdentity | None) -> list[str]:
+    if target is None:
+        return ["## Target", "", "Not recorded in this checkpoint.", ""]
+    rows = [("model", target.name_or_path), ("revision", target.revision or "not recorded"),
+            ("architectures", ", ".join(target.architectures) or None), ("model type", target.model_type),
+            ("layers", target.num_hidden_layers), ("hidden size", target.hidden_size),
+            ("vocab size", target.vocab_size)]
+    return ["## Target", "", *_table(("", ""), [(name, f"`{_cell(value)}`") for name, value in rows
+                                                 if value is not None]), ""]
+
+
+def _capture_section(config: DrafterConfig, facts: dict[str, Any], target: TargetIdentity | None) -> list[str]:
+    boundaries = facts.get("capture_boundaries", config.capture_boundaries)
+    family, depth = capture_context(config.family, target, config.target)
+    table = convention_table(boundaries, depth, family)
+    if boundaries is None:
+        where = (f"the engines' default layers (boundaries 2, L//2, L-3 of an L = {depth}-layer target)" if depth
+                 else "the engines' default layers (boundaries 2, L//2, L-3 of an L-layer target)")
+    else:
+        where = f"capture boundaries `{boundaries}` (indexes into Hugging Face `output_hidden_states`)"
+    lines = ["## Capture layers", "",
+             (f"The drafter fuses {config.num_aux_hidden_states} hidden states of the target, taken at {where}. "
+              "Each engine spells the same layers its own way; a config that names other layers loads without "
+              "error and drafts badly. As each engine reads them:"), "",
+             *_table([ENGINE_TITLES.get(e, e) for e in ENGINES], [[f"`{_cell(table[e])}`" for e in ENGINES]])]
+    written = facts.get("ids_as_written") or {}
+    if written:
+        lines += ["", "As the configs this drafter was written in spell them: "
+                  + "; ".join(f"{layout} `{ids}`" for layout, ids in written.items()) + "."]
+    return lines + [""]
+
+
+def _drafter_section(config: DrafterConfig, facts: dict[str, Any]) -> list[str]:
+    vocab = f"{config.draft_vocab_size}"
+    vocab += (" (equal to the target's: no d2t map)" if config.draft_vocab_size == config.vocab_size
+              else " (`d2t` maps draft ids to target ids)")
+    flags = ", ".join(f"`{flag}`: {str(getattr(config, flag)).lower()}" for flag in MATH_FLAGS)
+    rows = [("family", f"`{config.family}`"), ("decoder layers", config.num_layers),
+            ("hidden size", config.hidden_size),
+            ("target hidden size", config.resolved_target_hidden_size),
+            ("attention heads",
+             f"{config.num_attention_heads} ({config.num_key_value_heads} KV) x {config.resolved_head_dim}"),
+            ("intermediate size", config.intermediate_size),
+            ("target vocab V", config.vocab_size), ("draft vocab Vd", vocab), ("flags", flags),
+            ("trained with", _cell(facts.get("trained_with")) if facts.get("trained_with") else None),
+            ("drafter id", f"`{facts['drafter_id']}`" if facts.get("drafter_id") else None)]
+    return ["## Drafter", "", *_table(("", ""), [(k, v) for k, v in rows if v is not None]), ""]
+
+
+def _serve_section(repo_id: str, layout: str, engines: Sequence[str], target: TargetIdentity | None,
+                   target_name: str | None, drafter_revision: str | None, config: DrafterConfig,
+                   facts: dict[str, Any]) -> list[str]:
+    model = target_name or TARGET_PLACEHOLDER
+    target_revision = target.revision if target else None
+    lines = ["## Serve", ""]
+    if not target_name:
+        lines += [f"The target is not recorded: replace `{TARGET_PLACEHOLDER}` with the model it was trained on.",
+                  ""]
+    if "vllm" in engines or "speculators" in engines:
+        spec = {"method": "eagle3", "model": repo_id, "num_speculative_tokens": NUM_SPECULATIVE_TOKENS}
+        if drafter_revision:
+            spec["revision"] = drafter_revision
+        argv = ["vllm", "serve", model, *(["--revision", target_revision] if target_revision else []),
+                "--speculative-config", json.dumps(spec)]
+        lines += ["### vLLM", "", "```bash", _shell(argv), "```", ""]
+        if layout == "speculators" and target_name and not drafter_revision:
+            lines += [f"Its config names the target, so `vllm serve {repo_id}` alone also starts it.", ""]
+    if "sglang" in engines:
+        argv = ["python", "-m", "sglang.launch_server", "--model-path", model,
+                *(["--revision", target_revision] if target_revision else []),
+                "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", repo_id,
+                *(["--speculative-draft-model-revision", drafter_revision] if drafter_revision else []),
+                "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+        lines += ["### SGLang", "", "```bash", _shell(argv), "```", ""]
+    if "trtllm" in engines:
+        boundaries = facts.get("capture_boundaries", config.capture_boundaries)
+        family, depth = capture_context(config.family, target, config.target)
+        ids = convention_table(boundaries, depth, family)["trtllm"]
+        lines += ["### TensorRT-LLM", "",
+                  ("TensorRT-LLM takes the capture layers from its runtime configuration, not from this "
+                   f"checkpoint: give it `{_cell(ids)}` (its output-of-block convention)."), ""]
+    return lines
+
+
+def _lineage_section(facts: dict[str, Any], repo_id: str) -> list[str]:
+    edges = [e for e in facts.get("lineage") or [] if isinstance(e, dict)]
+    if not edges:
+        return []
+    lines = ["## Lineage", ""]
+    for edge in edges:
+        source, dest = edge.get("source") or {}, edge.get("dest") or {}
+        lines.append(f"- {_where(source, repo_id)} → {_where(dest, repo_id)} ({_cell(edge.get('tool'))})")
+    return lines + [""]
+
+
+def _where(location: dict[str, Any], repo_id: str) -> str:
+    """A lineage end as the card shows it: Hub copies by repo id, local ones by directory name only."""
+    uri = str(location.get("uri") or "")
+    layout = _cell(location.get("layout"))
+    if uri.startswith("hf://"):
+        repo = uri[len("hf://"):].partition("@")[0]
+        if repo == repo_id:
+            return f"{layout} in this repository"
+        return f"{layout} in [`{repo}`](https://huggingface.co/{repo})"
+    return f"{layout} in a local directory `{_cell(uri.rstrip('/').rsplit('/', 1)[-1])}`"
+
+
+def _validation_section(report: Any) -> list[str]:
+    counts = ", ".join(f"{report.count(s)} {s}{'s' if report.count(s) != 1 and s != 'info' else ''}"
+                       for s in ("error", "warning", "info"))
+    lines = ["## Validation", "",
+             (f"`eagle3-convert validate` on the published files, replaying how "
+              f"{', '.join(ENGINE_TITLES.get(e, e) for e in report.engines) or 'the engines'} load them: {counts}.")]
+    shown = [f for f in report.findings if f.severity != "error"]
+    if shown:
+        lines.append("")
+        lines += [f"- `{f.code}`{f' ({f.engine})' if f.engine else ''}: {_cell(f.message)}" for f in shown]
+    return lines + [""]
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(str(v) for v in row) + " |" for row in rows)]
+
+
+def _cell(value: Any) -> str:
+    """Text from a config, made safe for one markdown table cell or inline code span."""
+    return " ".join(str(value).split()).replace("|", "\\|").replace("`", "'")
+
+
+def _shell(argv: Sequence[str]) -> str:
+    """The command with each `--option value` on a line of its own, as serve commands are usually shown."""
+    lines: list[list[str]] = [[]]
+    for word in (shlex.quote(a) for a in argv):
+        if word.startswith("--"):
+            lines.append([])
+        lines[-1].append(word)
+    return " \\\n  ".join(" ".join(line) for line in lines)
