@@ -253,6 +253,7 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
         card = build_card(repo_id=repo_id, layout=layout, config=source.drafter.config, facts=facts, report=report,
                           engines=_serving_engines(layout), license=license or _license_of(path),
                           drafter_revision=branch if branch and branch != "main" else None)
+        sidecar_bytes, facts = _without_local_paths(sidecar_bytes, facts)
         files = [_file(name, root / name) for name in names]
         files += [_file(SIDECAR_NAME, sidecar_bytes), _file(CARD_NAME, card.encode())]
         default_message = f"Publish EAGLE-3 drafter {facts['drafter_id'][:12]} ({layout}) with {sidecar.tool_name()}"
@@ -323,6 +324,25 @@ def _relocated_sidecar(staged: Path, repo_id: str) -> tuple[bytes, dict[str, Any
             edge["dest"]["uri"] = f"hf://{repo_id}"
     encoded = (json.dumps(data, indent=2) + "\n").encode()
     return encoded, data
+
+
+def _without_local_paths(data: bytes, facts: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    """A published sidecar names local copies by directory name only: the uploader's paths stay private."""
+    def public(uri: object) -> object:
+        if isinstance(uri, str) and not uri.startswith("hf://"):
+            return f"local:{Path(uri).name}"
+        return uri
+
+    changed = json.loads(json.dumps(facts))
+    for edge in changed.get("lineage") or []:
+        for end in ("source", "dest"):
+            if isinstance(edge, dict) and isinstance(edge.get(end), dict):
+                edge[end]["uri"] = public(edge[end].get("uri"))
+    if isinstance(changed.get("converted_from"), dict):
+        changed["converted_from"]["uri"] = public(changed["converted_from"].get("uri"))
+    if changed == facts:
+        return data, facts
+    return (json.dumps(changed, indent=2) + "\n").encode(), changed
 
 
 def _serving_engines(layout: str) -> tuple[str, ...]:

@@ -139,7 +139,12 @@ def test_a_converted_checkpoint_is_published_with_its_own_sidecar(hub: HubServer
     assert summary["layout"] == "sglang" and summary["converted_from"] is None
 
     snapshot = download(hub, tmp_path)
-    assert (snapshot / "eagle3-convert.json").read_bytes() == (local / "eagle3-convert.json").read_bytes()
+    published = (snapshot / "eagle3-convert.json").read_text()
+    local_sidecar = json.loads((local / "eagle3-convert.json").read_text())
+    assert str(tmp_path) not in published  # the uploader's paths stay private
+    assert json.loads(published)["lineage"][-1]["source"]["uri"] == f"local:{example_dir.name}"
+    assert {k: v for k, v in json.loads(published).items() if k not in ("lineage", "converted_from")} == \
+        {k: v for k, v in local_sidecar.items() if k not in ("lineage", "converted_from")}
     assert tensor_hashes(snapshot) == tensor_hashes(local)
     assert ModelCard.load(snapshot / "README.md").data.tags == ["eagle3", "speculative-decoding", "sglang"]
     with open_registry(registry) as store:
