@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,3 +71,12 @@ def tree_digest(path: Path) -> dict[str, str]:
     """Every file under `path` with its sha256, to prove a source was not touched."""
     return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def without_root_powers() -> list[str]:
+    """A command prefix under which permission bits apply, even to root (CI runs as root)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv"):
+        return ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+    pytest.skip("running as root without setpriv: permission bits cannot be enforced")

@@ -20,14 +20,20 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import without_root_powers
+from hostile import EXAMPLE, subprocess_env
 
 from eagle3_convert.convert import read_source
 from eagle3_convert.converters.base import ConvertOptions, write_directory
 from eagle3_convert.converters.speculators import LAYOUT as SPECULATORS
 from eagle3_convert.converters.vocab import VocabMap
-from eagle3_convert.drafter import Drafter, DrafterConfig, TargetIdentity, expected_shapes
+from eagle3_convert.drafter import (
+    Drafter,
+    DrafterConfig,
+    TargetIdentity,
+    expected_shapes,
+)
 from eagle3_convert.safetensors_io import DTYPE_SIZES, InMemoryTensor, tensor_sha256
-from hostile import EXAMPLE, subprocess_env
 
 ERROR_LINE = re.compile(r"^error: .+ \[(E-[A-Z0-9-]+)\] — hint: .+$")
 PROCESS_LIMIT_S = 300  # a hang guard, not a speed assertion
@@ -219,22 +225,13 @@ def test_efbig_under_rlimit_fsize(tmp_path: Path):
     assert list(out.iterdir()) == []
 
 
-def _without_root_powers() -> list[str]:
-    """A command prefix under which permission bits apply, even to root."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv"):
-        return ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
-    pytest.skip("running as root without setpriv: permission bits cannot be enforced")
-
-
 def test_read_only_destination_parent(tmp_path: Path):
     src = _tiny_src(tmp_path)
     parent = tmp_path / "read-only"
     parent.mkdir()
     parent.chmod(0o555)
     try:
-        argv = [*_without_root_powers(), *cli("--to", "sglang", str(src), str(parent / "dst"), "--no-record")]
+        argv = [*without_root_powers(), *cli("--to", "sglang", str(src), str(parent / "dst"), "--no-record")]
         proc = subprocess.run(argv, cwd=tmp_path, env=subprocess_env(tmp_path), capture_output=True, text=True,
                               timeout=PROCESS_LIMIT_S)
         message = assert_one_line_error(proc, "E-DEST")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import without_root_powers
 
 from eagle3_convert.registry import (
     SCHEMA_VERSION,
@@ -431,14 +432,19 @@ def test_unwritable_path_is_a_registry_error(tmp_path: Path) -> None:
     assert "folder" in folder.value.message and folder.value.hint
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file permissions")
 def test_read_only_folder_is_a_registry_error(tmp_path: Path) -> None:
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     try:
-        with pytest.raises(RegistryError) as read_only:
-            open_registry(locked / "sub" / "registry.db")
-        assert read_only.value.hint
+        # A child process: as root, permission bits bind only once the capabilities that skip them are dropped.
+        code = ("from eagle3_convert.registry import open_registry, RegistryError\n"
+                "try:\n    open_registry(%r)\nexcept RegistryError as e:\n"
+                "    print(e.message); print(e.hint); raise SystemExit(7)\n") % str(locked / "sub" / "registry.db")
+        proc = subprocess.run([*without_root_powers(), sys.executable, "-c", code], capture_output=True, text=True)
+        assert proc.returncode == 7, proc.stderr
+        message, hint = proc.stdout.splitlines()
+        assert "locked" in message and hint
+        assert not (locked / "sub").exists()
     finally:
         locked.chmod(0o700)
 
