@@ -15,7 +15,7 @@ from .converters.base import (ConvertOptions, Detection, WritePlan, capture_cont
                               write_directory)
 from .converters.layer_ids import ids_for_engine
 from .converters.registry import detect, get_layout
-from .drafter import Drafter, DrafterConfig, TargetIdentity
+from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .errors import FormatError, RefusalError
 from .fingerprint import drafter_id, tensor_digests
 from .hub import resolve_source
@@ -111,7 +111,7 @@ def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | No
         "hidden_size": cfg.hidden_size,
         "draft_vocab_size": cfg.draft_vocab_size,
         "vocab_size": cfg.vocab_size,
-        "flags": {f: getattr(cfg, f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")},
+        "flags": {f: getattr(cfg, f) for f in MATH_FLAGS},
         "layout_extra": cfg.layout_extra,
         "trained_with": trained_with,  # free-form provenance: trainer, data, run
         "lineage": [],  # conversions that led here, oldest first (see conversion_edge)

@@ -95,9 +95,10 @@ def download(repo_id: str, revision: str | None = None, *, endpoint: str | None 
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     try:
         if offline:
-            path = snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, local_files_only=True,
-                                     allow_patterns=list(DRAFTER_FILES + BIN_FILES))
-            return Path(path), None
+            path = Path(snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, local_files_only=True,
+                                          allow_patterns=list(DRAFTER_FILES + BIN_FILES)))
+            # The cache names each snapshot folder by its commit sha.
+            return path, path.name if re.fullmatch(r"[0-9a-f]{40}", path.name) else None
         api = HfApi(endpoint=endpoint, token=token)
         info = api.model_info(repo_id, revision=revision)
         files = _choose_files([s.rfilename for s in info.siblings or []])

@@ -160,6 +160,24 @@ def test_a_third_party_layout_is_found_through_entry_points(tmp_path: Path):
     assert unknown.returncode == 2 and "nope" in unknown.stderr
 
 
+def test_a_broken_plugin_does_not_break_the_built_in_layouts(tmp_path: Path):
+    site = tmp_path / "site"
+    dist = site / "broken_layouts-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (site / "broken_layout.py").write_text("raise ImportError('needs a library that is not installed')\n")
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-layouts\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[eagle3_convert.layouts]\nbroken = broken_layout:LAYOUT\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    src = build_drafter(tmp_path / "src", "sglang")
+
+    fine = subprocess.run([*CLI, "--to", "vllm", str(src), str(tmp_path / "out"), "--no-record"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert fine.returncode == 0, fine.stderr
+    broken = subprocess.run([*CLI, "--to", "broken", str(src), str(tmp_path / "x"), "--no-record"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert broken.returncode == 2 and "E-LAYOUT-PLUGIN" in broken.stderr and "not installed" in broken.stderr
+
+
 # ---------------------------------------------------------------- Hub cache
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -191,7 +209,7 @@ def test_inspect_resolves_a_repo_id_from_the_hf_cache_offline(tmp_path: Path):
     assert found.returncode == 0, found.stderr
     data = json.loads(found.stdout)
     assert data["layout"] == "vllm" and data["config"]["family"] == "qwen3"
-    assert Path(data["source"]) == snapshot.resolve()
+    assert data["source"] == f"hf://org/tiny-drafter@{COMMIT}"  # named by repo and the cached commit
 
     missing = subprocess.run([*CLI, "inspect", "org/not-cached"], env=env, cwd=tmp_path, capture_output=True,
                              text=True, timeout=120)

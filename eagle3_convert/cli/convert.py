@@ -18,10 +18,14 @@ class LayoutChoice(click.Choice):
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and value not in self.choices:
-            from ..converters.registry import layouts
+            from ..converters.registry import get_layout
+            from ..errors import UsageError
 
-            if value in layouts():
-                return value
+            try:
+                return get_layout(value).name
+            except UsageError as exc:
+                if exc.code == "E-LAYOUT-PLUGIN":
+                    self.fail(f"{exc.message} [{exc.code}] — hint: {exc.hint}", param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -13,6 +13,7 @@ BUILTIN = ("speculators", "sglang", "vllm", "eagle", "modelopt")
 ENTRY_POINT_GROUP = "eagle3_convert.layouts"
 
 _layouts: dict[str, Layout] = {}
+_broken_plugins: dict[str, str] = {}  # entry-point name -> why it did not load
 
 
 def register(layout: Layout) -> None:
@@ -25,14 +26,23 @@ def layouts() -> dict[str, Layout]:
         for name in BUILTIN:
             register(import_module(f"{__package__}.{name}").LAYOUT)
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            layout = ep.load()
+            try:
+                layout = ep.load()
+            except Exception as exc:  # a broken third-party plugin must not break the built-in layouts
+                _broken_plugins[ep.name] = f"{type(exc).__name__}: {str(exc)[:120]}"
+                continue
             if isinstance(layout, Layout) and layout.name not in _layouts:
                 register(layout)
+            elif not isinstance(layout, Layout):
+                _broken_plugins[ep.name] = f"{ep.value} is a {type(layout).__name__}, not a Layout"
     return _layouts
 
 
 def get_layout(name: str) -> Layout:
     known = layouts()
+    if name in _broken_plugins:
+        raise UsageError(f"layout plugin {name!r} failed to load ({_broken_plugins[name]})",
+                         "reinstall or fix the package that provides it", code="E-LAYOUT-PLUGIN")
     if name not in known:
         raise UsageError(f"unknown layout {name!r}", f"choose one of: {', '.join(known)}", code="E-LAYOUT-UNKNOWN")
     return known[name]
