@@ -1,0 +1,28 @@
+"""The benchmark script runs end to end on a toy drafter and reports a table (no timing is asserted)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_benchmark_runs_on_tiny_size_and_cleans_up(tmp_path: Path) -> None:
+    work, out = tmp_path / "work", tmp_path / "RESULTS.md"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "run.py"), "--sizes", "tiny", "--runs", "1",
+         "--layouts", "speculators,sglang", "--no-progress-check", "--work", str(work), "--out", str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split("|")[2].strip(): line for line in done.stdout.splitlines() if line.startswith("| tiny |")}
+    for name in ("cp -r", "cat weights > /dev/null", "convert speculators -> sglang", "convert sglang -> speculators",
+                 "inspect"):
+        cells = [c.strip() for c in rows[name].split("|")]
+        assert float(cells[3]) > 0 and float(cells[5]) > 0, rows[name]  # wall seconds, peak RSS MiB
+    assert "exit " not in rows["convert speculators -> sglang"]  # the conversion itself succeeded
+    report = out.read_text()
+    assert "## Machine" in report and "| tiny | convert speculators -> sglang |" in report
+    # Generated drafters and the private registry are removed without --keep.
+    assert not any(work.rglob("*.safetensors")) and not any(work.glob("registry.db*"))
