@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from importlib import import_module
@@ -477,7 +477,8 @@ class Report:
 def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | None = None,
                         target: TargetFacts | None = None, deep: bool = False, from_layout: str = "auto",
                         expected_boundaries: Sequence[int] | None = None, record_label: str = "the training record",
-                        source_label: str | None = None) -> Report:
+                        source_label: str | None = None,
+                        progress: Callable[[int], Callable[[int], None]] | None = None) -> Report:
     """Every finding about the drafter checkpoint in directory `path`.
 
     `engines`: which engines to replay (default: those that serve the detected layout).
@@ -502,7 +503,9 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         if not any(f.severity == "error" for f in findings):
             run.reader_cross_check()
     if deep:
-        report.manifest, deep_findings = deep_scan(raw.tensors, raw.cut)
+        total = sum(t.nbytes for n, t in raw.tensors.items() if n not in raw.cut)
+        report.manifest, deep_findings = deep_scan(raw.tensors, raw.cut,
+                                                   on_bytes=progress(total) if progress else None)
         findings.extend(deep_findings)
     report.findings = _dedupe(findings)
     return report
@@ -1174,15 +1177,20 @@ class TensorScan:
     all_ones: bool = False
 
 
-def scan_tensor(src: TensorSource, check_ones: bool) -> TensorScan:
+DEEP_CHUNK = 4 * 1024 * 1024
+
+
+def scan_tensor(src: TensorSource, check_ones: bool, on_bytes: Callable[[int], None] | None = None) -> TensorScan:
     """One pass over a tensor's bytes: sha256 and, for floats, NaN/Inf, all-zero and all-ones."""
     import numpy as np
 
     digest = hashlib.sha256()
     bits = _FLOAT_BITS.get(src.dtype)
     if bits is None:
-        for part in iter_tensor_chunks(src):
+        for part in iter_tensor_chunks(src, DEEP_CHUNK):
             digest.update(part)
+            if on_bytes:
+                on_bytes(len(part))
         return TensorScan(digest.hexdigest())
     view, magnitude, nonfinite_at, one = bits
     udt = np.dtype(view)
@@ -1191,8 +1199,10 @@ def scan_tensor(src: TensorSource, check_ones: bool) -> TensorScan:
     scan = TensorScan("", all_zero=src.dtype != "F8_E8M0" and src.nbytes > 0, all_ones=one_bits is not None)
     carry = b""
     scratch = None
-    for part in iter_tensor_chunks(src):
+    for part in iter_tensor_chunks(src, DEEP_CHUNK):
         digest.update(part)  # releases the GIL: hashing overlaps the numpy work of other threads
+        if on_bytes:
+            on_bytes(len(part))
         if carry:
             part = memoryview(carry + bytes(part))
         usable = len(part) - len(part) % udt.itemsize
@@ -1212,16 +1222,17 @@ def scan_tensor(src: TensorSource, check_ones: bool) -> TensorScan:
     return scan
 
 
-def deep_scan(tensors: Mapping[str, TensorSource], skip: set[str] = frozenset(),
-              workers: int | None = None) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
+def deep_scan(tensors: Mapping[str, TensorSource], skip: set[str] = frozenset(), workers: int | None = None,
+              on_bytes: Callable[[int], None] | None = None) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
     """Read every byte once (tensors in parallel, bounded chunks): the sha256 manifest and value findings."""
     names = sorted((n for n in tensors if n not in skip), key=lambda n: -tensors[n].nbytes)
     is_norm = {n: n.endswith(_NORM_SUFFIXES) for n in names}  # the same suffixes in every layout
-    workers = workers or min(8, os.cpu_count() or 1)
+    # Each worker holds ~2 chunks; 4 workers keep --deep under 100 MiB on any machine and saturate sha256.
+    workers = workers or min(4, os.cpu_count() or 1)
 
     def one(name: str) -> tuple[str, TensorScan | Eagle3Error]:
         try:
-            return name, scan_tensor(tensors[name], is_norm[name])
+            return name, scan_tensor(tensors[name], is_norm[name], on_bytes)
         except Eagle3Error as exc:  # the file changed or was cut while being read
             return name, exc
 

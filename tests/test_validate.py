@@ -729,3 +729,19 @@ def test_cli_validates_a_hub_repo_from_the_offline_cache(tmp_path: Path):
     data = json.loads(proc.stdout)
     assert data["source"].startswith("example-org/tiny-drafter")
     assert "E-KEY-MISSING" in {f["code"] for f in data["findings"]}
+
+
+def test_deep_reports_progress_over_every_byte(tmp_path: Path):
+    from conftest import EXAMPLE
+
+    totals: list[int] = []
+    seen: list[int] = []
+
+    def progress(total: int):
+        totals.append(total)
+        return seen.append
+
+    report = validate_checkpoint(EXAMPLE, deep=True, progress=progress)
+    weights = (EXAMPLE / "model.safetensors").stat().st_size
+    assert len(totals) == 1 and 0 < totals[0] < weights  # the data section: the file less its header
+    assert sum(seen) == totals[0] and report.manifest

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from . import main
-from .common import emit_json, fail, hub_options, registry_option, run_guarded
+from .common import Progress, emit_json, fail, hub_options, registry_option, run_guarded
 from .convert import LAYOUT_NAMES
 
 # Static so `--help` imports no checks; a test keeps it equal to checks.ENGINES.
@@ -28,10 +28,11 @@ HEADINGS = {"error": "errors", "warning": "warnings", "info": "info"}
 @click.option("--from", "from_layout", type=click.Choice(("auto",) + LAYOUT_NAMES), default="auto",
               show_default=True, help="Check SRC as this layout instead of detecting it.")
 @registry_option
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar on --deep.")
 @run_guarded
 def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: bool, strict: bool, as_json: bool,
                  revision: str | None, endpoint: str | None, token: str | None, from_layout: str,
-                 registry_path: str | None) -> None:
+                 registry_path: str | None, quiet: bool) -> None:
     """Check the drafter in SRC (directory or Hub repo id) for every fault engines load silently.
 
     Each finding has a stable code, a severity, a message naming the tensor or config field, and
@@ -50,8 +51,19 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
     recorded = recorded_capture(path, registry_path, uri=f"hf://{src}@{commit}" if commit else None, by_content=deep,
                                 target_depth=facts.identity.num_hidden_layers if facts else None)
     expected, record_label = recorded or (None, "")  # the label is used only with boundaries
-    report = validate_checkpoint(path, engines=engines or None, target=facts, deep=deep, from_layout=from_layout,
-                                 source_label=label, expected_boundaries=expected, record_label=record_label)
+    bars: list[Progress] = []
+
+    def progress(total: int):
+        bars.append(Progress(total, "reading every byte", quiet or as_json))
+        return bars[-1].update
+
+    try:
+        report = validate_checkpoint(path, engines=engines or None, target=facts, deep=deep, from_layout=from_layout,
+                                     source_label=label, expected_boundaries=expected, record_label=record_label,
+                                     progress=progress)
+    finally:
+        for bar in bars:
+            bar.close()
     if as_json:
         emit_json(report.to_dict(strict))
     else:
