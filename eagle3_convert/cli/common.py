@@ -103,3 +103,9 @@ def human_bytes(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
+
+
+def warn_unrecorded(action: str, error: Any, where: str) -> None:
+    """The work is done and its sidecar keeps the facts: a registry failure is a warning, not an error."""
+    click.echo(f"warning: {action}, but not recorded in the registry: {error.message} [{error.code}] — hint: "
+               f"record it later with `eagle3-convert registry add {where}`", err=True)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from . import main
-from .common import Progress, emit_json, hub_options, human_bytes, registry_option, run_guarded
+from .common import Progress, emit_json, hub_options, human_bytes, registry_option, run_guarded, warn_unrecorded
 
 LAYOUT_NAMES = ("speculators", "sglang", "vllm", "eagle", "modelopt")  # static: --help imports no layout
 
@@ -126,9 +126,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         if store is not None:
             store.close()
     if record_error is not None:
-        click.echo(f"warning: converted, but not recorded in the registry: {record_error.message} "
-                   f"[{record_error.code}] — hint: record it later with `eagle3-convert registry add {dst}`",
-                   err=True)
+        warn_unrecorded("converted", record_error, dst)
     drafter = result.source.drafter
     size = sum(t.nbytes for t in result.plan.tensors.values())
     capture = capture_rows(drafter, options.target)

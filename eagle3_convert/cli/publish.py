@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from . import main
-from .common import emit_json, hub_options, human_bytes, registry_option, run_guarded
+from .common import emit_json, hub_options, human_bytes, registry_option, run_guarded, warn_unrecorded
 from .convert import LAYOUT_NAMES, _layout_choice
 from .validate import _counts, _print_report
 
@@ -83,9 +83,7 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
         if store is not None:
             store.close()
     if record_error is not None:
-        click.echo(f"warning: published, but not recorded in the registry: {record_error.message} "
-                   f"[{record_error.code}] — hint: record it later with `eagle3-convert registry add {repo_id}`",
-                   err=True)
+        warn_unrecorded("published", record_error, repo_id)
     _report(plan, published, str(store.path) if recorded else None, as_json)
 
 
