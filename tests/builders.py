@@ -1,6 +1,6 @@
 """Tiny EAGLE-3 drafters written from code in any layout, independently of eagle3_convert's writers.
 
-The layouts are spelled out here a second time, from ../shared/FORMATS.md and the peers'
+The layouts are spelled out here a second time, from the layout facts (the workspace FORMATS.md) and the peers'
 source (key names, config keys, capture-id conventions, which vocab tensors each writes), so
 a test can compare what the tool writes against what the layout is, not against itself.
 
