@@ -279,3 +279,9 @@ def test_bad_shard_size_is_a_usage_error(example_dir: Path, tmp_path: Path, size
     result = run_cli("--to", "sglang", "--max-shard-size", size, example_dir, tmp_path / "out")
     assert result.exit_code == 2 and "--max-shard-size" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_quiet_convert_prints_nothing_on_stderr(example_dir: Path, tmp_path: Path):
+    result = run_cli("--to", "sglang", "--quiet", example_dir, tmp_path / "sg")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert "wrote" in result.stdout

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 import json
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import click
 
@@ -109,3 +110,32 @@ def warn_unrecorded(action: str, error: Any, where: str) -> None:
     """The work is done and its sidecar keeps the facts: a registry failure is a warning, not an error."""
     click.echo(f"warning: {action}, but not recorded in the registry: {error.message} [{error.code}] — hint: "
                f"record it later with `eagle3-convert registry add {where}`", err=True)
+
+
+@contextmanager
+def hub_progress_bars(wanted: bool) -> Iterator[None]:
+    """huggingface_hub draws its own download/upload bars: only on a terminal, never with --quiet or --json."""
+    if wanted and sys.stderr.isatty():
+        yield
+        return
+    if "huggingface_hub" not in sys.modules:  # read at its import: no need to import it here just to say no
+        saved = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+            else:
+                os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = saved
+        return
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    was_disabled = are_progress_bars_disabled()
+    if not was_disabled:
+        disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            enable_progress_bars()

@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from . import main
-from .common import Progress, emit_json, hub_options, human_bytes, registry_option, run_guarded, warn_unrecorded
+from .common import (Progress, emit_json, hub_options, hub_progress_bars, human_bytes, registry_option, run_guarded,
+                     warn_unrecorded)
 
 LAYOUT_NAMES = ("speculators", "sglang", "vllm", "eagle", "modelopt")  # static: --help imports no layout
 
@@ -106,14 +107,14 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         return bars[-1].update
 
     def announce(source: Any) -> None:
-        if not as_json and from_layout == "auto":
+        if not (as_json or quiet) and from_layout == "auto":
             click.echo(f"detected {source.detection.layout}: {source.detection.reason}", err=True)
 
     try:
-        result = convert(src, dst, to_layout, from_layout, options=options, revision=revision, endpoint=endpoint,
-                         token=token, force=force,
-                         max_shard_bytes=max_shard_size, progress=progress, on_source=announce,
-                         trained_with=trained_with)
+        with hub_progress_bars(not (quiet or as_json)):
+            result = convert(src, dst, to_layout, from_layout, options=options, revision=revision,
+                             endpoint=endpoint, token=token, force=force, max_shard_bytes=max_shard_size,
+                             progress=progress, on_source=announce, trained_with=trained_with)
         recorded, record_error = None, None
         if store is not None:
             try:
@@ -165,7 +166,8 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
     from ..drafter import MATH_FLAGS
 
     options = make_options(target=target)
-    source = read_source(src, from_layout, options, revision, endpoint, token)
+    with hub_progress_bars(not as_json):
+        source = read_source(src, from_layout, options, revision, endpoint, token)
     drafter = source.drafter
     cfg = drafter.config
     capture = capture_rows(drafter, options.target)

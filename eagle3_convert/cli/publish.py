@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from . import main
-from .common import emit_json, hub_options, human_bytes, registry_option, run_guarded, warn_unrecorded
+from .common import emit_json, hub_options, hub_progress_bars, human_bytes, registry_option, run_guarded, warn_unrecorded
 from .convert import LAYOUT_NAMES, _layout_choice
 from .validate import _counts, _print_report
 
@@ -68,7 +65,7 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
             if dry_run:
                 _report(plan, None, None, as_json)
                 return
-            with _progress_bars(not (quiet or as_json) and sys.stderr.isatty()):
+            with hub_progress_bars(not (quiet or as_json)):
                 published = upload(plan, private=private, endpoint=endpoint, token=token)
             recorded, record_error = None, None
             if store is not None:
@@ -150,16 +147,3 @@ def _print_findings(report: Any, as_json: bool) -> None:
         _print_report(report, strict=False)
 
 
-@contextmanager
-def _progress_bars(shown: bool) -> Iterator[None]:
-    """huggingface_hub draws its own upload bars: only on a terminal, and never with --quiet or --json."""
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-
-    was_disabled = are_progress_bars_disabled()
-    if not shown and not was_disabled:
-        disable_progress_bars()
-    try:
-        yield
-    finally:
-        if not shown and not was_disabled:
-            enable_progress_bars()

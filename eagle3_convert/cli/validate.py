@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from . import main
-from .common import Progress, emit_json, fail, hub_options, registry_option, run_guarded
+from .common import Progress, emit_json, fail, hub_options, hub_progress_bars, registry_option, run_guarded
 from .convert import LAYOUT_NAMES
 
 # Static so `--help` imports no checks; a test keeps it equal to checks.ENGINES.
@@ -43,7 +43,8 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
     from ..hub import resolve_source
 
     facts = load_target_facts(target) if target else None
-    path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
+    with hub_progress_bars(not (quiet or as_json)):
+        path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
     # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
     from ..registry import recorded_capture
