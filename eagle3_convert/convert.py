@@ -57,9 +57,10 @@ def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetI
     return TargetIdentity(name_or_path=spec, architectures=archs)
 
 
-def make_options(verifier: str | None = None, target: str | None = None, repair_d2t_absolute: bool = False
-                 ) -> ConvertOptions:
-    target_identity = load_target(target) if target else None
+def make_options(verifier: str | None = None, target: str | None = None, repair_d2t_absolute: bool = False, *,
+                 endpoint: str | None = None, token: str | None = None) -> ConvertOptions:
+    """Options from CLI-style strings; a --target given as a Hub repo id is fetched (config.json only)."""
+    target_identity = load_target(target, endpoint=endpoint, token=token) if target else None
     return ConvertOptions(verifier=resolve_verifier(verifier, target_identity), target=target_identity,
                           repair_d2t_absolute=repair_d2t_absolute)
 

@@ -224,8 +224,8 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
     from .model_card import build_card
 
     check_repo_id(repo_id)
-    options = make_options(verifier, target)
-    checked_against = load_target_facts(target) if target else None
+    options = make_options(verifier, target, endpoint=endpoint, token=token)
+    checked_against = load_target_facts(target, endpoint=endpoint, token=token) if target else None
     path, commit = resolve_source(src, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
     report = _validate(path, label, from_layout, checked_against, registry,

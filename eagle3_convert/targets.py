@@ -37,13 +37,15 @@ def context_length(config: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def load_target(spec: str, revision: str | None = None, name_or_path: str | None = None) -> TargetIdentity:
+def load_target(spec: str, revision: str | None = None, name_or_path: str | None = None, *,
+                endpoint: str | None = None, token: str | None = None) -> TargetIdentity:
     """A target from a local config.json or a directory holding one, or a Hub repo id."""
-    config, commit = read_target_config(spec, revision)
+    config, commit = read_target_config(spec, revision, endpoint=endpoint, token=token)
     return target_from_config(config, name_or_path or spec, commit or revision)
 
 
-def read_target_config(spec: str, revision: str | None = None) -> tuple[dict[str, Any], str | None]:
+def read_target_config(spec: str, revision: str | None = None, *, endpoint: str | None = None,
+                       token: str | None = None) -> tuple[dict[str, Any], str | None]:
     """A target's raw config.json (local file, its directory, or Hub repo id) and the Hub commit, if any."""
     path = Path(spec)
     if path.is_dir():
@@ -53,6 +55,6 @@ def read_target_config(spec: str, revision: str | None = None) -> tuple[dict[str
     from .hub import is_repo_id, fetch_config
 
     if is_repo_id(spec):
-        return fetch_config(spec, revision)
+        return fetch_config(spec, revision, endpoint=endpoint, token=token)
     raise FormatError(f"target {spec!r}: no such config file or directory",
                       "pass the target's config.json, its directory, or its Hub repo id", code="E-TARGET-MISSING")

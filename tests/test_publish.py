@@ -400,3 +400,18 @@ def test_private_repo_downloads_take_the_same_token_option(monkeypatch: pytest.M
             assert anonymous.exit_code == 1 and "[E-HUB-AUTH]" in anonymous.stderr, (command, anonymous.stderr)
             allowed = run_cli(*command, "--endpoint", server.url, "--token", TOKEN)
             assert allowed.exit_code == 0, (command, allowed.stderr)
+
+
+def test_a_target_repo_is_fetched_from_the_given_endpoint(hub: HubServer, example_dir: Path, tmp_path: Path) -> None:
+    target = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 8,
+              "hidden_size": 64, "vocab_size": 512, "max_position_embeddings": 2048}
+    hub.create_repo("org/llama-target")
+    hub.commit("org/llama-target", {"config.json": json.dumps(target).encode()})
+    checked = run_cli("validate", example_dir, "--target", "org/llama-target", "--endpoint", hub.url, "--json")
+    assert checked.exit_code == 0, checked.stderr
+    converted = run_cli("--to", "sglang", "--target", "org/llama-target", "--endpoint", hub.url, "--no-record",
+                        example_dir, tmp_path / "sg")
+    assert converted.exit_code == 0, converted.stderr
+    assert json.loads((tmp_path / "sg" / "eagle3-convert.json").read_text())["target"]["num_hidden_layers"] == 8
+    fetched = hub.find_requests(r"org/llama-target/resolve/.*/config\.json", method="GET")
+    assert len(fetched) >= 1  # read from our endpoint, not HF_ENDPOINT's default

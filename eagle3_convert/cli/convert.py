@@ -93,7 +93,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     from ..convert import convert, make_options
     from ..registry import RegistryError, open_registry, record_conversion
 
-    options = make_options(verifier, target, repair_d2t_absolute)
+    options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
     store = None
     if not no_record:
         try:  # before any byte is written: an unusable registry should not cost a conversion
@@ -165,7 +165,7 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
     from ..convert import make_options, read_source
     from ..drafter import MATH_FLAGS
 
-    options = make_options(target=target)
+    options = make_options(target=target, endpoint=endpoint, token=token)
     with hub_progress_bars(not as_json):
         source = read_source(src, from_layout, options, revision, endpoint, token)
     drafter = source.drafter

@@ -42,7 +42,7 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
     from ..checks import load_target_facts, validate_checkpoint
     from ..hub import resolve_source
 
-    facts = load_target_facts(target) if target else None
+    facts = load_target_facts(target, endpoint=endpoint, token=token) if target else None
     with hub_progress_bars(not (quiet or as_json)):
         path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
