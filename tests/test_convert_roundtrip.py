@@ -285,3 +285,15 @@ def test_quiet_convert_prints_nothing_on_stderr(example_dir: Path, tmp_path: Pat
     result = run_cli("--to", "sglang", "--quiet", example_dir, tmp_path / "sg")
     assert result.exit_code == 0 and result.stderr == ""
     assert "wrote" in result.stdout
+
+
+def test_force_replaces_by_one_atomic_exchange(tmp_path: Path):
+    from eagle3_convert.converters.base import _exchange
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "new.txt").write_text("new")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "old.txt").write_text("old")
+    if not _exchange(tmp_path / "a", tmp_path / "b"):
+        pytest.skip("this filesystem cannot exchange directories (the two-rename fallback is used)")
+    assert (tmp_path / "b" / "new.txt").read_text() == "new" and (tmp_path / "a" / "old.txt").read_text() == "old"

@@ -3,6 +3,7 @@ interface, the decoder-config mapping, and the atomic writer."""
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -481,9 +482,34 @@ def _remove_dead_temp_dirs(parent: Path, name: str) -> None:
             os.close(fd)
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one atomic step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    if ctypes.get_errno() in (errno.EINVAL, errno.ENOSYS, errno.EPERM):  # the filesystem cannot exchange
+        return False
+    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), str(b))
+
+
 def _swap_into_place(tmp: Path, dest: Path, force: bool) -> None:
     old = None
     if dest.is_dir() and force and any(dest.iterdir()):
+        # One atomic exchange: a kill at any instant leaves either the old or the new output at dest. The old
+        # one is then in our temp dir, unlocked, and the next writer's cleanup removes it if we die here.
+        if _exchange(tmp, dest):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
         old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.resolve().parent))
         os.rename(dest, old / "d")
     try:
