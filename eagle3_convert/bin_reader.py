@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from pathlib import Path
 
 from .errors import FormatError
@@ -61,7 +62,8 @@ def read_bin_tensors(root: Path, names: list[str]) -> tuple[dict[str, InMemoryTe
             raise FormatError(f"{name}: missing or not a regular file", "download the complete checkpoint",
                               code="E-FILE-READ")
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            # mmap needs torch's zip format; a legacy (pre-1.6) pickle is read whole, just as safely.
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
         except Exception as exc:  # UnpicklingError for code-running pickles, RuntimeError for damaged zips
             raise FormatError(f"{name}: refused to load ({_refusal_reason(exc)})",
                               "only plain tensor pickles are read (weights_only); a pickle that needs code is "

@@ -297,3 +297,17 @@ def test_force_replaces_by_one_atomic_exchange(tmp_path: Path):
     if not _exchange(tmp_path / "a", tmp_path / "b"):
         pytest.skip("this filesystem cannot exchange directories (the two-rename fallback is used)")
     assert (tmp_path / "b" / "new.txt").read_text() == "new" and (tmp_path / "a" / "old.txt").read_text() == "old"
+
+
+def test_a_legacy_pre_zip_bin_is_read_like_a_zip_one(sample, tmp_path: Path):
+    torch = pytest.importorskip("torch")
+    src = sample("eagle-original")
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "config.json").write_bytes((src / "config.json").read_bytes())
+    state = torch.load(src / "pytorch_model.bin", weights_only=True)
+    torch.save(state, legacy / "pytorch_model.bin", _use_new_zipfile_serialization=False)
+    for name, path in (("zip", src), ("legacy", legacy)):
+        result = run_cli("--to", "speculators", "--verifier", "org/target", "--no-record", path, tmp_path / f"{name}-out")
+        assert result.exit_code == 0, result.stderr
+    assert tensor_hashes(tmp_path / "legacy-out") == tensor_hashes(tmp_path / "zip-out")
