@@ -415,3 +415,14 @@ def test_a_target_repo_is_fetched_from_the_given_endpoint(hub: HubServer, exampl
     assert json.loads((tmp_path / "sg" / "eagle3-convert.json").read_text())["target"]["num_hidden_layers"] == 8
     fetched = hub.find_requests(r"org/llama-target/resolve/.*/config\.json", method="GET")
     assert len(fetched) >= 1  # read from our endpoint, not HF_ENDPOINT's default
+
+
+def test_registry_add_reads_a_repo_from_the_given_endpoint(hub: HubServer, registry: Path) -> None:
+    hub.create_repo("org/drafter")
+    commit = hub.commit("org/drafter", {name: (EXAMPLE / name).read_bytes()
+                                        for name in ("config.json", "model.safetensors")})
+    result = run_cli("registry", "add", "org/drafter", "--endpoint", hub.url, "--registry", registry, "--json")
+    assert result.exit_code == 0, result.stderr
+    added = json.loads(result.stdout)
+    assert added["drafter_id"] == example_id()
+    assert added["location"]["uri"] == f"hf://org/drafter@{commit}"

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from . import main
-from .common import emit_json, registry_option, run_guarded
+from .common import emit_json, hub_options, registry_option, run_guarded
 from .convert import _layout_choice
 
 # Static so `--help` imports no converter; tests check it matches registry.CONVENTIONS.
@@ -92,12 +92,13 @@ def registry_group() -> None:
 @click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True,
               help="SRC's layout; auto detects it.")
 @click.option("--revision", help="Hub revision when SRC is a repo id.")
+@hub_options
 @registry_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @run_guarded
 def add_cmd(src: str, target: str | None, capture_layers: str | None, convention: str | None,
-            trained_with: str | None, from_layout: str, revision: str | None, registry_path: str | None,
-            as_json: bool) -> None:
+            trained_with: str | None, from_layout: str, revision: str | None, endpoint: str | None,
+            token: str | None, registry_path: str | None, as_json: bool) -> None:
     """Record the drafter in SRC (directory or Hub repo id).
 
     Reads every tensor byte to compute the drafter id. The facts of an eagle3-convert.json
@@ -108,7 +109,7 @@ def add_cmd(src: str, target: str | None, capture_layers: str | None, convention
 
     added = add_checkpoint(src, target=target, capture_layers=parse_ids(capture_layers), convention=convention,
                            trained_with=trained_with, revision=revision, from_layout=from_layout,
-                           registry=registry_path)
+                           registry=registry_path, endpoint=endpoint, token=token)
     if as_json:
         emit_json({"drafter_id": added.record.drafter_id, "location": added.location.model_dump(mode="json"),
                    "notes": added.notes, "record": added.record.model_dump(mode="json")})

@@ -62,7 +62,7 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
         raise UsageError("capture layers need their convention, and a convention needs capture layers",
                          "pass --capture-layers and --convention together, e.g. --capture-layers 1,3,4 "
                          "--convention sglang")
-    options = make_options(target=target)
+    options = make_options(target=target, endpoint=endpoint, token=token)
     source = read_source(src, from_layout, options, revision, endpoint, token)
     drafter = source.drafter
     cfg = drafter.config
