@@ -387,3 +387,17 @@ def test_a_publication_is_one_more_location_and_edge(chain: dict) -> None:
     assert record.drafter_id == sidecar(chain["vl"])["drafter_id"] and len(record.locations) == 4
     assert (record.lineage[-1].source.uri, record.lineage[-1].dest.uri) == (str(chain["vl"]), published.location.uri)
     assert len(record.lineage) == 3
+
+
+def test_force_over_another_drafter_forgets_its_copy_there(example_dir: Path, tmp_path: Path):
+    from builders import build_drafter
+
+    registry = tmp_path / "registry.db"
+    other = build_drafter(tmp_path / "other", "speculators")
+    dest = tmp_path / "out"
+    assert run_cli("--to", "sglang", "--verifier", "org/t", other, dest, "--registry", registry).exit_code == 0
+    assert run_cli("--to", "sglang", "--force", example_dir, dest, "--registry", registry).exit_code == 0
+    with open_registry(registry) as store:
+        holders = [r.drafter_id for r in store.list() if str(dest.resolve()) in {loc.uri for loc in r.locations}]
+        assert len(store.list()) == 2 and len(holders) == 1
+    assert holders[0] == json.loads((dest / "eagle3-convert.json").read_text())["drafter_id"]

@@ -95,7 +95,10 @@ def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Re
     source = Location(layout=result.source.detection.layout, uri=result.source.uri)
     dest = Location(layout=result.layout, uri=str(result.dest.resolve()))
     with opened(registry) as store:
-        record, notes = record_facts(store, result.facts, locations=[source, dest])
+        with store.transaction():
+            # --force may have replaced another drafter there: that copy is gone.
+            store.forget_location(dest.uri, keep=result.drafter_id)
+            record, notes = record_facts(store, result.facts, locations=[source, dest])
     return Recorded(record, dest, notes)
 
 

@@ -226,6 +226,10 @@ class RegistryStore(ABC):
         """Record a conversion of a known drafter; False if that edge was known."""
 
     @abstractmethod
+    def forget_location(self, uri: str, keep: str | None = None) -> int:
+        """A directory was overwritten: drop `uri` from every drafter but `keep`; how many were dropped."""
+
+    @abstractmethod
     def get(self, drafter_id: str) -> DrafterRecord | None:
         """The drafter with this id or unique id prefix; None if there is none."""
 
@@ -565,6 +569,15 @@ class SQLiteStore(RegistryStore):
             if added:
                 self._touch(conn, found)
             return added
+
+    def forget_location(self, uri: str, keep: str | None = None) -> int:
+        with self._sqlite_errors(), self._txn(write=True) as conn:
+            stale = [row[0] for row in conn.execute(
+                "SELECT DISTINCT drafter_id FROM locations WHERE uri = ? AND drafter_id IS NOT ?", (uri, keep))]
+            conn.execute("DELETE FROM locations WHERE uri = ? AND drafter_id IS NOT ?", (uri, keep))
+            for drafter_id in stale:
+                self._touch(conn, drafter_id)
+            return len(stale)
 
     def add_lineage(self, drafter_id: str, edge: LineageEdge) -> bool:
         try:
