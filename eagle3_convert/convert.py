@@ -11,9 +11,16 @@ from typing import Callable
 from pydantic import ValidationError
 
 from . import sidecar
-from .converters.base import (ConvertOptions, Detection, WritePlan, capture_context, json_bytes, load_checkpoint,
-                              write_directory)
-from .converters.layer_ids import ids_for_engine
+from .converters.base import (
+    ConvertOptions,
+    Detection,
+    WritePlan,
+    capture_context,
+    json_bytes,
+    load_checkpoint,
+    write_directory,
+)
+from .converters.layer_ids import default_boundaries, ids_for_engine
 from .converters.registry import detect, get_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .errors import FormatError, RefusalError
@@ -84,6 +91,30 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
                           "fix that field in config.json", code="E-CONFIG-FIELD") from None
     uri = f"hf://{src}@{commit}" if commit else str(path.resolve())
     return Source(drafter, detection, path, uri, commit, ckpt.sidecar)
+
+
+def apply_training_capture(drafter: Drafter, options: ConvertOptions) -> None:
+    """Capture layers known from training (--capture-layers, the registry) fill a config that names none
+    (SpecForge's export drops them); a config that names other layers is refused, not overridden."""
+    if options.training_capture is None:
+        return
+    boundaries, said_by = options.training_capture
+    cfg = drafter.config
+    if cfg.capture_boundaries == boundaries:
+        return
+    if cfg.capture_boundaries is not None:
+        raise RefusalError(f"config.json captures boundaries {cfg.capture_boundaries} but {said_by} says the drafter "
+                           f"was trained on {boundaries}", "fix config.json, or the record with `eagle3-convert "
+                           "registry add SRC --capture-layers ... --convention ...`", code="E-CAPTURE-RECORD")
+    depth = (options.target or cfg.target or TargetIdentity()).num_hidden_layers
+    if depth is not None and boundaries == default_boundaries(depth):
+        return  # the engine default already captures exactly these
+    if len(boundaries) != cfg.num_aux_hidden_states:
+        raise RefusalError(f"{said_by} names {len(boundaries)} capture layers but fc fuses "
+                           f"{cfg.num_aux_hidden_states} hidden states", "check the capture layers given",
+                           code="E-CAPTURE-COUNT")
+    drafter.config = cfg.model_copy(update={"capture_boundaries": list(boundaries)})
+    drafter.notes.append(f"config.json names no capture ids: wrote boundaries {boundaries} from {said_by}")
 
 
 def merge_target(identity: TargetIdentity | None, config: TargetIdentity | None) -> TargetIdentity | None:
@@ -174,6 +205,7 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     options = options or ConvertOptions()
     layout = get_layout(to)
     source = read_source(src, from_layout, options, revision, endpoint, token)
+    apply_training_capture(source.drafter, options)
     if on_source:
         on_source(source)
     plan = layout.plan(source.drafter, options)

@@ -5,13 +5,14 @@ hand, and every failure a one-line error."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli, tree_digest
-from eagle3_convert.cli.registry import CONVENTIONS as CLI_CONVENTIONS
+from eagle3_convert.cli.common import CAPTURE_CONVENTIONS as CLI_CONVENTIONS
 from eagle3_convert.registry import (
     CONVENTIONS,
     add_checkpoint,
@@ -279,10 +280,12 @@ def test_add_states_the_training_capture_layers(example_dir: Path, tmp_path: Pat
     assert added["record"]["target"] == {"name_or_path": "example-org/tiny-llama-target", "revision": None,
                                          "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 6,
                                          "hidden_size": 64, "vocab_size": 512}
-    assert run_cli("--to", "sglang", example_dir, tmp_path / "sg", "--registry", registry).exit_code == 0
+    # A conversion that would write the config's ids against the training record is refused.
+    refused = run_cli("--to", "sglang", example_dir, tmp_path / "sg", "--registry", registry)
+    assert refused.exit_code == 1 and "E-CAPTURE-RECORD" in refused.stderr and not (tmp_path / "sg").exists()
     record = show(drafter_id, registry)
     assert record.capture_boundaries == [1, 2, 3] and record.trained_with == "specforge 0.2"
-    assert record.target.num_hidden_layers == 6 and len(record.locations) == 2
+    assert record.target.num_hidden_layers == 6 and len(record.locations) == 1
 
 
 @pytest.mark.parametrize("args, code, says", [
@@ -401,3 +404,37 @@ def test_force_over_another_drafter_forgets_its_copy_there(example_dir: Path, tm
         holders = [r.drafter_id for r in store.list() if str(dest.resolve()) in {loc.uri for loc in r.locations}]
         assert len(store.list()) == 2 and len(holders) == 1
     assert holders[0] == json.loads((dest / "eagle3-convert.json").read_text())["drafter_id"]
+
+
+def _without_ids(sample_dir: Path) -> Path:
+    """A SpecForge export as `specforge export` writes it when the ids were set only in the run config."""
+    cfg = json.loads((sample_dir / "config.json").read_text())
+    cfg["eagle_config"].pop("eagle_aux_hidden_state_layer_ids")
+    (sample_dir / "config.json").write_text(json.dumps(cfg))
+    return sample_dir
+
+
+def test_convert_restores_capture_layers_from_the_training_record(sample, tmp_path: Path):
+    registry = tmp_path / "registry.db"
+    src = _without_ids(sample("specforge-sglang"))
+    assert run_cli("registry", "add", src, "--capture-layers", "1,3,4", "--convention", "specforge",
+                   "--registry", registry).exit_code == 0
+    result = run_cli("--to", "speculators", "--verifier", "org/t", src, tmp_path / "spec", "--registry", registry)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((tmp_path / "spec" / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    assert "from the registry's record" in result.stdout
+
+
+def test_convert_takes_capture_layers_given_on_the_command_line(sample, tmp_path: Path):
+    with_ids = sample("specforge-sglang")
+    src = _without_ids(Path(shutil.copytree(with_ids, tmp_path / "without-ids")))
+    result = run_cli("--to", "vllm", "--capture-layers", "1,3,4", "--convention", "sglang", "--no-record",
+                     src, tmp_path / "vllm")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((tmp_path / "vllm" / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    # ids the config already names are never overridden: a disagreement is refused
+    clash = run_cli("--to", "vllm", "--capture-layers", "2,3,4", "--convention", "sglang", "--no-record",
+                    with_ids, tmp_path / "clash")
+    assert clash.exit_code == 1 and "E-CAPTURE-RECORD" in clash.stderr and not (tmp_path / "clash").exists()
+    half = run_cli("--to", "vllm", "--capture-layers", "1,3,4", "--no-record", src, tmp_path / "half")
+    assert half.exit_code == 2 and "--convention" in half.stderr

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import functools
-from contextlib import contextmanager
 import json
 import os
 import sys
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import click
 
 # Static so `--help` does not import every layout; tests check it matches the registry.
+# Static so `--help` imports no converter; tests check it matches registry.CONVENTIONS.
+CAPTURE_CONVENTIONS = ("boundary", "speculators", "vllm", "eagle", "sglang", "specforge", "modelopt", "trtllm")
+
 LAYOUT_HELP = "\n".join(f"{name:<12} {text}" for name, text in (
     ("speculators", "vllm-project/speculators trainer output; vLLM serves it"),
     ("sglang", "SGLang LlamaForCausalLMEagle3 (SpecForge export); sglang.launch_server"),
@@ -129,7 +132,11 @@ def hub_progress_bars(wanted: bool) -> Iterator[None]:
             else:
                 os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = saved
         return
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from huggingface_hub.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
 
     was_disabled = are_progress_bars_disabled()
     if not was_disabled:
@@ -139,3 +146,15 @@ def hub_progress_bars(wanted: bool) -> Iterator[None]:
     finally:
         if not was_disabled:
             enable_progress_bars()
+
+
+def parse_ids(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    from ..errors import UsageError
+
+    try:
+        return [int(part) for part in text.replace(" ", "").split(",")]
+    except ValueError:
+        raise UsageError(f"--capture-layers {text!r} is not a comma-separated list of integers",
+                         "write them like 2,16,29 (SGLang's -1 for the embedding output is allowed)") from None

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import click
 
 from . import main
-from .common import (Progress, emit_json, hub_options, hub_progress_bars, human_bytes, registry_option, run_guarded,
-                     warn_unrecorded)
+from .common import (
+    CAPTURE_CONVENTIONS,
+    Progress,
+    emit_json,
+    hub_options,
+    hub_progress_bars,
+    human_bytes,
+    parse_ids,
+    registry_option,
+    run_guarded,
+    warn_unrecorded,
+)
 
 LAYOUT_NAMES = ("speculators", "sglang", "vllm", "eagle", "modelopt")  # static: --help imports no layout
 
@@ -45,6 +56,23 @@ def parse_size(text: str | None) -> int | None:
     return int(float(m.group(1)) * (1024 if m.group(3) else 1000) ** power)
 
 
+def _given_capture(ids_text: str | None, convention: str | None, options: Any) -> tuple[list[int], str] | None:
+    from ..converters.layer_ids import target_family
+    from ..errors import UsageError
+    from ..registry import training_boundaries
+
+    ids = parse_ids(ids_text)
+    if (ids is None) != (convention is None):
+        raise UsageError("--capture-layers and --convention go together",
+                         "e.g. --capture-layers 1,15,28 --convention specforge")
+    if ids is None:
+        return None
+    target = options.target
+    boundaries = training_boundaries(ids, convention, family=target_family(target.model_type if target else None),
+                                     num_layers=target.num_hidden_layers if target else None)
+    return boundaries, f"--capture-layers ({convention} ids {ids})"
+
+
 def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
     from ..converters.layer_ids import convention_table, target_family
 
@@ -74,6 +102,10 @@ def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
               help="Rewrite a d2t stored as absolute target ids into offsets (only when validate says so).")
 @click.option("--trained-with", metavar="TEXT", help="Free-form provenance (trainer, data, run) for the sidecar "
               "and the registry.")
+@click.option("--capture-layers", metavar="IDS", help="Capture-layer ids the training used (e.g. 1,15,28), for a "
+              "source whose config lost them; with --convention. Default: the registry's record of SRC.")
+@click.option("--convention", type=click.Choice(CAPTURE_CONVENTIONS),
+              help="How --capture-layers counts: boundary, or the engine/trainer whose config they come from.")
 @registry_option
 @click.option("--no-record", is_flag=True, help="Do not record the conversion in the registry.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
@@ -82,7 +114,8 @@ def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
 def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: str | None, target: str | None,
                 revision: str | None, endpoint: str | None, token: str | None, force: bool,
                 max_shard_size: int | None, repair_d2t_absolute: bool, trained_with: str | None,
-                registry_path: str | None, no_record: bool, as_json: bool, quiet: bool) -> None:
+                capture_layers: str | None, convention: str | None, registry_path: str | None, no_record: bool,
+                as_json: bool, quiet: bool) -> None:
     """Convert the drafter in SRC (directory or Hub repo id) to another layout in DST.
 
     Lossless: tensors are copied byte for byte (only d2t/t2d may be rebuilt); capture-layer
@@ -94,12 +127,18 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     from ..registry import RegistryError, open_registry, record_conversion
 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
+    options.training_capture = _given_capture(capture_layers, convention, options)
     store = None
     if not no_record:
         try:  # before any byte is written: an unusable registry should not cost a conversion
             store = open_registry(registry_path)
         except RegistryError as exc:
             raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-record") from exc
+        if options.training_capture is None and Path(src).is_dir():
+            from ..registry import recorded_capture
+
+            depth = options.target.num_hidden_layers if options.target else None
+            options.training_capture = recorded_capture(src, store, target_depth=depth)
     bars: list[Progress] = []
 
     def progress(total: int):

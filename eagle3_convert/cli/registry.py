@@ -7,25 +7,18 @@ from typing import Any
 import click
 
 from . import main
-from .common import emit_json, hub_options, registry_option, run_guarded
+from .common import (
+    CAPTURE_CONVENTIONS,
+    emit_json,
+    hub_options,
+    parse_ids,
+    registry_option,
+    run_guarded,
+)
 from .convert import _layout_choice
 
-# Static so `--help` imports no converter; tests check it matches registry.CONVENTIONS.
-CONVENTIONS = ("boundary", "speculators", "vllm", "eagle", "sglang", "specforge", "modelopt", "trtllm")
 SHORT_ID = 12
 TIME = "%Y-%m-%d %H:%M:%S"  # times are stored in UTC
-
-
-def parse_ids(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    from ..errors import UsageError
-
-    try:
-        return [int(part) for part in text.replace(" ", "").split(",")]
-    except ValueError:
-        raise UsageError(f"--capture-layers {text!r} is not a comma-separated list of integers",
-                         "write them like 2,16,29 (SGLang's -1 for the embedding output is allowed)") from None
 
 
 def _boundaries(boundaries: list[int] | None) -> str:
@@ -85,7 +78,7 @@ def registry_group() -> None:
               help="The target model trained on: its config.json, its directory, or its Hub repo id.")
 @click.option("--capture-layers", metavar="IDS",
               help="Capture-layer ids the training used, e.g. 2,16,29 (with --convention).")
-@click.option("--convention", type=click.Choice(CONVENTIONS),
+@click.option("--convention", type=click.Choice(CAPTURE_CONVENTIONS),
               help="How --capture-layers counts: boundary (FORMATS §4) or the engine/trainer whose config they "
                    "come from.")
 @click.option("--trained-with", metavar="TEXT", help="Free-form provenance: trainer, data, run.")

@@ -339,6 +339,7 @@ class ConvertOptions:
     verifier: TargetIdentity | None = None  # who the drafter proposes for, written where a layout names it
     target: TargetIdentity | None = None  # the target's config: depth and family for capture-id quirks
     repair_d2t_absolute: bool = False
+    training_capture: tuple[list[int], str] | None = None  # boundaries the training used, and who says so
 
 
 @dataclass
