@@ -311,3 +311,10 @@ def test_a_legacy_pre_zip_bin_is_read_like_a_zip_one(sample, tmp_path: Path):
         result = run_cli("--to", "speculators", "--verifier", "org/target", "--no-record", path, tmp_path / f"{name}-out")
         assert result.exit_code == 0, result.stderr
     assert tensor_hashes(tmp_path / "legacy-out") == tensor_hashes(tmp_path / "zip-out")
+
+
+def test_the_cli_turns_huggingface_hub_telemetry_off(example_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    # huggingface_hub reads it at import; off, it never calls huggingface.co behind a user's --endpoint.
+    monkeypatch.delenv("HF_HUB_DISABLE_TELEMETRY", raising=False)
+    assert run_cli("inspect", example_dir).exit_code == 0
+    assert os.environ["HF_HUB_DISABLE_TELEMETRY"] == "1"

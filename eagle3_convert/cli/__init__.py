@@ -7,6 +7,8 @@ the first positional argument is not a command name); `inspect`, `validate`, `re
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from .common import LAYOUT_HELP, run_guarded  # noqa: F401  (re-exported for subcommand modules)
@@ -55,6 +57,9 @@ def main() -> None:
       eagle3-convert --to sglang SRC DST      convert (SRC: directory or Hub repo id)
       eagle3-convert inspect SRC              layout, shapes, capture layers per engine
     """
+    # huggingface_hub otherwise fetches metadata from huggingface.co even when --endpoint names
+    # another Hub (read at its import, which comes later): a private mirror means private.
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
 from . import convert as _convert  # noqa: E402,F401  (registers commands)
