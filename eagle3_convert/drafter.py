@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -135,13 +134,7 @@ class Drafter:
     config: DrafterConfig
     tensors: dict[str, TensorSource]
     vocab: VocabMap | None = None
-    source_layout: str | None = None
-    source_path: Path | None = None
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def layer_count(self) -> int:
-        return self.config.num_layers
 
 
 # ------------------------------------------------------------ tensor roles

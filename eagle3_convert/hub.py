@@ -448,25 +448,3 @@ def _is_transport_error(exc: Exception) -> bool:
     return isinstance(exc, OSError) or bool(names & {"TransportError", "ConnectionError", "Timeout"})
 
 
-def record_publication(plan: PublishPlan, published: Published, registry: Any = None) -> Any:
-    """Record the Hub copy (repo id and commit) and the edge from the copy it was published from."""
-    from .registry import LineageEdge, Location
-    from .registry.api import opened
-    from .registry.recording import record_facts
-
-    hub = Location.hub(published.repo_id, plan.layout, published.commit)
-    source = Location(layout=plan.source.detection.layout, uri=plan.source.uri)
-    # The sidecar could only name the repo; the registry knows the commit.
-    lineage = [_at_commit(edge, f"hf://{published.repo_id}", hub.uri) for edge in plan.facts.get("lineage") or []
-               if isinstance(edge, dict)]
-    lineage.append(LineageEdge(source=source, dest=hub, tool=sidecar.tool_name()).model_dump(mode="json"))
-    with opened(registry) as store:
-        record, _ = record_facts(store, {**plan.facts, "lineage": lineage}, locations=[source, hub])
-    return record
-
-
-def _at_commit(edge: dict[str, Any], plain: str, pinned: str) -> dict[str, Any]:
-    dest = edge.get("dest")
-    if isinstance(dest, dict) and dest.get("uri") == plain:
-        return {**edge, "dest": {**dest, "uri": pinned}}
-    return edge

@@ -199,7 +199,7 @@ def populate_hf_cache(cache: Path, repo_id: str, files: Path) -> Path:
 
 
 def test_inspect_resolves_a_repo_id_from_the_hf_cache_offline(tmp_path: Path):
-    snapshot = populate_hf_cache(tmp_path / "hub", "org/tiny-drafter",
+    populate_hf_cache(tmp_path / "hub", "org/tiny-drafter",
                                  build_drafter(tmp_path / "files", "vllm", family="qwen3"))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
            "HF_HOME": str(tmp_path / "hf-home")}

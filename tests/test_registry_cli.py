@@ -19,7 +19,6 @@ from eagle3_convert.registry import (
     lineage,
     list_records,
     open_registry,
-    record_upload,
     recorded_capture,
     remove,
     show,
@@ -380,16 +379,6 @@ def test_recorded_engine_default_resolves_through_the_target_depth(example_dir: 
     assert recorded_capture(example_dir, registry, target_depth=32)[0] == [2, 16, 29]
     add_checkpoint(str(example_dir), target=str(write_target(tmp_path / "target", layers=12)), registry=registry)
     assert recorded_capture(example_dir, registry)[0] == [2, 6, 9]
-
-
-def test_a_publication_is_one_more_location_and_edge(chain: dict) -> None:
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    published = record_upload(chain["vl"], "org/tiny-eagle3", commit, chain["registry"])
-    assert published.location.uri == f"hf://org/tiny-eagle3@{commit}"
-    record = published.record
-    assert record.drafter_id == sidecar(chain["vl"])["drafter_id"] and len(record.locations) == 4
-    assert (record.lineage[-1].source.uri, record.lineage[-1].dest.uri) == (str(chain["vl"]), published.location.uri)
-    assert len(record.lineage) == 3
 
 
 def test_force_over_another_drafter_forgets_its_copy_there(example_dir: Path, tmp_path: Path):

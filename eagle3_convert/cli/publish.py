@@ -48,7 +48,8 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
     --token, HF_TOKEN or `hf auth login`, and is never printed or stored. The published copy
     (repo id and commit) is recorded in the registry unless --no-record.
     """
-    from ..hub import PublishRefused, prepared_publish, record_publication, upload
+    from ..hub import PublishRefused, prepared_publish, upload
+    from ..registry import record_publication
     from ..registry import RegistryError, open_registry
 
     store = None

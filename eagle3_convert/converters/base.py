@@ -605,12 +605,11 @@ def source_config(ckpt: Checkpoint) -> dict[str, Any]:
 
 
 def build_drafter(ckpt: Checkpoint, fields: dict[str, Any], tensors: dict[str, TensorSource],
-                  options: ConvertOptions, layout: str, notes: list[str]) -> Drafter:
+                  options: ConvertOptions, notes: list[str]) -> Drafter:
     """The end of every layout's read: sidecar facts, canonical config, vocab map, tensor-table check."""
     restore_from_sidecar(ckpt, fields)
     cfg = DrafterConfig(**fields)
-    drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options),
-                      layout, ckpt.path, notes)
+    drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options), notes)
     check_tensor_table(drafter)
     return drafter
 
@@ -659,7 +658,6 @@ class FlatMarkers:
     midlayer: bool  # tensors named midlayer.* (SpecForge, original EAGLE, ModelOpt's Megatron export)
     pickled: bool  # weights in pytorch_model*.bin (original EAGLE research code)
     top_level_ids: bool  # vLLM reads ids there; SGLang ignores them
-    nested_ids: bool  # SGLang and ModelOpt read ids from eagle_config
     has_eagle_config: bool
     modelopt_fields: tuple[str, ...]
     norm_before_residual_key: bool  # a vLLM key SGLang, EAGLE and ModelOpt never write
@@ -677,7 +675,6 @@ def flat_markers(ckpt: Checkpoint) -> FlatMarkers:
         midlayer=any(name.startswith("midlayer.") for name in ckpt.tensors),
         pickled=any(f.endswith(".bin") for f in ckpt.weight_files),
         top_level_ids=bool(cfg.get("eagle_aux_hidden_state_layer_ids")),
-        nested_ids=bool(eagle.get("eagle_aux_hidden_state_layer_ids")),
         has_eagle_config=isinstance(cfg.get("eagle_config"), dict),
         modelopt_fields=tuple(k for k in MODELOPT_EAGLE_FIELDS if k in eagle),
         norm_before_residual_key="norm_before_residual" in cfg,

@@ -97,7 +97,7 @@ class EagleLayout(Layout):
                               "read it with the layout that wrote it (--from sglang or --from vllm)",
                               code="E-CAPTURE-COUNT")
         fields["num_aux_hidden_states"] = k
-        return build_drafter(ckpt, fields, tensors, options, self.name, notes)
+        return build_drafter(ckpt, fields, tensors, options, notes)
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config

@@ -131,7 +131,7 @@ class ModelOptLayout(Layout):
         if nested_extra:
             own["eagle_config"] = nested_extra
         fields["layout_extra"] = {self.name: own} if own else {}
-        return build_drafter(ckpt, fields, tensors, options, self.name, notes)
+        return build_drafter(ckpt, fields, tensors, options, notes)
 
     @staticmethod
     def _draft_vocab_size(raw: dict[str, Any], ckpt: Checkpoint, tensors: dict[str, Any], vocab_size: int,

@@ -142,7 +142,7 @@ class SGLangLayout(Layout):
         if nested != {"use_aux_hidden_state": True}:
             own["eagle_config"] = nested
         fields["layout_extra"] = {self.name: own} if own else {}
-        return build_drafter(ckpt, fields, tensors, options, self.name, notes)
+        return build_drafter(ckpt, fields, tensors, options, notes)
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config

@@ -104,7 +104,7 @@ class SpeculatorsLayout(Layout):
         if dropped or (ckpt.path / "config.py").exists():
             notes.append("ignored speculators save artifacts (auto_map, config.py): engines do not use them")
         fields["layout_extra"] = {self.name: own}
-        return build_drafter(ckpt, fields, tensors, options, self.name, notes)
+        return build_drafter(ckpt, fields, tensors, options, notes)
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config

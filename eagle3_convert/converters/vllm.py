@@ -143,7 +143,7 @@ class VLLMLayout(Layout):
         if nested_extra:
             own["eagle_config"] = nested_extra
         fields["layout_extra"] = {self.name: own} if own else {}
-        return build_drafter(ckpt, fields, tensors, options, self.name, notes)
+        return build_drafter(ckpt, fields, tensors, options, notes)
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config

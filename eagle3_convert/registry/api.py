@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import sidecar
 from ..convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
@@ -102,18 +103,6 @@ def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Re
     return Recorded(record, dest, notes)
 
 
-def record_upload(local: str | os.PathLike[str], repo_id: str, commit: str, registry: RegistryArg = None) -> Recorded:
-    """Record that the checkpoint in directory `local` was published as hf://repo_id@commit: both
-    copies and the edge between them (for `publish`). Reads every tensor byte for the id, since
-    weights may have changed since a sidecar was written."""
-    with opened(registry) as store:
-        added = add_checkpoint(str(local), registry=store)
-        hub = Location.hub(repo_id, added.location.layout, commit)
-        edge = LineageEdge(source=added.location, dest=hub, tool=sidecar.tool_name())
-        record = store.upsert_drafter(added.record.drafter_id, locations=[hub], lineage=[edge])
-    return Recorded(record, hub, added.notes)
-
-
 def list_records(target: str | None = None, registry: RegistryArg = None) -> list[DrafterRecord]:
     """Every recorded drafter, oldest first; only those trained on `target` (name_or_path) if given."""
     with opened(registry) as store:
@@ -191,3 +180,24 @@ def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: 
             return None  # validate reports why it cannot be read
         return store.get(drafter_id(source.drafter, tensor_digests(source.drafter)))
     return None
+
+
+def record_publication(plan: Any, published: Any, registry: RegistryArg = None) -> DrafterRecord:
+    """Record a `publish` (hub.PublishPlan, hub.Published): the Hub copy at its commit and the edge from the
+    copy it was published from."""
+    hub = Location.hub(published.repo_id, plan.layout, published.commit)
+    source = Location(layout=plan.source.detection.layout, uri=plan.source.uri)
+    # The sidecar could only name the repo; the registry knows the commit.
+    lineage = [_at_commit(edge, f"hf://{published.repo_id}", hub.uri) for edge in plan.facts.get("lineage") or []
+               if isinstance(edge, dict)]
+    lineage.append(LineageEdge(source=source, dest=hub, tool=sidecar.tool_name()).model_dump(mode="json"))
+    with opened(registry) as store:
+        record, _ = record_facts(store, {**plan.facts, "lineage": lineage}, locations=[source, hub])
+    return record
+
+
+def _at_commit(edge: dict[str, Any], plain: str, pinned: str) -> dict[str, Any]:
+    dest = edge.get("dest")
+    if isinstance(dest, dict) and dest.get("uri") == plain:
+        return {**edge, "dest": {**dest, "uri": pinned}}
+    return edge
