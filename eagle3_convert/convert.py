@@ -117,23 +117,11 @@ def apply_training_capture(drafter: Drafter, options: ConvertOptions) -> None:
     drafter.notes.append(f"config.json names no capture ids: wrote boundaries {boundaries} from {said_by}")
 
 
-def merge_target(identity: TargetIdentity | None, config: TargetIdentity | None) -> TargetIdentity | None:
-    """Who the target is (name, revision) completed with what its config says (depth, width, family)."""
-    if config is None:
-        return identity
-    if identity is None:
-        return config
-    merged = identity.model_dump()
-    for key, value in config.model_dump().items():
-        if merged.get(key) in (None, []) and value not in (None, []):
-            merged[key] = value
-    return TargetIdentity.model_validate(merged)
-
-
 def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | None, dest_layout: str | None = None,
                   trained_with: str | None = None) -> dict:
     cfg = drafter.config
-    target = merge_target(options.verifier or cfg.target, options.target)
+    # Who the target is (name, revision), completed with what its config says (depth, width, family).
+    target = TargetIdentity.merged(options.verifier or cfg.target, options.target)
     written_by = [name for name in (source.detection.layout if source else None, dest_layout) if name]
     facts = {
         "target": target.model_dump() if target else None,

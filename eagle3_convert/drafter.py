@@ -49,6 +49,17 @@ class TargetIdentity(BaseModel):
     hidden_size: int | None = None
     vocab_size: int | None = None
 
+    @staticmethod
+    def merged(identity: "TargetIdentity | None", more: "TargetIdentity | None") -> "TargetIdentity | None":
+        """`identity` (who the target is) with the fields it leaves empty filled from `more`."""
+        if more is None or identity is None:
+            return identity or more
+        merged = identity.model_dump()
+        for key, value in more.model_dump().items():
+            if merged.get(key) in (None, []) and value not in (None, []):
+                merged[key] = value
+        return TargetIdentity.model_validate(merged)
+
 
 class DrafterConfig(BaseModel):
     """Canonical drafter configuration; capture layers as boundaries (FORMATS.md §4)."""

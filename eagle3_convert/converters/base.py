@@ -629,13 +629,7 @@ def restore_from_sidecar(ckpt: Checkpoint, cfg: dict[str, Any]) -> None:
             known = TargetIdentity.model_validate(target)
         except ValueError:
             return
-        if cfg.get("target") is None:
-            cfg["target"] = known
-        else:
-            current = cfg["target"]
-            for key, value in known.model_dump().items():
-                if getattr(current, key) in (None, []) and value not in (None, []):
-                    setattr(current, key, value)
+        cfg["target"] = TargetIdentity.merged(cfg.get("target"), known)
 
 
 # ---------------------------------------------------- flat-config layout markers
