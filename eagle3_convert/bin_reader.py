@@ -8,13 +8,14 @@ a .bin source costs memory the size of its weights.
 
 from __future__ import annotations
 
-import json
 import re
 import zipfile
 from pathlib import Path
 
 from .errors import FormatError
-from .safetensors_io import InMemoryTensor, checked_member
+from .safetensors_io import InMemoryTensor, checked_member, read_index
+
+BIN_INDEX_NAME = "pytorch_model.bin.index.json"
 
 _DTYPE_NAMES = {
     "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
@@ -46,18 +47,12 @@ def _refusal_reason(exc: Exception) -> str:
 
 def read_bin_tensors(root: Path, names: list[str]) -> tuple[dict[str, InMemoryTensor], list[str]]:
     files = names
-    index = root / "pytorch_model.bin.index.json"
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            files = sorted(set(weight_map.values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise FormatError("pytorch_model.bin.index.json cannot be parsed", "re-download the checkpoint",
-                              code="E-FILE-INDEX") from None
+    if (root / BIN_INDEX_NAME).is_file():
+        files = sorted(set(read_index(root, BIN_INDEX_NAME).values()))
     torch = _import_torch()
     tensors: dict[str, InMemoryTensor] = {}
     for name in files:
-        path = checked_member(root, name, "pytorch_model.bin.index.json")
+        path = checked_member(root, name, BIN_INDEX_NAME)
         if not path.is_file():  # a FIFO would block torch.load forever
             raise FormatError(f"{name}: missing or not a regular file", "download the complete checkpoint",
                               code="E-FILE-READ")

@@ -209,17 +209,17 @@ def checked_member(root: Path, relname: str, what: str) -> Path:
     return path
 
 
-def read_index(root: Path) -> dict[str, str]:
-    """weight_map of `model.safetensors.index.json`: tensor name -> shard file name."""
-    index_path = root / INDEX_NAME
+def read_index(root: Path, name: str = INDEX_NAME) -> dict[str, str]:
+    """weight_map of a shard index (`model.safetensors.index.json`, or the .bin one): tensor name -> file."""
+    index_path = root / name
     try:
         index = json.loads(index_path.read_text(encoding="utf-8"), object_pairs_hook=reject_duplicate_keys)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise FormatError(f"{INDEX_NAME}: cannot be parsed ({exc})",
+        raise FormatError(f"{name}: cannot be parsed ({exc})",
                           "the shard index is damaged: download the checkpoint again", code="E-FILE-INDEX") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise FormatError(f"{INDEX_NAME}: no weight_map of tensor name -> file",
+        raise FormatError(f"{name}: no weight_map of tensor name -> file",
                           "the shard index is damaged: download the checkpoint again", code="E-FILE-INDEX")
     return weight_map
 
