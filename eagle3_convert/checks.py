@@ -12,9 +12,7 @@ and in which convention, and which config fields it defaults its own way (FORMAT
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import struct
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -32,7 +30,7 @@ from .converters.vocab import read_vocab_map
 from .drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, DrafterConfig, TargetIdentity, expected_shapes, layer_index,
                       optional_shapes)
 from .errors import Eagle3Error, FormatError, RefusalError
-from .safetensors_io import (DTYPE_SIZES, FLOAT_DTYPES, INDEX_NAME, MAX_HEADER_BYTES, SINGLE_NAME, TensorRef,
+from .safetensors_io import (FLOAT_DTYPES, INDEX_NAME, SINGLE_NAME, TensorRef,
                              TensorSource, checked_member, iter_tensor_chunks, read_header, read_index)
 
 Severity = Literal["error", "warning", "info"]
@@ -392,35 +390,14 @@ def _read_file(path: Path, out: list[Finding], cut: set[str]) -> dict[str, Tenso
 def _truncated_tensors(path: Path) -> tuple[dict[str, TensorRef], list[str], int, int] | None:
     """For a file cut inside its data: every tensor (by header) and which are short; None if anything else is off."""
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > min(MAX_HEADER_BYTES, size - 8):
-                return None
-            header = json.loads(f.read(n))
-    except (OSError, ValueError, struct.error, RecursionError):
+        header = read_header(path, allow_truncated=True)
+    except FormatError:
         return None
-    if not isinstance(header, dict):
+    if not header.cut:
         return None
-    header.pop("__metadata__", None)
-    data_start, data_size = 8 + n, size - 8 - n
-    refs: dict[str, TensorRef] = {}
-    for name, entry in header.items():
-        try:
-            dtype, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
-            numel = 1
-            for d in shape:
-                numel *= d
-            if not (all(type(x) is int for x in (begin, end, *shape)) and 0 <= begin <= end
-                    and numel * DTYPE_SIZES[dtype] == end - begin):
-                return None
-        except (KeyError, TypeError, ValueError):
-            return None
-        refs[name] = TensorRef(path, name, dtype, tuple(shape), data_start + begin, data_start + end)
-    short = [name for name, ref in refs.items() if ref.end - data_start > data_size]
-    if not short:
-        return None
-    return refs, short, max(ref.end for ref in refs.values()) - data_start, data_size
+    refs = header.tensors
+    return (refs, list(header.cut), max(ref.end for ref in refs.values()) - header.data_start,
+            header.file_size - header.data_start)
 
 
 # -------------------------------------------------------------------- the target

@@ -87,6 +87,7 @@ class SafetensorsHeader:
     metadata: dict[str, str]
     data_start: int
     file_size: int
+    cut: tuple[str, ...] = ()  # tensors past the end of a truncated file (read with allow_truncated)
 
 
 def reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
@@ -103,8 +104,11 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def read_header(path: str | os.PathLike) -> SafetensorsHeader:
-    """Parse and check a safetensors header; read no tensor data."""
+def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> SafetensorsHeader:
+    """Parse and check a safetensors header; read no tensor data.
+
+    With `allow_truncated`, a file cut inside its data section is described instead of refused:
+    every tensor the header promises, and in `cut` those whose bytes are not all there."""
     path = Path(path)
     try:
         # O_NONBLOCK: a FIFO planted under a weights name must not block the open forever.
@@ -150,6 +154,7 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
                           code="E-FILE-HEADER")
 
     tensors: dict[str, TensorRef] = {}
+    cut: list[str] = []
     for name, entry in header.items():
         where = f"{path.name}: tensor {name!r}"
         if not isinstance(entry, dict):
@@ -167,7 +172,9 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
         if not 0 <= begin <= end:
             raise FormatError(f"{where}: data_offsets {offsets} are negative or reversed", _HINT_CORRUPT,
                               code="E-FILE-OFFSETS")
-        if end > data_size:
+        if end > data_size and allow_truncated:
+            cut.append(name)
+        elif end > data_size:
             raise FormatError(
                 f"{where}: data ends at byte {end} but the file holds {data_size} data bytes (truncated?)",
                 _HINT_CORRUPT, code="E-FILE-TRUNCATED")
@@ -185,7 +192,7 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
         if s1 < e0:
             raise FormatError(f"{path.name}: tensors {n0!r} and {n1!r} overlap", _HINT_CORRUPT,
                               code="E-FILE-OFFSETS")
-    return SafetensorsHeader(path, tensors, dict(metadata), data_start, size)
+    return SafetensorsHeader(path, tensors, dict(metadata), data_start, size, tuple(cut))
 
 
 def _inside(root: Path, candidate: Path) -> bool:
