@@ -11,14 +11,13 @@ from typing import Callable
 from pydantic import ValidationError
 
 from . import sidecar
+from .atomic import json_bytes, write_directory
 from .converters.base import (
     ConvertOptions,
     Detection,
     WritePlan,
     capture_context,
-    json_bytes,
     load_checkpoint,
-    write_directory,
 )
 from .converters.layer_ids import default_boundaries, ids_for_engine
 from .converters.registry import detect, get_layout

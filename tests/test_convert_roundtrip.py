@@ -288,7 +288,7 @@ def test_quiet_convert_prints_nothing_on_stderr(example_dir: Path, tmp_path: Pat
 
 
 def test_force_replaces_by_one_atomic_exchange(tmp_path: Path):
-    from eagle3_convert.converters.base import _exchange
+    from eagle3_convert.atomic import _exchange
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "new.txt").write_text("new")
