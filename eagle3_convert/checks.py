@@ -287,18 +287,18 @@ def read_raw(root: Path) -> tuple[RawCheckpoint, list[Finding]]:
     config = None
     config_path = root / CONFIG_NAME
     if not config_path.is_file():
-        out.append(finding("E-SRC-MISSING", f"{root.name}: no config.json (or it is not a regular file)",
+        out.append(finding("E-SRC-MISSING", f"{root}: no config.json (or it is not a regular file)",
                            "a drafter directory needs config.json beside its weights", where=CONFIG_NAME))
     else:
         try:
-            config = read_json_file(config_path, f"{root.name}/config.json")
+            config = read_json_file(config_path, f"{root}/config.json")
         except FormatError as exc:
             out.append(from_error(exc, where=CONFIG_NAME))
     before = len(out)
     tensors, files, cut = _read_weights(root, out)
     complete = not any(f.severity == "error" and f.code != "E-FILE-TRUNCATED" for f in out[before:])
     if not tensors and complete:
-        out.append(finding("E-SRC-EMPTY", f"{root.name}: the weight files hold no tensors",
+        out.append(finding("E-SRC-EMPTY", f"{root}: the weight files hold no tensors",
                            "download the complete checkpoint"))
     side = sidecar.read(root, config_path) if config is not None else None
     return RawCheckpoint(root, config, tensors, files, cut, side, complete and bool(tensors)), out
@@ -364,7 +364,7 @@ def _read_weights(root: Path, out: list[Finding]) -> tuple[dict[str, TensorSourc
             out.append(from_error(exc, where=bins[0]))
             return tensors, bins, cut
         return dict(bin_tensors), files, cut
-    out.append(finding("E-SRC-MISSING", f"{root.name}: no weights (model.safetensors, shards, or "
+    out.append(finding("E-SRC-MISSING", f"{root}: no weights (model.safetensors, shards, or "
                        "pytorch_model.bin)", "download the complete checkpoint", where=SINGLE_NAME))
     return tensors, [], cut
 
@@ -380,7 +380,7 @@ def _read_file(path: Path, out: list[Finding], cut: set[str]) -> dict[str, Tenso
         refs, short, promised, held = partial
         first = min(short, key=lambda n: refs[n].start)
         out.append(finding(
-            "E-FILE-TRUNCATED", f"{path.name} is truncated: its header promises {promised} data bytes, only {held} "
+            "E-FILE-TRUNCATED", f"{path} is truncated: its header promises {promised} data bytes, only {held} "
             f"are present; {len(short)} tensor(s) from {first!r} on are incomplete", _HINT_REDOWNLOAD,
             where=path.name))
         cut.update(short)

@@ -116,19 +116,19 @@ def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> Safet
         with open(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
-                raise FormatError(f"{path.name}: not a regular file", "a weights file must be a plain file",
+                raise FormatError(f"{path}: not a regular file", "a weights file must be a plain file",
                                   code="E-FILE-READ")
             size = st.st_size
             prefix = f.read(8)
             if len(prefix) < 8:
-                raise FormatError(f"{path.name}: {size} bytes, too short for a safetensors header",
+                raise FormatError(f"{path}: {size} bytes, too short for a safetensors header",
                                   _HINT_CORRUPT, code="E-FILE-TRUNCATED")
             (n,) = struct.unpack("<Q", prefix)
             if n > MAX_HEADER_BYTES:
-                raise FormatError(f"{path.name}: header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit",
+                raise FormatError(f"{path}: header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit",
                                   _HINT_CORRUPT, code="E-FILE-HEADER")
             if n > size - 8:
-                raise FormatError(f"{path.name}: header length {n} runs past the end of the {size}-byte file",
+                raise FormatError(f"{path}: header length {n} runs past the end of the {size}-byte file",
                                   _HINT_CORRUPT, code="E-FILE-TRUNCATED")
             raw = f.read(n)
     except OSError as exc:
@@ -137,12 +137,12 @@ def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> Safet
     try:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=reject_duplicate_keys)
     except UnicodeDecodeError:
-        raise FormatError(f"{path.name}: header is not UTF-8", _HINT_CORRUPT, code="E-FILE-HEADER") from None
+        raise FormatError(f"{path}: header is not UTF-8", _HINT_CORRUPT, code="E-FILE-HEADER") from None
     except (ValueError, RecursionError) as exc:
-        raise FormatError(f"{path.name}: header is not valid JSON ({exc})", _HINT_CORRUPT,
+        raise FormatError(f"{path}: header is not valid JSON ({exc})", _HINT_CORRUPT,
                           code="E-FILE-HEADER") from None
     if not isinstance(header, dict):
-        raise FormatError(f"{path.name}: header is not a JSON object", _HINT_CORRUPT, code="E-FILE-HEADER")
+        raise FormatError(f"{path}: header is not a JSON object", _HINT_CORRUPT, code="E-FILE-HEADER")
 
     data_start = 8 + n
     data_size = size - data_start
@@ -150,13 +150,13 @@ def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> Safet
     if not isinstance(metadata, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
-        raise FormatError(f"{path.name}: __metadata__ must map strings to strings", _HINT_CORRUPT,
+        raise FormatError(f"{path}: __metadata__ must map strings to strings", _HINT_CORRUPT,
                           code="E-FILE-HEADER")
 
     tensors: dict[str, TensorRef] = {}
     cut: list[str] = []
     for name, entry in header.items():
-        where = f"{path.name}: tensor {name!r}"
+        where = f"{path}: tensor {name!r}"
         if not isinstance(entry, dict):
             raise FormatError(f"{where}: entry is not an object", _HINT_CORRUPT, code="E-FILE-HEADER")
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
@@ -190,7 +190,7 @@ def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> Safet
     spans = sorted((t.start, t.end, t.name) for t in tensors.values() if t.end > t.start)
     for (s0, e0, n0), (s1, e1, n1) in zip(spans, spans[1:]):
         if s1 < e0:
-            raise FormatError(f"{path.name}: tensors {n0!r} and {n1!r} overlap", _HINT_CORRUPT,
+            raise FormatError(f"{path}: tensors {n0!r} and {n1!r} overlap", _HINT_CORRUPT,
                               code="E-FILE-OFFSETS")
     return SafetensorsHeader(path, tensors, dict(metadata), data_start, size, tuple(cut))
 

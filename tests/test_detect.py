@@ -208,7 +208,7 @@ def test_inspect_resolves_a_repo_id_from_the_hf_cache_offline(tmp_path: Path):
                            capture_output=True, text=True, timeout=120)
     assert found.returncode == 0, found.stderr
     data = json.loads(found.stdout)
-    assert data["layout"] == "vllm" and data["config"]["family"] == "qwen3"
+    assert data["layout"] == "vllm" and data["drafter"]["config"]["family"] == "qwen3"
     assert data["source"] == f"hf://org/tiny-drafter@{COMMIT}"  # named by repo and the cached commit
 
     missing = subprocess.run([*CLI, "inspect", "org/not-cached"], env=env, cwd=tmp_path, capture_output=True,

@@ -68,7 +68,7 @@ def chain(example_dir: Path, tmp_path: Path) -> dict:
 
 def test_chain_records_one_drafter_three_locations_two_edges(chain: dict) -> None:
     registry = chain["registry"]
-    records = cli_json("registry", "list", "--registry", registry)
+    records = cli_json("registry", "list", "--registry", registry)["records"]
     assert len(records) == 1
     record = records[0]
     # The id the registry holds is the one each output's sidecar carries.
@@ -86,8 +86,8 @@ def test_chain_records_one_drafter_three_locations_two_edges(chain: dict) -> Non
     assert record["target"]["architectures"] == ["LlamaForCausalLM"]
 
     prefix = record["drafter_id"][:8]
-    assert cli_json("registry", "show", prefix, "--registry", registry) == record
-    edges = cli_json("registry", "lineage", prefix, "--registry", registry)
+    assert cli_json("registry", "show", prefix, "--registry", registry)["record"] == record
+    edges = cli_json("registry", "lineage", prefix, "--registry", registry)["lineage"]
     assert [(e["source"]["layout"], e["dest"]["layout"]) for e in edges] == [("speculators", "sglang"),
                                                                              ("sglang", "vllm")]
 
@@ -120,14 +120,14 @@ def test_human_list_show_and_lineage(chain: dict) -> None:
 def test_list_by_target_and_remove(chain: dict) -> None:
     registry = chain["registry"]
     drafter_id = sidecar(chain["sg"])["drafter_id"]
-    assert len(cli_json("registry", "list", "--target", "example-org/tiny-llama-target", "--registry", registry)) == 1
-    assert cli_json("registry", "list", "--target", "other/model", "--registry", registry) == []
+    assert len(cli_json("registry", "list", "--target", "example-org/tiny-llama-target", "--registry", registry)["records"]) == 1
+    assert cli_json("registry", "list", "--target", "other/model", "--registry", registry)["records"] == []
     assert run_cli("registry", "list", "--target", "other/model", "--registry", registry).stdout == \
         "no drafters recorded for target other/model\n"
 
     removed = run_cli("registry", "remove", drafter_id[:10], "--registry", registry)
     assert removed.exit_code == 0 and removed.stdout == f"removed {drafter_id}\n"
-    assert cli_json("registry", "list", "--registry", registry) == []
+    assert cli_json("registry", "list", "--registry", registry)["records"] == []
     # The checkpoints are not the registry's to delete.
     assert (chain["sg"] / "config.json").is_file() and (chain["vl"] / "model.safetensors").is_file()
 

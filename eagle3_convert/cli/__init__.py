@@ -8,10 +8,12 @@ the first positional argument is not a command name); `inspect`, `validate`, `re
 from __future__ import annotations
 
 import os
+import sys
+from typing import Any
 
 import click
 
-from .common import LAYOUT_HELP, run_guarded  # noqa: F401  (re-exported for subcommand modules)
+from .common import LAYOUT_HELP, begin_command, fail, run_guarded  # noqa: F401  (run_guarded: re-exported)
 
 
 class _ConvertByDefault(click.Group):
@@ -20,11 +22,50 @@ class _ConvertByDefault(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and not any(a in ("--help", "-h", "--version") for a in args[:1]):
             first = _first_positional(args, self.commands.get("convert"))
+            converting = any(a.startswith("--to") or a.startswith("--from") for a in args)
             if first is not None and first not in self.commands:
-                args = ["convert", *args]
-            elif first is None and any(a.startswith("--to") or a.startswith("--from") for a in args):
+                # A near miss of a command name (`inspec`) that is no path is a typo: click says
+                # "No such command ... Did you mean"; anything else is a SRC, so this is a conversion.
+                if converting or os.path.lexists(first) or not _near_command(first, self.commands):
+                    args = ["convert", *args]
+            elif first is None and converting:
                 args = ["convert", *args]
         return super().parse_args(ctx, args)
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        """click's usage errors as every other error: one line with a code and a hint on stderr, and under
+        --json the one JSON document on stdout."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            return super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as exc:  # --help, --version; standalone_mode=False returns the code instead
+            sys.exit(exc.exit_code)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `eagle3-convert registry`: the help it asks for
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            hint = "see `eagle3-convert --help`"
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                hint = f"see `{exc.ctx.command_path} --help`"
+            begin_command(_usage_command(exc), "--json" in argv)
+            fail(" ".join(exc.format_message().split()), hint, "E-USAGE", exc.exit_code)
+        except click.Abort:
+            begin_command(None, "--json" in argv)
+            fail("aborted", None, "E-INTERRUPTED", 1)
+
+
+def _near_command(word: str, commands: dict[str, click.Command]) -> bool:
+    import difflib
+
+    return bool(difflib.get_close_matches(word, list(commands), n=1, cutoff=0.6))
+
+
+def _usage_command(exc: click.ClickException) -> str | None:
+    ctx = getattr(exc, "ctx", None)
+    return " ".join(ctx.command_path.split()[1:]) or None if ctx is not None else None
 
 
 def _first_positional(args: list[str], convert: click.Command | None) -> str | None:
@@ -63,6 +104,7 @@ def main() -> None:
 
 
 from . import convert as _convert  # noqa: E402,F401  (registers commands)
+from . import inspect as _inspect  # noqa: E402,F401
 from . import registry as _registry  # noqa: E402,F401
 from . import validate as _validate  # noqa: E402,F401
 from . import publish as _publish  # noqa: E402,F401

@@ -24,11 +24,43 @@ LAYOUT_HELP = "\n".join(f"{name:<12} {text}" for name, text in (
 ))
 
 
-def fail(message: str, hint: str | None, code: str, exit_code: int) -> None:
+# The version of every --json document (docs/json.md; the JSON Schemas in eagle3_convert/schemas/output/).
+# Raised when a field is removed or changes meaning; adding a field does not raise it.
+SCHEMA_VERSION = 1
+
+
+class _JsonState:
+    """Whether the running command answers in JSON, and whether its one document is out yet."""
+
+    active = False
+    emitted = False
+    command: str | None = None
+
+
+_json = _JsonState()
+
+
+def begin_command(command: str | None, as_json: bool) -> None:
+    _json.active, _json.emitted, _json.command = as_json, False, command
+
+
+def error_dict(message: str, hint: str | None, code: str, exit_code: int) -> dict[str, Any]:
+    return {"code": code, "message": " ".join(message.splitlines()), "hint": hint, "exit_code": exit_code}
+
+
+def error_line(message: str, hint: str | None, code: str) -> str:
     line = f"error: {message} [{code}]"
     if hint:
         line += f" — hint: {hint}"
-    click.echo(" ".join(line.splitlines()), err=True)  # one line even when a path or exception text has newlines
+    return " ".join(line.splitlines())  # one line even when a path or exception text has newlines
+
+
+def fail(message: str, hint: str | None, code: str, exit_code: int, **extra: Any) -> None:
+    """The one line on stderr every failing command ends with; under --json, also the one document on stdout
+    (unless the command has printed its document already, which then says ok: false itself)."""
+    if _json.active and not _json.emitted:
+        emit_json({"ok": False, "error": error_dict(message, hint, code, exit_code), **extra})
+    click.echo(error_line(message, hint, code), err=True)
     sys.exit(exit_code)
 
 
@@ -39,10 +71,11 @@ def run_guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from ..errors import Eagle3Error
 
+        begin_command(_command_name(), bool(kwargs.get("as_json")))
         try:
-            return fn(*args, **kwargs)
+            return _answering_interrupts(fn, args, kwargs)
         except Eagle3Error as exc:
-            fail(exc.message, exc.hint, exc.code, exc.exit_code)
+            fail(exc.message, exc.hint, exc.code, exc.exit_code, **getattr(exc, "json_extra", {}))
         except BrokenPipeError:  # output piped into `head`: stop quietly, as cat does
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(141)
@@ -61,6 +94,17 @@ def run_guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _answering_interrupts(fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """Under --json an interrupt still leaves one document on stdout (the line on stderr is run_guarded's)."""
+    try:
+        return fn(*args, **kwargs)
+    except KeyboardInterrupt:
+        if _json.active and not _json.emitted:
+            emit_json({"ok": False, "error": error_dict("interrupted", "run the command again", "E-INTERRUPTED",
+                                                        130)})
+        raise
+
+
 def registry_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`--registry PATH`, the same on every command that reads or records drafters."""
     return click.option("--registry", "registry_path", metavar="PATH",
@@ -76,8 +120,19 @@ def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                         "https://huggingface.co).")(fn)
 
 
-def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+def _command_name() -> str | None:
+    """`convert`, `registry list`: the command path without the program name."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    return " ".join(ctx.command_path.split()[1:]) or None
+
+
+def emit_json(data: dict[str, Any]) -> None:
+    """The command's one JSON document: `schema_version`, `command` and `ok` first, then `data`."""
+    doc = {"schema_version": SCHEMA_VERSION, "command": _json.command or _command_name(), "ok": True, **data}
+    _json.emitted = True
+    click.echo(json.dumps(doc, indent=2, default=str))
 
 
 class Progress:

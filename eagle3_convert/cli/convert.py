@@ -1,4 +1,4 @@
-"""`convert` (the default command) and `inspect`."""
+"""`convert`, the default command (`inspect` lives in inspect.py)."""
 
 from __future__ import annotations
 
@@ -187,59 +187,4 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     if recorded:
         click.echo(f"recorded drafter {result.drafter_id[:12]} in {store.path}")
     for note in summary["notes"]:
-        click.echo(f"note: {note}")
-
-
-@main.command("inspect")
-@click.argument("src")
-@click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True)
-@click.option("--target", metavar="CONFIG_OR_DIR", help="Target config, to show ids for its depth and family.")
-@click.option("--revision", help="Hub revision when SRC is a repo id.")
-@hub_options
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@run_guarded
-def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | None, endpoint: str | None,
-                token: str | None, as_json: bool) -> None:
-    """Layout, dimensions, tensors, and the capture layers in every engine's convention."""
-    from ..convert import make_options, read_source
-    from ..drafter import MATH_FLAGS
-
-    options = make_options(target=target, endpoint=endpoint, token=token)
-    with hub_progress_bars(not as_json):
-        source = read_source(src, from_layout, options, revision, endpoint, token)
-    drafter = source.drafter
-    cfg = drafter.config
-    capture = capture_rows(drafter, options.target)
-    tensors = [{"name": name, "dtype": t.dtype, "shape": list(t.shape)} for name, t in sorted(drafter.tensors.items())]
-    vocab = None
-    if drafter.vocab is not None:
-        vocab = {"draft_vocab_size": drafter.vocab.draft_vocab_size, "vocab_size": drafter.vocab.vocab_size,
-                 "first_target_ids": list(drafter.vocab.target_ids[:8])}
-    data = {
-        "source": source.uri, "layout": source.detection.layout, "detected_by": source.detection.reason,
-        "config": cfg.semantic_dict(), "target": cfg.target.model_dump() if cfg.target else None,
-        "capture": capture, "vocab_map": vocab, "tensors": tensors, "notes": drafter.notes,
-    }
-    if as_json:
-        emit_json(data)
-        return
-    click.echo(f"{source.uri}")
-    click.echo(f"  layout       {source.detection.layout} ({source.detection.reason})")
-    click.echo(f"  family       {cfg.family}, {cfg.num_layers} layer(s), hidden {cfg.hidden_size}, "
-               f"heads {cfg.num_attention_heads}/{cfg.num_key_value_heads} x {cfg.resolved_head_dim}, "
-               f"intermediate {cfg.intermediate_size}")
-    click.echo(f"  vocab        target V={cfg.vocab_size}, draft Vd={cfg.draft_vocab_size}"
-               + (" (d2t/t2d map)" if drafter.vocab is not None else " (no map: Vd == V)"))
-    click.echo(f"  fuses        k={cfg.num_aux_hidden_states} states of width {cfg.resolved_target_hidden_size}")
-    flags = [f for f in MATH_FLAGS if getattr(cfg, f)]
-    click.echo(f"  flags        {', '.join(flags) or 'none'}")
-    if cfg.target:
-        click.echo(f"  target       {cfg.target.name_or_path} {cfg.target.architectures or ''}")
-    click.echo(f"  capture      boundaries {capture['boundaries']} (target layers: {capture['target_layers'] or '?'})")
-    for engine, ids in capture["per_engine"].items():
-        click.echo(f"    {engine:<12} {ids}")
-    click.echo(f"  tensors      {len(tensors)}")
-    for t in tensors:
-        click.echo(f"    {t['name']:<48} {t['dtype']:<5} {t['shape']}")
-    for note in drafter.notes:
         click.echo(f"note: {note}")

@@ -75,7 +75,10 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
                 except RegistryError as exc:  # the commit exists: warn, exit 0
                     record_error = exc
     except PublishRefused as exc:
-        _print_findings(exc.report, as_json)
+        if as_json:  # the refusal's one document carries the findings
+            exc.json_extra = {"validation": exc.report.to_dict()}
+        else:
+            _print_report(exc.report, strict=False)
         raise
     finally:
         if store is not None:
@@ -138,13 +141,3 @@ def _report(plan: Any, published: Any, recorded_in: str | None, as_json: bool) -
             click.echo(f"recorded hf://{plan.repo_id}@{published.commit} in {recorded_in}")
     for note in plan.notes:
         click.echo(f"note: {note}")
-
-
-def _print_findings(report: Any, as_json: bool) -> None:
-    """A refused publish shows every finding on stdout, as `validate` does; stderr gets the verdict."""
-    if as_json:
-        emit_json(report.to_dict())
-    else:
-        _print_report(report, strict=False)
-
-

@@ -124,7 +124,7 @@ def list_cmd(target: str | None, registry_path: str | None, as_json: bool) -> No
 
     records = list_records(target, registry_path)
     if as_json:
-        emit_json([record.model_dump(mode="json") for record in records])
+        emit_json({"records": [record.model_dump(mode="json") for record in records]})
         return
     if not records:
         click.echo("no drafters recorded" + (f" for target {target}" if target else ""))
@@ -147,7 +147,7 @@ def show_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> None:
 
     record = show(drafter_id, registry_path)
     if as_json:
-        emit_json(record.model_dump(mode="json"))
+        emit_json({"record": record.model_dump(mode="json")})
         return
     print_record(record)
 
@@ -163,7 +163,7 @@ def lineage_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> No
 
     edges = lineage(drafter_id, registry_path)
     if as_json:
-        emit_json([edge.model_dump(mode="json") for edge in edges])
+        emit_json({"lineage": [edge.model_dump(mode="json") for edge in edges]})
         return
     if not edges:
         click.echo("no conversions recorded")
@@ -174,9 +174,14 @@ def lineage_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> No
 @registry_group.command("remove")
 @click.argument("drafter_id", metavar="ID")
 @registry_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @run_guarded
-def remove_cmd(drafter_id: str, registry_path: str | None) -> None:
+def remove_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> None:
     """Forget a drafter, its locations and lineage (the checkpoints themselves are not touched)."""
     from ..registry import remove
 
-    click.echo(f"removed {remove(drafter_id, registry_path)}")
+    removed = remove(drafter_id, registry_path)
+    if as_json:
+        emit_json({"removed": removed})
+        return
+    click.echo(f"removed {removed}")

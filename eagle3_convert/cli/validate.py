@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from . import main
-from .common import Progress, emit_json, fail, hub_options, hub_progress_bars, registry_option, run_guarded
+from .common import Progress, emit_json, error_dict, fail, hub_options, hub_progress_bars, registry_option, run_guarded
 from .convert import LAYOUT_NAMES
 
 # Static so `--help` imports no checks; a test keeps it equal to checks.ENGINES.
@@ -65,15 +65,18 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
     finally:
         for bar in bars:
             bar.close()
+    verdict = None
+    if report.failed(strict):
+        worst = next(f for f in report.findings if f.severity == "error" or (strict and f.severity == "warning"))
+        verdict = (f"validation failed ({_counts(report)}); first: {worst.message}",
+                   worst.hint or "see the findings above", worst.code, 1)
     if as_json:
-        emit_json(report.to_dict(strict))
+        emit_json({**report.to_dict(strict), **({"error": error_dict(*verdict)} if verdict else {})})
     else:
         _print_report(report, strict)
-    if report.failed(strict):
+    if verdict:
         # The report is on stdout; stderr gets the one-line verdict every failing command ends with.
-        worst = next(f for f in report.findings if f.severity == "error" or (strict and f.severity == "warning"))
-        fail(f"validation failed ({_counts(report)}); first: {worst.message}",
-             worst.hint or "see the findings above", worst.code, 1)
+        fail(*verdict)
 
 
 def _print_report(report, strict: bool) -> None:

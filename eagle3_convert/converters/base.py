@@ -63,7 +63,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if not config_path.is_file():
         raise FormatError(f"{root}: no config.json", "a drafter directory needs config.json beside its weights",
                           code="E-SRC-MISSING")
-    config = read_json_file(config_path, f"{root.name}/config.json")
+    config = read_json_file(config_path, f"{root}/config.json")
     notes: list[str] = []
     has_st = (root / INDEX_NAME).is_file() or any(root.glob("*.safetensors"))
     bins = sorted(p.name for p in root.glob("*.bin") if p.name.startswith("pytorch_model"))

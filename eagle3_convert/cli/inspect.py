@@ -1,0 +1,150 @@
+"""`inspect`: what is on disk, as stored, and what the tool makes of it, even when the file is broken."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from . import main
+from .common import emit_json, error_dict, fail, hub_options, hub_progress_bars, run_guarded
+from .convert import _layout_choice, capture_rows
+
+HUMAN_TENSOR_ROWS = 500  # a hostile header can name millions of tensors; --json lists every one
+
+
+@main.command("inspect")
+@click.argument("src")
+@click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True)
+@click.option("--target", metavar="CONFIG_OR_DIR", help="Target config, to show ids for its depth and family.")
+@click.option("--revision", help="Hub revision when SRC is a repo id.")
+@hub_options
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/json.md).")
+@run_guarded
+def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | None, endpoint: str | None,
+                token: str | None, as_json: bool) -> None:
+    """What SRC holds on disk (config as stored, tensors by stored name), how it reads, and every finding.
+
+    Shows a broken checkpoint too (truncated weights, bad JSON, unknown layout), as far as it can be
+    read. Exit status 1 when a finding is an error (as `validate`), else 0.
+    """
+    from ..checks import Finding, load_target_facts, read_raw, validate_checkpoint
+    from ..convert import make_options, read_source
+    from ..errors import Eagle3Error
+    from ..hub import resolve_source
+
+    facts = load_target_facts(target, endpoint=endpoint, token=token) if target else None
+    with hub_progress_bars(not as_json):
+        path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
+    label = f"{src}@{commit}" if commit else src
+    raw, _ = read_raw(path)
+    report = validate_checkpoint(path, from_layout=from_layout, target=facts, source_label=label)
+    findings = list(report.findings)
+    drafter_view, refusal = None, None
+    try:
+        options = make_options(endpoint=endpoint, token=token)
+        options.target = facts.identity if facts else None
+        source = read_source(str(path), from_layout, options)
+        drafter_view = _drafter_view(source, options)
+    except Eagle3Error as exc:  # what the reader refuses is a finding here, never the end of the output
+        refusal = exc
+        if not any(f.code == exc.code and f.severity == "error" for f in findings):
+            findings.insert(0, Finding(exc.code, "error", exc.message, exc.hint))
+    verdict = None
+    if refusal is not None:  # the reader's own words first: they say why nothing could be converted
+        verdict = (refusal.message, refusal.hint, refusal.code, 1)
+    elif report.failed():
+        worst = next(f for f in findings if f.severity == "error")
+        verdict = (worst.message, worst.hint or "see the findings above", worst.code, 1)
+    data = {
+        "source": f"hf://{src}@{commit}" if commit else str(path.resolve()), "given": src,
+        "layout": report.layout, "checked_as": report.candidates, "detected_by": report.detected_by,
+        "files": raw.files, "config": raw.config,
+        "tensors": [_stored_tensor(name, t, name not in raw.cut) for name, t in sorted(raw.tensors.items())],
+        "drafter": drafter_view,
+        "counts": {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info")},
+        "findings": [f.to_dict() for f in findings],
+    }
+    if verdict is not None:
+        data.update(ok=False, error=error_dict(*verdict))
+    if as_json:
+        emit_json(data)
+    else:
+        _print(label, data)
+    if verdict is not None:
+        fail(*verdict)
+
+
+def _stored_tensor(name: str, t: Any, complete: bool) -> dict[str, Any]:
+    file = getattr(t, "file", None)
+    return {"name": name, "dtype": t.dtype, "shape": list(t.shape), "bytes": t.nbytes,
+            "file": file.name if file is not None else None, "complete": complete}
+
+
+def _drafter_view(source: Any, options: Any) -> dict[str, Any]:
+    """The canonical reading: what convert would carry to another layout."""
+    drafter = source.drafter
+    cfg = drafter.config
+    vocab = None
+    if drafter.vocab is not None:
+        vocab = {"draft_vocab_size": drafter.vocab.draft_vocab_size, "vocab_size": drafter.vocab.vocab_size,
+                 "first_target_ids": list(drafter.vocab.target_ids[:8])}
+    return {
+        "layout": source.detection.layout, "config": cfg.semantic_dict(),
+        "target": cfg.target.model_dump() if cfg.target else None, "capture": capture_rows(drafter, options.target),
+        "vocab_map": vocab, "tensors": sorted(drafter.tensors), "notes": list(drafter.notes),
+    }
+
+
+def _print(label: str, data: dict[str, Any]) -> None:
+    from ..drafter import MATH_FLAGS
+
+    click.echo(label)
+    layout = data["layout"] or (" or ".join(data["checked_as"]) if data["checked_as"] else "unknown")
+    click.echo(f"  layout       {layout}" + (f" ({data['detected_by']})" if data["detected_by"] else ""))
+    click.echo(f"  files        {', '.join(data['files']) or 'none readable'}")
+    if data["config"] is None:
+        click.echo("  config.json  unreadable (see the findings)")
+    else:
+        click.echo(f"  config.json  as stored ({len(data['config'])} keys)")
+        for key, value in data["config"].items():
+            text = json.dumps(value, default=str)
+            click.echo(f"    {key}: {text if len(text) <= 160 else text[:157] + '...'}")
+    view = data["drafter"]
+    if view is not None:
+        cfg = view["config"]
+        click.echo(f"  family       {cfg.get('family')}, {cfg.get('num_layers')} layer(s), hidden "
+                   f"{cfg.get('hidden_size')}, heads {cfg.get('num_attention_heads')}/"
+                   f"{cfg.get('num_key_value_heads')}, intermediate {cfg.get('intermediate_size')}")
+        click.echo(f"  vocab        target V={cfg.get('vocab_size')}, draft Vd={cfg.get('draft_vocab_size')}"
+                   + (" (d2t/t2d map)" if view["vocab_map"] is not None else " (no map: Vd == V)"))
+        click.echo(f"  fuses        k={cfg.get('num_aux_hidden_states')} states of width {cfg.get('target_hidden_size')}")
+        flags = [f for f in MATH_FLAGS if cfg.get(f)]
+        click.echo(f"  flags        {', '.join(flags) or 'none'}")
+        if view["target"]:
+            click.echo(f"  target       {view['target'].get('name_or_path')} "
+                       f"{view['target'].get('architectures') or ''}")
+        capture = view["capture"]
+        click.echo(f"  capture      boundaries {capture['boundaries']} "
+                   f"(target layers: {capture['target_layers'] or '?'})")
+        for engine, ids in capture["per_engine"].items():
+            click.echo(f"    {engine:<12} {ids}")
+    else:
+        click.echo("  drafter      not readable as a drafter (see the findings)")
+    tensors = data["tensors"]
+    click.echo(f"  tensors      {len(tensors)}, as stored")
+    for t in tensors[:HUMAN_TENSOR_ROWS]:
+        click.echo(f"    {t['name']:<48} {t['dtype']:<5} {t['shape']}" + ("" if t["complete"] else "  (truncated)"))
+    if len(tensors) > HUMAN_TENSOR_ROWS:
+        click.echo(f"    ... and {len(tensors) - HUMAN_TENSOR_ROWS} more (--json lists every one)")
+    for severity, heading in (("error", "errors"), ("warning", "warnings"), ("info", "info")):
+        group = [f for f in data["findings"] if f["severity"] == severity]
+        if group:
+            click.echo(f"{heading} ({len(group)})")
+        for f in group:
+            click.echo(f"  {f['code']}{f' [' + f['engine'] + ']' if f['engine'] else ''}: {f['message']}")
+            if f["hint"]:
+                click.echo(f"      hint: {f['hint']}")
+    for note in (view or {}).get("notes", []):
+        click.echo(f"note: {note}")
