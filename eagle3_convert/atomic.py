@@ -8,10 +8,15 @@ import errno
 import glob
 import json
 import os
+import re
 import shutil
+import signal
 import tempfile
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .errors import DestinationError
 from .safetensors_io import TensorSource, write_tensor_files
@@ -22,6 +27,7 @@ except ImportError:  # not POSIX: no temp-dir locks, so a dead writer's temp dir
     fcntl = None
 
 CONFIG_NAME = "config.json"
+_EMPTY_TEMP_DIR_AGE_S = 60  # an unlocked empty temp dir this old is a writer killed before its lock
 
 
 def _fsync_dir(path: Path) -> None:
@@ -43,6 +49,49 @@ def _umask() -> int:
     return mask
 
 
+# What a checkpoint directory may hold besides config.json and its weights: `--force` replaces a
+# directory only when every entry is one of these, so it never deletes a user's other files.
+_CHECKPOINT_ENTRY = re.compile(
+    r"^(.+\.(json|safetensors|bin|pt|pth|md|model|tiktoken)|\.gitattributes|merges\.txt|vocab\.txt"
+    r"|(configuration|modeling|tokenization)_[\w.-]+\.py|LICENSE(\.\w+)?|NOTICE)$")
+_CHECKPOINT_DIRS = (".cache",)  # huggingface_hub's metadata in a --local-dir download
+
+
+def _holds_checkpoint(entries: list[Path]) -> bool:
+    names = {p.name for p in entries if p.is_file()}
+    return "config.json" in names and any(n.endswith(".safetensors") or re.match(r"pytorch_model.*\.bin$", n)
+                                          for n in names)
+
+
+def force_would_delete(dest: Path) -> list[str]:
+    """What `--force` would delete in `dest` that is not part of a checkpoint ([] when it may replace it).
+
+    A directory is replaced only when it is empty, or holds a checkpoint (config.json and weights)
+    and nothing but the files that come with one (index, sidecar, card, tokenizer, remote code).
+    """
+    entries = sorted(dest.iterdir())
+    if not entries:
+        return []
+    if not _holds_checkpoint(entries):
+        return [p.name + ("/" if p.is_dir() else "") for p in entries]
+    strays = []
+    for p in entries:
+        if p.is_dir() and not p.is_symlink():
+            if p.name not in _CHECKPOINT_DIRS:
+                strays.append(p.name + "/")
+        elif not _CHECKPOINT_ENTRY.match(p.name):
+            strays.append(p.name)
+    return strays
+
+
+def _refuse_force(dest: Path, strays: list[str], all_of_it: bool) -> DestinationError:
+    shown = ", ".join(strays[:6]) + (f" (and {len(strays) - 6} more)" if len(strays) > 6 else "")
+    what = "holds no checkpoint" if all_of_it else "holds files that are not part of a checkpoint"
+    return DestinationError(f"--force would delete {dest}, which {what}: {shown}",
+                            "move those out or choose another destination; --force replaces only a drafter "
+                            "directory (config.json + weights) or an empty one", code="E-DEST-NOT-CHECKPOINT")
+
+
 def check_destination(dest: Path, src: Path | None, force: bool) -> None:
     dest_abs = dest.resolve()
     if src is not None:
@@ -50,13 +99,59 @@ def check_destination(dest: Path, src: Path | None, force: bool) -> None:
         if dest_abs == src_abs or src_abs in dest_abs.parents or dest_abs in src_abs.parents:
             raise DestinationError(f"destination {dest} overlaps the source {src}",
                                    "write to a separate directory; the source is never modified")
+    try:
+        cwd = Path.cwd().resolve()
+    except OSError:  # the cwd was deleted: it cannot be the destination
+        cwd = None
+    if cwd is not None and (dest_abs == cwd or dest_abs in cwd.parents):
+        where = "is the current directory" if dest_abs == cwd else f"contains the current directory {cwd}"
+        raise DestinationError(f"destination {dest} {where}; replacing it would leave this shell in a deleted "
+                               "directory", f"run from outside it (cd {dest_abs.parent}) and name the directory, "
+                               "or choose another destination", code="E-DEST-CWD")
     if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
         raise DestinationError(f"destination {dest} exists and is not a directory",
                                "choose a new directory name")
-    if dest.is_dir() and any(dest.iterdir()) and not force:
-        raise DestinationError(f"destination {dest} is not empty", "pass --force to replace it, or choose a new path")
+    if dest.is_dir() and any(dest.iterdir()):
+        if not force:
+            raise DestinationError(f"destination {dest} is not empty",
+                                   "pass --force to replace it, or choose a new path")
+        strays = force_would_delete(dest)
+        if strays:
+            raise _refuse_force(dest, strays, not _holds_checkpoint(list(dest.iterdir())))
     if dest_abs.parent.exists() and not dest_abs.parent.is_dir():
         raise DestinationError(f"{dest_abs.parent} is not a directory", "choose a destination inside a directory")
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold SIGINT back while a step that must complete or roll back runs; deliver it afterwards.
+
+    Only the main thread receives signals (and may set handlers): elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            if callable(previous):
+                previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt here
+            elif previous == signal.SIG_DFL:
+                raise KeyboardInterrupt
+
+
+_written: list[Path] = []
+
+
+def written_destinations() -> list[Path]:
+    """The destinations this process has swapped into place (as they were given): an interrupt after the
+    swap must say that DST holds the new output, not that nothing was written."""
+    return list(_written)
 
 
 def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str, TensorSource],
@@ -71,29 +166,42 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
     """
     dest = Path(dest)
     check_destination(dest, src, force)
+    dest_abs = dest.resolve()
+    parent = dest_abs.parent
+    tmp: Path | None = None
+    lock: int | None = None
     try:
-        dest.resolve().parent.mkdir(parents=True, exist_ok=True)
-        _remove_dead_temp_dirs(dest.resolve().parent, dest.name)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.resolve().parent))
-        lock = _lock_dir(tmp)
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result should not be
-    except OSError as exc:
-        raise DestinationError(f"cannot write beside {dest}: {exc.strerror or exc}",
-                               "check permissions and free space of the destination's parent") from None
-    try:
+        # SIGINT is held back from mkdtemp until the lock is taken (an interrupt there left an empty temp
+        # dir behind), and over the swap (it completes, or rolls back, and then the old copy is removed).
+        with interrupts_deferred():
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+                _remove_dead_temp_dirs(parent, dest_abs.name)
+                tmp = Path(tempfile.mkdtemp(prefix=f".{dest_abs.name}.tmp-", dir=parent))
+                lock = _lock_dir(tmp)
+                os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result should not be
+            except OSError as exc:
+                raise DestinationError(f"cannot write beside {dest}: {exc.strerror or exc}",
+                                       "check permissions and free space of the destination's parent") from None
         files = write_tensor_files(tmp, tensors, {"format": "pt"}, max_shard_bytes, on_progress)
         extra = extra_files() if callable(extra_files) else extra_files
         for name, data in {CONFIG_NAME: json_bytes(config), **extra}.items():
             (tmp / name).write_bytes(data)
             files.append(name)
         _fsync_dir(tmp)
-        _swap_into_place(tmp, dest, force)
+        with interrupts_deferred():
+            _swap_into_place(tmp, dest_abs, force)
+            tmp = None
+            _written.append(dest)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            with interrupts_deferred():
+                shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
-        os.close(lock)
-    _fsync_dir(dest.resolve().parent)
+        if lock is not None:
+            os.close(lock)
+    _fsync_dir(parent)
     return files
 
 
@@ -109,7 +217,7 @@ def _lock_dir(path: Path) -> int:
 def _remove_dead_temp_dirs(parent: Path, name: str) -> None:
     """Remove `.{name}.tmp-*` dirs left by writers that died. A live writer locks its temp dir before
     putting anything in it, so unlocked and non-empty means dead; unlocked and empty may be a writer
-    between mkdtemp and its lock, and is left alone."""
+    between mkdtemp and its lock (microseconds), so it is removed only once it is a minute old."""
     if fcntl is None:
         return
     for path in parent.glob(f".{glob.escape(name)}.tmp-*"):
@@ -121,6 +229,8 @@ def _remove_dead_temp_dirs(parent: Path, name: str) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if any(path.iterdir()):
                 shutil.rmtree(path, ignore_errors=True)
+            elif time.time() - os.fstat(fd).st_mtime > _EMPTY_TEMP_DIR_AGE_S:
+                path.rmdir()
         except OSError:
             pass  # locked by a live writer, or renamed into place meanwhile
         finally:
@@ -148,15 +258,27 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def _swap_into_place(tmp: Path, dest: Path, force: bool) -> None:
+    """Put the complete `tmp` at `dest`, replacing (under force) what is there; on failure dest is as it was.
+
+    Callers hold SIGINT back around this: it completes (old copy removed) or rolls back, never half.
+    """
     old = None
     if dest.is_dir() and force and any(dest.iterdir()):
+        strays = force_would_delete(dest)  # again: something may have been put there since the check
+        if strays:
+            raise _refuse_force(dest, strays, not _holds_checkpoint(list(dest.iterdir())))
         # One atomic exchange: a kill at any instant leaves either the old or the new output at dest. The old
         # one is then in our temp dir, unlocked, and the next writer's cleanup removes it if we die here.
         if _exchange(tmp, dest):
             shutil.rmtree(tmp, ignore_errors=True)
             return
-        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.resolve().parent))
-        os.rename(dest, old / "d")
+        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
+        try:
+            os.rename(dest, old / "d")
+        except OSError as exc:
+            old.rmdir()
+            raise DestinationError(f"cannot move {dest} aside to replace it: {exc.strerror or exc}",
+                                   "check that it is writable; retry") from None
     try:
         os.rename(tmp, dest)  # atomic; fails if another writer already filled dest
     except OSError as exc:

@@ -186,8 +186,14 @@ def test_non_empty_destination_needs_force(example_dir: Path, tmp_path: Path):
     result = run_cli("--to", "sglang", example_dir, dest)
     assert result.exit_code == 1 and "--force" in result.stderr
     assert (dest / "keep.txt").read_text() == "mine"
+    # --force replaces only a checkpoint (or an empty directory): a user's file is never deleted
+    forced = run_cli("--to", "sglang", "--force", example_dir, dest)
+    assert forced.exit_code == 1 and "E-DEST-NOT-CHECKPOINT" in forced.stderr and "keep.txt" in forced.stderr
+    assert (dest / "keep.txt").read_text() == "mine"
+    (dest / "keep.txt").unlink()
+    assert run_cli("--to", "sglang", example_dir, dest).exit_code == 0
     assert run_cli("--to", "sglang", "--force", example_dir, dest).exit_code == 0
-    assert not (dest / "keep.txt").exists() and (dest / "model.safetensors").is_file()
+    assert (dest / "model.safetensors").is_file()
 
 
 def test_destination_inside_source_is_refused(example_dir: Path):

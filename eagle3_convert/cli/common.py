@@ -80,7 +80,12 @@ def run_guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(141)
         except KeyboardInterrupt:
-            click.echo("interrupted: nothing was written to the destination", err=True)
+            from ..atomic import written_destinations  # true in every state: the swap completes or rolls back
+
+            done = written_destinations()
+            click.echo(f"interrupted: {done[-1]} was written completely before the interrupt; the registry may "
+                       f"not record it (`eagle3-convert registry add {done[-1]}`)" if done else
+                       "interrupted: nothing was written to the destination", err=True)
             sys.exit(130)
         except OSError as exc:
             fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}",
