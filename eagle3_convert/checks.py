@@ -23,6 +23,7 @@ from typing import Any, Literal
 from . import schemas, sidecar
 from .converters.base import (CONFIG_NAME, KNOWN_CANONICAL, VOCAB_TENSORS, Checkpoint, ConvertOptions, Layout, Rename,
                               decoder_fields, read_json_file, to_canonical, to_stored)
+from .converters.config_keys import key_issues
 from .converters.layer_ids import (BOUNDARY_ENGINES, default_boundaries, engine_boundaries, ids_for_engine,
                                    target_family)
 from .converters.registry import detect, get_layout
@@ -55,6 +56,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W-LAYOUT-AMBIGUOUS": ("warning", "the config reads as more than one layout, and is checked as each"),
     "E-SCHEMA": ("error", "config.json breaks its layout's JSON Schema"),
     "E-CONFIG-FIELD": ("error", "a config field the drafter needs is missing or invalid"),
+    "E-CONFIG-KEY-TYPO": ("error", "a config key is a near miss of a key the reader reads (which it takes as absent)"),
+    "E-CONFIG-KEY-PLACE": ("error", "a key the reader reads sits one level off (top level vs a nested object)"),
+    "W-CONFIG-KEY-UNKNOWN": ("warning", "a config key the layout's producers never write (carried verbatim)"),
+    "W-CONFIG-KEY-FOREIGN": ("warning", "a key other layouts' engines read and this layout's do not (not carried)"),
     "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
     "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
     "E-CONFIG-DRAFT-VOCAB": ("error", "draft_vocab_size is missing, or the engine's reading of it misfits lm_head"),
@@ -615,7 +620,15 @@ class _Run:
         self.check_schema()
 
     # --- config
+    def check_keys(self) -> None:
+        """The layout's key table (converters/config_keys): the same judgement its reader makes first."""
+        for issue in key_issues(self.layout.name, self.config):
+            if issue.code == "E-CAPTURE-FIELD":
+                continue  # read_capture_ids reports the list itself
+            self.add(issue.code, issue.message, issue.hint, where=issue.where)
+
     def read_config(self) -> DrafterConfig | None:
+        self.check_keys()
         raw = self.config
         where = "$"
         dec: Any = raw
@@ -628,7 +641,10 @@ class _Run:
         try:
             fields = decoder_fields(dec, "config.json" if where == "$" else "transformer_layer_config")
         except FormatError as exc:
-            self.out.append(from_error(exc, where=_decoder_key_path(dec, where, exc.code)))
+            key_path = _decoder_key_path(dec, where, exc.code)
+            if not any(f.where == key_path or f.code in ("E-CONFIG-KEY-TYPO", "E-CONFIG-KEY-PLACE")
+                       for f in self.out):  # the key table already named the cause
+                self.out.append(from_error(exc, where=key_path))
             return None
         layers = fields["num_layers"]
         self.intents = {name: self._intent(name, layers) for name in self.raw.tensors if name not in VOCAB_TENSORS}

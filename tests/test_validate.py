@@ -262,8 +262,16 @@ CASES: dict[str, Case] = {
     # layout and config
     "E-LAYOUT-UNKNOWN": Case(built("sglang"), edit_config(lambda c: c.__setitem__("architectures",
                                                                                     ["MistralForCausalLM"]))),
-    "W-LAYOUT-AMBIGUOUS": Case(built("vllm"), edit_tensors(_layers_to_midlayer)),
-    "E-SCHEMA": Case(built("sglang"), edit_config(lambda c: c.__setitem__("bias", "no"))),
+    # checked as SGLang too, which does not read the vLLM file's norm_before_residual
+    "W-LAYOUT-AMBIGUOUS": Case(built("vllm"), edit_tensors(_layers_to_midlayer),
+                               also=frozenset({"W-CONFIG-KEY-FOREIGN"})),
+    "E-SCHEMA": Case(built("speculators"), edit_config(lambda c: c.__setitem__("speculators_version", 9))),
+    "E-CONFIG-KEY-TYPO": Case(built("sglang"), edit_config(
+        lambda c: c.__setitem__("eagle_confg", c.pop("eagle_config")))),
+    "E-CONFIG-KEY-PLACE": Case(built("sglang"), edit_config(
+        lambda c: c.__setitem__("use_aux_hidden_state", c["eagle_config"].pop("use_aux_hidden_state")))),
+    "W-CONFIG-KEY-UNKNOWN": Case(built("sglang"), edit_config(lambda c: c.__setitem__("my_notes", "run 7"))),
+    "W-CONFIG-KEY-FOREIGN": Case(built("speculators"), edit_config(lambda c: c.__setitem__("use_aux_norm", False))),
     "E-CONFIG-FIELD": Case(built("speculators"), edit_config(lambda c: c.__setitem__("transformer_layer_config", []))),
     "E-CONFIG-FAMILY": Case(built("sglang"), edit_config(lambda c: c.__setitem__("model_type", "mistral"))),
     "E-CONFIG-ARCH": Case(built("vllm", capture_boundaries=None), edit_config(

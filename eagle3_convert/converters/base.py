@@ -224,7 +224,10 @@ def decoder_dict(cfg: DrafterConfig) -> dict[str, Any]:
 
 def split_decoder_extra(dec: Mapping[str, Any], also_known: set[str]) -> dict[str, Any]:
     """Decoder keys the canonical config does not model, kept verbatim."""
-    return {k: v for k, v in dec.items() if k not in DECODER_KEYS and k not in also_known and k not in TOP_KEYS}
+    from .config_keys import NEVER_CARRIED  # keys some layout reads: an unread copy would shadow the destination's
+
+    return {k: v for k, v in dec.items()
+            if k not in DECODER_KEYS and k not in also_known and k not in TOP_KEYS and k not in NEVER_CARRIED}
 
 
 def keep_model_type_spelling(dec: Mapping[str, Any], fields: dict[str, Any], extra: dict[str, Any]) -> None:

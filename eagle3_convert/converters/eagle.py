@@ -15,6 +15,7 @@ from typing import Any
 
 from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
+from .config_keys import refuse_key_errors
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -67,6 +68,7 @@ class EagleLayout(Layout):
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
         raw = source_config(ckpt)
         notes = list(ckpt.notes)
+        refuse_key_errors(self.name, raw, notes)
         fields = flat_fields(raw, MODELED | set(FOREIGN_FLAGS))
         refuse_unless(fields["num_layers"] == 1 and fields["family"] == "llama",
                       f"num_hidden_layers {fields['num_layers']} / model_type {raw.get('model_type')!r}: original "

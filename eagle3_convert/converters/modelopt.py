@@ -18,6 +18,7 @@ from typing import Any
 
 from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
+from .config_keys import refuse_key_errors
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -93,6 +94,7 @@ class ModelOptLayout(Layout):
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
         raw = source_config(ckpt)
         notes = list(ckpt.notes)
+        refuse_key_errors(self.name, raw, notes)
         markers = flat_markers(ckpt)
         if markers.quantized:
             raise RefusalError("a quantized ModelOpt export (quantization_config / hf_quant_config.json): its "

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
+from .config_keys import refuse_key_errors
 from .base import (
     TOP_KEYS,
     Checkpoint,
@@ -83,6 +84,7 @@ class SGLangLayout(Layout):
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
         raw = source_config(ckpt)
         notes = list(ckpt.notes)
+        refuse_key_errors(self.name, raw, notes)
         fields: dict[str, Any] = decoder_fields(raw, "config.json")
         extra = split_decoder_extra(raw, MODELED)
         keep_model_type_spelling(raw, fields, extra)

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..drafter import Drafter, TargetIdentity
 from ..errors import FormatError, RefusalError
+from .config_keys import refuse_key_errors
 from .base import (
     TOP_KEYS,
     Checkpoint,
@@ -56,6 +57,8 @@ class SpeculatorsLayout(Layout):
 
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
         raw = ckpt.config
+        key_notes: list[str] = []
+        refuse_key_errors(self.name, raw, key_notes)
         if raw.get("speculators_model_type", "eagle3") != "eagle3":
             raise FormatError(f"speculators_model_type is {raw.get('speculators_model_type')!r}, not 'eagle3'",
                               "this tool converts EAGLE-3 drafters only", code="E-CONFIG-ALGORITHM")
@@ -74,7 +77,7 @@ class SpeculatorsLayout(Layout):
                               code="E-CONFIG-FIELD")
         fields["draft_vocab_size"] = vd
         fields["target_hidden_size"] = raw.get("target_hidden_size")
-        notes = list(ckpt.notes)
+        notes = list(ckpt.notes) + key_notes
         for flag in FLAGS:
             fields[flag] = bool(raw.get(flag, False))
         if "norm_before_residual" not in raw:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
+from .config_keys import refuse_key_errors
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -89,6 +90,7 @@ class VLLMLayout(Layout):
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
         raw = source_config(ckpt)
         notes = list(ckpt.notes)
+        refuse_key_errors(self.name, raw, notes)
         fields = flat_fields(raw, MODELED)
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         served = served_family(archs)

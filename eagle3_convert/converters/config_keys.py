@@ -1,0 +1,334 @@
+"""The config.json keys each layout's producers write, as data, and what a key outside them means.
+
+Every key in a drafter config is one of:
+
+- SEMANTIC for the layout: its reader reads it, and its value changes the model (dims, rope, the
+  norm flags, the capture ids, the vocab sizes). A near miss of one (`hiden_size`,
+  `eagle_confg`), a semantic key one level off (`use_aux_hidden_state` at the top level of an
+  SGLang config, `hidden_size` at the top level of a speculators config) or one of the wrong
+  JSON type is an ERROR: the reader would take the real key as absent (or `"false"` as true)
+  and silently read another model.
+- KNOWN: its producers write it (transformers' generic config attributes, MoE fields of the
+  target family, training leftovers); carried verbatim or ignored, never a finding.
+- FOREIGN: semantic in another layout but not read by this one (a vLLM `norm_before_residual`
+  in an SGLang config): reported, never carried into the output, where it would shadow the
+  destination's own reading.
+- UNKNOWN: none of the above: reported (with a did-you-mean when it is close to a known key)
+  and carried verbatim.
+
+`key_issues(layout, config)` lists the findings; `refuse_key_errors` is what every reader calls
+first, so convert and validate judge a config the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from ..drafter import MLA_KEYS, ROPE_KEYS
+from ..errors import FormatError
+
+# ------------------------------------------------------------------------ the tables
+
+# Attributes of transformers' PretrainedConfig (4.x and 5.x) that `to_dict` can write for any model.
+TRANSFORMERS_COMMON = frozenset({
+    "_name_or_path", "_attn_implementation_autoset", "_commit_hash", "add_cross_attention", "architectures",
+    "bad_words_ids", "begin_suppress_tokens", "bos_token_id", "chunk_size_feed_forward",
+    "cross_attention_hidden_size", "decoder_start_token_id", "diversity_penalty", "do_sample", "dtype",
+    "early_stopping", "encoder_no_repeat_ngram_size", "eos_token_id", "exponential_decay_length_penalty",
+    "finetuning_task", "forced_bos_token_id", "forced_eos_token_id", "id2label", "is_decoder",
+    "is_encoder_decoder", "label2id", "length_penalty", "max_length", "min_length", "no_repeat_ngram_size",
+    "num_beam_groups", "num_beams", "num_return_sequences", "output_attentions", "output_hidden_states",
+    "output_scores", "pad_token_id", "prefix", "problem_type", "pruned_heads", "remove_invalid_values",
+    "repetition_penalty", "return_dict", "return_dict_in_generate", "sep_token_id", "suppress_tokens",
+    "task_specific_params", "temperature", "tf_legacy_loss", "tie_encoder_decoder", "tokenizer_class",
+    "top_k", "top_p", "torch_dtype", "torchscript", "transformers_version", "typical_p", "use_bfloat16",
+    "auto_map", "attn_implementation", "use_return_dict", "output_router_logits", "router_aux_loss_coef",
+    "quantization_config",
+})
+# Decoder keys that transformers writes for the llama / qwen3 / deepseek_v3 / kimi_k2 configs a drafter
+# is saved with (and the MoE fields ModelOpt's kimi_k2 template copies from the target), which no
+# engine's EAGLE-3 drafter class reads.
+DECODER_WRITTEN = frozenset({
+    "initializer_range", "use_cache", "pretraining_tp", "attention_dropout", "max_window_layers", "sliding_window",
+    "use_sliding_window", "layer_types", "bias_in_fc", "rope_interleave", "qk_head_dim",
+    "moe_intermediate_size", "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "routed_scaling_factor",
+    "scoring_func", "topk_method", "n_group", "topk_group", "norm_topk_prob", "first_k_dense_replace",
+    "moe_layer_freq", "ep_size", "aux_loss_alpha", "seq_aux", "num_nextn_predict_layers", "num_experts",
+    "num_local_experts", "experts_per_token", "decoder_sparse_step", "mlp_only_layers",
+})
+# Decoder keys the canonical config models (the same set as base.DECODER_KEYS): semantic everywhere.
+DECODER_SEMANTIC = frozenset({
+    "model_type", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "num_hidden_layers", "rms_norm_eps", "hidden_act", "max_position_embeddings", "vocab_size",
+    "attention_bias", "mlp_bias", "tie_word_embeddings", *ROPE_KEYS, *MLA_KEYS,
+})
+CAPTURE_IDS = "eagle_aux_hidden_state_layer_ids"
+FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+MODELOPT_NESTED = frozenset({"use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
+                             "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers"})
+
+
+@dataclass(frozen=True)
+class Level:
+    """The keys of one JSON object of a layout's config: read (semantic) and merely written (known)."""
+
+    semantic: frozenset[str]
+    known: frozenset[str] = frozenset()
+    children: tuple[tuple[str, "Level"], ...] = ()  # nested objects this level holds
+
+    def child(self, key: str) -> "Level | None":
+        return dict(self.children).get(key)
+
+    @property
+    def all(self) -> frozenset[str]:
+        return self.semantic | self.known
+
+
+def _flat(semantic: Iterable[str], known: Iterable[str] = (), eagle_semantic: Iterable[str] = (),
+          eagle_known: Iterable[str] = ()) -> Level:
+    """A flat HF-style config: the decoder keys at the top level, beside the layout's own."""
+    children = ()
+    if eagle_semantic or eagle_known:
+        children = (("eagle_config", Level(frozenset(eagle_semantic), frozenset(eagle_known))),)
+    return Level(DECODER_SEMANTIC | frozenset(semantic),
+                 (TRANSFORMERS_COMMON | DECODER_WRITTEN | frozenset(known)) - DECODER_SEMANTIC - frozenset(semantic),
+                 children)
+
+
+_DECODER = Level(DECODER_SEMANTIC, TRANSFORMERS_COMMON | DECODER_WRITTEN)
+
+# One table per layout: what its producers write and what its reader reads.
+LAYOUT_KEYS: dict[str, Level] = {
+    # speculators 0.9 (trainer and converter): the decoder nested under transformer_layer_config.
+    "speculators": Level(
+        semantic=frozenset({"speculators_model_type", "transformer_layer_config", "draft_vocab_size",
+                            "target_hidden_size", CAPTURE_IDS, "speculators_config", *FLAGS}),
+        known=frozenset({"speculators_version", "architectures", "embed_requires_grad", "tie_word_embeddings",
+                         "auto_map", "dtype", "torch_dtype", "transformers_version", "_name_or_path",
+                         "has_no_defaults_at_init"}),
+        children=(
+            ("transformer_layer_config", _DECODER),
+            ("speculators_config", Level(frozenset({"algorithm", "verifier"}),
+                                         frozenset({"proposal_methods", "default_proposal_method"}),
+                                         (("verifier", Level(frozenset({"name_or_path", "architectures"}))),))),
+        )),
+    # SGLang's LlamaForCausalLMEagle3 / Eagle3DeepseekV2ForCausalLM and SpecForge's export.
+    "sglang": _flat({"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config",
+                     "num_aux_hidden_states", "norm_before_fc", "fc_norm", "use_aux_norm", "norm_output", "bias",
+                     CAPTURE_IDS},
+                    eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc"}),
+    # vLLM-native Eagle3 configs.
+    "vllm": _flat({"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
+                   CAPTURE_IDS, *FLAGS},
+                  eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc"},
+                  eagle_known=MODELOPT_NESTED),
+    # SafeAILab/EAGLE: a plain Llama config and draft_vocab_size.
+    "eagle": _flat({"architectures", "draft_vocab_size", "target_hidden_size"}),
+    # NVIDIA ModelOpt's HF export (llama and kimik2 templates of its export plugin).
+    # The top-level id list is eagle3-convert's copy for vLLM, as boundaries, beside NVIDIA's nested one.
+    "modelopt": _flat({"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size", CAPTURE_IDS},
+                      known={"quantization_config"},
+                      eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", *MODELOPT_NESTED}),
+}
+# Keys some layout reads that are not the decoder's, at the top level of a flat config.
+SEMANTIC_ANYWHERE = frozenset().union(*(lvl.semantic for lvl in LAYOUT_KEYS.values())) | frozenset(
+    {"use_aux_hidden_state", *MODELOPT_NESTED})
+# Keys some layout reads inside eagle_config.
+EAGLE_CONFIG_ANYWHERE = frozenset().union(*(lvl.child("eagle_config").semantic for lvl in LAYOUT_KEYS.values()
+                                            if lvl.child("eagle_config") is not None))
+# Never carried verbatim into another layout's config: each is read by SOME layout, so an unread copy
+# would change what the destination's engine reads.
+NEVER_CARRIED = (SEMANTIC_ANYWHERE - DECODER_SEMANTIC) | {"speculators_config", "transformer_layer_config"}
+
+
+def _bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _ids(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+
+def _str_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+# The JSON type of each semantic key, where the readers' coercion would turn a wrong type into another
+# model (`"false"` read as true, a string width). Decoder keys are typed by base.decoder_fields.
+TYPES: dict[str, tuple[Callable[[Any], bool], str, bool]] = {  # key -> (check, expected, null allowed)
+    **{flag: (_bool, "true or false", False) for flag in FLAGS},
+    "use_aux_norm": (_bool, "true or false", False),
+    "bias": (_bool, "true or false", False),
+    "use_aux_hidden_state": (_bool, "true or false", False),
+    "use_input_layernorm_in_first_layer": (_bool, "true or false", False),
+    "use_last_layernorm": (_bool, "true or false", False),
+    "use_mtp_layernorm": (_bool, "true or false", False),
+    "next_layer_regular": (_bool, "true or false", False),
+    "parallel_draft_step": (_positive_int, "a positive integer", False),
+    "parallel_draft_heads_num_layers": (_positive_int, "a positive integer", False),
+    "draft_vocab_size": (_positive_int, "a positive integer", True),
+    "target_hidden_size": (_positive_int, "a positive integer", True),
+    "num_aux_hidden_states": (_positive_int, "a positive integer", False),
+    "num_hidden_layers": (_positive_int, "a positive integer", False),
+    "model_type": (lambda v: isinstance(v, str), "a string", False),
+    "architectures": (_str_list, "a list of strings", False),
+    CAPTURE_IDS: (_ids, "a list of integers", True),
+    "eagle_config": (lambda v: isinstance(v, dict), "an object", False),
+    "transformer_layer_config": (lambda v: isinstance(v, dict), "an object", False),
+    "speculators_config": (lambda v: isinstance(v, dict), "an object", False),
+    "verifier": (lambda v: isinstance(v, dict), "an object", False),
+    "speculators_model_type": (lambda v: isinstance(v, str), "a string", False),
+    "algorithm": (lambda v: isinstance(v, str), "a string", False),
+    "name_or_path": (lambda v: isinstance(v, str), "a string", True),
+}
+
+TYPE_CODES = {CAPTURE_IDS: "E-CAPTURE-FIELD"}  # the code of a wrong type, where not E-CONFIG-FIELD
+
+
+# ---------------------------------------------------------------------- the judgement
+
+@dataclass(frozen=True)
+class KeyIssue:
+    code: str  # E-CONFIG-KEY-TYPO / -PLACE, E-CONFIG-FIELD (a semantic key's type), W-CONFIG-KEY-UNKNOWN / -FOREIGN
+    where: str  # JSON path, e.g. $.eagle_confg
+    message: str
+    hint: str
+
+    @property
+    def error(self) -> bool:
+        return self.code.startswith("E-")
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Optimal-string-alignment distance (insert, delete, substitute, swap two neighbours)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def _squash(key: str) -> str:
+    return "".join(c for c in key.lower() if c.isalnum())
+
+
+def near_miss(key: str, candidates: Iterable[str]) -> str | None:
+    """The known key `key` most likely misspells (same letters ignoring case and separators, or a small edit)."""
+    squashed = _squash(key)
+    best: tuple[int, str] | None = None
+    for cand in sorted(candidates):
+        if cand == key:
+            return None
+        if _squash(cand) == squashed:
+            return cand
+        limit = 1 if len(cand) <= 6 else 2 if len(cand) <= 15 else 3
+        d = _edit_distance(key.lower(), cand.lower())
+        if d <= limit and (best is None or d < best[0]):
+            best = (d, cand)
+    return best[1] if best else None
+
+
+def _path(parent: str, key: str) -> str:
+    return f"{parent}.{key}" if key.isidentifier() else f"{parent}[{key!r}]"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__)
+
+
+def key_issues(layout: str, config: Mapping[str, Any]) -> list[KeyIssue]:
+    """Every key of `config` outside what the `layout`'s producers write, and every semantic key of
+    the wrong type. Layouts without a table (third-party plugins) yield none."""
+    table = LAYOUT_KEYS.get(layout)
+    if table is None:
+        return []
+    out: list[KeyIssue] = []
+    _walk(layout, table, config, "$", None, out)
+    return out
+
+
+def _walk(layout: str, level: Level, obj: Mapping[str, Any], where: str, parent: tuple[Level, str] | None,
+          out: list[KeyIssue]) -> None:
+    siblings = [(name, lvl) for name, lvl in level.children]
+    for key, value in obj.items():
+        path = _path(where, key)
+        if key in level.semantic:
+            check = TYPES.get(key)
+            if check is not None and not (value is None and check[2]) and not check[0](value):
+                out.append(KeyIssue(TYPE_CODES.get(key, "E-CONFIG-FIELD"), path, f"{path[2:]} is {_show(value)} (JSON "
+                                    f"{_json_type(value)}); the {layout} reader expects {check[1]} and would coerce it",
+                                    f"write {path[2:]} as {check[1]} in config.json"))
+                continue
+            child = level.child(key)
+            if child is not None and isinstance(value, dict):
+                _walk(layout, child, value, path, (level, where), out)
+            continue
+        if key in level.known:
+            continue
+        out.append(_judge_stray(layout, level, key, path, where, parent, siblings))
+
+
+def _judge_stray(layout: str, level: Level, key: str, path: str, where: str, parent: tuple[Level, str] | None,
+                 siblings: list[tuple[str, Level]]) -> KeyIssue:
+    # One level off: a key this layout reads in a nested object (or in the enclosing one).
+    for name, child in siblings:
+        if key in child.semantic:
+            return KeyIssue("E-CONFIG-KEY-PLACE", path, f"{path[2:]} is at {where[2:] or 'the top level'}, but the "
+                            f"{layout} reader reads it inside {_path(where, name)[2:]}: it would be taken as absent",
+                            f"move it into {_path(where, name)[2:]}")
+    if parent is not None and key in parent[0].semantic:
+        outer = parent[1][2:] or "the top level"
+        return KeyIssue("E-CONFIG-KEY-PLACE", path, f"{path[2:]} is nested, but the {layout} reader reads {key} at "
+                        f"{outer}: it would be taken as absent", f"move it to {_path(parent[1], key)[2:]}")
+    top_level = parent is None
+    # Semantic for another layout, at the level that layout reads it: not read here, never carried.
+    if (top_level and key in SEMANTIC_ANYWHERE) or (where == "$.eagle_config" and key in EAGLE_CONFIG_ANYWHERE):
+        return KeyIssue("W-CONFIG-KEY-FOREIGN", path, f"{path[2:]} is read by other layouts' engines but not by "
+                        f"the {layout} layout's: ignored, and not carried into the output",
+                        "if the file was written for another layout, convert with --from that layout")
+    semantic = level.semantic | {name for name, _ in siblings} | {k for _, c in siblings for k in c.semantic}
+    if top_level:
+        semantic |= SEMANTIC_ANYWHERE | DECODER_SEMANTIC
+    guess = near_miss(key, level.all | semantic)
+    if guess is not None and guess in semantic:
+        return KeyIssue("E-CONFIG-KEY-TYPO", path, f"{path[2:]} is no {layout} config key: did you mean {guess!r}? "
+                        f"The reader would take {guess} as absent and read another model",
+                        f"rename {path[2:]} to {guess} in config.json")
+    if guess is not None:
+        return KeyIssue("W-CONFIG-KEY-UNKNOWN", path, f"{path[2:]} is no {layout} config key (did you mean "
+                        f"{guess!r}?); carried verbatim", f"rename it to {guess}, or remove it")
+    return KeyIssue("W-CONFIG-KEY-UNKNOWN", path, f"{path[2:]} is no key the {layout} layout's producers write; "
+                    "carried verbatim, and no engine reads it", "remove it if it is a leftover")
+
+
+def refuse_key_errors(layout: str, config: Mapping[str, Any], notes: list[str]) -> None:
+    """What every reader calls first: an error-level key issue refuses the read; the rest become notes."""
+    issues = key_issues(layout, config)
+    for issue in issues:
+        if issue.error:
+            raise FormatError(issue.message, issue.hint, code=issue.code)
+    for issue in issues:
+        notes.append(issue.message)
+
+
+def foreign_semantic_keys(layout: str, config: Mapping[str, Any]) -> list[str]:
+    """Keys of `config` that other layouts' engines read and this layout's reader leaves unread."""
+    return [issue.where for issue in key_issues(layout, config) if issue.code == "W-CONFIG-KEY-FOREIGN"]
