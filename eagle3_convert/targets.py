@@ -52,9 +52,12 @@ def read_target_config(spec: str, revision: str | None = None, *, endpoint: str 
         path = path / "config.json"
     if path.is_file():
         return read_json_file(path, f"target config {spec}"), None
-    from .hub import is_repo_id, fetch_config
+    from .hub import HubError, both_readings, fetch_config, is_repo_id
 
-    if is_repo_id(spec):
-        return fetch_config(spec, revision, endpoint=endpoint, token=token)
-    raise FormatError(f"target {spec!r}: no such config file or directory",
+    if is_repo_id(spec):  # never a local-looking path: that is reported missing, not asked of the Hub
+        try:
+            return fetch_config(spec, revision, endpoint=endpoint, token=token)
+        except HubError as exc:
+            raise both_readings(f"target {spec}", "no such config file or directory", exc) from None
+    raise FormatError(f"target {spec}: no such config file or directory",
                       "pass the target's config.json, its directory, or its Hub repo id", code="E-TARGET-MISSING")

@@ -84,3 +84,45 @@ def violations(layout: str, config: dict[str, Any]) -> list[Violation] | None:
             message = error.validator_value.get("description") or f"forbidden: {', '.join(forbidden)}"
         out.append(Violation(json_path(parts), message))
     return out
+
+
+# ------------------------------------------------------------------ the --json output documents (docs/json.md)
+
+OUTPUT_BASE_URI = BASE_URI + "output/"
+
+
+def output_schema_name(command: str | None) -> str:
+    """`registry list` -> `registry-list`; a usage error before any command ran -> `usage`."""
+    return command.replace(" ", "-") if command else "usage"
+
+
+def output_schema_names() -> list[str]:
+    return sorted(p.name.removesuffix(".json") for p in files(__package__).joinpath("output").iterdir()
+                  if p.name.endswith(".json") and p.name != "common.json")
+
+
+@cache
+def load_output_schema(name: str) -> dict[str, Any]:
+    return json.loads(files(__package__).joinpath("output", f"{name}.json").read_text(encoding="utf-8"))
+
+
+@cache
+def _output_validator(name: str):
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    registry = Registry().with_resources(
+        (OUTPUT_BASE_URI + f"{n}.json", Resource.from_contents(load_output_schema(n)))
+        for n in ("common", *output_schema_names()))
+    schema = load_output_schema(name)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, registry=registry)
+
+
+def output_violations(doc: dict[str, Any]) -> list[Violation]:
+    """Where a --json document breaks the schema of the command that printed it (its `command` field)."""
+    command = doc.get("command") if isinstance(doc, dict) else None
+    name = output_schema_name(command if isinstance(command, str) else None)
+    # A group's usage error (`registry lst`) is answered before any command of it ran.
+    validator = _output_validator(name if name in output_schema_names() else "usage")
+    return [Violation(json_path(e.absolute_path), e.message[:200]) for e in validator.iter_errors(doc)]
