@@ -15,7 +15,7 @@ import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import import_module
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +62,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W-CONFIG-KEY-FOREIGN": ("warning", "a key other layouts' engines read and this layout's do not (not carried)"),
     "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
     "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
+    "E-ENGINE-WRONG": ("error", "the engine loads this file and serves something other than the trained drafter"),
     "E-CONFIG-DRAFT-VOCAB": ("error", "draft_vocab_size is missing, or the engine's reading of it misfits lm_head"),
     "E-CONFIG-TARGET-HIDDEN-NULL": ("error", "target_hidden_size is null, and SGLang checks presence only"),
     "W-CONFIG-DEFAULTS-DIFFER": ("warning", "an absent key the engines default differently"),
@@ -253,7 +254,13 @@ def engine_profiles() -> dict[str, EngineProfile]:
     return _profiles
 
 
-ENGINES = ("speculators", "vllm", "sglang", "trtllm")
+ENGINES = ("speculators", "vllm", "sglang", "trtllm", "llamacpp")
+# validate's engine names -> the readers of eagle3_convert.engines (vLLM's two runners read ids differently)
+ENGINE_READERS = {"speculators": ("speculators",), "vllm": ("vllm-v1", "vllm-v2"), "sglang": ("sglang",),
+                  "trtllm": ("trtllm",), "llamacpp": ("llamacpp",)}
+# The layout whose file each engine reads right, for hints (llama.cpp's converter reads vLLM's top-level ids).
+ENGINE_LAYOUT = {"speculators": "speculators", "vllm": "vllm", "sglang": "sglang", "trtllm": "modelopt",
+                 "llamacpp": "vllm"}
 # Who serves each layout when --engine is not given.
 LAYOUT_ENGINES: dict[str, tuple[str, ...]] = {
     "speculators": ("speculators", "vllm"), "vllm": ("vllm",), "sglang": ("sglang",),
@@ -490,7 +497,9 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         report.manifest, deep_findings = deep_scan(raw.tensors, raw.cut,
                                                    on_bytes=progress(total) if progress else None)
         findings.extend(deep_findings)
-    report.findings = _dedupe(findings)
+    from .hints import checked
+
+    report.findings = [replace(f, hint=checked(f.hint, label, root)) for f in _dedupe(findings)]
     return report
 
 
@@ -513,8 +522,8 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
         report.detected_by = "; ".join(f"{d.layout}: {d.reason}" for d in found)
         report.findings.append(finding(
             "W-LAYOUT-AMBIGUOUS", f"the config reads as more than one layout ({report.detected_by}); engines "
-            "disagree on what it means, so it is checked as each", "when converting, pass --from with the layout "
-            "that wrote it; fix the findings below so the file says one thing",
+            "disagree on what it means, so it is checked as each", "when converting, say which layout wrote it with "
+            f"--from ({' or '.join(d.layout for d in found)}); fix the findings below so the file says one thing",
             where=CONFIG_NAME))
         return [get_layout(d.layout) for d in found]
     report.detected_by = detection.reason
@@ -595,6 +604,10 @@ class _Run:
             flags = ("--from", self.layout.name, *flags)
         return " ".join(["eagle3-convert", *flags, "--to", to, self.src, dest])
 
+    def command_inspect(self) -> str:
+        return " ".join(["eagle3-convert", "inspect", *(("--from", self.layout.name) if self.name_layout else ()),
+                         self.src])
+
     @property
     def depth(self) -> int | None:
         return self.target.num_hidden_layers if self.target else None
@@ -615,7 +628,9 @@ class _Run:
                 self.check_vocab()
             self.check_capture()
             for name in self.engines:
-                self.check_engine(engine_profiles()[name])
+                if name in engine_profiles():  # llama.cpp is judged by its engine module alone
+                    self.check_engine(engine_profiles()[name])
+            self.check_engine_verdicts()
             self.check_target()
         self.check_schema()
 
@@ -734,7 +749,7 @@ class _Run:
             if intent is None:
                 self.add("E-KEY-UNKNOWN", f"tensor {stored!r} is no part of an EAGLE-3 drafter in the "
                          f"{self.layout.name} layout: every engine drops it silently",
-                         "rename it to its drafter name or remove it (`eagle3-convert inspect` lists the names)",
+                         f"rename it to its drafter name or remove it (`{self.command_inspect()}` lists the names)",
                          where=stored)
                 continue
             if intent in seen:
@@ -836,6 +851,9 @@ class _Run:
         ours = self.meaning(self.layout.engine, ids)
         readers = ("vllm",) if location == "top" else ("sglang",)  # flat configs: SGLang nests, vLLM reads top
         readings = {e: self.meaning(e, ids) for e in readers}
+        if self.intended is not None and all(b is not None and sorted(set(b)) == sorted(set(self.intended))
+                                             for b in readings.values()):
+            return  # the same layers, spelled for the engine that reads them there (as eagle3-convert writes)
         differ = {e: b for e, b in readings.items() if b != ours}
         if not differ:
             return
@@ -855,9 +873,10 @@ class _Run:
         misplaced = self.ids["nested" if self.home == "top" else "top"] if self.ids[self.home] is None else None
         if truth is None and misplaced:
             truth = self.meaning(self.layout.engine, misplaced)  # the layout's reading of a misplaced list
-        # The layout's reader refuses a list outside its place, so no conversion can fix it until it is moved.
-        convert = (f"move the list to {LOCATIONS[self.home][2:]}, then " if misplaced else "") + \
-            f"`{self.command(p.layout)}`"
+        # The layout's reader refuses a list outside its place unless --capture-layers says how it counts.
+        settle = ("--capture-layers", ",".join(map(str, misplaced)), "--convention", self.layout.engine) \
+            if misplaced else ()
+        convert = f"`{self.command(p.layout, *settle)}`"
         default = default_boundaries(self.depth) if self.depth else None
         if p.ids_from is None:
             wanted = truth or default
@@ -883,8 +902,7 @@ class _Run:
                 coincide = f", which here equals the {self.layout.name} reading {truth}" if (
                     truth and sorted(truth) == sorted(default or [])) else ""
                 # Converting helps only when the layout's own reader understands where the ids are.
-                fix = (f"`{self.command(p.layout)}` writes them there" if loc == self.home else
-                       f"move them to {LOCATIONS[self.home][2:]}, where the {self.layout.name} layout keeps them")
+                fix = f"{convert} writes them there"
                 if p.name == "vllm" and loc == "nested":
                     coincide += (f" (its V1 runner instead falls back to that list, read as boundaries "
                                  f"{self.meaning('vllm', self.ids[loc])})")
@@ -953,12 +971,13 @@ class _Run:
     # --- one engine
     def check_engine(self, p: EngineProfile) -> None:
         cfg, raw = self.cfg, self.config
-        if not self._engine_reads_config(p):
-            return
-        for reason in p.unsupported(cfg):
+        unsupported = p.unsupported(cfg)
+        for reason in unsupported:
             self.add("E-ENGINE-UNSUPPORTED", f"{reason}: it would serve different maths or drop weights",
-                     "serve the drafter with an engine that supports it (vLLM supports every variant): "
-                     f"`{self.command('vllm')}`", engine=p.name)
+                     f"no file makes {p.label} serve this drafter as trained; serve it with vLLM, which supports "
+                     f"every variant: `{self.command('vllm')}`", engine=p.name)
+        if unsupported or not self._engine_reads_config(p):
+            return  # the real blocker is said; how this file is spelled for the engine is moot
         if cfg.family in p.families and self.raw.complete and self.layers_plausible():
             self._engine_keys(p)
         if self.raw.complete:
@@ -980,6 +999,25 @@ class _Run:
                      "size", engine=p.name, where="$.target_hidden_size")
         self._engine_capture(p)
         self._fc_bypass(p)
+
+    def check_engine_verdicts(self) -> None:
+        """The engine modules' verdict on this file, as a last word: an engine that would serve it wrong is
+        never left unsaid, even where no finding above names the cause."""
+        from .engines import LABELS, WRONG, TargetContext, serve_verdicts
+
+        readers = [r for name in self.engines for r in ENGINE_READERS.get(name, ())]
+        cfg = self.cfg.model_copy(update={"capture_boundaries": self.intended})
+        serves = serve_verdicts(self.config, self.raw.tensors, cfg, TargetContext(self.family, self.depth), readers)
+        said = {f.engine for f in self.out if f.severity in ("error", "warning")}
+        if "W-CONFIG-DEFAULTS-DIFFER" in self.codes():
+            said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
+        for reader, verdict in serves.items():
+            engine = reader.split("-")[0]
+            if verdict.verdict == WRONG and engine not in said:
+                self.add("E-ENGINE-WRONG", f"{LABELS[reader]}: {verdict.why}; it would serve this file wrong",
+                         f"write the file the engine reads right: `{self.command(ENGINE_LAYOUT[engine])}`",
+                         engine=engine)
+                said.add(engine)
 
     def _engine_reads_config(self, p: EngineProfile) -> bool:
         cfg = self.cfg

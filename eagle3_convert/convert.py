@@ -22,6 +22,7 @@ from .converters.base import (
 from .converters.layer_ids import default_boundaries, ids_for_engine
 from .converters.registry import detect, get_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
+from .engines import LABELS, REFUSES, WRONG, Verdict, serve_verdicts, target_context
 from .errors import FormatError, RefusalError
 from .fingerprint import drafter_id, tensor_digests
 from .hub import resolve_source
@@ -50,6 +51,7 @@ class ConvertResult:
     notes: list[str] = field(default_factory=list)
     drafter_id: str = ""
     facts: dict = field(default_factory=dict)  # what the sidecar records
+    serves: dict[str, Verdict] = field(default_factory=dict)  # each engine's verdict on the output
 
 
 def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetIdentity | None:
@@ -58,7 +60,13 @@ def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetI
         return None
     local = Path(spec)
     if local.is_dir() and (local / "config.json").is_file() or local.is_file():
-        return load_target(spec, name_or_path=spec)
+        from .engines.vllm import local_verifier
+        from .targets import read_target_config
+
+        # vLLM refuses a speculators verifier that is a local path: name the repo the config says it came from.
+        named = read_target_config(spec)[0].get("_name_or_path")
+        repo = named if isinstance(named, str) and named and not local_verifier(named) else spec
+        return load_target(spec, name_or_path=repo)
     archs = target.architectures if target else []
     return TargetIdentity(name_or_path=spec, architectures=archs)
 
@@ -88,8 +96,33 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
         where = ".".join(str(part) for part in first["loc"]) or "config"
         raise FormatError(f"config.json: {where}: {first['msg']} (got {str(first.get('input'))[:60]!r})",
                           "fix that field in config.json", code="E-CONFIG-FIELD") from None
+    if from_layout != "auto":
+        refuse_another_reading(ckpt, drafter, detection.layout, options)
     uri = f"hf://{src}@{commit}" if commit else str(path.resolve())
     return Source(drafter, detection, path, uri, commit, ckpt.sidecar)
+
+
+def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertOptions) -> None:
+    """An explicit --from must read the drafter that detection's layout reads, or nothing: otherwise the
+    drafter (and its id) would depend on --from. Ambiguous or unreadable detection: --from settles it."""
+    from .errors import Eagle3Error
+    from .fingerprint import reading_differences
+
+    try:
+        detected = detect(ckpt)
+    except Eagle3Error:
+        return
+    if detected.layout == given or not detected.confident:
+        return
+    try:
+        other = get_layout(detected.layout).read(ckpt, options)
+    except (Eagle3Error, ValidationError):
+        return
+    differences = reading_differences(drafter, other)
+    if differences:
+        raise RefusalError(f"--from {given} reads another drafter from this {detected.layout} checkpoint than "
+                           f"the {detected.layout} layout does ({'; '.join(differences[:2])})",
+                           f"drop --from (detected {detected.layout}: {detected.reason})", code="E-FROM-MISMATCH")
 
 
 def apply_training_capture(drafter: Drafter, options: ConvertOptions) -> None:
@@ -192,10 +225,9 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     options = options or ConvertOptions()
     layout = get_layout(to)
     source = read_source(src, from_layout, options, revision, endpoint, token)
-    apply_training_capture(source.drafter, options)
     if on_source:
         on_source(source)
-    plan = layout.plan(source.drafter, options)
+    plan, serves = plan_conversion(source, layout.name, options)
     on_progress = progress(total_bytes(plan)) if progress else None
     facts = sidecar_facts(source.drafter, options, source, layout.name, trained_with)
     history_notes: list[str] = []
@@ -216,7 +248,33 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
                                 src=source.path if not source.commit else None, force=force,
                                 max_shard_bytes=max_shard_bytes, on_progress=on_progress)
     return ConvertResult(source, Path(dest), layout.name, files, plan,
-                         source.drafter.notes + plan.notes + history_notes, facts["drafter_id"], facts)
+                         source.drafter.notes + plan.notes + history_notes, facts["drafter_id"], facts, serves)
+
+
+def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[WritePlan, dict[str, Verdict]]:
+    """Everything a conversion decides, without writing: the capture layers from training, the destination
+    layout's plan, and every engine's verdict on it. Raises what convert would refuse with."""
+    layout = get_layout(to)
+    apply_training_capture(source.drafter, options)
+    plan = layout.plan(source.drafter, options)
+    return plan, judge_output(plan, source.drafter, options, layout.home_engines)
+
+
+def judge_output(plan: WritePlan, drafter: Drafter, options: ConvertOptions,
+                 home_engines: tuple[str, ...]) -> dict[str, Verdict]:
+    """Every engine's verdict on the file about to be written. A file its own engines would serve wrong
+    is refused before any byte is written; another engine's wrong reading is reported, never hidden."""
+    ctx = target_context(drafter.config, options.target)
+    serves = serve_verdicts(plan.config, plan.tensors, drafter.config, ctx)
+    home = {e: serves[e] for e in home_engines}
+    wrong = [v for v in home.values() if v.verdict == WRONG]
+    if home and (wrong or all(v.verdict == REFUSES for v in home.values())):
+        bad = wrong[0] if wrong else next(iter(home.values()))
+        raise RefusalError(f"the {plan.layout} layout is for {', '.join(LABELS[e] for e in home_engines)}, and "
+                           f"{LABELS[bad.engine]} would {'serve this file wrong' if wrong else 'refuse it'}: "
+                           f"{bad.why}", "convert to a layout whose engine serves the drafter as trained (`--to "
+                           "vllm` serves every variant)", code="E-ENGINE-WRONG" if wrong else "E-ENGINE-REFUSES")
+    return serves
 
 
 def total_bytes(plan: WritePlan) -> int:

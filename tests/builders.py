@@ -382,12 +382,14 @@ def build_drafter(dest: Path, layout: str, spec: DrafterSpec | None = None, **ch
 
 
 def write_target(dest: Path, spec: DrafterSpec | None = None) -> Path:
-    """A target model's config.json (no weights): depth, width, vocab and family of `spec`'s target."""
+    """A target model's config.json (no weights): depth, width, vocab and family of `spec`'s target, and its
+    Hub name in `_name_or_path`, as transformers' save_pretrained writes it."""
     spec = spec or DrafterSpec()
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     arch = "DeepseekV3ForCausalLM" if spec.target_model_type.startswith("deepseek") else "LlamaForCausalLM"
     (dest / "config.json").write_text(json.dumps({
+        "_name_or_path": spec.verifier,
         "architectures": [arch], "model_type": spec.target_model_type, "num_hidden_layers": spec.target_layers,
         "hidden_size": spec.ht, "vocab_size": spec.vocab_size}))
     return dest

@@ -83,12 +83,16 @@ def test_speculators_to_sglang_and_back_is_lossless(example_dir: Path, tmp_path:
 def test_sglang_to_speculators_and_back_is_lossless(sample, tmp_path: Path):
     src = sample("specforge-sglang")
     verifier = write_target_config(tmp_path / "llama-tiny", 8)
-    result = run_cli("--to", "speculators", "--verifier", verifier, src, tmp_path / "spec")
+    result = run_cli("--to", "speculators", "--verifier", "org/llama-tiny", "--target", verifier, src,
+                     tmp_path / "spec")
     assert result.exit_code == 0, result.stderr
     assert run_cli("--to", "sglang", tmp_path / "spec", tmp_path / "back").exit_code == 0
 
     assert tensor_hashes(tmp_path / "back") == tensor_hashes(src)
-    assert json.loads((tmp_path / "back" / "config.json").read_text()) == json.loads((src / "config.json").read_text())
+    back = json.loads((tmp_path / "back" / "config.json").read_text())
+    # The one addition: the same layers as boundaries at the top level, where vLLM's runners read them.
+    assert back.pop("eagle_aux_hidden_state_layer_ids") == [2, 4, 5]
+    assert back == json.loads((src / "config.json").read_text())
     spec = json.loads((tmp_path / "spec" / "config.json").read_text())
     assert spec["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]  # SGLang [1,3,4] are block outputs
     assert spec["speculators_config"]["verifier"]["architectures"] == ["LlamaForCausalLM"]
@@ -99,7 +103,7 @@ def test_sglang_output_nests_block_output_ids(example_dir: Path, tmp_path: Path)
     assert run_cli("--to", "sglang", example_dir, tmp_path / "sg").exit_code == 0
     cfg = json.loads((tmp_path / "sg" / "config.json").read_text())
     assert cfg["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": [1, 3, 4], "use_aux_hidden_state": True}
-    assert "eagle_aux_hidden_state_layer_ids" not in cfg
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]  # boundaries, for vLLM's V1 and V2 runners
     assert cfg["draft_vocab_size"] == 128 and "target_hidden_size" not in cfg
     names = set(read_tensor_table(tmp_path / "sg")[0])
     assert "midlayer.self_attn.q_proj.weight" in names and not any(n.startswith("layers.") for n in names)
@@ -227,7 +231,8 @@ LAYOUTS = ("speculators", "sglang")
 @given(data=st.data())
 def test_capture_boundaries_survive_any_chain(tmp_path_factory, data):
     depth = data.draw(st.integers(4, 80), label="target layers")
-    boundaries = sorted(data.draw(st.sets(st.integers(0, depth - 1), min_size=1, max_size=5), label="boundaries"))
+    # k >= 2: with one captured state k*Ht == H and SGLang skips fc (test_sglang_refuses_a_bypassed_fc)
+    boundaries = sorted(data.draw(st.sets(st.integers(0, depth - 1), min_size=2, max_size=5), label="boundaries"))
     chain = data.draw(st.lists(st.sampled_from(LAYOUTS), min_size=1, max_size=4), label="chain")
     root = tmp_path_factory.mktemp("chain")
     target = write_target_config(root / "target", depth)
@@ -238,6 +243,16 @@ def test_capture_boundaries_survive_any_chain(tmp_path_factory, data):
         current = root / f"step{i}"
         drafter = read_source(str(current), options=make_options(target=str(target))).drafter
         assert drafter.config.capture_boundaries == boundaries
+
+
+def test_sglang_refuses_a_bypassed_fc(tmp_path: Path):
+    """One captured state of the drafter's own width: SGLang would skip fc silently, so --to sglang refuses."""
+    target = write_target_config(tmp_path / "target", 8)
+    src = build(tmp_path / "src", "speculators", [3], target_layers=8)
+    result = run_cli("--to", "sglang", "--target", target, src, tmp_path / "out")
+    assert result.exit_code == 1 and "[E-ENGINE-WRONG]" in result.stderr and "skips fc" in result.stderr
+    assert not (tmp_path / "out").exists()
+    assert run_cli("--to", "vllm", "--target", target, src, tmp_path / "v").exit_code == 0
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

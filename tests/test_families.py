@@ -83,7 +83,8 @@ def test_sglang_refuses_vllm_names_for_later_layers(tmp_path: Path):
     spec = DrafterSpec(num_layers=2)
     src = build_drafter(tmp_path / "v", "vllm", spec)
     code, out = convert_code("--from", "sglang", "--to", "vllm", src, tmp_path / "out")
-    assert code == 1 and "[E-KEY-MISSING]" in out and "--from vllm" in out
+    # Its two id copies (both boundaries, as vLLM-native files write them) are read first, as SGLang would.
+    assert code == 1 and "[E-CAPTURE-CONFLICT]" in out and "--from vllm" in out
 
 
 def test_vllm_drops_the_later_hidden_norm_it_never_reads(tmp_path: Path):
@@ -296,7 +297,7 @@ def test_vllm_writes_both_id_copies_the_flags_and_k(tmp_path: Path):
     assert run_cli("--to", "vllm", src, tmp_path / "v").exit_code == 0
     cfg = config(tmp_path / "v")
     assert cfg["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5, 6]  # boundaries, as vLLM reads them
-    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5, 6]
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4, 5]  # block outputs, as SGLang reads
     assert cfg["num_aux_hidden_states"] == 4
     assert cfg["norm_before_residual"] is False  # always written: an absent key is true on vLLM's other path
     names = set(read_tensor_table(tmp_path / "v")[0])
@@ -310,11 +311,18 @@ def test_vllm_refuses_ids_only_in_eagle_config(tmp_path: Path):
 
 
 def test_vllm_top_level_ids_win_over_the_nested_copy(tmp_path: Path):
+    src = build_drafter(tmp_path / "v", "vllm")  # top level and nested both [2, 4, 5]: SGLang reads [3, 5, 6]
+    result = run_cli("--to", "sglang", src, tmp_path / "sg")
+    assert result.exit_code == 0 and "ignored" in result.stdout and "SGLang would have read" in result.stdout
+    assert config(tmp_path / "sg")["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]  # from [2, 4, 5]
+
+
+def test_vllm_nested_block_outputs_beside_top_level_boundaries_are_one_list(tmp_path: Path):
     src = build_drafter(tmp_path / "v", "vllm")
     rewrite_config(src, eagle_config={"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]})
     result = run_cli("--to", "sglang", src, tmp_path / "sg")
-    assert result.exit_code == 0 and "ignored" in result.stdout
-    assert config(tmp_path / "sg")["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]  # from [2, 4, 5]
+    assert result.exit_code == 0 and "ignored" not in result.stdout
+    assert config(tmp_path / "sg")["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
 
 
 def test_layout_read_errors_are_eagle3_errors(tmp_path: Path):

@@ -143,6 +143,15 @@ def built(layout: str, **changes: Any) -> Callable[[Path], Path]:
     return lambda tmp: build_drafter(tmp / "drafter", layout, DrafterSpec(), **changes)
 
 
+def built_readable_by_both() -> Callable[[Path], Path]:
+    """A vLLM-native file whose nested id copy is spelled as SGLang reads it (as eagle3-convert writes it)."""
+    def base(tmp: Path) -> Path:
+        path = build_drafter(tmp / "drafter", "vllm", DrafterSpec())
+        edit_config(lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 3, 4]))(path)
+        return path
+    return base
+
+
 def from_sample(name: str) -> Callable[[Path], Path]:
     return lambda tmp: sample(tmp, name)
 
@@ -263,7 +272,7 @@ CASES: dict[str, Case] = {
     "E-LAYOUT-UNKNOWN": Case(built("sglang"), edit_config(lambda c: c.__setitem__("architectures",
                                                                                     ["MistralForCausalLM"]))),
     # checked as SGLang too, which does not read the vLLM file's norm_before_residual
-    "W-LAYOUT-AMBIGUOUS": Case(built("vllm"), edit_tensors(_layers_to_midlayer),
+    "W-LAYOUT-AMBIGUOUS": Case(built_readable_by_both(), edit_tensors(_layers_to_midlayer),
                                also=frozenset({"W-CONFIG-KEY-FOREIGN"})),
     "E-SCHEMA": Case(built("speculators"), edit_config(lambda c: c.__setitem__("speculators_version", 9))),
     "E-CONFIG-KEY-TYPO": Case(built("sglang"), edit_config(
@@ -327,9 +336,11 @@ CASES: dict[str, Case] = {
                              lambda tmp: {"expected_boundaries": [2, 4, 5]}),
     "W-CAPTURE-IDS-IGNORED": Case(built("modelopt", capture_boundaries=None), _ids(nested=[1, 3, 4]),
                                   with_engines("vllm")),
-    "W-CAPTURE-CONVENTION": Case(built("vllm"), _ids(nested=[1, 3, 4])),
+    "W-CAPTURE-CONVENTION": Case(built("vllm"), _ids(nested=[3, 5, 6])),  # SGLang: boundaries [4, 6, 7]
     "I-CAPTURE-DEFAULT": Case(built("speculators"), _ids(top=None)),
     "I-CAPTURE-RUNTIME": Case(built("modelopt"), lambda p: None, with_engines("trtllm")),
+    # llama.cpp's converter reads only the top-level list: nested non-default ids become its defaults.
+    "E-ENGINE-WRONG": Case(built("sglang"), _ids(nested=[0, 3, 4]), with_engines("llamacpp")),
     # the target
     "E-TARGET-HIDDEN": Case(built("speculators"), lambda p: None, lambda tmp: {"target": target(tmp)},
                             lambda tmp: {"target": target(tmp, hidden_size=64)}),

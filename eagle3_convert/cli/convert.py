@@ -85,6 +85,18 @@ def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
             "per_engine": convention_table(cfg.capture_boundaries, depth, family)}
 
 
+SERVE_WORDS = {"as-trained": "serves as trained", "default-layers": "serves with its default layers (the trained "
+                "ones)", "runtime-layers": "serves when told the layers", "refuses": "refuses it loudly",
+               "wrong": "serves it WRONG"}
+
+
+def serve_lines(serves: dict[str, Any]) -> list[str]:
+    """One line per engine: where the output can be served, and why not elsewhere."""
+    from ..engines import LABELS
+
+    return [f"  {LABELS[engine]:<34} {SERVE_WORDS[v.verdict]}: {v.why}" for engine, v in serves.items()]
+
+
 @main.command("convert")
 @click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True,
               help="Source layout; auto detects it and says how.")
@@ -175,6 +187,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         "dest": str(result.dest), "files": result.files, "tensors": len(result.plan.tensors), "bytes": size,
         "capture": capture, "notes": result.notes + (recorded.notes if recorded else []),
         "drafter_id": result.drafter_id, "recorded_in": str(store.path) if recorded else None,
+        "serves": {engine: v.to_dict() for engine, v in result.serves.items()},
     }
     if as_json:
         emit_json(summary)
@@ -184,6 +197,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     click.echo(f"capture layers: boundaries {capture['boundaries']}; as written for "
                f"{result.source.detection.layout}: {per_engine.get(result.source.detection.layout, '?')}, "
                f"for {result.layout}: {per_engine.get(result.layout, '?')}")
+    for line in serve_lines(result.serves):
+        click.echo(line)
     if recorded:
         click.echo(f"recorded drafter {result.drafter_id[:12]} in {store.path}")
     for note in summary["notes"]:

@@ -9,7 +9,7 @@ from .common import Progress, emit_json, error_dict, fail, hub_options, hub_prog
 from .convert import LAYOUT_NAMES
 
 # Static so `--help` imports no checks; a test keeps it equal to checks.ENGINES.
-ENGINE_NAMES = ("speculators", "vllm", "sglang", "trtllm")
+ENGINE_NAMES = ("speculators", "vllm", "sglang", "trtllm", "llamacpp")
 HEADINGS = {"error": "errors", "warning": "warnings", "info": "info"}
 
 

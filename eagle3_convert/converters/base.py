@@ -16,6 +16,7 @@ from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROP
 from ..errors import FormatError, RefusalError
 from ..safetensors_io import INDEX_NAME, reject_duplicate_keys, TensorSource, read_tensor_table
 from .. import sidecar
+from .layer_ids import ids_for_engine
 from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a drafter config is a few KB; anything this big is hostile
@@ -316,7 +317,7 @@ def canonical_tensors(ckpt: Checkpoint, renames: tuple[Rename | LayerRename, ...
             raise RefusalError(
                 f"tensor {stored!r} is not part of an EAGLE-3 drafter in the {layout} layout",
                 "engines drop unknown tensors silently; rename it to the layout's key or remove it "
-                "(`eagle3-convert inspect` lists the expected names)", code="E-KEY-UNKNOWN")
+                "(`eagle3-convert inspect SRC` lists the expected names)", code="E-KEY-UNKNOWN")
         if canonical in out:
             raise FormatError(f"tensors {stored!r} and another name both map to {canonical!r}",
                               "the checkpoint stores one weight twice under two prefixes; keep one",
@@ -360,6 +361,9 @@ class Layout(ABC):
     name: str
     summary: str  # one line: who writes it, who serves it
     engine: str  # the engine whose capture-id convention this layout's config follows
+    # The engines (eagle3_convert.engines names) a file in this layout is written for: each must
+    # serve it as trained, or the write is refused.
+    home_engines: tuple[str, ...] = ()
 
     @abstractmethod
     def detect(self, ckpt: Checkpoint) -> Detection | None: ...
@@ -494,6 +498,7 @@ class FlatMarkers:
     midlayer: bool  # tensors named midlayer.* (SpecForge, original EAGLE, ModelOpt's Megatron export)
     pickled: bool  # weights in pytorch_model*.bin (original EAGLE research code)
     top_level_ids: bool  # vLLM reads ids there; SGLang ignores them
+    nested_ids: bool  # SGLang and ModelOpt keep their ids in eagle_config (ours add a top-level copy for vLLM)
     has_eagle_config: bool
     modelopt_fields: tuple[str, ...]
     norm_before_residual_key: bool  # a vLLM key SGLang, EAGLE and ModelOpt never write
@@ -511,6 +516,7 @@ def flat_markers(ckpt: Checkpoint) -> FlatMarkers:
         midlayer=any(name.startswith("midlayer.") for name in ckpt.tensors),
         pickled=any(f.endswith(".bin") for f in ckpt.weight_files),
         top_level_ids=bool(cfg.get("eagle_aux_hidden_state_layer_ids")),
+        nested_ids=bool(eagle.get("eagle_aux_hidden_state_layer_ids")),
         has_eagle_config=isinstance(cfg.get("eagle_config"), dict),
         modelopt_fields=tuple(k for k in MODELOPT_EAGLE_FIELDS if k in eagle),
         norm_before_residual_key="norm_before_residual" in cfg,
@@ -570,6 +576,50 @@ def capture_context(drafter_family: str, *targets: TargetIdentity | None) -> tup
     target = next((t for t in targets if t is not None), None) or TargetIdentity()
     model_type = target.model_type or ("deepseek_v3" if drafter_family == "deepseek_mla" else None)
     return target_family(model_type), target.num_hidden_layers
+
+
+def write_capture_ids(config: dict[str, Any], eagle: dict[str, Any], cfg: DrafterConfig, options: ConvertOptions,
+                      nested_convention: str, nested_required: bool) -> None:
+    """The capture layers where every engine reads them: BOUNDARIES at the top level (vLLM's V1 and V2
+    runners, llama.cpp's converter) and `nested_convention` ids in eagle_config (SGLang, ModelOpt).
+    A nested list the convention cannot spell is left out when not required (SGLang then reads
+    its defaults, and `engines.shield_from_sglang` makes it refuse the file instead)."""
+    if cfg.capture_boundaries is None:
+        return
+    family, depth = capture_context(cfg.family, options.target, cfg.target)
+    config["eagle_aux_hidden_state_layer_ids"] = list(cfg.capture_boundaries)
+    try:
+        eagle["eagle_aux_hidden_state_layer_ids"] = ids_for_engine(nested_convention, cfg.capture_boundaries,
+                                                                   family, depth)
+    except RefusalError:
+        if nested_required:
+            raise
+
+
+def given_capture(options: ConvertOptions) -> list[int] | None:
+    """Boundaries the user stated with --capture-layers: they settle which of two readings is meant."""
+    given = options.training_capture
+    return list(given[0]) if given and given[1].startswith("--capture-layers") else None
+
+
+def check_top_level_copy(raw: Mapping[str, Any], boundaries: list[int] | None, nested_reader: str,
+                         options: ConvertOptions) -> list[int] | None:
+    """A nested-id layout may carry the same layers at the top level as boundaries (for vLLM); a top-level
+    list that names other layers is a trap (each engine would capture different ones): refused unless
+    --capture-layers says which of the two the drafter was trained on. Returns the boundaries."""
+    top = int_list(raw.get("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids")
+    if top is None or boundaries is None or sorted(set(top)) == sorted(set(boundaries)):
+        return boundaries
+    given = given_capture(options)
+    if given is not None and sorted(given) in (sorted(top), sorted(boundaries)):
+        return given
+    raise FormatError(
+        f"the top-level eagle_aux_hidden_state_layer_ids {top} (vLLM reads them as boundaries {top}) and "
+        f"eagle_config.eagle_aux_hidden_state_layer_ids (read by {nested_reader} as boundaries {boundaries}) "
+        "name different layers", f"say which the drafter was trained on: add `--capture-layers "
+        f"{','.join(map(str, sorted(boundaries)))} --convention boundary` (the {nested_reader} reading) or "
+        f"`--capture-layers {','.join(map(str, sorted(top)))} --convention boundary` (the vLLM reading); a file "
+        "written for vLLM (boundaries in both places) reads right with --from vllm", code="E-CAPTURE-CONFLICT")
 
 
 def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: str, other_layout: str,

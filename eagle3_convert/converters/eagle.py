@@ -53,6 +53,7 @@ class EagleLayout(Layout):
     name = "eagle"
     summary = "SafeAILab/EAGLE original EAGLE-3 (midlayer.*, pytorch_model.bin); read by EAGLE's ea_model"
     engine = "eagle"
+    home_engines = ("sglang", "vllm-v1", "vllm-v2")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         m = flat_markers(ckpt)

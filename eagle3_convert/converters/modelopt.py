@@ -27,8 +27,9 @@ from .base import (
     Rename,
     WritePlan,
     build_drafter,
+    check_top_level_copy,
+    given_capture,
     canonical_tensors,
-    capture_context,
     decoder_dict,
     flat_fields,
     flat_markers,
@@ -37,14 +38,17 @@ from .base import (
     refuse_uncaptured_states,
     refuse_unless,
     source_config,
+    write_capture_ids,
 )
-from .layer_ids import engine_boundaries, ids_for_engine
+from ..engines import shield_from_sglang, target_context
+from .layer_ids import engine_boundaries
 
 RENAMES: tuple[Rename, ...] = (
     Rename("layers.0.", "midlayer.", single_layer_only=True, read_only=True),  # the Megatron exporter's spelling
 )
 ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}
-MODELED = {"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size"}
+MODELED = {"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size",
+           "eagle_aux_hidden_state_layer_ids"}  # the top-level copy we write for vLLM
 NESTED_MODELED = ("eagle_aux_hidden_state_layer_ids", "use_aux_hidden_state", "use_input_layernorm_in_first_layer")
 # NVIDIA's eagle_config fields as its HF exporter writes them for a plain EAGLE-3 module.
 NVIDIA_DEFAULTS = {"use_last_layernorm": True, "use_mtp_layernorm": False, "next_layer_regular": True,
@@ -79,6 +83,7 @@ class ModelOptLayout(Layout):
     name = "modelopt"
     summary = "NVIDIA ModelOpt HF export (eagle_config with NVIDIA fields); served by vLLM and TensorRT-LLM"
     engine = "modelopt"
+    home_engines = ("vllm-v1", "vllm-v2", "trtllm")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         m = flat_markers(ckpt)
@@ -123,7 +128,14 @@ class ModelOptLayout(Layout):
             if boundaries is None:
                 raise FormatError(f"eagle_config ids {ids} capture nothing", "ModelOpt ids are block outputs >= 0",
                                   code="E-CAPTURE-FIELD")
-        fields["capture_boundaries"] = boundaries
+        top = raw.get("eagle_aux_hidden_state_layer_ids")
+        if ids is None and top not in (None, []) and given_capture(options) is None:
+            raise FormatError(f"capture ids {top} are only at the top level, where a ModelOpt export has none; "
+                              "vLLM reads them as boundaries, TensorRT-LLM and SGLang never read them",
+                              "say how the training counted them: add `--capture-layers "
+                              f"{','.join(map(str, top if isinstance(top, list) else []))} --convention modelopt` "
+                              "(block outputs) or `--convention boundary`", code="E-CAPTURE-AMBIGUOUS")
+        fields["capture_boundaries"] = check_top_level_copy(raw, boundaries, "ModelOpt", options)
         tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
         fields["draft_vocab_size"] = self._draft_vocab_size(raw, ckpt, tensors, fields["vocab_size"], markers.midlayer,
                                                             notes)
@@ -177,13 +189,10 @@ class ModelOptLayout(Layout):
         own = dict(cfg.layout_extra.get(self.name, {}))
         eagle: dict[str, Any] = {**NVIDIA_DEFAULTS, **own.pop("eagle_config", {}), "use_aux_hidden_state": True,
                                  "use_input_layernorm_in_first_layer": cfg.input_layernorm_on_hidden}
-        if cfg.capture_boundaries is not None:
-            family, depth = capture_context(cfg.family, options.target, cfg.target)
-            eagle["eagle_aux_hidden_state_layer_ids"] = ids_for_engine(self.engine, cfg.capture_boundaries, family,
-                                                                       depth)
         config: dict[str, Any] = {**decoder_dict(cfg), **cfg.top_extra, "architectures": [ARCHITECTURE[cfg.family]],
-                                  **own, "draft_vocab_size": cfg.draft_vocab_size,
-                                  "eagle_config": dict(sorted(eagle.items()))}
+                                  **own, "draft_vocab_size": cfg.draft_vocab_size}
+        write_capture_ids(config, eagle, cfg, options, self.engine, nested_required=True)
+        config["eagle_config"] = dict(sorted(eagle.items()))
         derived = []
         if "rope_theta" not in config and "rope_theta" in cfg.rope_normalized():
             config["rope_theta"] = cfg.rope_normalized()["rope_theta"]  # ModelOpt's template writes both spellings
@@ -191,7 +200,8 @@ class ModelOptLayout(Layout):
         tensors = dict(drafter.tensors)  # ModelOpt's HF names are the canonical names
         if drafter.vocab is not None:
             tensors["d2t"] = drafter.vocab.d2t_tensor()  # no t2d: ModelOpt never writes one
-        notes = []
+        notes = [note] if (note := shield_from_sglang(config, tensors, cfg, target_context(cfg, options.target))) \
+            else []
         if "embed_tokens.weight" in drafter.tensors:
             notes.append("embed_tokens.weight kept: ModelOpt's exporter leaves it out, vLLM loads it if present")
         return WritePlan(self.name, dict(sorted(config.items())), tensors, notes, derived_keys=derived)

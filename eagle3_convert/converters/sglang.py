@@ -25,6 +25,8 @@ from .base import (
     Rename,
     WritePlan,
     build_drafter,
+    check_top_level_copy,
+    given_capture,
     canonical_tensors,
     capture_context,
     decoder_dict,
@@ -39,8 +41,9 @@ from .base import (
     source_config,
     split_decoder_extra,
     to_stored,
+    write_capture_ids,
 )
-from .layer_ids import engine_boundaries, ids_for_engine
+from .layer_ids import engine_boundaries
 from .vocab import identity_map
 
 # Read in order; written with the first matching rule (SpecForge's spelling).
@@ -67,6 +70,7 @@ class SGLangLayout(Layout):
     summary = ("SGLang `LlamaForCausalLMEagle3` / `Eagle3DeepseekV2ForCausalLM`, as SpecForge exports it; "
                "served by `sglang.launch_server`")
     engine = "sglang"
+    home_engines = ("sglang",)
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         m = flat_markers(ckpt)
@@ -75,8 +79,8 @@ class SGLangLayout(Layout):
             return None
         if m.midlayer:  # also when vLLM markers are present: then the layout is ambiguous and detect says so
             return Detection(self.name, True, f"{arch} config with midlayer.* tensors (SpecForge)")
-        if m.top_level_ids or m.norm_before_residual_key:
-            return None  # vLLM's markers
+        if m.norm_before_residual_key or (m.top_level_ids and not m.nested_ids):
+            return None  # vLLM's markers (a top-level copy beside nested ids is ours, for vLLM)
         if m.has_eagle_config:
             return Detection(self.name, True, f"{arch} config with eagle_config and no top-level ids")
         return Detection(self.name, False, f"{arch} flat config without layout markers (vLLM reads it the same way)")
@@ -107,6 +111,12 @@ class SGLangLayout(Layout):
         fields["norm_before_fc"] = bool(raw.get("norm_before_fc", eagle.get("norm_before_fc", False)))
         fields["fc_norm"] = bool(raw.get("fc_norm", raw.get("use_aux_norm", False)))
         fields["norm_output"] = bool(raw.get("norm_output", False))
+        if fields["norm_output"]:
+            # SpecForge (training) normalises only what lm_head sees; SGLang and vLLM also hand the normalised
+            # state to the next draft step. Same weights, two maths: the engines' meaning is carried.
+            notes.append("WARNING: norm_output is true: if SpecForge trained this drafter, it normalised only the "
+                         "state lm_head sees, while SGLang and vLLM also feed the normalised state to the next "
+                         "draft step; every engine serves steps after the first with that difference")
         if raw.get("bias"):
             # SGLang's `bias` is the fc layer's bias (llama_eagle3.py), which no other engine builds.
             raise RefusalError("config.json sets bias: true (an fc bias); no other layout can hold it",
@@ -116,12 +126,17 @@ class SGLangLayout(Layout):
             extra.pop("norm_before_residual")
 
         ids = eagle.get("eagle_aux_hidden_state_layer_ids")
-        if ids is None and "eagle_aux_hidden_state_layer_ids" in raw:
+        top = raw.get("eagle_aux_hidden_state_layer_ids")
+        given = given_capture(options)
+        if ids is None and top is not None and given is not None and isinstance(top, list) and \
+                sorted(given) in (sorted(top), sorted(x + 1 for x in top if isinstance(x, int))):
+            ids, top = None, None  # --capture-layers settles which reading was trained: it is applied below
+        elif ids is None and "eagle_aux_hidden_state_layer_ids" in raw:
             raise FormatError(
-                "capture ids are only at the top level; SGLang ignores them there and captures its defaults, "
-                "while vLLM would read the same list as boundaries", "move them into eagle_config."
-                "eagle_aux_hidden_state_layer_ids if they are SGLang (block-output) ids, or convert with "
-                "--from vllm if they are boundaries", code="E-CAPTURE-AMBIGUOUS")
+                f"capture ids {top} are only at the top level; SGLang ignores them there and captures its "
+                "defaults, while vLLM reads the same list as boundaries", "say how the training counted them: add "
+                f"`--capture-layers {','.join(map(str, top if isinstance(top, list) else []))} --convention sglang` "
+                "(SGLang block outputs) or `--convention boundary` (vLLM boundaries)", code="E-CAPTURE-AMBIGUOUS")
         if ids is not None and (not isinstance(ids, list) or not all(isinstance(x, int) for x in ids)):
             raise FormatError(f"eagle_config.eagle_aux_hidden_state_layer_ids is {ids!r}",
                               "it must be a list of integers", code="E-CAPTURE-FIELD")
@@ -132,7 +147,7 @@ class SGLangLayout(Layout):
             if boundaries is None:
                 raise FormatError(f"SGLang ids {ids} capture nothing on a {family} target",
                                   "fix eagle_config.eagle_aux_hidden_state_layer_ids", code="E-CAPTURE-FIELD")
-        fields["capture_boundaries"] = boundaries
+        fields["capture_boundaries"] = check_top_level_copy(raw, boundaries, "SGLang", options)
         ckpt = drop_unused_layer_norms(ckpt, "input_layernorm", "hidden_norm", "SGLang", "vllm", notes)
         tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
         declared = raw.get("num_aux_hidden_states")
@@ -170,13 +185,10 @@ class SGLangLayout(Layout):
         refuse_uncaptured_states(cfg, self.name)
         own = dict(cfg.layout_extra.get(self.name, {}))
         eagle: dict[str, Any] = {"use_aux_hidden_state": True, **own.pop("eagle_config", {})}
-        if cfg.capture_boundaries is not None:
-            family, depth = capture_context(cfg.family, options.target, cfg.target)
-            eagle["eagle_aux_hidden_state_layer_ids"] = ids_for_engine(self.engine, cfg.capture_boundaries,
-                                                                       family, depth)
         config: dict[str, Any] = {**decoder_dict(cfg), **cfg.top_extra, "architectures": [ARCHITECTURE[cfg.family]],
-                                  **own,
-                                  "draft_vocab_size": cfg.draft_vocab_size, "eagle_config": eagle}
+                                  **own, "draft_vocab_size": cfg.draft_vocab_size}
+        write_capture_ids(config, eagle, cfg, options, self.engine, nested_required=True)
+        config["eagle_config"] = eagle
         derived = []
         if "rope_theta" not in config and "rope_theta" in cfg.rope_normalized():
             # SpecForge writes both spellings; SGLang reads the transformers-4 one.

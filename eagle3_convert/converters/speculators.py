@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..drafter import Drafter, TargetIdentity
+from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
 from .base import (
@@ -46,6 +47,7 @@ class SpeculatorsLayout(Layout):
     name = "speculators"
     summary = "vllm-project/speculators trainer and converter; vLLM serves it with `vllm serve --speculative-config`"
     engine = "speculators"
+    home_engines = ("speculators", "vllm-v1", "vllm-v2")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         cfg = ckpt.config
@@ -127,6 +129,12 @@ class SpeculatorsLayout(Layout):
             raise RefusalError("the speculators layout must name its verifier (target model) and this drafter "
                                "does not say which it is", "pass --verifier ORG/TARGET_MODEL (the model it was "
                                "trained against)", code="E-VERIFIER-MISSING")
+        if local_verifier(target.name_or_path):
+            raise RefusalError(f"the verifier would be written as {target.name_or_path!r}, a local path, and `vllm "
+                               "serve` refuses a speculators verifier that is not a Hub repository id",
+                               "pass --verifier ORG/NAME, the Hub repo id of the target model, and the local "
+                               "directory as --target",
+                               code="E-VERIFIER-LOCAL")
         own = dict(cfg.layout_extra.get(self.name, {}))
         spec_cfg: dict[str, Any] = {"algorithm": "eagle3", "default_proposal_method": "greedy",
                                     "proposal_methods": DEFAULT_PROPOSAL}

@@ -22,8 +22,8 @@ from .base import (
     Rename,
     WritePlan,
     build_drafter,
-    canonical_tensors,
     capture_context,
+    canonical_tensors,
     decoder_dict,
     drop_unused_layer_norms,
     flat_fields,
@@ -34,8 +34,10 @@ from .base import (
     refuse_uncaptured_states,
     refuse_unless,
     source_config,
+    write_capture_ids,
 )
-from .layer_ids import engine_boundaries, ids_for_engine
+from ..engines import shield_from_sglang, target_context
+from .layer_ids import engine_boundaries
 
 RENAMES: tuple[Rename, ...] = (
     Rename("layers.0.", "midlayer.", read_only=True),  # vLLM's WeightsMapper maps midlayer. to layers.0.
@@ -71,13 +73,14 @@ class VLLMLayout(Layout):
     name = "vllm"
     summary = "vLLM-native Eagle3 config (flat, ids at top level and in eagle_config); served by `vllm serve`"
     engine = "vllm"
+    home_engines = ("vllm-v1", "vllm-v2")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         m = flat_markers(ckpt)
         if not m.eagle3_architecture or m.modelopt_fields or m.pickled or "speculators_model_type" in ckpt.config:
             return None
-        if m.top_level_ids:
-            return Detection(self.name, True, "top-level eagle_aux_hidden_state_layer_ids (vLLM reads its ids "
+        if m.top_level_ids and not m.nested_ids:
+            return Detection(self.name, True, "top-level eagle_aux_hidden_state_layer_ids only (vLLM reads its ids "
                                               "there; SGLang and ModelOpt nest them)")
         if m.norm_before_residual_key:
             return Detection(self.name, True, "top-level norm_before_residual (a vLLM key SGLang has not)")
@@ -123,8 +126,12 @@ class VLLMLayout(Layout):
                 "if they are block-output ids (SGLang, ModelOpt) convert with --from sglang or --from modelopt; "
                 "if they are boundaries, copy them to the top-level eagle_aux_hidden_state_layer_ids",
                 code="E-CAPTURE-AMBIGUOUS")
-        if top is not None and nested is not None and nested != top:
-            notes.append(f"eagle_config ids {nested} ignored: vLLM reads the top-level list {top} first")
+        if top is not None and nested is not None:
+            family, depth = capture_context(fields["family"], options.target)
+            sglang_reads = engine_boundaries("sglang", nested, family, depth)
+            if sglang_reads is None or sorted(set(sglang_reads)) != sorted(set(top)):
+                notes.append(f"eagle_config ids {nested} ignored: vLLM reads the top-level list {top}; SGLang would "
+                             f"have read the nested list as boundaries {sglang_reads} (the output spells it right)")
         boundaries = None
         if top is not None:
             boundaries = engine_boundaries(self.engine, top)
@@ -168,11 +175,7 @@ class VLLMLayout(Layout):
             # All four written: vLLM's native and speculators paths disagree on an absent norm_before_residual.
             **{flag: getattr(cfg, flag) for flag in FLAGS},
         }
-        if cfg.capture_boundaries is not None:
-            family, depth = capture_context(cfg.family, options.target, cfg.target)
-            ids = ids_for_engine(self.engine, cfg.capture_boundaries, family, depth)
-            config["eagle_aux_hidden_state_layer_ids"] = ids  # the V2 runner reads only this one
-            eagle["eagle_aux_hidden_state_layer_ids"] = list(ids)  # the V1 runner's fallback
+        write_capture_ids(config, eagle, cfg, options, "sglang", nested_required=False)
         config["eagle_config"] = eagle
         if cfg.target_hidden_size is not None:
             config["target_hidden_size"] = cfg.target_hidden_size
@@ -182,7 +185,9 @@ class VLLMLayout(Layout):
         if drafter.vocab is not None:
             tensors["d2t"] = drafter.vocab.d2t_tensor()
             tensors["t2d"] = drafter.vocab.t2d_tensor()  # vLLM skips it; speculators-style readers need it
-        return WritePlan(self.name, dict(sorted(config.items())), tensors)
+        notes = [note] if (note := shield_from_sglang(config, tensors, cfg, target_context(cfg, options.target))) \
+            else []
+        return WritePlan(self.name, dict(sorted(config.items())), tensors, notes)
 
 
 LAYOUT = VLLMLayout()

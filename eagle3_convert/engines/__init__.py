@@ -1,0 +1,162 @@
+"""What each serving engine reads from a drafter checkpoint, and whether it then serves it as trained.
+
+One module per engine states the engine's rules as data and replays its reading of a
+config.json and its tensor names (`read`): the class it builds (or its loud refusal), the
+capture boundaries it takes, the maths flags it applies, and what it drops without a word.
+`verdict` compares such a reading with the drafter's truth. convert's serve lines, the
+layouts' choice of architecture names and validate's engine findings all ask these modules;
+the engine test tier (tests/engines/) checks them against the real engines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Collection, Mapping
+
+from ..converters.layer_ids import default_boundaries
+from ..drafter import DrafterConfig
+
+FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+# Verdicts, from best to worst.
+AS_TRAINED = "as-trained"  # the engine captures the trained layers and computes the trained maths
+DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defaults are the trained ones
+RUNTIME_LAYERS = "runtime-layers"  # layers come from a serve-time argument: right when given the ids shown
+REFUSES = "refuses"  # the engine fails loudly on this file
+WRONG = "wrong"  # the engine loads it and serves something else, without a word
+VERDICTS = (AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS, REFUSES, WRONG)
+
+
+@dataclass(frozen=True)
+class TargetContext:
+    """What the id conventions depend on: the target's family (SGLang quirks) and depth L."""
+
+    family: str = "default"  # converters.layer_ids.target_family
+    depth: int | None = None
+
+
+@dataclass
+class Reading:
+    """One engine's reading of one checkpoint."""
+
+    engine: str
+    label: str
+    refusal: str | None = None  # the engine's own loud failure
+    family: str | None = None  # drafter family of the class it builds
+    captures: list[int] | None = None  # boundaries it captures (None: unknown depth, or runtime)
+    from_default: bool = False  # the captures are the engine's defaults, not read from the file
+    runtime: bool = False  # takes the capture layers as a serve-time argument (TensorRT-LLM)
+    flags: dict[str, bool] = field(default_factory=dict)  # the maths flags as it applies them
+    silent: list[str] = field(default_factory=list)  # what it drops or misreads without a word
+
+
+@dataclass(frozen=True)
+class Verdict:
+    engine: str
+    verdict: str
+    captures: list[int] | None
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "captures": self.captures, "why": self.why}
+
+
+def engine_modules() -> dict[str, Any]:
+    """Engine name -> its module's `read`. vLLM has two runners that read capture ids differently."""
+    from . import llamacpp, sglang, speculators, trtllm, vllm
+
+    return {"speculators": speculators.read, "vllm-v1": vllm.read_v1, "vllm-v2": vllm.read_v2,
+            "sglang": sglang.read, "trtllm": trtllm.read, "llamacpp": llamacpp.read}
+
+
+ENGINES = ("speculators", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamacpp")
+LABELS = {"speculators": "speculators library", "vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)",
+          "sglang": "SGLang", "trtllm": "TensorRT-LLM (from source)", "llamacpp": "llama.cpp converter (from source)"}
+
+
+def trained_boundaries(cfg: DrafterConfig, depth: int | None) -> list[int] | None:
+    """The layers the drafter was trained on: its own list, else the universal default for depth L."""
+    if cfg.capture_boundaries is not None:
+        return list(cfg.capture_boundaries)
+    return default_boundaries(depth) if depth else None
+
+
+def _same(a: list[int], b: list[int]) -> bool:
+    return sorted(set(a)) == sorted(set(b))  # engines sort and dedupe; fc columns follow ascending order
+
+
+def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict:
+    """Whether the engine, reading the file as `reading` says, serves the drafter `cfg` as trained."""
+    name = reading.engine
+    if reading.refusal:
+        return Verdict(name, REFUSES, None, reading.refusal)
+    if reading.family != cfg.family:
+        return Verdict(name, WRONG, reading.captures, f"builds its {reading.family} drafter class for a {cfg.family} "
+                                                      "drafter")
+    flags = [f"{f} {getattr(cfg, f)} in training, {reading.flags.get(f, False)} in {reading.label}"
+             for f in FLAGS if bool(reading.flags.get(f, False)) != getattr(cfg, f)]
+    if flags or reading.silent:
+        return Verdict(name, WRONG, reading.captures, "; ".join(flags + reading.silent))
+    trained = trained_boundaries(cfg, ctx.depth)
+    if reading.runtime:
+        defaults = default_boundaries(ctx.depth) if ctx.depth else None
+        if trained is not None and defaults is not None and _same(trained, defaults):
+            return Verdict(name, DEFAULT_LAYERS, trained, "captures its default layers, the trained ones")
+        if trained is None:
+            return Verdict(name, RUNTIME_LAYERS, None, "takes the capture layers at serve time; the trained ones "
+                                                       "are unknown without the target's depth")
+        from .trtllm import runtime_ids
+
+        return Verdict(name, RUNTIME_LAYERS, trained, f"takes the capture layers at serve time: pass "
+                                                      f"eagle3_layers_to_capture: {runtime_ids(trained)}")
+    if reading.captures is None or trained is None:
+        if cfg.capture_boundaries is None:
+            return Verdict(name, DEFAULT_LAYERS, None, "captures its default layers {2, L//2, L-3}, as in training")
+        depths = [d for d in range(4, 1024) if _same(default_boundaries(d), cfg.capture_boundaries)]
+        if depths:  # the target's depth decides: say on which target the defaults are the trained layers
+            return Verdict(name, DEFAULT_LAYERS, None, f"captures its default layers {{2, L//2, L-3}}: the trained "
+                                                       f"{cfg.capture_boundaries} only on a {depths[0]}-layer target "
+                                                       "(pass --target to check)")
+        return Verdict(name, WRONG, None, f"captures its default layers {{2, L//2, L-3}}, never the trained "
+                                          f"{cfg.capture_boundaries}")
+    if not _same(reading.captures, trained):
+        how = "its default layers" if reading.from_default else "layers"
+        return Verdict(name, WRONG, reading.captures, f"captures {how} {sorted(set(reading.captures))}, trained on "
+                                                      f"{trained}")
+    if reading.from_default:
+        return Verdict(name, DEFAULT_LAYERS, reading.captures, "captures its default layers, the trained ones")
+    approx = (" (with ModelOpt's first-layer norm approximated, as every engine does)"
+              if cfg.input_layernorm_on_hidden else "")
+    return Verdict(name, AS_TRAINED, reading.captures, f"captures {reading.captures}, trained maths{approx}")
+
+
+def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext,
+             engines: Collection[str] = ENGINES) -> dict[str, Reading]:
+    readers = engine_modules()
+    return {e: readers[e](config, names, ctx) for e in engines}
+
+
+def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: DrafterConfig, ctx: TargetContext,
+                   engines: Collection[str] = ENGINES) -> dict[str, Verdict]:
+    """Every engine's verdict on a checkpoint with this config.json and these stored tensor names."""
+    return {e: verdict(r, cfg, ctx) for e, r in read_all(config, names, ctx, engines).items()}
+
+
+def target_context(cfg: DrafterConfig, *targets: Any) -> TargetContext:
+    from ..converters.base import capture_context
+
+    family, depth = capture_context(cfg.family, *targets, cfg.target)
+    return TargetContext(family, depth)
+
+
+def shield_from_sglang(config: dict[str, Any], names: Collection[str], cfg: DrafterConfig,
+                       ctx: TargetContext) -> str | None:
+    """A flat config that SGLang would load and serve wrong gets the vLLM-only spelling of its class, so
+    SGLang refuses it loudly (vLLM, TensorRT-LLM and llama.cpp resolve both names). Returns a note."""
+    from . import sglang, vllm
+
+    judged = verdict(sglang.read(config, names, ctx), cfg, ctx)
+    if judged.verdict != WRONG:
+        return None
+    config["architectures"] = [vllm.VLLM_ONLY[cfg.family]]
+    return (f"architectures set to {config['architectures']}, a name vLLM resolves and SGLang refuses: SGLang "
+            f"would load this file and serve it wrong ({judged.why})")

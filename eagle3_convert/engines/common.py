@@ -1,0 +1,57 @@
+"""Small readers of config.json and tensor names that several engine modules share."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Collection, Mapping
+
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+_LAYER = re.compile(r"^(?:model\.)?(?:layers|midlayer)\.(\d+)\.")
+
+
+def architectures(config: Mapping[str, Any]) -> list[str]:
+    archs = config.get("architectures")
+    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+
+
+def nested(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    eagle = config.get("eagle_config")
+    return eagle if isinstance(eagle, dict) else {}
+
+
+def id_list(value: Any) -> list[int] | None:
+    """A capture list as an engine takes it: None or [] means 'not given'."""
+    if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        return list(value)
+    return None
+
+
+def flag(config: Mapping[str, Any], key: str, default: bool = False) -> bool:
+    value = config.get(key, default)
+    return bool(value) if value is not None else default
+
+
+def num_layers(names: Collection[str]) -> int:
+    found = {int(m.group(1)) for n in names if (m := _LAYER.match(n))}
+    if any(n.startswith("midlayer.") and not _LAYER.match(n) for n in names):
+        found.add(0)
+    return max(found) + 1 if found else 1
+
+
+def has(names: Collection[str], pattern: str) -> list[str]:
+    rx = re.compile(pattern)
+    return sorted(n for n in names if rx.search(n))
+
+
+def aux_count(config: Mapping[str, Any], ids: list[int] | None) -> int:
+    declared = config.get("num_aux_hidden_states")
+    if isinstance(declared, int) and not isinstance(declared, bool):
+        return declared
+    return len(ids) if ids else 3
+
+
+def dropped(names: list[str], what: str, label: str) -> list[str]:
+    if not names:
+        return []
+    shown = ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+    return [f"{label} drops {what} ({shown}) without a word"]

@@ -1,0 +1,57 @@
+"""llama.cpp's own converter (`convert_hf_to_gguf.py`, b11434), from its source: ENGINES-2026.md part A.1.
+
+Facts: `transformer_layer_config` is merged into the top level; EAGLE-3 is detected only with
+`draft_vocab_size` present and one layer; capture ids are the TOP-LEVEL list copied verbatim
+(boundaries), else {2, L//2, L-3}: a nested list is silently replaced by the defaults;
+exactly 3 ids at run time; norm_before_residual and norm_before_fc are top-level, default
+false; fc_norm tensors fail conversion; norm_output is silently ignored; no Qwen3 q/k norms
+and no MLA.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Collection, Mapping
+
+from ..converters.layer_ids import default_boundaries
+from . import Reading, TargetContext
+from .common import IDS_KEY, architectures, flag, has, id_list, nested, num_layers
+
+LABEL = "llama.cpp converter"
+ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel"}
+
+
+def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+    r = Reading("llamacpp", LABEL)
+    layer_cfg = config.get("transformer_layer_config")
+    flat = {**config, **layer_cfg} if isinstance(layer_cfg, dict) else dict(config)
+    archs = architectures(flat)
+    if not any(a in ARCHITECTURES for a in archs):
+        r.refusal = f"llama.cpp's converter has no EAGLE-3 model for architectures {archs}"
+        return r
+    if "draft_vocab_size" not in flat or num_layers(names) != 1:
+        r.refusal = "llama.cpp's converter does not detect it as EAGLE-3 (one layer and draft_vocab_size needed) " \
+                    "and fails on its tensor names"
+        return r
+    if has(names, r"\.(q_norm|k_norm|q_a_proj|kv_a_proj_with_mqa)\.weight$") or has(names, r"^fc_norm\."):
+        r.refusal = "llama.cpp's converter cannot map its tensors (q/k norms, MLA or fc_norm): conversion error"
+        return r
+    if has(names, r"^input_norm\.weight$") and not flag(flat, "norm_before_fc"):
+        r.refusal = "llama.cpp reads norm_before_fc only at the top level: input_norm is left over and the load " \
+                    "fails (wrong number of tensors)"
+        return r
+    ids = id_list(flat.get(IDS_KEY))
+    k = len(ids) if ids else 3
+    if k != 3 or (ids is None and id_list(nested(flat).get(IDS_KEY)) and len(nested(flat)[IDS_KEY]) != 3):
+        r.refusal = "llama.cpp requires exactly 3 capture layers"
+        return r
+    r.family = "llama"
+    if ids is None:
+        r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+    else:
+        r.captures = sorted(set(ids))
+    r.flags = {"norm_before_residual": flag(flat, "norm_before_residual"),
+               "norm_before_fc": flag(flat, "norm_before_fc"), "fc_norm": False, "norm_output": False}
+    if flag(flat, "norm_output"):
+        r.silent.append("llama.cpp ignores norm_output")
+        r.flags["norm_output"] = True  # said once, in silent
+    return r

@@ -1,0 +1,37 @@
+"""The speculators 0.9.0 library (`SpeculatorModel.from_pretrained`; what its trainer writes).
+
+Facts (FORMATS.md §2.1, §6): reads only speculators-format configs (`speculators_model_type`),
+Llama and Qwen3 decoder layers, capture ids as top-level BOUNDARIES, flags at the top level
+with an absent norm_before_residual read as false (vLLM reads it as true).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Collection, Mapping
+
+from ..converters.layer_ids import default_boundaries
+from . import Reading, TargetContext
+from .common import IDS_KEY, flag, id_list
+
+LABEL = "speculators library"
+MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
+
+
+def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+    r = Reading("speculators", LABEL)
+    if "speculators_model_type" not in config:
+        r.refusal = "the speculators library reads only speculators-format configs (speculators_model_type)"
+        return r
+    layer_cfg = config.get("transformer_layer_config")
+    model_type = layer_cfg.get("model_type") if isinstance(layer_cfg, dict) else None
+    r.family = MODEL_TYPES.get(model_type)
+    if r.family is None:
+        r.refusal = f"the speculators library has no Eagle3 draft layer for model_type {model_type!r}"
+        return r
+    ids = id_list(config.get(IDS_KEY))
+    if ids is None:
+        r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+    else:
+        r.captures = sorted(set(ids))
+    r.flags = {f: flag(config, f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")}
+    return r

@@ -1,0 +1,57 @@
+"""TensorRT-LLM (PyTorch backend), from its source, not loaded: see ENGINES-2026.md part B.
+
+Facts: the class is resolved as `"EAGLE3" + architectures[0].replace("Eagle3", "")` when the
+config has `draft_vocab_size` (registered: EAGLE3LlamaForCausalLM); capture layers are a
+serve-time argument (`eagle3_layers_to_capture`, block outputs b - 1, defaults
+{1, L//2-1, L-4}); norm_before_fc is read only nested in eagle_config, fc_norm and
+norm_output only at the top level, norm_before_residual never; a null target_hidden_size
+breaks fc.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Collection, Mapping
+
+from . import Reading, TargetContext
+from .common import architectures, flag, has, nested, dropped
+
+LABEL = "TensorRT-LLM"
+REGISTERED = {"EAGLE3LlamaForCausalLM": "llama"}
+
+
+def resolved_class(archs: list[str]) -> str | None:
+    return "EAGLE3" + archs[0].replace("Eagle3", "") if archs else None
+
+
+def runtime_ids(boundaries: list[int]) -> list[int]:
+    """`eagle3_layers_to_capture` for these boundaries (output-of-block ids, sorted)."""
+    return sorted(b - 1 for b in boundaries)
+
+
+def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+    r = Reading("trtllm", LABEL)
+    archs = architectures(config)
+    resolved = resolved_class(archs)
+    if "speculators_model_type" in config or "model_type" not in config:
+        r.refusal = "TensorRT-LLM reads the config through transformers and needs a model_type (speculators " \
+                    "configs have none)"
+        return r
+    if "draft_vocab_size" not in config:
+        r.refusal = "without draft_vocab_size TensorRT-LLM loads the drafter as a plain Llama and fails on its names"
+        return r
+    if resolved not in REGISTERED:
+        r.refusal = f"TensorRT-LLM has no class {resolved} (from architectures {archs})"
+        return r
+    if "target_hidden_size" in config and config["target_hidden_size"] is None:
+        r.refusal = "TensorRT-LLM fails to size fc: target_hidden_size is null"
+        return r
+    r.family = REGISTERED[resolved]
+    eagle = nested(config)
+    r.flags = {"norm_before_residual": False, "norm_before_fc": flag(eagle, "norm_before_fc"),
+               "fc_norm": flag(config, "fc_norm"), "norm_output": flag(config, "norm_output")}
+    if flag(config, "norm_before_fc") and not flag(eagle, "norm_before_fc"):
+        r.silent += dropped(has(names, r"^input_norm\.weight$"), "input_norm (it reads norm_before_fc only nested)",
+                            LABEL)
+    r.silent += dropped(has(names, r"\.(q_norm|k_norm)\.weight$"), "q/k norms", LABEL)
+    r.runtime = True
+    return r

@@ -1,0 +1,112 @@
+"""vLLM 0.33.0: its Eagle3 drafter classes, its speculators config path, and two runners.
+
+Facts (FORMATS.md §2.3, §6; checked by the engine tier):
+- Architectures resolved by its model registry (`model_executor/models/registry.py`), a plain
+  `XForCausalLM` becoming `Eagle3XForCausalLM`; a config with `speculators_model_type` goes
+  through its speculators path (architecture from `transformer_layer_config.model_type`).
+- Capture ids, always BOUNDARIES: the V1 runner
+  (`GPUModelRunner._get_eagle3_aux_layers_from_config`) reads the top-level
+  `eagle_aux_hidden_state_layer_ids`, then the nested `eagle_config` list; the V2 runner
+  (`spec_decode/eagle/eagle3_utils.get_eagle3_aux_layers_from_config`) the top level only.
+  No list: the defaults {2, L//2, L-3}.
+- Flags at the top level (norm_before_fc also nested); an absent norm_before_residual is
+  TRUE on the speculators path and false on the native one. The MLA class has no
+  norm_before_fc.
+- Weights: unprefixed `layers.{i}.`, `midlayer.` only as layer 0 of a one-layer drafter;
+  missing weights load silently (completeness check off). d2t offsets, t2d skipped.
+- `vllm serve` refuses a speculators verifier `name_or_path` that is a local path.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Collection, Mapping
+
+from ..converters.layer_ids import default_boundaries
+from . import Reading, TargetContext
+from .common import IDS_KEY, architectures, dropped, flag, has, id_list, nested, num_layers
+
+LABEL = "vLLM"
+CLASSES = {
+    "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "Eagle3Qwen2_5vlForCausalLM": "llama",
+    "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama",
+    "Eagle3Qwen3ForCausalLM": "qwen3",
+    "Eagle3DeepseekV2ForCausalLM": "deepseek_mla", "Eagle3DeepseekV3ForCausalLM": "deepseek_mla",
+}
+# Names only vLLM resolves (SGLang refuses them loudly), for files SGLang would misread.
+VLLM_ONLY = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM",
+             "deepseek_mla": "Eagle3DeepseekV3ForCausalLM"}
+# The speculators path picks its class from the decoder's model_type.
+SPECULATORS_MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
+IDS_FROM = {"vllm-v1": ("top", "nested"), "vllm-v2": ("top",)}
+CONVENTION = "vllm"  # boundaries
+MLA_FLAGS = ("norm_before_residual", "fc_norm", "norm_output")
+
+
+def served_family(archs: list[str]) -> str | None:
+    for arch in archs:
+        family = CLASSES.get(arch) or CLASSES.get(f"Eagle3{arch}")
+        if family:
+            return family
+    return None
+
+
+def local_verifier(name: Any) -> bool:
+    """A verifier vLLM refuses: a path, not a Hub repo id."""
+    if not isinstance(name, str) or not name:
+        return False
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.path.exists(name)
+
+
+def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+    r = Reading(engine, f"{LABEL} ({engine[-2:].upper()} runner)")
+    speculators = "speculators_model_type" in config
+    if speculators:
+        layer_cfg = config.get("transformer_layer_config")
+        model_type = layer_cfg.get("model_type") if isinstance(layer_cfg, dict) else None
+        family = SPECULATORS_MODEL_TYPES.get(model_type)
+        if family is None:
+            r.refusal = f"vLLM's speculators path has no Eagle3 class for model_type {model_type!r}"
+            return r
+        verifier = ((config.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
+        if local_verifier(verifier):
+            r.refusal = (f"vLLM refuses it: Speculators verifier must name a remote model repository "
+                         f"(name_or_path is {verifier!r})")
+            return r
+    else:
+        archs = architectures(config)
+        family = served_family(archs)
+        if family is None:
+            r.refusal = f"vLLM refuses it: model architectures {archs} are not supported"
+            return r
+    r.family = family
+    eagle = nested(config)
+    places = {"top": id_list(config.get(IDS_KEY)), "nested": id_list(eagle.get(IDS_KEY))}
+    ids = next((places[p] for p in IDS_FROM[engine] if places[p] is not None), None)
+    if ids is None:
+        r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+    else:
+        r.captures = sorted(set(ids))
+    r.flags = {
+        "norm_before_residual": flag(config, "norm_before_residual", default=speculators),
+        "norm_before_fc": flag(config, "norm_before_fc") or flag(eagle, "norm_before_fc"),
+        "fc_norm": flag(config, "fc_norm"),
+        "norm_output": flag(config, "norm_output"),
+    }
+    if family == "deepseek_mla":
+        r.flags = {f: v and f in MLA_FLAGS for f, v in r.flags.items()}
+    layers = num_layers(names)
+    r.silent += dropped(has(names, r"^model\."), "weights under a model. prefix", LABEL)
+    if layers > 1:
+        r.silent += dropped(has(names, r"^midlayer\."), "midlayer.* weights of a multi-layer drafter", LABEL)
+        r.silent += dropped(has(names, r"^layers\.[1-9]\d*\.hidden_norm\.weight$"),
+                            "hidden_norm of layers >= 1 (it normalises them with input_layernorm)", LABEL)
+    return r
+
+
+def read_v1(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+    return _read("vllm-v1", config, names, ctx)
+
+
+def read_v2(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+    return _read("vllm-v2", config, names, ctx)
