@@ -25,7 +25,7 @@ from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .engines import LABELS, REFUSES, WRONG, Verdict, serve_verdicts, target_context
 from .errors import FormatError, RefusalError
 from .fingerprint import drafter_id, tensor_digests
-from .hub import resolve_source
+from .sources import resolve_source
 from .targets import load_target
 
 

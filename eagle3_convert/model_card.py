@@ -15,7 +15,7 @@ from typing import Any
 from .converters.base import capture_context
 from .converters.layer_ids import ENGINES, convention_table
 from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
-from .hub import REPO_ID_RE
+from .sources import REPO_ID_RE
 from .sidecar import tool_name
 
 ENGINE_TITLES = {"speculators": "speculators", "vllm": "vLLM", "eagle": "EAGLE (original)", "sglang": "SGLang",

@@ -52,7 +52,7 @@ def read_target_config(spec: str, revision: str | None = None, *, endpoint: str 
         path = path / "config.json"
     if path.is_file():
         return read_json_file(path, f"target config {spec}"), None
-    from .hub import HubError, both_readings, fetch_config, is_repo_id
+    from .sources import HubError, both_readings, fetch_config, is_repo_id
 
     if is_repo_id(spec):  # never a local-looking path: that is reported missing, not asked of the Hub
         try:

@@ -173,3 +173,10 @@ def test_hf_hub_offline_is_named_only_when_it_is_set(hub: HubServer, tmp_path: P
     line = one_line(result)
     assert "[E-HUB-OFFLINE]" in line and "HF_HUB_OFFLINE is set" in line and "unset HF_HUB_OFFLINE" in line
     assert hub.requests == []
+
+
+def test_source_resolution_does_not_import_the_pipeline():
+    """sources.py (resolution) sits below convert.py, publish.py above it: no import cycle between them."""
+    code = ("import sys, eagle3_convert.sources as s; assert 'eagle3_convert.convert' not in sys.modules; "
+            "import eagle3_convert.publish")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

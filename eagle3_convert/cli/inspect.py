@@ -32,7 +32,7 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
     from ..checks import Finding, load_target_facts, read_raw, validate_checkpoint
     from ..convert import make_options, read_source
     from ..errors import Eagle3Error
-    from ..hub import resolve_source
+    from ..sources import resolve_source
 
     facts = load_target_facts(target, endpoint=endpoint, token=token) if target else None
     with hub_progress_bars(not as_json):

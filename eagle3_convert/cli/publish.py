@@ -48,7 +48,7 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
     --token, HF_TOKEN or `hf auth login`, and is never printed or stored. The published copy
     (repo id and commit) is recorded in the registry unless --no-record.
     """
-    from ..hub import PublishRefused, prepared_publish, upload
+    from ..publish import PublishRefused, prepared_publish, upload
     from ..registry import record_publication
     from ..registry import RegistryError, open_registry
 
@@ -98,7 +98,7 @@ def _consulted(store: Any, registry_path: str | None, no_record: bool) -> Any:
 
 
 def _report(plan: Any, published: Any, recorded_in: str | None, as_json: bool) -> None:
-    from ..hub import CARD_NAME
+    from ..publish import CARD_NAME
 
     report = plan.report
     summary = {

@@ -40,7 +40,7 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
     tensor headers only (and d2t/t2d) unless --deep.
     """
     from ..checks import load_target_facts, validate_checkpoint
-    from ..hub import resolve_source
+    from ..sources import resolve_source
 
     facts = load_target_facts(target, endpoint=endpoint, token=token) if target else None
     with hub_progress_bars(not (quiet or as_json)):
