@@ -118,10 +118,10 @@ def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertO
         other = get_layout(detected.layout).read(ckpt, options)
     except (Eagle3Error, ValidationError):
         return
-    differences = reading_differences(drafter, other)
+    differences = reading_differences(drafter, other, (given, detected.layout))
     if differences:
-        raise RefusalError(f"--from {given} reads another drafter from this {detected.layout} checkpoint than "
-                           f"the {detected.layout} layout does ({'; '.join(differences[:2])})",
+        raise RefusalError(f"--from {given} reads another drafter from this {detected.layout} checkpoint than its "
+                           f"own layout does: {'; '.join(differences[:2])}",
                            f"drop --from (detected {detected.layout}: {detected.reason})", code="E-FROM-MISMATCH")
 
 
@@ -146,7 +146,7 @@ def apply_training_capture(drafter: Drafter, options: ConvertOptions) -> None:
                            f"{cfg.num_aux_hidden_states} hidden states", "check the capture layers given",
                            code="E-CAPTURE-COUNT")
     drafter.config = cfg.model_copy(update={"capture_boundaries": list(boundaries)})
-    drafter.notes.append(f"config.json names no capture ids: wrote boundaries {boundaries} from {said_by}")
+    drafter.notes.append(f"capture layers {boundaries} taken from {said_by}: config.json names none")
 
 
 def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | None, dest_layout: str | None = None,
@@ -220,16 +220,24 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
             options: ConvertOptions | None = None, revision: str | None = None, force: bool = False,
             max_shard_bytes: int | None = None, endpoint: str | None = None, token: str | None = None,
             progress: Callable[[int], Callable[[int], None]] | None = None,
-            on_source: Callable[[Source], None] | None = None, trained_with: str | None = None) -> ConvertResult:
-    """Convert the drafter at `src` (directory or Hub repo id) into layout `to` at `dest`."""
+            on_source: Callable[[Source], None] | None = None, trained_with: str | None = None,
+            registry_facts: dict | None = None) -> ConvertResult:
+    """Convert the drafter at `src` (directory or Hub repo id) into layout `to` at `dest`.
+
+    `registry_facts` (a registry.RegistryFact as a dict) names where `options.training_capture` came
+    from when the registry supplied it: the sidecar keeps it as `from_registry` when it was used.
+    """
     options = options or ConvertOptions()
     layout = get_layout(to)
     source = read_source(src, from_layout, options, revision, endpoint, token)
     if on_source:
         on_source(source)
+    as_read = source.drafter.config.capture_boundaries
     plan, serves = plan_conversion(source, layout.name, options)
     on_progress = progress(total_bytes(plan)) if progress else None
     facts = sidecar_facts(source.drafter, options, source, layout.name, trained_with)
+    if registry_facts and as_read is None and source.drafter.config.capture_boundaries is not None:
+        facts["from_registry"] = registry_facts  # what the file did not say and the registry did
     history_notes: list[str] = []
     if plan.derived_keys:
         facts["derived_config_keys"] = plan.derived_keys

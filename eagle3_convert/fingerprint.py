@@ -30,3 +30,33 @@ def drafter_id(drafter: Drafter, digests: dict[str, str]) -> str:
         "draft_vocab": list(drafter.vocab.target_ids) if drafter.vocab is not None else None,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _where(src) -> tuple:
+    """Where a tensor's bytes come from, without reading them (the stored name aside)."""
+    if hasattr(src, "file") and hasattr(src, "start"):
+        return (str(src.file), src.start, getattr(src, "end", None), src.dtype, tuple(src.shape))
+    data = getattr(src, "data", None)
+    return (type(src).__name__, src.dtype, tuple(src.shape), hashlib.sha256(data).hexdigest() if data else id(src))
+
+
+def reading_differences(a: Drafter, b: Drafter, names: tuple[str, str] = ("one", "the other")) -> list[str]:
+    """What two readings of one checkpoint disagree on, in the terms the drafter id covers ([] when the id
+    is the same for both). Reads no tensor bytes: tensors are compared by where their bytes lie."""
+    out: list[str] = []
+    sa, sb = a.config.semantic_dict(), b.config.semantic_dict()
+    for key in sorted(set(sa) | set(sb)):
+        if sa.get(key) != sb.get(key):
+            out.append(f"{key} {sa.get(key)!r} as {names[0]}, {sb.get(key)!r} as {names[1]}")
+    if set(a.tensors) != set(b.tensors):
+        only = sorted(set(a.tensors) ^ set(b.tensors))
+        out.append(f"tensors {', '.join(only[:3])}{' ...' if len(only) > 3 else ''} in one reading only")
+    else:
+        moved = [n for n in sorted(a.tensors) if _where(a.tensors[n]) != _where(b.tensors[n])]
+        if moved:
+            out.append(f"tensor {moved[0]} read from other bytes")
+    va = list(a.vocab.target_ids) if a.vocab is not None else None
+    vb = list(b.vocab.target_ids) if b.vocab is not None else None
+    if va != vb:
+        out.append("the draft vocabulary")
+    return out

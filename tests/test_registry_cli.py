@@ -411,7 +411,7 @@ def test_convert_restores_capture_layers_from_the_training_record(sample, tmp_pa
     result = run_cli("--to", "speculators", "--verifier", "org/t", src, tmp_path / "spec", "--registry", registry)
     assert result.exit_code == 0, result.stderr
     assert json.loads((tmp_path / "spec" / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
-    assert "from the registry's record" in result.stdout
+    assert "taken from the registry record of drafter" in result.stdout
 
 
 def test_convert_takes_capture_layers_given_on_the_command_line(sample, tmp_path: Path):

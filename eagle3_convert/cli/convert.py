@@ -115,11 +115,14 @@ def serve_lines(serves: dict[str, Any]) -> list[str]:
 @click.option("--trained-with", metavar="TEXT", help="Free-form provenance (trainer, data, run) for the sidecar "
               "and the registry.")
 @click.option("--capture-layers", metavar="IDS", help="Capture-layer ids the training used (e.g. 1,15,28), for a "
-              "source whose config lost them; with --convention. Default: the registry's record of SRC.")
+              "source whose config lost them; with --convention. Default: the ids the registry's record of SRC "
+              "states (printed, and kept in the sidecar's from_registry).")
 @click.option("--convention", type=click.Choice(CAPTURE_CONVENTIONS),
               help="How --capture-layers counts: boundary, or the engine/trainer whose config they come from.")
 @registry_option
 @click.option("--no-record", is_flag=True, help="Do not record the conversion in the registry.")
+@click.option("--no-registry", is_flag=True, help="Leave the registry out: take no fact from it (the output "
+              "depends only on SRC and the flags) and record nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @run_guarded
@@ -127,7 +130,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
                 revision: str | None, endpoint: str | None, token: str | None, force: bool,
                 max_shard_size: int | None, repair_d2t_absolute: bool, trained_with: str | None,
                 capture_layers: str | None, convention: str | None, registry_path: str | None, no_record: bool,
-                as_json: bool, quiet: bool) -> None:
+                no_registry: bool, as_json: bool, quiet: bool) -> None:
     """Convert the drafter in SRC (directory or Hub repo id) to another layout in DST.
 
     Lossless: tensors are copied byte for byte (only d2t/t2d may be rebuilt); capture-layer
@@ -140,17 +143,20 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
     options.training_capture = _given_capture(capture_layers, convention, options)
-    store = None
-    if not no_record:
+    store, from_registry = None, None
+    if not (no_record or no_registry):
         try:  # before any byte is written: an unusable registry should not cost a conversion
             store = open_registry(registry_path)
         except RegistryError as exc:
             raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-record") from exc
-        if options.training_capture is None and Path(src).is_dir():
-            from ..registry import recorded_capture
+    if options.training_capture is None and not no_registry and Path(src).is_dir():
+        from ..registry import stated_capture
 
-            depth = options.target.num_hidden_layers if options.target else None
-            options.training_capture = recorded_capture(src, store, target_depth=depth)
+        # Only ids the record states, never a default derived from what another conversion recorded.
+        fact = stated_capture(src, store if store is not None else registry_path)
+        if fact is not None:
+            options.training_capture = (fact.capture_boundaries, fact.label)
+            from_registry = fact.as_dict()
     bars: list[Progress] = []
 
     def progress(total: int):
@@ -165,7 +171,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         with hub_progress_bars(not (quiet or as_json)):
             result = convert(src, dst, to_layout, from_layout, options=options, revision=revision,
                              endpoint=endpoint, token=token, force=force, max_shard_bytes=max_shard_size,
-                             progress=progress, on_source=announce, trained_with=trained_with)
+                             progress=progress, on_source=announce, trained_with=trained_with,
+                             registry_facts=from_registry)
         recorded, record_error = None, None
         if store is not None:
             try:
@@ -188,6 +195,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         "capture": capture, "notes": result.notes + (recorded.notes if recorded else []),
         "drafter_id": result.drafter_id, "recorded_in": str(store.path) if recorded else None,
         "serves": {engine: v.to_dict() for engine, v in result.serves.items()},
+        "from_registry": result.facts.get("from_registry"),
     }
     if as_json:
         emit_json(summary)

@@ -3,6 +3,7 @@ trained on, where copies of it live, and what each copy was converted from."""
 
 from .api import (
     Recorded,
+    RegistryFact,
     add_checkpoint,
     lineage,
     list_records,
@@ -11,6 +12,7 @@ from .api import (
     recorded_capture,
     remove,
     show,
+    stated_capture,
 )
 from .errors import RegistryError
 from .models import DrafterRecord, LineageEdge, Location, LocationRef, TargetInfo, split_uri
@@ -34,6 +36,7 @@ __all__ = [
     "LocationRef",
     "Recorded",
     "RegistryError",
+    "RegistryFact",
     "RegistryStore",
     "SQLiteStore",
     "TargetInfo",
@@ -48,5 +51,6 @@ __all__ = [
     "remove",
     "show",
     "split_uri",
+    "stated_capture",
     "training_boundaries",
 ]

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,42 @@ def recorded_capture(path: str | os.PathLike[str], registry: RegistryArg = None,
             return None
         boundaries = default_boundaries(depth)
     return boundaries, f"the registry's record of drafter {record.drafter_id[:12]}"
+
+
+@dataclass(frozen=True)
+class RegistryFact:
+    """A fact convert takes from the registry, with the record it comes from: printed, and kept in the
+    output's sidecar (`from_registry`), so what was written can be traced to it."""
+
+    capture_boundaries: list[int]
+    drafter_id: str
+    recorded_at: str  # when the record was last updated (UTC, ISO 8601)
+
+    @property
+    def label(self) -> str:
+        when = self.recorded_at[:16].replace("T", " ")
+        return f"the registry record of drafter {self.drafter_id[:12]} (recorded {when} UTC)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"capture_boundaries": self.capture_boundaries, "drafter_id": self.drafter_id,
+                "recorded_at": self.recorded_at}
+
+
+def stated_capture(path: str | os.PathLike[str], registry: RegistryArg = None) -> RegistryFact | None:
+    """The capture boundaries the registry's record of the drafter in `path` states, for convert.
+
+    Only boundaries the record names: a record of "engine default" adds nothing (the file already
+    says as much), so an earlier conversion that merely recorded the target's depth cannot turn an
+    output's "engine default" into explicit ids. A missing registry file is not created.
+    """
+    if not isinstance(registry, RegistryStore) and not os.path.exists(registry or default_registry_path()):
+        return None
+    with opened(registry) as store:
+        record = _recorded_at(store, Path(path), None, False)
+    if record is None or record.capture_boundaries is None:
+        return None
+    when = record.updated_at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+    return RegistryFact(list(record.capture_boundaries), record.drafter_id, when)
 
 
 def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: bool) -> DrafterRecord | None:
