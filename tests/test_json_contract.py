@@ -28,6 +28,10 @@ def one_document(result, command: str | None) -> dict:
     assert isinstance(doc, dict) and doc["schema_version"] == 1
     assert doc["command"] == command
     assert output_violations(doc) == [], output_violations(doc)
+    schema = load_output_schema(output_schema_name(command) if output_schema_name(command) in output_schema_names()
+                                else "usage")
+    undocumented = set(doc) - set(schema["properties"])
+    assert not undocumented, f"fields missing from the schema (and docs/json.md): {sorted(undocumented)}"
     assert doc["ok"] is (result.exit_code == 0), (doc, result.stderr)
     if not doc["ok"]:
         [line] = result.stderr.splitlines()  # and stderr still has the one error line
@@ -54,7 +58,10 @@ def test_every_command_takes_json_and_has_a_documented_schema():
         assert f"`{name}`" in docs and f"schemas/output/{schema}.json" in docs, f"docs/json.md lacks {name}"
     assert set(output_schema_names()) == {output_schema_name(n) for n in all_commands()} | {"usage"}
     for name in output_schema_names():
-        assert load_output_schema(name)["$schema"].endswith("2020-12/schema")
+        schema = load_output_schema(name)
+        assert schema["$schema"].endswith("2020-12/schema")
+        missing = [key for key in schema["properties"] if f"`{key}`" not in docs]
+        assert not missing, f"docs/json.md does not describe {name}'s {missing}"
 
 
 # ------------------------------------------------------------------ typos and usage errors
