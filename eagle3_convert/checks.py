@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -32,7 +33,8 @@ from .drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, DrafterConfig, TargetIdent
                       optional_shapes)
 from .errors import Eagle3Error, FormatError, RefusalError
 from .safetensors_io import (FLOAT_DTYPES, INDEX_NAME, SINGLE_NAME, TensorRef,
-                             TensorSource, checked_member, iter_tensor_chunks, read_header, read_index)
+                             TensorSource, checked_member, iter_tensor_chunks, read_header, read_index,
+                             tensor_sha256)
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
@@ -654,7 +656,8 @@ class _Run:
                          "a speculators EAGLE-3 config nests the drafter's decoder config there", where=where)
                 return None
         try:
-            fields = decoder_fields(dec, "config.json" if where == "$" else "transformer_layer_config")
+            fields = decoder_fields(dec, "config.json" if where == "$" else "transformer_layer_config",
+                                    self.raw.tensors if where == "$" else ())
         except FormatError as exc:
             key_path = _decoder_key_path(dec, where, exc.code)
             if not any(f.where == key_path or f.code in ("E-CONFIG-KEY-TYPO", "E-CONFIG-KEY-PLACE")
@@ -752,6 +755,14 @@ class _Run:
                          f"rename it to its drafter name or remove it (`{self.command_inspect()}` lists the names)",
                          where=stored)
                 continue
+            twin = _later_norm_twin(stored, self.raw.tensors)
+            if twin is not None:  # one norm of a layer >= 1 under vLLM's and SGLang's names, as we write it
+                if stored.endswith("hidden_norm.weight") and tensor_sha256(src) != tensor_sha256(self.raw.tensors[twin]):
+                    self.add("E-KEY-DUPLICATE", f"tensors {twin!r} and {stored!r} hold different weights: vLLM "
+                             "reads the first, SGLang the second, and they would serve different drafters",
+                             "keep the trained weight under both names, or one of them", where=stored)
+                if intent in seen or intent not in expected:
+                    continue
             if intent in seen:
                 self.add("E-KEY-DUPLICATE", f"tensors {seen[intent]!r} and {stored!r} both hold {intent}",
                          "the checkpoint stores one weight twice under two prefixes: keep one", where=stored)
@@ -1153,6 +1164,16 @@ def _decoder_key_path(dec: Mapping[str, Any], prefix: str, code: str) -> str:
     if dec.get("model_type") in MLA_MODEL_TYPES:
         keys += MLA_KEYS
     return next((f"{prefix}.{key}" for key in keys if not _positive(dec.get(key))), prefix)
+
+
+def _later_norm_twin(stored: str, tensors: Mapping[str, Any]) -> str | None:
+    """For `layers.{i>=1}.hidden_norm.weight`, its `input_layernorm` twin when the file holds both: the
+    pre-attention norm of that layer written for SGLang and for vLLM (converters.base.with_both_later_norms)."""
+    m = re.match(r"^((?:model\.)?layers\.[1-9]\d*\.)(hidden_norm|input_layernorm)\.weight$", stored)
+    if not m:
+        return None
+    twin = f"{m.group(1)}{'input_layernorm' if m.group(2) == 'hidden_norm' else 'hidden_norm'}.weight"
+    return twin if twin in tensors else None
 
 
 def _show(value: Any, limit: int = 80) -> str:

@@ -192,6 +192,13 @@ def stored_name(layout: str, spec: DrafterSpec, canonical: str) -> str:
 
 def stored_tensors(layout: str, spec: DrafterSpec) -> dict[str, RawTensor]:
     out = {stored_name(layout, spec, n): t for n, t in canonical_tensors(spec).items()}
+    if layout in ("sglang", "vllm"):
+        # Layers >= 1: vLLM reads input_layernorm, SGLang hidden_norm, and each leaves the other's name unset
+        # without a word; the one weight under both names is right in both engines (FORMATS.md §6).
+        for i in range(1, spec.num_layers):
+            both = [f"layers.{i}.input_layernorm.weight", f"layers.{i}.hidden_norm.weight"]
+            have = next(n for n in both if n in out)
+            out.update({n: out[have] for n in both})
     ids = draft_vocab(spec)
     if ids is None and layout in ("sglang", "eagle"):
         ids = list(range(spec.vocab_size))  # both always carry d2t/t2d; the identity when Vd == V

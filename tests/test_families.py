@@ -58,11 +58,14 @@ def test_layers_after_the_first_use_each_engines_norm_name(tmp_path: Path):
     sglang = read_tensor_table(tmp_path / "sglang")[0]
     vllm = read_tensor_table(tmp_path / "vllm")[0]
     for i in (1, 2):
-        # SGLang's later layers normalise their input with hidden_norm; vLLM's with input_layernorm.
-        assert f"layers.{i}.hidden_norm.weight" in sglang and f"layers.{i}.input_layernorm.weight" not in sglang
-        assert f"layers.{i}.input_layernorm.weight" in vllm and f"layers.{i}.hidden_norm.weight" not in vllm
-    assert tensor_hashes(tmp_path / "sglang")["layers.2.hidden_norm.weight"] == \
-        canonical["layers.2.input_layernorm.weight"].sha256
+        # SGLang's later layers normalise their input with hidden_norm, vLLM's with input_layernorm, and each
+        # leaves the other name unset without a word: both files carry the one weight under both names.
+        for tensors in (sglang, vllm):
+            assert {f"layers.{i}.hidden_norm.weight", f"layers.{i}.input_layernorm.weight"} <= set(tensors)
+        for layout in ("sglang", "vllm"):
+            hashes = tensor_hashes(tmp_path / layout)
+            assert hashes[f"layers.{i}.hidden_norm.weight"] == hashes[f"layers.{i}.input_layernorm.weight"] == \
+                canonical[f"layers.{i}.input_layernorm.weight"].sha256
     assert "midlayer.self_attn.q_proj.weight" not in sglang and "layers.0.self_attn.q_proj.weight" in sglang
     assert config(tmp_path / "sglang")["num_hidden_layers"] == 3
 

@@ -9,7 +9,7 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS, Drafter, DrafterConfig,
                        TargetIdentity)
@@ -157,14 +157,43 @@ def _check_optional_types(dec: Mapping[str, Any], where: str) -> None:
                               code="E-CONFIG-FIELD")
 
 
-def decoder_fields(dec: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Canonical fields from an HF-style decoder config (flat SGLang or speculators' transformer_layer_config)."""
+def structural_family(architectures: Any, tensor_names: Iterable[str] = ()) -> str | None:
+    """The drafter family the engines build from a flat config's architecture, when the tensors agree.
+
+    SGLang and vLLM pick the drafter class by `architectures`, not by `model_type`: SpecForge's
+    `kimi-k2-eagle3.json` is a `LlamaForCausalLMEagle3` with q/k/v tensors and `model_type: kimi_k2`.
+    """
+    archs = [a for a in architectures if isinstance(a, str)] if isinstance(architectures, list) else []
+    family = next((ARCHITECTURE_FAMILY[a] for a in archs if a in ARCHITECTURE_FAMILY), None)
+    names = list(tensor_names)
+    mla = any(".q_a_proj." in n or ".kv_a_proj_with_mqa." in n for n in names)
+    attention = any(".q_proj." in n or ".k_proj." in n for n in names)
+    if family is None or (names and mla == attention) or (mla and family != "deepseek_mla") or \
+            (attention and family == "deepseek_mla"):
+        return None  # no class named, or tensors that contradict it
+    return family
+
+
+def decoder_fields(dec: Mapping[str, Any], where: str, tensor_names: Iterable[str] = (),
+                   notes: list[str] | None = None) -> dict[str, Any]:
+    """Canonical fields from an HF-style decoder config (flat SGLang or speculators' transformer_layer_config).
+
+    The family follows `model_type`, unless the architecture the engines build their class from (and the
+    tensors) say otherwise: a model_type of no drafter family, or an MLA model_type on a q/k/v drafter.
+    """
     model_type = dec.get("model_type", "llama")
     if not isinstance(model_type, str):
         raise FormatError(f"{where}: model_type is {_short(model_type)}; expected a string",
                           "fix model_type in config.json", code="E-CONFIG-FIELD")
     _check_optional_types(dec, where)
     family = FAMILY_BY_MODEL_TYPE.get(model_type)
+    built = structural_family(dec.get("architectures"), tensor_names)
+    if built is not None and family != built and (family is None or "deepseek_mla" in (family, built)):
+        if notes is not None:
+            notes.append(f"model_type {model_type!r} read as a {built} drafter: the engines build their "
+                         f"{built} class from architectures {dec.get('architectures')}, and the tensors agree; "
+                         f"written as model_type {MODEL_TYPE_BY_FAMILY[built]!r}")
+        family = built
     if family is None:
         raise FormatError(f"{where}: drafter model_type {model_type!r} is not an EAGLE-3 drafter family",
                           f"known: {', '.join(sorted(FAMILY_BY_MODEL_TYPE))}", code="E-CONFIG-FAMILY")
@@ -189,6 +218,9 @@ def decoder_fields(dec: Mapping[str, Any], where: str) -> dict[str, Any]:
     for key in ("rms_norm_eps", "hidden_act", "max_position_embeddings"):
         if dec.get(key) is not None:
             fields[key] = dec[key]
+    # An absent eps is transformers' default for every drafter family's config class (Llama, Qwen3, DeepSeek-V3):
+    # what the engines read, and what this tool then writes out explicitly.
+    fields.setdefault("rms_norm_eps", 1e-6)
     if family == "deepseek_mla":
         # Every MLA width must be stated: the engines' fallbacks differ (vLLM 0, transformers DeepSeek-V3 sizes).
         fields["mla"] = {k: _require_int(dec, k, where) for k in MLA_KEYS}
@@ -232,9 +264,15 @@ def split_decoder_extra(dec: Mapping[str, Any], also_known: set[str]) -> dict[st
 
 
 def keep_model_type_spelling(dec: Mapping[str, Any], fields: dict[str, Any], extra: dict[str, Any]) -> None:
-    # deepseek_v3 and kimi_k2 are one family but keep the spelling the source used.
-    if dec.get("model_type") and dec["model_type"] != MODEL_TYPE_BY_FAMILY[fields["family"]]:
-        extra["model_type"] = dec["model_type"]
+    # deepseek_v3 and kimi_k2 are one family but keep the spelling the source used; a spelling of another
+    # family (kimi_k2 on a Llama-class drafter) is not kept: the family's own model_type is written.
+    model_type = dec.get("model_type")
+    if model_type and model_type != MODEL_TYPE_BY_FAMILY[fields["family"]] and \
+            FAMILY_BY_MODEL_TYPE.get(model_type) == fields["family"]:
+        extra["model_type"] = model_type
+    elif model_type and FAMILY_BY_MODEL_TYPE.get(model_type) == "deepseek_mla" and fields["family"] != "deepseek_mla":
+        # The drafter's config says which target it serves: SGLang's Kimi/DeepSeek targets read capture ids their way.
+        fields.setdefault("target", TargetIdentity(model_type=model_type))
 
 
 # --------------------------------------------------------------- tensor names
@@ -486,6 +524,13 @@ EAGLE3_ARCHITECTURES = frozenset({
     "LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM", "Eagle3DeepseekV2ForCausalLM",
     "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM", "Eagle3Qwen3vlForCausalLM",
     "Eagle3MiniMaxM2ForCausalLM", "LlamaForCausalLMEagle3Deep"})
+# The drafter family of the class each engine builds for an architecture (vLLM's registry, SGLang's EntryClass).
+ARCHITECTURE_FAMILY = {
+    "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "Eagle3Qwen2_5vlForCausalLM": "llama",
+    "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama", "LlamaForCausalLMEagle3Deep": "llama",
+    "Eagle3Qwen3ForCausalLM": "qwen3",
+    "Eagle3DeepseekV2ForCausalLM": "deepseek_mla", "Eagle3DeepseekV3ForCausalLM": "deepseek_mla",
+}
 # Keys only NVIDIA ModelOpt writes into the nested eagle_config.
 MODELOPT_EAGLE_FIELDS = ("use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
                          "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers")
@@ -545,9 +590,10 @@ def refuse_uncaptured_states(cfg: DrafterConfig, layout: str) -> None:
                   "E-CAPTURE-COUNT")
 
 
-def flat_fields(raw: Mapping[str, Any], modeled: set[str]) -> dict[str, Any]:
+def flat_fields(raw: Mapping[str, Any], modeled: set[str], tensor_names: Iterable[str] = (),
+                notes: list[str] | None = None) -> dict[str, Any]:
     """Canonical fields shared by the flat HF-style layouts (SGLang, vLLM, EAGLE, ModelOpt)."""
-    fields: dict[str, Any] = decoder_fields(raw, "config.json")
+    fields: dict[str, Any] = decoder_fields(raw, "config.json", tensor_names, notes)
     extra = split_decoder_extra(raw, modeled)
     keep_model_type_spelling(raw, fields, extra)
     fields["hf_extra"] = extra
@@ -620,6 +666,22 @@ def check_top_level_copy(raw: Mapping[str, Any], boundaries: list[int] | None, n
         f"{','.join(map(str, sorted(boundaries)))} --convention boundary` (the {nested_reader} reading) or "
         f"`--capture-layers {','.join(map(str, sorted(top)))} --convention boundary` (the vLLM reading); a file "
         "written for vLLM (boundaries in both places) reads right with --from vllm", code="E-CAPTURE-CONFLICT")
+
+
+LATER_NORMS = ("input_layernorm", "hidden_norm")  # vLLM's and SGLang's pre-attention norm of layers >= 1
+
+
+def with_both_later_norms(tensors: dict[str, TensorSource], num_layers: int) -> dict[str, TensorSource]:
+    """Layers >= 1 normalise their input with `input_layernorm` in vLLM and with `hidden_norm` in SGLang,
+    and each engine leaves the other name unset without a word. Writing the one weight under both names
+    makes a multi-layer file right in both engines (each builds both, and reads its own)."""
+    out = dict(tensors)
+    for i in range(1, num_layers):
+        names = [f"layers.{i}.{norm}.weight" for norm in LATER_NORMS]
+        present = [n for n in names if n in out]
+        if len(present) == 1:
+            out[next(n for n in names if n not in out)] = out[present[0]]
+    return out
 
 
 def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: str, other_layout: str,

@@ -41,6 +41,7 @@ from .base import (
     source_config,
     split_decoder_extra,
     to_stored,
+    with_both_later_norms,
     write_capture_ids,
 )
 from .layer_ids import engine_boundaries
@@ -89,7 +90,7 @@ class SGLangLayout(Layout):
         raw = source_config(ckpt)
         notes = list(ckpt.notes)
         refuse_key_errors(self.name, raw, notes)
-        fields: dict[str, Any] = decoder_fields(raw, "config.json")
+        fields: dict[str, Any] = decoder_fields(raw, "config.json", ckpt.tensors, notes)
         extra = split_decoder_extra(raw, MODELED)
         keep_model_type_spelling(raw, fields, extra)
         fields["hf_extra"] = extra
@@ -142,7 +143,7 @@ class SGLangLayout(Layout):
                               "it must be a list of integers", code="E-CAPTURE-FIELD")
         boundaries = None
         if ids is not None:
-            family, depth = capture_context(fields["family"], options.target)
+            family, depth = capture_context(fields["family"], options.target, fields.get("target"))
             boundaries = engine_boundaries(self.engine, ids, family, depth)
             if boundaries is None:
                 raise FormatError(f"SGLang ids {ids} capture nothing on a {family} target",
@@ -201,7 +202,8 @@ class SGLangLayout(Layout):
         for flag in ("norm_before_fc", "fc_norm", "norm_output"):
             if getattr(cfg, flag):
                 config[flag] = True
-        tensors = {to_stored(n, RENAMES, cfg.num_layers): src for n, src in drafter.tensors.items()}
+        tensors = with_both_later_norms({to_stored(n, RENAMES, cfg.num_layers): src
+                                         for n, src in drafter.tensors.items()}, cfg.num_layers)
         vocab = drafter.vocab or identity_map(cfg.vocab_size)  # SpecForge writes the identity map when Vd == V
         tensors["d2t"] = vocab.d2t_tensor()
         tensors["t2d"] = vocab.t2d_tensor()

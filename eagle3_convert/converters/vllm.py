@@ -34,6 +34,7 @@ from .base import (
     refuse_uncaptured_states,
     refuse_unless,
     source_config,
+    with_both_later_norms,
     write_capture_ids,
 )
 from ..engines import shield_from_sglang, target_context
@@ -94,7 +95,7 @@ class VLLMLayout(Layout):
         raw = source_config(ckpt)
         notes = list(ckpt.notes)
         refuse_key_errors(self.name, raw, notes)
-        fields = flat_fields(raw, MODELED)
+        fields = flat_fields(raw, MODELED, ckpt.tensors, notes)
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         served = served_family(archs)
         if served is None:
@@ -181,7 +182,7 @@ class VLLMLayout(Layout):
             config["target_hidden_size"] = cfg.target_hidden_size
         if cfg.num_aux_hidden_states != 3:
             config["num_aux_hidden_states"] = cfg.num_aux_hidden_states  # sizes fc when the list is absent
-        tensors = dict(drafter.tensors)  # vLLM's names are the canonical names
+        tensors = with_both_later_norms(dict(drafter.tensors), cfg.num_layers)  # vLLM's names are the canonical
         if drafter.vocab is not None:
             tensors["d2t"] = drafter.vocab.d2t_tensor()
             tensors["t2d"] = drafter.vocab.t2d_tensor()  # vLLM skips it; speculators-style readers need it

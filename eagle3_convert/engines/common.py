@@ -55,3 +55,10 @@ def dropped(names: list[str], what: str, label: str) -> list[str]:
         return []
     shown = ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
     return [f"{label} drops {what} ({shown}) without a word"]
+
+
+def unread_later_norms(names: Collection[str], stored: str, read: str) -> list[str]:
+    """Layers >= 1 whose pre-attention norm is stored only as `stored` where the engine reads `read`."""
+    rx = re.compile(rf"^(?:model\.)?layers\.([1-9]\d*)\.{stored}\.weight$")
+    return sorted(n for n in names if (m := rx.match(n)) and not any(
+        other.endswith(f"layers.{m.group(1)}.{read}.weight") for other in names))

@@ -20,7 +20,7 @@ from typing import Any, Collection, Mapping
 
 from ..converters.layer_ids import capturable, default_boundaries, engine_boundaries
 from . import Reading, TargetContext
-from .common import IDS_KEY, architectures, dropped, flag, has, id_list, nested, num_layers
+from .common import IDS_KEY, architectures, dropped, flag, has, id_list, nested, num_layers, unread_later_norms
 
 LABEL = "SGLang"
 CLASSES = {"LlamaForCausalLMEagle3": "llama", "Eagle3DeepseekV2ForCausalLM": "deepseek_mla"}
@@ -77,7 +77,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     r.silent += dropped(has(names, r"\.bias$"), "bias tensors", LABEL)
     r.silent += dropped(has(names, r"\.(q_norm|k_norm)\.weight$"), "q/k norms (it has no Qwen3 drafter class)",
                         LABEL)
-    r.silent += dropped(has(names, r"^(model\.)?layers\.[1-9]\d*\.input_layernorm\.weight$"),
+    r.silent += dropped(unread_later_norms(names, "input_layernorm", "hidden_norm"),
                         "the pre-attention norm of layers >= 1 (it reads hidden_norm there)", LABEL)
     if values["norm_before_fc"] and "norm_before_fc" not in read_flags:
         r.silent += dropped(has(names, r"^input_norm\.weight$"), "input_norm (norm_before_fc)", LABEL)

@@ -24,7 +24,7 @@ from typing import Any, Collection, Mapping
 
 from ..converters.layer_ids import default_boundaries
 from . import Reading, TargetContext
-from .common import IDS_KEY, architectures, dropped, flag, has, id_list, nested, num_layers
+from .common import IDS_KEY, architectures, dropped, flag, has, id_list, nested, num_layers, unread_later_norms
 
 LABEL = "vLLM"
 CLASSES = {
@@ -99,7 +99,7 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
     r.silent += dropped(has(names, r"^model\."), "weights under a model. prefix", LABEL)
     if layers > 1:
         r.silent += dropped(has(names, r"^midlayer\."), "midlayer.* weights of a multi-layer drafter", LABEL)
-        r.silent += dropped(has(names, r"^layers\.[1-9]\d*\.hidden_norm\.weight$"),
+        r.silent += dropped(unread_later_norms(names, "hidden_norm", "input_layernorm"),
                             "hidden_norm of layers >= 1 (it normalises them with input_layernorm)", LABEL)
     return r
 
