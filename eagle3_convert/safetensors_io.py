@@ -290,10 +290,10 @@ def read_tensor_bytes(src: TensorSource) -> bytes:
             f.seek(src.start)
             data = f.read(src.nbytes)
     except OSError as exc:
-        raise FormatError(f"{src.file.name}: cannot read tensor {src.name!r} ({exc.strerror or exc})",
+        raise FormatError(f"{src.file}: cannot read tensor {src.name!r} ({exc.strerror or exc})",
                           "check the file and its permissions", code="E-FILE-READ") from None
     if len(data) != src.nbytes:
-        raise FormatError(f"{src.file.name}: tensor {src.name!r} is cut short (file truncated while reading)",
+        raise FormatError(f"{src.file}: tensor {src.name!r} is cut short (file truncated while reading)",
                           _HINT_CORRUPT, code="E-FILE-TRUNCATED")
     return data
 
@@ -313,7 +313,7 @@ def iter_tensor_chunks(src: TensorSource, chunk: int = COPY_CHUNK) -> Iterable[m
         while left:
             n = f.readinto(view[: min(left, len(buf))])
             if not n:
-                raise FormatError(f"{src.file.name}: tensor {src.name!r} is cut short", _HINT_CORRUPT,
+                raise FormatError(f"{src.file}: tensor {src.name!r} is cut short", _HINT_CORRUPT,
                                   code="E-FILE-TRUNCATED")
             yield view[:n]
             left -= n
@@ -409,7 +409,7 @@ def write_safetensors(
             else:
                 if src.file not in open_sources:
                     open_sources[src.file] = os.open(src.file, os.O_RDONLY)
-                _copy_range(open_sources[src.file], fd, src.start, src.nbytes, src.file.name)
+                _copy_range(open_sources[src.file], fd, src.start, src.nbytes, str(src.file))
             if on_progress:
                 on_progress(src.nbytes)
         os.fsync(fd)
