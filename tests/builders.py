@@ -296,25 +296,21 @@ def expected_refusal(layout: str, spec: DrafterSpec) -> tuple[str, str] | None:
     """(error code, why) when `layout` cannot express `spec` without changing the model; else None."""
     mla, flags = spec.family == "deepseek_mla", [f for f in FLAGS if getattr(spec, f)]
     uncaptured = spec.capture_boundaries is None and spec.num_aux != 3
-    first_layer_norm = "engines compute hidden_norm(h), not hidden_norm(input_layernorm(h))"
     rules: dict[str, list[tuple[bool, str, str]]] = {
         "speculators": [
             (mla, "E-FAMILY-UNSUPPORTED", "speculators has no MLA drafter class"),
-            (spec.modelopt_hf_trained, "E-FLAG-UNSUPPORTED", first_layer_norm),
             (spec.norm_before_fc and spec.fc_norm, "E-FLAG-UNSUPPORTED", "nbf and fc_norm exclude each other"),
             (uncaptured, "E-CAPTURE-COUNT", "k != 3 with no capture ids"),
         ],
         "sglang": [
             (spec.norm_before_residual, "E-FLAG-UNSUPPORTED", "SGLang has no norm_before_residual"),
             (spec.family == "qwen3", "E-FAMILY-UNSUPPORTED", "SGLang has no Qwen3 EAGLE-3 class"),
-            (spec.modelopt_hf_trained, "E-FLAG-UNSUPPORTED", first_layer_norm),
             (spec.attention_bias, "E-BIAS-UNSUPPORTED", "SGLang's Eagle3 loader drops biases"),
             (mla and spec.num_layers > 1, "E-LAYERS-UNSUPPORTED", "SGLang's MLA drafter class builds one layer"),
             (mla and spec.norm_before_fc, "E-FLAG-UNSUPPORTED", "SGLang's MLA class has no input_norm"),
             (uncaptured, "E-CAPTURE-COUNT", "k != 3 with no capture ids"),
         ],
         "vllm": [
-            (spec.modelopt_hf_trained, "E-FLAG-UNSUPPORTED", first_layer_norm),
             (uncaptured, "E-CAPTURE-COUNT", "k != 3 with no capture ids"),
             (mla and spec.norm_before_fc, "E-FLAG-UNSUPPORTED", "vLLM's MLA class has no input_norm"),
             (mla and spec.attention_bias, "E-BIAS-UNSUPPORTED", "vLLM's MLA class has no biases"),
@@ -323,7 +319,6 @@ def expected_refusal(layout: str, spec: DrafterSpec) -> tuple[str, str] | None:
             (spec.family != "llama", "E-FAMILY-UNSUPPORTED", "original EAGLE-3 builds a Llama layer"),
             (spec.num_layers != 1, "E-LAYERS-UNSUPPORTED", "original EAGLE-3 builds one layer"),
             (bool(flags), "E-FLAG-UNSUPPORTED", "original EAGLE-3 has none of the norm flags"),
-            (spec.modelopt_hf_trained, "E-FLAG-UNSUPPORTED", first_layer_norm),
             (spec.attention_bias, "E-BIAS-UNSUPPORTED", "original EAGLE-3 has no biases"),
             (spec.num_aux != 3, "E-CAPTURE-COUNT", "original EAGLE-3 fuses exactly 3 states"),
             (spec.capture_boundaries is not None and list(spec.capture_boundaries) != [

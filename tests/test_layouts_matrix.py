@@ -102,7 +102,8 @@ def test_the_matrix_covers_every_ordered_pair():
     converted = {(a, b) for _, a, b in (p.values for p in matrix(refused=False))}
     assert converted == {(a, b) for a in LAYOUTS for b in LAYOUTS}
     refusing = {b for _, _, b, _ in (p.values for p in matrix(refused=True))}
-    assert refusing == set(LAYOUTS)  # every layout has something it must refuse
+    # every layout but vllm has something it must refuse: vLLM serves every variant another layout can hold
+    assert refusing == set(LAYOUTS) - {"vllm"}
 
 
 # --------------------------------------------------------- the peers' samples

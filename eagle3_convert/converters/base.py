@@ -507,6 +507,9 @@ def restore_from_sidecar(ckpt: Checkpoint, cfg: dict[str, Any]) -> None:
         for layout, extra in carried.items():
             if isinstance(extra, dict):
                 cfg["layout_extra"].setdefault(layout, extra)
+    flags = ckpt.sidecar.get("flags")
+    if isinstance(flags, dict) and flags.get("input_layernorm_on_hidden") is True:
+        cfg["input_layernorm_on_hidden"] = True  # ModelOpt's first-layer fact, which no other layout's config holds
     target = ckpt.sidecar.get("target")
     if isinstance(target, dict):
         try:
@@ -571,14 +574,16 @@ def flat_markers(ckpt: Checkpoint) -> FlatMarkers:
 
 # ------------------------------------------------------------ shared refusals
 
-def refuse_modelopt_first_layer_norm(cfg: DrafterConfig, layout: str) -> None:
-    refuse_unless(not cfg.input_layernorm_on_hidden,
-                  "the drafter was trained by ModelOpt's HF trainer, whose first layer computes "
-                  f"hidden_norm(input_layernorm(h)); the {layout} layout's engines compute hidden_norm(h), so it "
-                  "would serve different maths",
-                  "keep the modelopt layout (vLLM and TensorRT-LLM load it with the same approximation), or, to "
-                  "accept it, set eagle_config.use_input_layernorm_in_first_layer to false in a copy of config.json",
-                  "E-FLAG-UNSUPPORTED")
+def modelopt_first_layer_note(cfg: DrafterConfig, layout: str) -> list[str]:
+    """ModelOpt's HF trainer computes hidden_norm(input_layernorm(h)) in the first layer, where every engine
+    computes hidden_norm(h). vLLM, SGLang and TensorRT-LLM serve NVIDIA's own exports with that approximation,
+    so converting changes nothing about what is served: a warning, and the fact rides in the sidecar (and
+    back into `--to modelopt`)."""
+    if not cfg.input_layernorm_on_hidden:
+        return []
+    return [f"WARNING: ModelOpt trained this drafter with hidden_norm(input_layernorm(h)) in its first layer; the "
+            f"{layout} layout's engines compute hidden_norm(h), the same approximation they apply to the ModelOpt "
+            "export itself (kept in eagle3-convert.json and restored by --to modelopt)"]
 
 
 def refuse_uncaptured_states(cfg: DrafterConfig, layout: str) -> None:

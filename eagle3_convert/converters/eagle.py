@@ -30,7 +30,7 @@ from .base import (
     flat_markers,
     infer_num_aux,
     int_list,
-    refuse_modelopt_first_layer_norm,
+    modelopt_first_layer_note,
     refuse_unless,
     restore_from_sidecar,
     source_config,
@@ -70,7 +70,7 @@ class EagleLayout(Layout):
         raw = source_config(ckpt)
         notes = list(ckpt.notes)
         refuse_key_errors(self.name, raw, notes)
-        fields = flat_fields(raw, MODELED | set(FOREIGN_FLAGS))
+        fields = flat_fields(raw, MODELED | set(FOREIGN_FLAGS), ckpt.tensors, notes)
         refuse_unless(fields["num_layers"] == 1 and fields["family"] == "llama",
                       f"num_hidden_layers {fields['num_layers']} / model_type {raw.get('model_type')!r}: original "
                       "EAGLE-3 builds exactly one Llama decoder layer",
@@ -113,7 +113,6 @@ class EagleLayout(Layout):
         refuse_unless(not flags, f"{', '.join(flags)} set: original EAGLE-3 has no such option and would serve "
                       "different maths", "serve it with vLLM (`--to vllm` or `--to speculators`)",
                       "E-FLAG-UNSUPPORTED")
-        refuse_modelopt_first_layer_norm(cfg, self.name)
         refuse_unless(not (cfg.attention_bias or cfg.mlp_bias), "the drafter has bias tensors; original EAGLE-3's "
                       "layers have none", "serve it with vLLM: `--to vllm`", "E-BIAS-UNSUPPORTED")
         refuse_unless(cfg.num_aux_hidden_states == CAPTURED_STATES,
@@ -148,6 +147,7 @@ class EagleLayout(Layout):
         notes = ["written as model.safetensors (EAGLE's loader falls back to it when pytorch_model.bin is absent)"]
         if "embed_tokens.weight" in drafter.tensors:
             notes.append("embed_tokens.weight kept: EAGLE's exporter leaves it out, its loader takes it if present")
+        notes += modelopt_first_layer_note(cfg, self.name)
         return WritePlan(self.name, dict(sorted(config.items())), tensors, notes, derived_keys=derived)
 
 

@@ -35,7 +35,7 @@ from .base import (
     flat_markers,
     infer_num_aux,
     keep_model_type_spelling,
-    refuse_modelopt_first_layer_norm,
+    modelopt_first_layer_note,
     refuse_uncaptured_states,
     refuse_unless,
     source_config,
@@ -171,7 +171,6 @@ class SGLangLayout(Layout):
         refuse_unless(cfg.family in ARCHITECTURE,
                       f"SGLang has no {cfg.family} EAGLE-3 drafter class (q_norm/k_norm would be dropped silently)",
                       "serve it with vLLM: `--to speculators` or `--to vllm`", "E-FAMILY-UNSUPPORTED")
-        refuse_modelopt_first_layer_norm(cfg, self.name)
         refuse_unless(not (cfg.attention_bias or cfg.mlp_bias or any(n.endswith(".bias") for n in drafter.tensors)),
                       "the drafter has bias tensors; SGLang's Eagle3 loader drops biases silently",
                       "serve it with vLLM: `--to speculators` or `--to vllm`", "E-BIAS-UNSUPPORTED")
@@ -207,7 +206,8 @@ class SGLangLayout(Layout):
         vocab = drafter.vocab or identity_map(cfg.vocab_size)  # SpecForge writes the identity map when Vd == V
         tensors["d2t"] = vocab.d2t_tensor()
         tensors["t2d"] = vocab.t2d_tensor()
-        return WritePlan(self.name, dict(sorted(config.items())), tensors, derived_keys=derived)
+        return WritePlan(self.name, dict(sorted(config.items())), tensors, modelopt_first_layer_note(cfg, self.name),
+                         derived_keys=derived)
 
 
 LAYOUT = SGLangLayout()

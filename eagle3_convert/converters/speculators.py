@@ -26,7 +26,7 @@ from .base import (
     decoder_fields,
     infer_num_aux,
     keep_model_type_spelling,
-    refuse_modelopt_first_layer_norm,
+    modelopt_first_layer_note,
     refuse_unless,
     split_decoder_extra,
 )
@@ -116,7 +116,6 @@ class SpeculatorsLayout(Layout):
         refuse_unless(cfg.family in ("llama", "qwen3"),
                       f"the speculators layout has no {cfg.family} (MLA) drafter class",
                       "serve an MLA drafter with SGLang or vLLM-native (`--to vllm`)", "E-FAMILY-UNSUPPORTED")
-        refuse_modelopt_first_layer_norm(cfg, self.name)
         refuse_unless(not (cfg.norm_before_fc and cfg.fc_norm),
                       "norm_before_fc and fc_norm are both true; speculators allows only one of them",
                       "this drafter cannot be expressed in the speculators layout", "E-FLAG-UNSUPPORTED")
@@ -160,7 +159,7 @@ class SpeculatorsLayout(Layout):
         if drafter.vocab is not None:
             tensors["d2t"] = drafter.vocab.d2t_tensor()
             tensors["t2d"] = drafter.vocab.t2d_tensor()
-        return WritePlan(self.name, dict(sorted(config.items())), tensors)
+        return WritePlan(self.name, dict(sorted(config.items())), tensors, modelopt_first_layer_note(cfg, self.name))
 
 
 LAYOUT = SpeculatorsLayout()

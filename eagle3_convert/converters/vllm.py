@@ -30,7 +30,7 @@ from .base import (
     flat_markers,
     infer_num_aux,
     int_list,
-    refuse_modelopt_first_layer_norm,
+    modelopt_first_layer_note,
     refuse_uncaptured_states,
     refuse_unless,
     source_config,
@@ -157,7 +157,6 @@ class VLLMLayout(Layout):
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config
-        refuse_modelopt_first_layer_norm(cfg, self.name)
         refuse_uncaptured_states(cfg, self.name)
         if cfg.family == "deepseek_mla":
             refuse_unless(not cfg.norm_before_fc,
@@ -188,6 +187,7 @@ class VLLMLayout(Layout):
             tensors["t2d"] = drafter.vocab.t2d_tensor()  # vLLM skips it; speculators-style readers need it
         notes = [note] if (note := shield_from_sglang(config, tensors, cfg, target_context(cfg, options.target))) \
             else []
+        notes += modelopt_first_layer_note(cfg, self.name)
         return WritePlan(self.name, dict(sorted(config.items())), tensors, notes)
 
 
