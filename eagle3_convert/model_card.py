@@ -36,9 +36,9 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
     from huggingface_hub import ModelCard, ModelCardData
 
     target = TargetIdentity.model_validate(facts["target"]) if facts.get("target") else config.target
-    target_name = target.name_or_path if target and target.name_or_path else None
+    target_name = hub_repo_id(target.name_or_path if target else None)  # never a local path
     data = ModelCardData(
-        base_model=target_name if target_name and REPO_ID_RE.match(target_name) else None,
+        base_model=target_name,
         library_name=layout,  # each layout is named after the library that writes and loads it
         tags=card_tags(layout, engines),
         license=license,
@@ -46,9 +46,9 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
     body = "\n".join([
         f"# {repo_id.split('/')[-1]}",
         "",
-        _summary(layout, config, target_name),
+        _summary(layout, config, target_name, target),
         "",
-        *_target_section(target),
+        *_target_section(target, target_name, facts.get("from_registry")),
         *_capture_section(config, facts, target),
         *_drafter_section(config, facts),
         *_serve_section(repo_id, layout, engines, target, target_name, drafter_revision, config, facts),
@@ -64,11 +64,28 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
     return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}"))
 
 
-def _summary(layout: str, config: DrafterConfig, target_name: str | None) -> str:
-    if target_name and REPO_ID_RE.match(target_name):
+def hub_repo_id(name: str | None) -> str | None:
+    """`name` when it is a Hub repo id (org/name shape, and no local path here), else None."""
+    from .sources import is_repo_id
+
+    return name if isinstance(name, str) and REPO_ID_RE.match(name) and is_repo_id(name) else None
+
+
+def _local_name(target: TargetIdentity | None) -> str | None:
+    """A target known only by a local path, shown by its directory name: the uploader's paths stay private."""
+    name = target.name_or_path if target else None
+    if not name or hub_repo_id(name):
+        return None
+    return name.rstrip("/").rsplit("/", 1)[-1] or name
+
+
+def _summary(layout: str, config: DrafterConfig, target_name: str | None, target: TargetIdentity | None) -> str:
+    if target_name:
         who = f"[`{target_name}`](https://huggingface.co/{target_name})"
+    elif _local_name(target):
+        who = f"a local copy of `{_cell(_local_name(target))}` (no Hub repo recorded)"
     else:
-        who = f"`{_cell(target_name)}`" if target_name else "a target model this checkpoint does not name"
+        who = "a target model this checkpoint does not name"
     layers = "one decoder layer" if config.num_layers == 1 else f"{config.num_layers} decoder layers"
     return (f"An [EAGLE-3](https://arxiv.org/abs/2503.01840) draft model for speculative decoding with {who}, "
             f"in the **{layout}** layout. It is {layers} that reads {config.num_aux_hidden_states} hidden states "
@@ -76,15 +93,23 @@ def _summary(layout: str, config: DrafterConfig, target_name: str | None) -> str
             "capture layers) it was trained on.")
 
 
-def _target_section(target: TargetIdentity | None) -> list[str]:
+def _target_section(target: TargetIdentity | None, target_name: str | None,
+                    from_registry: dict[str, Any] | None) -> list[str]:
     if target is None:
-        return ["## Target", "", "Not recorded in this checkpoint.", ""]
-    rows = [("model", target.name_or_path), ("revision", target.revision or "not recorded"),
+        return ["## Target", "", "Not recorded in this checkpoint or in the registry.", ""]
+    model = target_name or (f"local copy: {_local_name(target)}" if _local_name(target) else None)
+    rows = [("model", model), ("revision", target.revision or "not recorded"),
             ("architectures", ", ".join(target.architectures) or None), ("model type", target.model_type),
             ("layers", target.num_hidden_layers), ("hidden size", target.hidden_size),
             ("vocab size", target.vocab_size)]
+    said = []
+    if isinstance(from_registry, dict) and from_registry.get("drafter_id"):
+        said = ["", (f"From the registry record of drafter {_cell(str(from_registry['drafter_id'])[:12])} (recorded "
+                     f"{_cell(str(from_registry.get('recorded_at', ''))[:16].replace('T', ' '))} UTC): "
+                     f"{_cell(' and '.join(from_registry.get('facts') or ['the target']))}, which the checkpoint's "
+                     "own files do not state.")]
     return ["## Target", "", *_table(("", ""), [(name, f"`{_cell(value)}`") for name, value in rows
-                                                 if value is not None]), ""]
+                                                 if value is not None]), *said, ""]
 
 
 def _capture_section(config: DrafterConfig, facts: dict[str, Any], target: TargetIdentity | None) -> list[str]:
@@ -131,7 +156,10 @@ def _serve_section(repo_id: str, layout: str, engines: Sequence[str], target: Ta
     model = target_name or TARGET_PLACEHOLDER
     target_revision = target.revision if target else None
     lines = ["## Serve", ""]
-    if not target_name:
+    if not target_name and _local_name(target):
+        lines += [f"The target was a local copy (`{_cell(_local_name(target))}`): replace `{TARGET_PLACEHOLDER}` "
+                  "with the model it was trained on.", ""]
+    elif not target_name:
         lines += [f"The target is not recorded: replace `{TARGET_PLACEHOLDER}` with the model it was trained on.",
                   ""]
     if "vllm" in engines or "speculators" in engines:

@@ -131,6 +131,10 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
             root, names = staged, [name for name in result.files if name != SIDECAR_NAME]
             sidecar_bytes, facts = _relocated_sidecar(staged, repo_id)
             report = _validate(staged, f"{label} as {layout}", layout, checked_against, registry, None)
+        facts, from_registry = _with_registry_facts(facts, registry)
+        if from_registry:
+            sidecar_bytes = (json.dumps(facts, indent=2) + "\n").encode()
+            notes = [*notes, from_registry]
         card = build_card(repo_id=repo_id, layout=layout, config=source.drafter.config, facts=facts, report=report,
                           engines=_serving_engines(layout), license=license or _license_of(path),
                           drafter_revision=branch if branch and branch != "main" else None)
@@ -206,6 +210,34 @@ def _relocated_sidecar(staged: Path, repo_id: str) -> tuple[bytes, dict[str, Any
     return encoded, data
 
 
+def _with_registry_facts(facts: dict[str, Any], registry: Any) -> tuple[dict[str, Any], str | None]:
+    """The facts the registry's record of this very drafter (by id) holds and its files do not state: the
+    target, the provenance. They go into the card and the published sidecar, with `from_registry` naming
+    the record; returns the note that says so (None: nothing taken, or no registry consulted)."""
+    from .drafter import TargetIdentity
+    from .registry import record_of
+
+    record = record_of(facts.get("drafter_id"), registry) if registry is not None else None
+    if record is None:
+        return facts, None
+    out, taken = dict(facts), []
+    known = facts.get("target") if isinstance(facts.get("target"), dict) else None
+    if record.target is not None and record.target.name_or_path and not (known or {}).get("name_or_path"):
+        recorded = TargetIdentity.model_validate(record.target.model_dump())
+        out["target"] = TargetIdentity.merged(recorded, TargetIdentity.model_validate(known) if known else None
+                                              ).model_dump()
+        taken.append("the target")
+    if record.trained_with and not facts.get("trained_with"):
+        out["trained_with"] = record.trained_with
+        taken.append("its provenance")
+    if not taken:
+        return facts, None
+    when = record.updated_at.isoformat(timespec="seconds")
+    out["from_registry"] = {"drafter_id": record.drafter_id, "recorded_at": when, "facts": taken}
+    return out, (f"{' and '.join(taken)} taken from the registry record of drafter {record.drafter_id[:12]} "
+                 f"(recorded {when[:16].replace('T', ' ')} UTC): the checkpoint's files do not state them")
+
+
 def _without_local_paths(data: bytes, facts: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
     """A published sidecar names local copies by directory name only: the uploader's paths stay private."""
     def public(uri: object) -> object:
@@ -220,6 +252,12 @@ def _without_local_paths(data: bytes, facts: dict[str, Any]) -> tuple[bytes, dic
                 edge[end]["uri"] = public(edge[end].get("uri"))
     if isinstance(changed.get("converted_from"), dict):
         changed["converted_from"]["uri"] = public(changed["converted_from"].get("uri"))
+    target = changed.get("target")
+    if isinstance(target, dict) and isinstance(target.get("name_or_path"), str):
+        from .model_card import hub_repo_id
+
+        if not hub_repo_id(target["name_or_path"]):  # a local copy of the target: its directory name only
+            target["name_or_path"] = public(target["name_or_path"])
     if changed == facts:
         return data, facts
     return (json.dumps(changed, indent=2) + "\n").encode(), changed

@@ -41,7 +41,21 @@ def load_target(spec: str, revision: str | None = None, name_or_path: str | None
                 endpoint: str | None = None, token: str | None = None) -> TargetIdentity:
     """A target from a local config.json or a directory holding one, or a Hub repo id."""
     config, commit = read_target_config(spec, revision, endpoint=endpoint, token=token)
+    if name_or_path is None and commit is None and Path(spec).exists():
+        name_or_path = local_target_name(spec, config)
     return target_from_config(config, name_or_path or spec, commit or revision)
+
+
+def local_target_name(spec: str, config: dict[str, Any]) -> str:
+    """How a target read from a local copy is named: the Hub repo its config says it came from
+    (`_name_or_path`, as transformers saves it), else its absolute path, which no later reader (a
+    model card's base_model, a publish from another directory) can mistake for a repo id."""
+    from .sources import has_repo_id_shape
+
+    named = config.get("_name_or_path")
+    if isinstance(named, str) and has_repo_id_shape(named) and not Path(named).exists():
+        return named
+    return str(Path(spec).resolve())
 
 
 def read_target_config(spec: str, revision: str | None = None, *, endpoint: str | None = None,

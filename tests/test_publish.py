@@ -343,9 +343,9 @@ def test_unusable_registry_refuses_before_upload(hub: HubServer, example_dir: Pa
     not_a_db = tmp_path / "registry.db"
     not_a_db.write_text("this is not SQLite")
     result = publish(hub.url, example_dir, not_a_db)
-    assert result.exit_code == 1 and "--no-record" in result.stderr
+    assert result.exit_code == 1 and "--no-registry" in result.stderr
     assert not hub.has_repo(REPO)
-    assert publish(hub.url, example_dir, not_a_db, "--no-record").exit_code == 0
+    assert publish(hub.url, example_dir, not_a_db, "--no-registry").exit_code == 0
     assert not_a_db.read_text() == "this is not SQLite"
 
 

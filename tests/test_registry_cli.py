@@ -180,8 +180,12 @@ def test_unusable_registry_is_a_one_line_error_and_nothing_is_written(example_di
     before = tree_digest(example_dir)
     result = run_cli("--to", "sglang", example_dir, tmp_path / "out", "--registry", not_a_db)
     line = one_line_error(result, "E-REGISTRY")
-    assert result.exit_code == 1 and "--no-record" in line
+    assert result.exit_code == 1 and "--no-registry" in line
     assert not (tmp_path / "out").exists() and tree_digest(example_dir) == before
+    # the hint is a way out: the registry left out, the conversion runs and the file is untouched
+    assert run_cli("--to", "sglang", example_dir, tmp_path / "out", "--registry", not_a_db,
+                   "--no-registry").exit_code == 0
+    assert not_a_db.read_text().startswith("these are not the tables")
 
 
 def test_recording_failure_after_a_conversion_warns_and_keeps_the_output(example_dir: Path, tmp_path: Path) -> None:

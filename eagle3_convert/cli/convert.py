@@ -148,12 +148,15 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         try:  # before any byte is written: an unusable registry should not cost a conversion
             store = open_registry(registry_path)
         except RegistryError as exc:
-            raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-record") from exc
+            raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
     if options.training_capture is None and not no_registry and Path(src).is_dir():
         from ..registry import stated_capture
 
         # Only ids the record states, never a default derived from what another conversion recorded.
-        fact = stated_capture(src, store if store is not None else registry_path)
+        try:
+            fact = stated_capture(src, store if store is not None else registry_path)
+        except RegistryError as exc:
+            raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
         if fact is not None:
             options.training_capture = (fact.capture_boundaries, fact.label)
             from_registry = fact.as_dict()

@@ -33,13 +33,15 @@ from .validate import _counts, _print_report
 @hub_options
 @registry_option
 @click.option("--no-record", is_flag=True, help="Do not record the published copy in the registry.")
+@click.option("--no-registry", is_flag=True, help="Leave the registry out: the card and sidecar say only what SRC "
+              "and the flags say, and nothing is recorded.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @run_guarded
 def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, verifier: str | None,
                 target: str | None, branch: str | None, create_pr: bool, private: bool, message: str | None,
                 license_id: str | None, dry_run: bool, endpoint: str | None, token: str | None,
-                registry_path: str | None, no_record: bool, as_json: bool, quiet: bool) -> None:
+                registry_path: str | None, no_record: bool, no_registry: bool, as_json: bool, quiet: bool) -> None:
     """Validate the drafter in SRC and publish it to the Hub repo REPO_ID.
 
     Refuses when validation finds an error. Uploads config.json, the weights, eagle3-convert.json
@@ -53,15 +55,16 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
     from ..registry import RegistryError, open_registry
 
     store = None
-    if not (dry_run or no_record):
+    if not (dry_run or no_record or no_registry):
         try:  # before anything is sent: an unusable registry should not cost an upload
             store = open_registry(registry_path)
         except RegistryError as exc:
-            raise RegistryError(exc.message, f"{exc.hint}; or publish with --no-record") from exc
+            raise RegistryError(exc.message, f"{exc.hint}; or publish with --no-registry") from exc
     try:
         with prepared_publish(src, repo_id, layout=layout, from_layout=from_layout, verifier=verifier,
                               target=target, branch=branch, create_pr=create_pr, message=message,
-                              license=license_id, registry=_consulted(store, registry_path, no_record),
+                              license=license_id,
+                              registry=None if no_registry else _consulted(store, registry_path, no_record),
                               endpoint=endpoint, token=token) as plan:
             if dry_run:
                 _report(plan, None, None, as_json)
@@ -89,12 +92,13 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
 
 
 def _consulted(store: Any, registry_path: str | None, no_record: bool) -> Any:
-    """The registry validation asks for the drafter's training record: none with --no-record."""
+    """The registry validation and the card ask for the drafter's record (as convert does, also with
+    --no-record, which only leaves the upload unrecorded; --no-registry leaves it out altogether)."""
     from ..registry import default_registry_path
 
-    if store is not None or no_record:
+    if store is not None:
         return store
-    return registry_path or default_registry_path()  # --dry-run: read if it exists, never create it
+    return registry_path or default_registry_path()  # --dry-run, --no-record: read if it exists, never create it
 
 
 def _report(plan: Any, published: Any, recorded_in: str | None, as_json: bool) -> None:

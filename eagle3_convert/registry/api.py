@@ -202,6 +202,16 @@ def stated_capture(path: str | os.PathLike[str], registry: RegistryArg = None) -
     return RegistryFact(list(record.capture_boundaries), record.drafter_id, when)
 
 
+def record_of(drafter_id: str | None, registry: RegistryArg = None) -> DrafterRecord | None:
+    """The record of exactly this drafter, or None (a registry file that does not exist is not created)."""
+    if not drafter_id:
+        return None
+    if not isinstance(registry, RegistryStore) and not os.path.exists(registry or default_registry_path()):
+        return None
+    with opened(registry) as store:
+        return store.get(drafter_id)
+
+
 def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: bool) -> DrafterRecord | None:
     known = sidecar.read(root, root / CONFIG_NAME) or {}
     if isinstance(known.get("drafter_id"), str) and (record := store.get(known["drafter_id"])) is not None:
