@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import schemas, sidecar
-from .converters.base import (CONFIG_NAME, KNOWN_CANONICAL, VOCAB_TENSORS, Checkpoint, ConvertOptions, Layout, Rename,
+from .converters.base import (CONFIG_NAME, DEEPSEEK_VOCABS, KNOWN_CANONICAL, VOCAB_TENSORS, Checkpoint, ConvertOptions, Layout, Rename,
                               decoder_fields, read_json_file, to_canonical, to_stored)
 from .converters.config_keys import key_issues
 from .converters.layer_ids import (BOUNDARY_ENGINES, default_boundaries, engine_boundaries, ids_for_engine,
@@ -58,6 +58,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W-LAYOUT-AMBIGUOUS": ("warning", "the config reads as more than one layout, and is checked as each"),
     "E-SCHEMA": ("error", "config.json breaks its layout's JSON Schema"),
     "E-CONFIG-FIELD": ("error", "a config field the drafter needs is missing or invalid"),
+    "E-FROM-MISMATCH": ("error", "--from names a layout that reads the file otherwise than the one it is in"),
     "E-CONFIG-KEY-TYPO": ("error", "a config key is a near miss of a key the reader reads (which it takes as absent)"),
     "E-CONFIG-KEY-PLACE": ("error", "a key the reader reads sits one level off (top level vs a nested object)"),
     "W-CONFIG-KEY-UNKNOWN": ("warning", "a config key the layout's producers never write (carried verbatim)"),
@@ -482,6 +483,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     raw, findings = read_raw(root)
     report = Report(label, None, None, list(engines or ()), findings)
     candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
+    if from_layout != "auto" and raw.config is not None:
+        findings.extend(_explicit_from(raw, from_layout, target))
     if len(candidates) == 1:
         report.layout = candidates[0].name
     for layout in candidates:
@@ -531,6 +534,21 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     report.detected_by = detection.reason
     report.candidates = [detection.layout]
     return [get_layout(detection.layout)]
+
+
+def _explicit_from(raw: RawCheckpoint, given: str, target: TargetFacts | None) -> list[Finding]:
+    """convert's judgement of an explicit --from (convert.judge_explicit_from), as a finding."""
+    from .convert import judge_explicit_from
+
+    ckpt = raw.checkpoint()
+    options = ConvertOptions(target=target.identity if target else _sidecar_target(raw.sidecar))
+    drafter, error = None, None
+    try:
+        drafter = get_layout(given).read(ckpt, options)
+    except (Eagle3Error, ValueError) as exc:  # ValueError: pydantic's, a field the canonical model refuses
+        error = exc
+    problem = judge_explicit_from(ckpt, given, options, drafter=drafter, error=error)
+    return [from_error(problem, where=CONFIG_NAME)] if problem is not None else []
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
@@ -619,6 +637,9 @@ class _Run:
         model_type = self.target.model_type if self.target else None
         if model_type is None and self.cfg is not None and self.cfg.family == "deepseek_mla":
             model_type = "deepseek_v3"  # an MLA drafter serves a DeepSeek / Kimi target
+        if model_type is None:  # what the config betrays, as the layouts' readers infer it (converters.base)
+            own, vocab = self.config.get("model_type"), self.config.get("vocab_size")
+            model_type = own if target_family(own) == "deepseek" else DEEPSEEK_VOCABS.get(vocab)
         return target_family(model_type)
 
     def all(self) -> None:

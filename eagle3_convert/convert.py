@@ -89,6 +89,8 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
     else:
         layout = get_layout(from_layout)
         detection = Detection(layout.name, True, "given with --from")
+    from .errors import Eagle3Error
+
     try:
         drafter = get_layout(detection.layout).read(ckpt, options)
     except ValidationError as exc:  # a config value of the wrong type reached the canonical model
@@ -96,10 +98,48 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
         where = ".".join(str(part) for part in first["loc"]) or "config"
         raise FormatError(f"config.json: {where}: {first['msg']} (got {str(first.get('input'))[:60]!r})",
                           "fix that field in config.json", code="E-CONFIG-FIELD") from None
+    except Eagle3Error as exc:
+        if from_layout != "auto":
+            raise judge_explicit_from(ckpt, detection.layout, options, error=exc) or exc from None
+        raise
     if from_layout != "auto":
-        refuse_another_reading(ckpt, drafter, detection.layout, options)
+        problem = judge_explicit_from(ckpt, detection.layout, options, drafter=drafter)
+        if problem is not None:
+            raise problem
     uri = f"hf://{src}@{commit}" if commit else str(path.resolve())
     return Source(drafter, detection, path, uri, commit, ckpt.sidecar)
+
+
+def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Drafter | None = None,
+                        error: Exception | None = None) -> RefusalError | None:
+    """The one judgement convert and validate make of an explicit --from (issue 12): where detection
+    confidently prefers another layout, a --from whose reader fails, leaves keys of the file unread that the
+    detected layout's engines read, or reads another drafter, is refused, naming the detected layout."""
+    from .converters.config_keys import foreign_semantic_keys
+    from .errors import Eagle3Error
+
+    try:
+        detected = detect(ckpt)
+    except Eagle3Error:
+        return None  # ambiguous or unknown: --from is how the user settles it
+    if detected.layout == given or not detected.confident:
+        return None
+    this = f"the checkpoint is in the {detected.layout} layout ({detected.reason})"
+    hint = f"drop --from, or pass --from {detected.layout}"
+    if error is not None:
+        reason = getattr(error, "message", str(error)) + (f" [{error.code}]" if isinstance(error, Eagle3Error) else "")
+        return RefusalError(f"--from {given} cannot read it: {this}; the {given} reader refuses it: {reason}", hint,
+                            code="E-FROM-MISMATCH")
+    unread = [path[2:] for path in foreign_semantic_keys(given, ckpt.config)]
+    if unread:
+        return RefusalError(f"--from {given} leaves {', '.join(unread[:4])} unread, which the {detected.layout} "
+                            f"layout's engines read: {this}", hint, code="E-FROM-MISMATCH")
+    if drafter is not None:
+        try:
+            refuse_another_reading(ckpt, drafter, given, options)
+        except RefusalError as exc:
+            return exc
+    return None
 
 
 def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertOptions) -> None:
@@ -153,7 +193,7 @@ def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | No
                   trained_with: str | None = None) -> dict:
     cfg = drafter.config
     # Who the target is (name, revision), completed with what its config says (depth, width, family).
-    target = TargetIdentity.merged(options.verifier or cfg.target, options.target)
+    target = TargetIdentity.merged(TargetIdentity.merged(options.verifier or cfg.target, options.target), cfg.target)
     written_by = [name for name in (source.detection.layout if source else None, dest_layout) if name]
     facts = {
         "target": target.model_dump() if target else None,

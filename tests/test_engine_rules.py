@@ -168,3 +168,37 @@ def test_convert_prints_one_serve_line_per_engine(tmp_path: Path):
     assert [line.split()[0] for line in lines] == ["speculators", "vLLM", "vLLM", "SGLang", "TensorRT-LLM", "llama.cpp"]
     assert "SGLang" in lines[3] and "serves as trained" in lines[3]
     assert "eagle3_layers_to_capture: [0, 2, 5]" in lines[4]  # TensorRT-LLM takes them at serve time
+
+
+def test_target_dependent_sglang_ids_follow_what_the_config_betrays(tmp_path: Path):
+    """Issue 12: SpecForge's Kimi-K2.5 export (a Llama-style drafter, model_type kimi_k2) with ids [2,30,58]
+    and no --target was written as [3,31,59]: SGLang reads those ids raw on DeepSeek/Kimi targets."""
+    spec = DrafterSpec(target_layers=61, capture_boundaries=(3, 31, 59))
+    src = build_drafter(tmp_path / "kimi", "sglang", spec)
+    config = json.loads((src / "config.json").read_text())
+    config["model_type"] = "kimi_k2"
+    config["eagle_config"][IDS] = [2, 30, 58]
+    (src / "config.json").write_text(json.dumps(config))
+    result = run_cli("--to", "speculators", "--verifier", "moonshotai/Kimi-K2.5", "--no-record", src, tmp_path / "s")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((tmp_path / "s" / "config.json").read_text())[IDS] == [2, 30, 58]
+    assert "inferred from the drafter config's model_type 'kimi_k2'" in result.stdout
+    side = json.loads((tmp_path / "s" / "eagle3-convert.json").read_text())
+    assert side["target"]["model_type"] == "kimi_k2" and side["target"]["name_or_path"] == "moonshotai/Kimi-K2.5"
+    # and back: [1, 29, 57] is what SGLang reads as [2, 30, 58] on a Kimi target (ids[0] == 1: +1), and on any other
+    assert run_cli("--to", "sglang", "--no-record", tmp_path / "s", tmp_path / "back").exit_code == 0
+    assert json.loads((tmp_path / "back" / "config.json").read_text())["eagle_config"][IDS] == [1, 29, 57]
+
+
+def test_validate_reads_target_dependent_ids_as_convert_does(tmp_path: Path):
+    spec = DrafterSpec(target_layers=61, capture_boundaries=(3, 31, 59))
+    src = build_drafter(tmp_path / "kimi", "sglang", spec)
+    config = json.loads((src / "config.json").read_text())
+    config.update(model_type="kimi_k2")
+    config["eagle_config"][IDS] = [2, 30, 58]
+    (src / "config.json").write_text(json.dumps(config))
+    # recorded as trained on [2, 30, 58]: a reading one layer off would be E-CAPTURE-RECORD
+    from eagle3_convert.checks import validate_checkpoint
+    report = validate_checkpoint(src, expected_boundaries=[2, 30, 58])
+    assert not report.codes("error"), [f.message for f in report.findings]
+    assert validate_checkpoint(src, expected_boundaries=[3, 31, 59]).codes("error")

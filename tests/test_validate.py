@@ -275,6 +275,10 @@ CASES: dict[str, Case] = {
     "W-LAYOUT-AMBIGUOUS": Case(built_readable_by_both(), edit_tensors(_layers_to_midlayer),
                                also=frozenset({"W-CONFIG-KEY-FOREIGN"})),
     "E-SCHEMA": Case(built("speculators"), edit_config(lambda c: c.__setitem__("speculators_version", 9))),
+    # built("eagle") writes safetensors with midlayer.* names: detection says sglang, and reads it the same
+    "E-FROM-MISMATCH": Case(built("eagle", capture_boundaries=None), edit_config(
+        lambda c: c.__setitem__("norm_output", False)), lambda tmp: {"from_layout": "eagle"},
+        also=frozenset({"W-CONFIG-KEY-FOREIGN"})),
     "E-CONFIG-KEY-TYPO": Case(built("sglang"), edit_config(
         lambda c: c.__setitem__("eagle_confg", c.pop("eagle_config")))),
     "E-CONFIG-KEY-PLACE": Case(built("sglang"), edit_config(
@@ -282,7 +286,9 @@ CASES: dict[str, Case] = {
     "W-CONFIG-KEY-UNKNOWN": Case(built("sglang"), edit_config(lambda c: c.__setitem__("my_notes", "run 7"))),
     "W-CONFIG-KEY-FOREIGN": Case(built("speculators"), edit_config(lambda c: c.__setitem__("use_aux_norm", False))),
     "E-CONFIG-FIELD": Case(built("speculators"), edit_config(lambda c: c.__setitem__("transformer_layer_config", []))),
-    "E-CONFIG-FAMILY": Case(built("sglang"), edit_config(lambda c: c.__setitem__("model_type", "mistral"))),
+    # (a flat config's family follows its architecture: only speculators' nested decoder names it by model_type)
+    "E-CONFIG-FAMILY": Case(built("speculators"), edit_config(
+        lambda c: c["transformer_layer_config"].__setitem__("model_type", "mistral"))),
     "E-CONFIG-ARCH": Case(built("vllm", capture_boundaries=None), edit_config(
         lambda c: c.__setitem__("architectures", ["Eagle3Qwen3ForCausalLM"])), with_engines("sglang")),
     "E-CONFIG-DRAFT-VOCAB": Case(built("sglang"), edit_config(lambda c: c.pop("draft_vocab_size"))),

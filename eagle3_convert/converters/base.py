@@ -689,6 +689,35 @@ def with_both_later_norms(tensors: dict[str, TensorSource], num_layers: int) -> 
     return out
 
 
+# Vocabulary sizes that name a DeepSeek/Kimi target, whose SGLang capture path reads ids its own way.
+DEEPSEEK_VOCABS = {129280: "deepseek_v3", 163840: "kimi_k2"}
+
+
+def infer_target(ckpt: Checkpoint, raw: Mapping[str, Any], drafter_family: str,
+                 options: ConvertOptions) -> tuple[TargetIdentity | None, str | None]:
+    """Who the target is, for id conventions that depend on its family: --target, else our sidecar, else
+    what the drafter's own config betrays (a DeepSeek/Kimi model_type on a Llama-style drafter, as
+    SpecForge's kimi-k2 config writes; a DeepSeek/Kimi vocabulary size). Returns the target and, when it
+    was inferred, what it was inferred from (to be said, never assumed in silence)."""
+    if options.target is not None and options.target.model_type:
+        return options.target, None
+    side = (ckpt.sidecar or {}).get("target")
+    if isinstance(side, dict) and side.get("model_type"):
+        try:
+            return TargetIdentity.model_validate(side), None
+        except ValueError:
+            pass
+    from .layer_ids import DEEPSEEK_FAMILY
+
+    model_type, vocab = raw.get("model_type"), raw.get("vocab_size")
+    if drafter_family != "deepseek_mla" and model_type in DEEPSEEK_FAMILY:
+        return TargetIdentity(model_type=model_type), f"the drafter config's model_type {model_type!r}"
+    if vocab in DEEPSEEK_VOCABS:
+        return (TargetIdentity(model_type=DEEPSEEK_VOCABS[vocab], vocab_size=vocab),
+                f"vocab_size {vocab}, the {DEEPSEEK_VOCABS[vocab]} vocabulary")
+    return options.target, None
+
+
 def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: str, other_layout: str,
                             notes: list[str]) -> Checkpoint:
     """Layers >= 1 carry one pre-attention norm the engine reads (`used`) and one its class builds

@@ -265,8 +265,8 @@ def key_issues(layout: str, config: Mapping[str, Any]) -> list[KeyIssue]:
     return out
 
 
-def _walk(layout: str, level: Level, obj: Mapping[str, Any], where: str, parent: tuple[Level, str] | None,
-          out: list[KeyIssue]) -> None:
+def _walk(layout: str, level: Level, obj: Mapping[str, Any], where: str,
+          parent: tuple[Level, str, Mapping[str, Any]] | None, out: list[KeyIssue]) -> None:
     siblings = [(name, lvl) for name, lvl in level.children]
     for key, value in obj.items():
         path = _path(where, key)
@@ -279,25 +279,47 @@ def _walk(layout: str, level: Level, obj: Mapping[str, Any], where: str, parent:
                 continue
             child = level.child(key)
             if child is not None and isinstance(value, dict):
-                _walk(layout, child, value, path, (level, where), out)
+                _walk(layout, child, value, path, (level, where, obj), out)
             continue
         if key in level.known:
             continue
-        out.append(_judge_stray(layout, level, key, path, where, parent, siblings))
+        out.append(_judge_stray(layout, level, obj, key, path, where, parent, siblings))
 
 
-def _judge_stray(layout: str, level: Level, key: str, path: str, where: str, parent: tuple[Level, str] | None,
-                 siblings: list[tuple[str, Level]]) -> KeyIssue:
+def _copy(path: str, home: str, value: Any, there: Any) -> KeyIssue | None:
+    """A key one level off that repeats the value where the reader reads it: a harmless copy."""
+    if there is _MISSING or there != value:
+        return None
+    return KeyIssue("W-CONFIG-KEY-UNKNOWN", path, f"{path[2:]} repeats {home[2:]} (same value); nothing reads this "
+                    "copy", "remove the copy")
+
+
+_MISSING: Any = object()
+
+
+def _instead(home: str, there: Any) -> str:
+    return "it would be taken as absent" if there is _MISSING else f"the reader uses {home[2:]} = {_show(there)} instead"
+
+
+def _judge_stray(layout: str, level: Level, obj: Mapping[str, Any], key: str, path: str, where: str,
+                 parent: tuple[Level, str, Mapping[str, Any]] | None, siblings: list[tuple[str, Level]]) -> KeyIssue:
     # One level off: a key this layout reads in a nested object (or in the enclosing one).
     for name, child in siblings:
         if key in child.semantic:
-            return KeyIssue("E-CONFIG-KEY-PLACE", path, f"{path[2:]} is at {where[2:] or 'the top level'}, but the "
-                            f"{layout} reader reads it inside {_path(where, name)[2:]}: it would be taken as absent",
-                            f"move it into {_path(where, name)[2:]}")
+            home = _path(_path(where, name), key)
+            nested = obj.get(name)
+            there = nested.get(key, _MISSING) if isinstance(nested, dict) else _MISSING
+            return _copy(path, home, obj[key], there) \
+                or KeyIssue("E-CONFIG-KEY-PLACE", path, f"{path[2:]} is at {where[2:] or 'the top level'}, but the "
+                            f"{layout} reader reads it as {home[2:]}: {_instead(home, there)}",
+                            f"move it to {home[2:]}")
     if parent is not None and key in parent[0].semantic:
-        outer = parent[1][2:] or "the top level"
-        return KeyIssue("E-CONFIG-KEY-PLACE", path, f"{path[2:]} is nested, but the {layout} reader reads {key} at "
-                        f"{outer}: it would be taken as absent", f"move it to {_path(parent[1], key)[2:]}")
+        home = _path(parent[1], key)
+        there = parent[2].get(key, _MISSING)
+        return _copy(path, home, obj[key], there) \
+            or KeyIssue("E-CONFIG-KEY-PLACE", path, f"{path[2:]} is nested, but the {layout} reader reads "
+                        f"{home[2:] if parent[1] != '$' else key + ' at the top level'}: {_instead(home, there)}",
+                        f"move it to {home[2:]}")
     top_level = parent is None
     # Semantic for another layout, at the level that layout reads it: not read here, never carried.
     if (top_level and key in SEMANTIC_ANYWHERE) or (where == "$.eagle_config" and key in EAGLE_CONFIG_ANYWHERE):

@@ -109,7 +109,7 @@ class ModelOptLayout(Layout):
         eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         refuse_modelopt_module(eagle, archs)
-        fields = flat_fields(raw, MODELED)
+        fields = flat_fields(raw, MODELED, ckpt.tensors, notes)
         first_layer_norm = eagle.get("use_input_layernorm_in_first_layer")
         if markers.midlayer:
             # Megatron: the first layer's own input_layernorm IS the hidden_norm (exported under that name).

@@ -27,6 +27,7 @@ from .base import (
     build_drafter,
     check_top_level_copy,
     given_capture,
+    infer_target,
     canonical_tensors,
     capture_context,
     decoder_dict,
@@ -143,8 +144,14 @@ class SGLangLayout(Layout):
                               "it must be a list of integers", code="E-CAPTURE-FIELD")
         boundaries = None
         if ids is not None:
-            family, depth = capture_context(fields["family"], options.target, fields.get("target"))
+            target, inferred = infer_target(ckpt, raw, fields["family"], options)
+            family, depth = capture_context(fields["family"], target)
             boundaries = engine_boundaries(self.engine, ids, family, depth)
+            if inferred and boundaries != engine_boundaries(self.engine, ids):
+                fields["target"] = target  # the writers must spell the ids for the same target family
+                notes.append(f"SGLang ids {ids} read as boundaries {boundaries}, SGLang's reading for a "
+                             f"{family}-family target, inferred from {inferred} (without --target; on other "
+                             f"targets SGLang reads {engine_boundaries(self.engine, ids)})")
             if boundaries is None:
                 raise FormatError(f"SGLang ids {ids} capture nothing on a {family} target",
                                   "fix eagle_config.eagle_aux_hidden_state_layer_ids", code="E-CAPTURE-FIELD")
