@@ -53,8 +53,15 @@ class _ConvertByDefault(click.Group):
             begin_command(_usage_command(exc), "--json" in argv)
             fail(" ".join(exc.format_message().split()), hint, "E-USAGE", exc.exit_code)
         except click.Abort:
+            from ..atomic import written_destinations  # click also turns a Ctrl-C just after the command into this
+
             begin_command(None, "--json" in argv)
-            fail("aborted", None, "E-INTERRUPTED", 1)
+            done = written_destinations()
+            if done:
+                fail(f"interrupted after {done[-1]} was written completely", "nothing to redo; the registry may not "
+                     f"record it (`eagle3-convert registry add {done[-1]}`)", "E-INTERRUPTED", 1)
+            fail("interrupted before the command started: nothing was written", "run the command again",
+                 "E-INTERRUPTED", 1)
 
 
 def _near_command(word: str, commands: dict[str, click.Command]) -> bool:
