@@ -80,12 +80,7 @@ def run_guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(141)
         except KeyboardInterrupt:
-            from ..atomic import written_destinations  # true in every state: the swap completes or rolls back
-
-            done = written_destinations()
-            click.echo(f"interrupted: {done[-1]} was written completely before the interrupt; the registry may "
-                       f"not record it (`eagle3-convert registry add {done[-1]}`)" if done else
-                       "interrupted: nothing was written to the destination", err=True)
+            click.echo(f"interrupted: {_interrupt_message()}", err=True)
             sys.exit(130)
         except OSError as exc:
             fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}",
@@ -105,9 +100,20 @@ def _answering_interrupts(fn: Callable[..., Any], args: Any, kwargs: Any) -> Any
         return fn(*args, **kwargs)
     except KeyboardInterrupt:
         if _json.active and not _json.emitted:
-            emit_json({"ok": False, "error": error_dict("interrupted", "run the command again", "E-INTERRUPTED",
-                                                        130)})
+            emit_json({"ok": False, "error": error_dict(f"interrupted: {_interrupt_message()}",
+                                                        "run the command again", "E-INTERRUPTED", 130)})
         raise
+
+
+def _interrupt_message() -> str:
+    """True in every state: the writer's swap either completed or rolled back."""
+    from ..atomic import written_destinations
+
+    done = written_destinations()
+    if done:
+        return (f"{done[-1]} was written completely before the interrupt; the registry may not record it "
+                f"(`eagle3-convert registry add {done[-1]}`)")
+    return "nothing was written to the destination"
 
 
 def registry_option(fn: Callable[..., Any]) -> Callable[..., Any]:
