@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from .common import LAYOUT_HELP, begin_command, fail, run_guarded  # noqa: F401  (run_guarded: re-exported)
+from .common import LAYOUT_HELP, begin_command, fail, json_answered, run_guarded  # noqa: F401  (run_guarded: re-exported)
 
 
 class _ConvertByDefault(click.Group):
@@ -55,7 +55,8 @@ class _ConvertByDefault(click.Group):
         except click.Abort:
             from ..atomic import written_destinations  # click also turns a Ctrl-C just after the command into this
 
-            begin_command(None, "--json" in argv)
+            if not json_answered():  # after a command's document, no second one
+                begin_command(None, "--json" in argv)
             done = written_destinations()
             if done:
                 fail(f"interrupted after {done[-1]} was written completely", "nothing to redo; the registry may not "

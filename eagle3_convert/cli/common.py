@@ -44,6 +44,11 @@ def begin_command(command: str | None, as_json: bool) -> None:
     _json.active, _json.emitted, _json.command = as_json, False, command
 
 
+def json_answered() -> bool:
+    """The running command has printed its one --json document."""
+    return _json.active and _json.emitted
+
+
 def error_dict(message: str, hint: str | None, code: str, exit_code: int) -> dict[str, Any]:
     return {"code": code, "message": " ".join(message.splitlines()), "hint": hint, "exit_code": exit_code}
 
