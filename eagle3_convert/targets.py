@@ -37,10 +37,27 @@ def context_length(config: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def refuse_drafter_as_target(spec: str, config: dict[str, Any]) -> None:
+    """A drafter's own config given as the target would set depth 1 and the draft vocab: every capture
+    layer would read as out of range, or be translated for the wrong model."""
+    from .converters.base import EAGLE3_ARCHITECTURES
+
+    archs = config.get("architectures") if isinstance(config.get("architectures"), list) else []
+    marks = [m for m, present in (("speculators_model_type", "speculators_model_type" in config),
+                                  ("draft_vocab_size", "draft_vocab_size" in config),
+                                  (f"architectures {archs}", any(a in EAGLE3_ARCHITECTURES for a in archs)))
+             if present]
+    if marks:
+        raise FormatError(f"target {spec!r} is an EAGLE-3 drafter ({', '.join(marks)}), not the target model it "
+                          "proposes for", "pass the TARGET model's config.json, its directory or its Hub repo id "
+                          "(e.g. meta-llama/Llama-3.1-8B-Instruct) as --target", code="E-TARGET-IS-DRAFTER")
+
+
 def load_target(spec: str, revision: str | None = None, name_or_path: str | None = None, *,
                 endpoint: str | None = None, token: str | None = None) -> TargetIdentity:
     """A target from a local config.json or a directory holding one, or a Hub repo id."""
     config, commit = read_target_config(spec, revision, endpoint=endpoint, token=token)
+    refuse_drafter_as_target(spec, config)
     if name_or_path is None and commit is None and Path(spec).exists():
         name_or_path = local_target_name(spec, config)
     return target_from_config(config, name_or_path or spec, commit or revision)

@@ -105,3 +105,23 @@ def test_convert_refusal_hints_lead_somewhere(name: str, to: str, tmp_path: Path
     for i, command in enumerate(commands):
         code, err = run_hint(command, src, str(src), tmp_path / f"c{i}")
         assert code == 0, f"the hint command `{command}` fails: {err}"
+
+
+def test_repair_flag_on_a_healthy_map_says_so_not_blames_the_checkpoint(tmp_path: Path):
+    """Issue 12: --repair-d2t-absolute on a healthy file said 'the vocab map is inconsistent: re-export it'."""
+    result = run_cli("--to", "vllm", "--repair-d2t-absolute", "--no-record", DATA / "specforge-sglang" / "checkpoint",
+                     tmp_path / "out")
+    assert result.exit_code == 2 and "[E-REPAIR-NOT-NEEDED]" in result.stderr
+    assert "drop --repair-d2t-absolute" in result.stderr and "re-export" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["convert", "validate"])
+def test_a_drafter_given_as_target_is_named_as_such(command: str, tmp_path: Path):
+    """Issue 12: a drafter directory passed as --target yielded 'retrain the drafter' (or a silent depth 1)."""
+    drafter = DATA / "specforge-sglang" / "checkpoint"
+    src = DATA / "speculators-trained" / "checkpoint"
+    args = ["--to", "vllm", "--no-record", "--target", drafter, src, tmp_path / "out"] if command == "convert" \
+        else ["validate", "--target", drafter, src]
+    result = run_cli(*args)
+    assert result.exit_code == 1 and "[E-TARGET-IS-DRAFTER]" in result.stderr, result.stderr
+    assert "retrain" not in result.stderr and not (tmp_path / "out").exists()

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS, Drafter, DrafterConfig,
                        TargetIdentity)
-from ..errors import FormatError, RefusalError
+from ..errors import FormatError, RefusalError, UsageError
 from ..safetensors_io import INDEX_NAME, reject_duplicate_keys, TensorSource, read_tensor_table
 from .. import sidecar
 from .layer_ids import ids_for_engine
@@ -373,6 +373,8 @@ class ConvertOptions:
     target: TargetIdentity | None = None  # the target's config: depth and family for capture-id quirks
     repair_d2t_absolute: bool = False
     training_capture: tuple[list[int], str] | None = None  # boundaries the training used, and who says so
+    target_gguf: str | None = None  # --to gguf: the target's GGUF (tokenizer, depth, width)
+    outtype: str = "auto"  # --to gguf: dtype of the 2-D weights
 
 
 @dataclass
@@ -476,8 +478,18 @@ def read_vocab(ckpt: Checkpoint, vocab_size: int, draft_vocab_size: int, options
     from .vocab import read_vocab_map, repair_absolute_d2t
 
     d2t, t2d = ckpt.tensors.get("d2t"), ckpt.tensors.get("t2d")
-    if options.repair_d2t_absolute and d2t is not None:
-        d2t = repair_absolute_d2t(d2t)
+    if options.repair_d2t_absolute:
+        try:  # the repair is for one fault only: a d2t that holds absolute ids
+            read_vocab_map(d2t, t2d, vocab_size, draft_vocab_size)
+        except FormatError as exc:
+            if exc.code != "E-VOCAB-ABSOLUTE":
+                raise
+        else:
+            raise UsageError("--repair-d2t-absolute was given, but d2t already holds offsets"
+                             + (" that agree with t2d" if t2d is not None else "")
+                             + ": subtracting arange(Vd) would break a healthy vocabulary map",
+                             "drop --repair-d2t-absolute", code="E-REPAIR-NOT-NEEDED")
+        d2t = repair_absolute_d2t(d2t) if d2t is not None else d2t
     vocab = read_vocab_map(d2t, t2d, vocab_size, draft_vocab_size)
     return None if vocab is None or vocab.is_identity else vocab
 
