@@ -52,13 +52,15 @@ def _umask() -> int:
 # What a checkpoint directory may hold besides config.json and its weights: `--force` replaces a
 # directory only when every entry is one of these, so it never deletes a user's other files.
 _CHECKPOINT_ENTRY = re.compile(
-    r"^(.+\.(json|safetensors|bin|pt|pth|md|model|tiktoken)|\.gitattributes|merges\.txt|vocab\.txt"
+    r"^(.+\.(json|safetensors|bin|pt|pth|md|model|tiktoken|gguf)|\.gitattributes|merges\.txt|vocab\.txt"
     r"|(configuration|modeling|tokenization)_[\w.-]+\.py|LICENSE(\.\w+)?|NOTICE)$")
 _CHECKPOINT_DIRS = (".cache",)  # huggingface_hub's metadata in a --local-dir download
 
 
 def _holds_checkpoint(entries: list[Path]) -> bool:
     names = {p.name for p in entries if p.is_file()}
+    if any(n.endswith(".gguf") for n in names):  # a GGUF drafter written by --to gguf
+        return True
     return "config.json" in names and any(n.endswith(".safetensors") or re.match(r"pytorch_model.*\.bin$", n)
                                           for n in names)
 
@@ -84,12 +86,15 @@ def force_would_delete(dest: Path) -> list[str]:
     return strays
 
 
-def _refuse_force(dest: Path, strays: list[str], all_of_it: bool) -> DestinationError:
+def _refuse_force(dest: Path, strays: list[str], all_of_it: bool, force: bool = True) -> DestinationError:
     shown = ", ".join(strays[:6]) + (f" (and {len(strays) - 6} more)" if len(strays) > 6 else "")
     what = "holds no checkpoint" if all_of_it else "holds files that are not part of a checkpoint"
-    return DestinationError(f"--force would delete {dest}, which {what}: {shown}",
-                            "move those out or choose another destination; --force replaces only a drafter "
-                            "directory (config.json + weights) or an empty one", code="E-DEST-NOT-CHECKPOINT")
+    hint = ("choose another destination, or move those out; --force replaces only a drafter directory "
+            "(config.json + weights) or an empty one")
+    if not force:  # --force would be refused too: the hint must not send the user there
+        return DestinationError(f"destination {dest} is not empty and {what}: {shown}", hint)
+    return DestinationError(f"--force would delete {dest}, which {what}: {shown}", hint,
+                            code="E-DEST-NOT-CHECKPOINT")
 
 
 def check_destination(dest: Path, src: Path | None, force: bool) -> None:
@@ -112,12 +117,12 @@ def check_destination(dest: Path, src: Path | None, force: bool) -> None:
         raise DestinationError(f"destination {dest} exists and is not a directory",
                                "choose a new directory name")
     if dest.is_dir() and any(dest.iterdir()):
-        if not force:
-            raise DestinationError(f"destination {dest} is not empty",
-                                   "pass --force to replace it, or choose a new path")
         strays = force_would_delete(dest)
         if strays:
-            raise _refuse_force(dest, strays, not _holds_checkpoint(list(dest.iterdir())))
+            raise _refuse_force(dest, strays, not _holds_checkpoint(list(dest.iterdir())), force)
+        if not force:
+            raise DestinationError(f"destination {dest} is not empty (it holds a checkpoint)",
+                                   "pass --force to replace it, or choose a new path")
     if dest_abs.parent.exists() and not dest_abs.parent.is_dir():
         raise DestinationError(f"{dest_abs.parent} is not a directory", "choose a destination inside a directory")
 
@@ -158,7 +163,8 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
                     extra_files: Mapping[str, bytes] | Callable[[], Mapping[str, bytes]], *,
                     src: Path | None, force: bool,
                     max_shard_bytes: int | None = None,
-                    on_progress: Callable[[int], None] | None = None) -> list[str]:
+                    on_progress: Callable[[int], None] | None = None,
+                    writer: Callable[[Path, Path, Callable[[int], None] | None], list[str]] | None = None) -> list[str]:
     """Write a checkpoint into a temporary directory beside `dest`, then rename it into place.
 
     `extra_files` may be a function: it is called once the weights are written (files that
@@ -183,9 +189,12 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
             except OSError as exc:
                 raise DestinationError(f"cannot write beside {dest}: {exc.strerror or exc}",
                                        "check permissions and free space of the destination's parent") from None
-        files = write_tensor_files(tmp, tensors, {"format": "pt"}, max_shard_bytes, on_progress)
+        if writer is not None:  # a single-file format (GGUF): its metadata is inside the file, no config.json
+            files = writer(tmp, dest_abs, on_progress)
+        else:
+            files = write_tensor_files(tmp, tensors, {"format": "pt"}, max_shard_bytes, on_progress)
         extra = extra_files() if callable(extra_files) else extra_files
-        for name, data in {CONFIG_NAME: json_bytes(config), **extra}.items():
+        for name, data in ({**extra} if writer is not None else {CONFIG_NAME: json_bytes(config), **extra}).items():
             (tmp / name).write_bytes(data)
             files.append(name)
         _fsync_dir(tmp)

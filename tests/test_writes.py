@@ -150,6 +150,8 @@ def test_sigint_message_is_true_and_nothing_is_left(outputs, tmp_path: Path, for
     assert rc in (0, 1, 130, -signal.SIGINT), where
     has = digest(dst) if dst.exists() else None
     old = outputs["digest"]["old"] if force else None
+    state = "new" if has == outputs["digest"]["new"] else "old" if has else "absent"
+    print(f"OUTCOME {point} exit={rc} dst={state} leftovers={len(list(out.iterdir())) - dst.exists()}")  # with -s
     if rc == 0:
         assert has == outputs["digest"]["new"], where
     elif rc == 130:
@@ -242,3 +244,20 @@ def test_force_onto_an_ancestor_of_src_is_refused(tmp_path: Path):
     proc = _convert("--to", "sglang", "--force", "--no-record", src, tmp_path / "models", cwd=tmp_path, work=tmp_path)
     assert_one_line_error(proc, "E-DEST")
     assert (src / "config.json").is_file()
+
+
+def test_a_non_empty_dst_without_a_checkpoint_is_not_sent_to_force(tmp_path: Path):
+    """The hint is a way out: --force would be refused here too, so it is not suggested as the fix."""
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / "notes.txt").write_text("mine")
+    proc = _convert("--to", "sglang", "--no-record", EXAMPLE, dst, cwd=tmp_path, work=tmp_path)
+    line = assert_one_line_error(proc, "E-DEST")
+    assert "notes.txt" in line and "pass --force" not in line
+    holds = tmp_path / "holds"
+    assert _convert("--to", "sglang", "--no-record", EXAMPLE, holds, cwd=tmp_path, work=tmp_path).returncode == 0
+    line = assert_one_line_error(_convert("--to", "sglang", "--no-record", EXAMPLE, holds, cwd=tmp_path,
+                                          work=tmp_path), "E-DEST")
+    assert "pass --force" in line  # and that hint works:
+    assert _convert("--to", "sglang", "--no-record", "--force", EXAMPLE, holds, cwd=tmp_path,
+                    work=tmp_path).returncode == 0
