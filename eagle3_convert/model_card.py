@@ -96,7 +96,7 @@ def _summary(layout: str, config: DrafterConfig, target_name: str | None, target
 def _target_section(target: TargetIdentity | None, target_name: str | None,
                     from_registry: dict[str, Any] | None) -> list[str]:
     if target is None:
-        return ["## Target", "", "Not recorded in this checkpoint or in the registry.", ""]
+        return ["## Target", "", "Not recorded in this checkpoint.", ""]
     model = target_name or (f"local copy: {_local_name(target)}" if _local_name(target) else None)
     rows = [("model", model), ("revision", target.revision or "not recorded"),
             ("architectures", ", ".join(target.architectures) or None), ("model type", target.model_type),
@@ -126,6 +126,15 @@ def _capture_section(config: DrafterConfig, facts: dict[str, Any], target: Targe
               "Each engine spells the same layers its own way; a config that names other layers loads without "
               "error and drafts badly. As each engine reads them:"), "",
              *_table([ENGINE_TITLES.get(e, e) for e in ENGINES], [[f"`{_cell(table[e])}`" for e in ENGINES]])]
+    recorded = (facts.get("from_registry") or {}).get("capture_boundaries")
+    if boundaries is None and recorded:
+        record = str((facts.get("from_registry") or {}).get("drafter_id", ""))[:12]
+        lines += ["", (f"**The training captured boundaries `{_cell(recorded)}`** (the registry record of drafter "
+                       f"{_cell(record)}), but this checkpoint's config names no capture layers: engines capture "
+                       "their defaults, which are those layers only on a target of the matching depth. To serve it "
+                       "as trained, give the engine these layers, as each spells them: "
+                       + "; ".join(f"{ENGINE_TITLES.get(e, e)} `{_cell(ids)}`"
+                                   for e, ids in convention_table(recorded, depth, family).items()) + ".")]
     written = facts.get("ids_as_written") or {}
     if written:
         lines += ["", "As the configs this drafter was written in spell them: "

@@ -230,12 +230,18 @@ def _with_registry_facts(facts: dict[str, Any], registry: Any) -> tuple[dict[str
     if record.trained_with and not facts.get("trained_with"):
         out["trained_with"] = record.trained_with
         taken.append("its provenance")
+    trained_on = None
+    if record.capture_boundaries is not None and facts.get("capture_boundaries") is None:
+        trained_on = list(record.capture_boundaries)  # the file names none: engines will capture their defaults
+        taken.append("the capture layers the training used")
     if not taken:
         return facts, None
     when = record.updated_at.isoformat(timespec="seconds")
     out["from_registry"] = {"drafter_id": record.drafter_id, "recorded_at": when, "facts": taken}
-    return out, (f"{' and '.join(taken)} taken from the registry record of drafter {record.drafter_id[:12]} "
-                 f"(recorded {when[:16].replace('T', ' ')} UTC): the checkpoint's files do not state them")
+    if trained_on is not None:
+        out["from_registry"]["capture_boundaries"] = trained_on
+    return out, (f"taken from the registry record of drafter {record.drafter_id[:12]} (recorded "
+                 f"{when[:16].replace('T', ' ')} UTC), which the checkpoint's files do not state: {', '.join(taken)}")
 
 
 def _without_local_paths(data: bytes, facts: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:

@@ -97,3 +97,19 @@ def test_the_card_uses_the_registry_s_facts(hub: HubServer, sample, tmp_path: Pa
     # --no-registry: the card says only what the checkpoint says
     plain, _ = _dry_run_card(hub, src, registry, "--no-registry")
     assert plain.data.base_model is None and "registry record" not in plain.text
+
+
+def test_the_card_says_which_layers_the_training_captured_when_the_config_lost_them(hub: HubServer, sample,
+                                                                                    tmp_path: Path):
+    src = sample("specforge-sglang")
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["eagle_config"].pop("eagle_aux_hidden_state_layer_ids")  # as SpecForge's export drops them
+    (src / "config.json").write_text(json.dumps(cfg))
+    registry = tmp_path / "registry.db"
+    assert run_cli("registry", "add", src, "--capture-layers", "1,3,4", "--convention", "specforge",
+                   "--registry", registry).exit_code == 0
+    card, summary = _dry_run_card(hub, src, registry)
+    assert "**The training captured boundaries `[2, 4, 5]`**" in card.text and "SGLang `[1, 3, 4]`" in card.text
+    assert any("the capture layers the training used" in note for note in summary["notes"])
+    plain, _ = _dry_run_card(hub, src, registry, "--no-registry")
+    assert "training captured" not in plain.text
