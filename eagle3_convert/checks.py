@@ -220,8 +220,6 @@ class EngineProfile:
 
 
 _UNPREFIXED_MIDLAYER = (Rename("layers.0.", "midlayer.", single_layer_only=True),)
-_TRTLLM_CLASSES = {"LlamaForCausalLMEagle3": "llama", "Eagle3DeepseekV2ForCausalLM": "deepseek_mla"}
-_ALL_FLAGS = frozenset(FLAGS)
 _profiles: dict[str, EngineProfile] = {}
 
 
@@ -229,30 +227,39 @@ def engine_profiles() -> dict[str, EngineProfile]:
     """speculators (the library), vLLM, SGLang, TensorRT-LLM; key rules shared with their layouts."""
     if not _profiles:
         from .converters import sglang, speculators, vllm
+        from .engines import sglang as sglang_rules
+        from .engines import speculators as speculators_rules
+        from .engines import trtllm as trtllm_rules
+        from .engines import vllm as vllm_rules
 
-        every_family = frozenset({"llama", "qwen3", "deepseek_mla"})
         _profiles.update({
             "speculators": EngineProfile(
-                name="speculators", label="the speculators library", layout="speculators", ids_from="top",
-                key_rules=speculators.RENAMES, mla_key_rules=None, classes=None, reads_speculators_format=True,
-                families=frozenset({"llama", "qwen3"}), flags=_ALL_FLAGS, mla_flags=frozenset(), bias=True,
-                mla_max_layers=None, needs_t2d=True, needs_d2t=True, fc_skipped_when_width_matches=False),
+                name="speculators", label="the speculators library", layout="speculators",
+                ids_from=speculators_rules.IDS_FROM, key_rules=speculators.RENAMES, mla_key_rules=None, classes=None,
+                reads_speculators_format=True, families=speculators_rules.FAMILIES,
+                flags=speculators_rules.FLAGS_READ, mla_flags=speculators_rules.MLA_FLAGS_READ,
+                bias=speculators_rules.BUILDS_BIAS, mla_max_layers=None, needs_t2d=speculators_rules.NEEDS_T2D,
+                needs_d2t=True, fc_skipped_when_width_matches=False),
             "vllm": EngineProfile(
-                name="vllm", label="vLLM", layout="vllm", ids_from="top", key_rules=vllm.RENAMES, mla_key_rules=None,
-                classes=vllm.CLASS_FAMILY, reads_speculators_format=True, families=every_family, flags=_ALL_FLAGS,
-                mla_flags=_ALL_FLAGS - {"norm_before_fc"}, bias=True, mla_max_layers=None, needs_t2d=False,
-                needs_d2t=True, fc_skipped_when_width_matches=False, eagle3_alias=True),
+                name="vllm", label="vLLM", layout="vllm", ids_from=vllm_rules.IDS_FROM["vllm-v2"][0],
+                key_rules=vllm.RENAMES, mla_key_rules=None, classes=vllm_rules.CLASSES, reads_speculators_format=True,
+                families=vllm_rules.FAMILIES, flags=vllm_rules.FLAGS_READ, mla_flags=vllm_rules.MLA_FLAGS_READ,
+                bias=vllm_rules.BUILDS_BIAS, mla_max_layers=None, needs_t2d=vllm_rules.NEEDS_T2D, needs_d2t=True,
+                fc_skipped_when_width_matches=False, eagle3_alias=True),
             "sglang": EngineProfile(
-                name="sglang", label="SGLang", layout="sglang", ids_from="nested", key_rules=sglang.RENAMES,
-                mla_key_rules=_UNPREFIXED_MIDLAYER, classes={arch: fam for fam, arch in sglang.ARCHITECTURE.items()},
-                reads_speculators_format=False, families=frozenset({"llama", "deepseek_mla"}),
-                flags=_ALL_FLAGS - {"norm_before_residual"}, mla_flags=frozenset({"fc_norm", "norm_output"}),
-                bias=False, mla_max_layers=1, needs_t2d=False, needs_d2t=True, fc_skipped_when_width_matches=True),
+                name="sglang", label="SGLang", layout="sglang", ids_from=sglang_rules.IDS_FROM,
+                key_rules=sglang.RENAMES, mla_key_rules=_UNPREFIXED_MIDLAYER, classes=sglang_rules.CLASSES,
+                reads_speculators_format=False, families=sglang_rules.FAMILIES,
+                flags=frozenset(sglang_rules.FLAGS_READ["llama"]),
+                mla_flags=frozenset(sglang_rules.FLAGS_READ["deepseek_mla"]), bias=sglang_rules.BUILDS_BIAS,
+                mla_max_layers=sglang_rules.MLA_MAX_LAYERS, needs_t2d=sglang_rules.NEEDS_T2D, needs_d2t=True,
+                fc_skipped_when_width_matches=sglang_rules.FC_SKIPPED_WHEN_WIDTH_MATCHES),
             "trtllm": EngineProfile(
-                name="trtllm", label="TensorRT-LLM", layout="modelopt", ids_from=None, key_rules=_UNPREFIXED_MIDLAYER,
-                mla_key_rules=None, classes=_TRTLLM_CLASSES, reads_speculators_format=False,
-                families=frozenset({"llama", "deepseek_mla"}), flags=frozenset(), mla_flags=frozenset(), bias=True,
-                mla_max_layers=None, needs_t2d=False, needs_d2t=True, fc_skipped_when_width_matches=False),
+                name="trtllm", label="TensorRT-LLM", layout="modelopt", ids_from=trtllm_rules.IDS_FROM,
+                key_rules=_UNPREFIXED_MIDLAYER, mla_key_rules=None, classes=trtllm_rules.CLASSES,
+                reads_speculators_format=False, families=trtllm_rules.FAMILIES, flags=trtllm_rules.FLAGS_READ,
+                mla_flags=trtllm_rules.FLAGS_READ, bias=trtllm_rules.BUILDS_BIAS, mla_max_layers=None,
+                needs_t2d=trtllm_rules.NEEDS_T2D, needs_d2t=True, fc_skipped_when_width_matches=False),
         })
     return _profiles
 

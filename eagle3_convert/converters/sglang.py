@@ -45,6 +45,7 @@ from .base import (
     with_both_later_norms,
     write_capture_ids,
 )
+from ..engines import sglang as engine
 from .layer_ids import engine_boundaries
 from .vocab import identity_map
 
@@ -59,8 +60,8 @@ RENAMES: tuple[Rename, ...] = (
     Rename("fc_norm.2.", "aux_norm_high.", read_only=True),
     LayerRename("input_layernorm.", "hidden_norm."),  # layers >= 1: SGLang's pre-attention norm
 )
-# The class SGLang builds for each drafter family (it has no Qwen3 EAGLE-3 class).
-ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}
+# The class SGLang builds for each drafter family (it has no Qwen3 EAGLE-3 class): the engine module's facts.
+ARCHITECTURE = engine.ARCHITECTURE
 # Flat-config keys this layout models on top of the decoder keys.
 MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
            "norm_before_fc", "fc_norm", "use_aux_norm", "norm_output", "bias",

@@ -38,6 +38,7 @@ from .base import (
     write_capture_ids,
 )
 from ..engines import shield_from_sglang, target_context
+from ..engines import vllm as engine
 from .layer_ids import engine_boundaries
 
 RENAMES: tuple[Rename, ...] = (
@@ -46,28 +47,13 @@ RENAMES: tuple[Rename, ...] = (
 # What this layout writes for each drafter family.
 ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
                 "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}
-# vLLM's model registry: architecture -> the drafter family of the Eagle3 class it builds.
-CLASS_FAMILY = {
-    "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "Eagle3Qwen2_5vlForCausalLM": "llama",
-    "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama",
-    "Eagle3Qwen3ForCausalLM": "qwen3",
-    "Eagle3DeepseekV2ForCausalLM": "deepseek_mla", "Eagle3DeepseekV3ForCausalLM": "deepseek_mla",
-}
+# vLLM's model registry, and its Eagle3XForCausalLM alias of a plain XForCausalLM: the engine module's facts.
+CLASS_FAMILY = engine.CLASSES
+served_family = engine.served_family
 FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
 MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
            "eagle_aux_hidden_state_layer_ids", *FLAGS}
 NESTED_MODELED = ("eagle_aux_hidden_state_layer_ids", "use_aux_hidden_state", "norm_before_fc")
-
-
-def served_family(architectures: list[Any]) -> str | None:
-    """The family of the Eagle3 class vLLM builds; a plain `XForCausalLM` becomes `Eagle3XForCausalLM`."""
-    for arch in architectures:
-        if not isinstance(arch, str):
-            continue
-        family = CLASS_FAMILY.get(arch) or CLASS_FAMILY.get(f"Eagle3{arch}")
-        if family:
-            return family
-    return None
 
 
 class VLLMLayout(Layout):

@@ -31,6 +31,13 @@ FLAGS_READ = {"llama": ("norm_before_fc", "fc_norm", "norm_output"), "deepseek_m
 MLA_MAX_LAYERS = 1
 
 
+
+# What validate's replay needs (checks.EngineProfile is built from these).
+FAMILIES = frozenset(CLASSES.values())
+BUILDS_BIAS = False
+NEEDS_T2D = False  # t2d is never read: hot_token_id = arange(Vd) + d2t
+FC_SKIPPED_WHEN_WIDTH_MATCHES = True  # fc only when k*Ht != H
+
 def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
     r = Reading("sglang", LABEL)
     archs = architectures(config)

@@ -17,6 +17,15 @@ LABEL = "speculators library"
 MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
 
 
+
+# What validate's replay of the library needs (checks.EngineProfile is built from these).
+IDS_FROM = "top"  # capture ids: the top-level list, as boundaries
+FAMILIES = frozenset({"llama", "qwen3"})
+FLAGS_READ = frozenset({"norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"})
+MLA_FLAGS_READ: frozenset[str] = frozenset()
+BUILDS_BIAS = True
+NEEDS_T2D = True  # its d2t/t2d buffers are loaded as saved: a missing t2d stays uninitialised
+
 def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
     r = Reading("speculators", LABEL)
     if "speculators_model_type" not in config:

@@ -16,7 +16,11 @@ from . import Reading, TargetContext
 from .common import architectures, flag, has, nested, dropped
 
 LABEL = "TensorRT-LLM"
-REGISTERED = {"EAGLE3LlamaForCausalLM": "llama"}
+REGISTERED = {"EAGLE3LlamaForCausalLM": "llama",
+              # NVIDIA's MLA (Kimi) exports name Eagle3DeepseekV2ForCausalLM; the source shows the MLA drafter
+              # as Eagle3DeepSeekV3ForCausalLM / kv_lora_rank inside the Llama class. Unverified: not loaded.
+              "EAGLE3DeepseekV2ForCausalLM": "deepseek_mla"}
+
 
 
 def resolved_class(archs: list[str]) -> str | None:
@@ -55,3 +59,14 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     r.silent += dropped(has(names, r"\.(q_norm|k_norm)\.weight$"), "q/k norms", LABEL)
     r.runtime = True
     return r
+
+# What validate's replay needs (checks.EngineProfile is built from these). Capture ids: a runtime argument.
+IDS_FROM = None
+# Architecture names drafters ship with, and the family TensorRT-LLM builds for each under its rule.
+CLASSES = {a: REGISTERED[resolved_class([a])] for a in (
+    "LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3DeepseekV2ForCausalLM",
+    "Eagle3DeepseekV3ForCausalLM", "Eagle3Speculator") if resolved_class([a]) in REGISTERED}
+FAMILIES = frozenset({"llama", "deepseek_mla"})  # MLA attention inside its Llama-named class, with kv_lora_rank
+FLAGS_READ: frozenset[str] = frozenset()  # ModelOpt's module has none of the norm flags (see modelopt layout)
+BUILDS_BIAS = True
+NEEDS_T2D = False

@@ -43,8 +43,18 @@ CONVENTION = "vllm"  # boundaries
 MLA_FLAGS = ("norm_before_residual", "fc_norm", "norm_output")
 
 
-def served_family(archs: list[str]) -> str | None:
+
+# What validate's replay needs (checks.EngineProfile is built from these).
+FAMILIES = frozenset({"llama", "qwen3", "deepseek_mla"})
+FLAGS_READ = frozenset({"norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"})
+MLA_FLAGS_READ = frozenset(MLA_FLAGS)
+BUILDS_BIAS = True
+NEEDS_T2D = False  # t2d is skipped
+
+def served_family(archs: list[Any]) -> str | None:
     for arch in archs:
+        if not isinstance(arch, str):
+            continue
         family = CLASSES.get(arch) or CLASSES.get(f"Eagle3{arch}")
         if family:
             return family
@@ -68,7 +78,9 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
         if family is None:
             r.refusal = f"vLLM's speculators path has no Eagle3 class for model_type {model_type!r}"
             return r
-        verifier = ((config.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
+        spec_cfg = config.get("speculators_config")
+        verifier = spec_cfg.get("verifier") if isinstance(spec_cfg, dict) else None
+        verifier = verifier.get("name_or_path") if isinstance(verifier, dict) else None
         if local_verifier(verifier):
             r.refusal = (f"vLLM refuses it: Speculators verifier must name a remote model repository "
                          f"(name_or_path is {verifier!r})")
