@@ -96,7 +96,7 @@ def as_llama(size: Size) -> Size:
 
 
 def tensor_shapes(s: Size) -> dict[str, tuple[int, ...]]:
-    """Float tensors of a one-layer drafter, speculators names (FORMATS.md §1, §2.6)."""
+    """Float tensors of a one-layer drafter, speculators names (docs/formats.md §1, §2.6)."""
     H, I, p = s.hidden, s.intermediate, "layers.0."
     shapes = {"fc.weight": (H, s.aux * H), "norm.weight": (H,), "lm_head.weight": (s.draft_vocab, H)}
     if s.embed:
@@ -138,7 +138,7 @@ def target_config(s: Size) -> dict:
 
 
 def speculators_config(s: Size) -> dict:
-    """config.json as speculators 0.9 writes it (FORMATS.md §2.1, §2.7)."""
+    """config.json as speculators 0.9 writes it (docs/formats.md §2.1, §2.7)."""
     decoder = {
         "model_type": "deepseek_v3" if s.mla else "llama", "hidden_size": s.hidden,
         "intermediate_size": s.intermediate, "num_attention_heads": s.heads, "num_key_value_heads": s.kv_heads,
@@ -188,7 +188,7 @@ def random_bf16_bytes(rng: np.random.Generator, nbytes: int) -> bytes:
 
 
 def vocab_tensors(s: Size, rng: np.random.Generator) -> dict[str, InMemoryTensor]:
-    """Real d2t (int64 offsets) and t2d (bool mask) over sorted random target ids (FORMATS.md §3)."""
+    """Real d2t (int64 offsets) and t2d (bool mask) over sorted random target ids (docs/formats.md §3)."""
     target_ids = np.sort(rng.choice(s.vocab, size=s.draft_vocab, replace=False)).astype("<i8")
     d2t = target_ids - np.arange(s.draft_vocab, dtype="<i8")
     t2d = np.zeros(s.vocab, dtype=np.uint8)

@@ -1,6 +1,6 @@
 """Tiny EAGLE-3 drafters written from code in any layout, independently of eagle3_convert's writers.
 
-The layouts are spelled out here a second time, from the layout facts (the workspace FORMATS.md) and the peers'
+The layouts are spelled out here a second time, from the layout facts (docs/formats.md) and the peers'
 source (key names, config keys, capture-id conventions, which vocab tensors each writes), so
 a test can compare what the tool writes against what the layout is, not against itself.
 
@@ -194,7 +194,7 @@ def stored_tensors(layout: str, spec: DrafterSpec) -> dict[str, RawTensor]:
     out = {stored_name(layout, spec, n): t for n, t in canonical_tensors(spec).items()}
     if layout in ("sglang", "vllm"):
         # Layers >= 1: vLLM reads input_layernorm, SGLang hidden_norm, and each leaves the other's name unset
-        # without a word; the one weight under both names is right in both engines (FORMATS.md §6).
+        # without a word; the one weight under both names is right in both engines (docs/formats.md §6).
         for i in range(1, spec.num_layers):
             both = [f"layers.{i}.input_layernorm.weight", f"layers.{i}.hidden_norm.weight"]
             have = next(n for n in both if n in out)

@@ -3,7 +3,7 @@ engine that opens our output either captures the trained layers or refuses the f
 
 Two readings are checked here, on CPU and without the engines installed: our own engine modules
 (`eagle3_convert.engines`, whose verdict convert prints) and, independently, the capture rules as the
-engines' source states them (FORMATS.md §6), replayed in a few lines below. The real SGLang and vLLM
+engines' source states them (docs/formats.md §6), replayed in a few lines below. The real SGLang and vLLM
 loaders check the same files in tests/test_engines.py.
 """
 
@@ -35,7 +35,7 @@ IDS = "eagle_aux_hidden_state_layer_ids"
 
 
 def sglang_boundaries(ids: list[int], deepseek: bool) -> list[int]:
-    """SGLang's reading of nested ids (FORMATS.md §4): block outputs, with the DeepSeek/Kimi quirk."""
+    """SGLang's reading of nested ids (docs/formats.md §4): block outputs, with the DeepSeek/Kimi quirk."""
     if deepseek:
         return [x + 1 for x in ids] if ids[0] == 1 else list(ids)
     return [x + 1 for x in ids]

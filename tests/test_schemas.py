@@ -109,7 +109,7 @@ def test_any_drafter_our_writers_can_hold_satisfies_every_schema(spec: DrafterSp
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_the_layouts_as_the_peers_spell_them_satisfy_the_schema(layout: str):
-    """builders.py writes each layout from FORMATS.md, independently of our writers."""
+    """builders.py writes each layout from docs/formats.md, independently of our writers."""
     for spec in SPECS:
         if expected_refusal(layout, spec) is None:
             assert violations(layout, config_for(layout, spec)) == [], spec

@@ -1,4 +1,4 @@
-"""Original EAGLE-3 layout (SafeAILab/EAGLE research code; the yuhuili/EAGLE3-* repos). FORMATS.md §2.4.
+"""Original EAGLE-3 layout (SafeAILab/EAGLE research code; the yuhuili/EAGLE3-* repos). docs/formats.md §2.4.
 
 One decoder layer named `midlayer.*`, `fc` over exactly 3 captured states, `d2t`/`t2d` buffers,
 a plain Llama config with `draft_vocab_size`. The capture layers are hard-coded in EAGLE's

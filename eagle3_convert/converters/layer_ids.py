@@ -1,4 +1,4 @@
-"""Capture-layer ids: one list, several meanings (FORMATS.md §4).
+"""Capture-layer ids: one list, several meanings (docs/formats.md §4).
 
 The canonical form is the CAPTURE BOUNDARY b in [0, L]: index into Hugging Face
 `output_hidden_states` (0 = embedding output, b = output of block b-1 = input of block b,

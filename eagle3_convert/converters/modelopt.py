@@ -1,4 +1,4 @@
-"""NVIDIA ModelOpt HF export (served by vLLM and TensorRT-LLM). FORMATS.md §2.5.
+"""NVIDIA ModelOpt HF export (served by vLLM and TensorRT-LLM). docs/formats.md §2.5.
 
 `model.safetensors` with unprefixed `layers.{i}.*`, `fc`, `norm`, `lm_head`, `d2t` only when
 Vd < V (no `t2d`, no `embed_tokens`); a flat Llama config (`model_type: kimi_k2` for the MLA

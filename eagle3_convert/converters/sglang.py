@@ -1,4 +1,4 @@
-"""SGLang / SpecForge layout (`LlamaForCausalLMEagle3`, flat HF-style config). FORMATS.md §2.2.
+"""SGLang / SpecForge layout (`LlamaForCausalLMEagle3`, flat HF-style config). docs/formats.md §2.2.
 
 SpecForge writes `midlayer.*`; SGLang also loads `layers.0.*` and `model.layers.0.*`.
 Capture ids are block OUTPUTS (boundary - 1), nested in `eagle_config`; SGLang ignores a

@@ -1,4 +1,4 @@
-"""vLLM-native layout (flat HF-style config, `vllm serve --speculative-config`). FORMATS.md §2.3.
+"""vLLM-native layout (flat HF-style config, `vllm serve --speculative-config`). docs/formats.md §2.3.
 
 Keys are unprefixed `layers.{i}.*` (vLLM adds `model.` itself; `midlayer.*` is read as an alias
 of a single layer). Capture ids are BOUNDARIES: the V2 runner reads only the top-level list,

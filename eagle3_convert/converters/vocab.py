@@ -1,4 +1,4 @@
-"""The draft -> target vocabulary map (FORMATS.md §3).
+"""The draft -> target vocabulary map (docs/formats.md §3).
 
 d2t holds OFFSETS: target_id = draft_id + d2t[draft_id]. t2d is a bool mask over the
 target vocab with exactly Vd true entries, and nonzero(t2d) == arange(Vd) + d2t.

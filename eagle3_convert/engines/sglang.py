@@ -1,6 +1,6 @@
 """SGLang 0.5.23: `llama_eagle3.py` (LlamaForCausalLMEagle3) and `kimi_k25_eagle3.py` (Eagle3DeepseekV2ForCausalLM).
 
-Facts (FORMATS.md §2.2, §4, §6; checked by the engine tier):
+Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
 - The model registry knows two EAGLE-3 classes (`EntryClass`); any other architecture,
   speculators' `Eagle3Speculator` included, is refused at start-up.
 - Capture ids: ONLY the nested `eagle_config.eagle_aux_hidden_state_layer_ids`, as block

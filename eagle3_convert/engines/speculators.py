@@ -1,6 +1,6 @@
 """The speculators 0.9.0 library (`SpeculatorModel.from_pretrained`; what its trainer writes).
 
-Facts (FORMATS.md §2.1, §6): reads only speculators-format configs (`speculators_model_type`),
+Facts (docs/formats.md §2.1, §6): reads only speculators-format configs (`speculators_model_type`),
 Llama and Qwen3 decoder layers, capture ids as top-level BOUNDARIES, flags at the top level
 with an absent norm_before_residual read as false (vLLM reads it as true).
 """

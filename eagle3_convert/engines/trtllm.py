@@ -1,4 +1,4 @@
-"""TensorRT-LLM (PyTorch backend), from its source, not loaded: see ENGINES-2026.md part B.
+"""TensorRT-LLM (PyTorch backend), from its source, not loaded: see docs/formats.md §8.
 
 Facts: the class is resolved as `"EAGLE3" + architectures[0].replace("Eagle3", "")` when the
 config has `draft_vocab_size` (registered: EAGLE3LlamaForCausalLM); capture layers are a

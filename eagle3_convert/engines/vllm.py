@@ -1,6 +1,6 @@
 """vLLM 0.33.0: its Eagle3 drafter classes, its speculators config path, and two runners.
 
-Facts (FORMATS.md §2.3, §6; checked by the engine tier):
+Facts (docs/formats.md §2.3, §6; checked by the engine tier):
 - Architectures resolved by its model registry (`model_executor/models/registry.py`), a plain
   `XForCausalLM` becoming `Eagle3XForCausalLM`; a config with `speculators_model_type` goes
   through its speculators path (architecture from `transformer_layer_config.model_type`).

@@ -2,7 +2,7 @@
 boundaries, where copies of it live and what each copy was converted from.
 
 Plain pydantic models; storing them is store.py's job. Capture boundaries are the
-canonical form of FORMATS.md §4 (b = index into Hugging Face `output_hidden_states`);
+canonical form of docs/formats.md §4 (b = index into Hugging Face `output_hidden_states`);
 `ids_as_written` keeps the ids each engine's config actually spelled, because those
 differ between conventions for the same physical layers.
 """
@@ -168,7 +168,7 @@ class DrafterRecord(_Model):
 
     drafter_id: DrafterId
     target: TargetInfo | None = None
-    # None: the engine default boundaries (FORMATS.md §4), not "unknown".
+    # None: the engine default boundaries (docs/formats.md §4), not "unknown".
     capture_boundaries: list[NonNegativeInt] | None = None
     # engine/convention -> ids as that layout's config spells them, e.g.
     # {"speculators": [2, 4, 5], "sglang": [1, 3, 4]}

@@ -19,7 +19,7 @@ from ..errors import UsageError
 from .models import DrafterRecord, LineageEdge, Location, TargetInfo
 from .store import RegistryStore
 
-BOUNDARY = "boundary"  # ids given as canonical boundaries (FORMATS.md §4)
+BOUNDARY = "boundary"  # ids given as canonical boundaries (docs/formats.md §4)
 CONVENTIONS = (BOUNDARY, *ENGINES)
 
 _SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with")
@@ -88,7 +88,7 @@ def record_facts(store: RegistryStore, facts: dict[str, Any], *, locations: Iter
 
 def training_boundaries(ids: Sequence[int], convention: str, *, family: str = "default",
                         num_layers: int | None = None, num_aux: int | None = None) -> list[int]:
-    """The boundaries the training captured, from ids given in `convention` (FORMATS.md §4)."""
+    """The boundaries the training captured, from ids given in `convention` (docs/formats.md §4)."""
     if convention not in CONVENTIONS:
         raise UsageError(f"unknown capture-id convention {convention!r}", f"choose one of: {', '.join(CONVENTIONS)}")
     boundaries = list(ids) if convention == BOUNDARY else engine_boundaries(convention, ids, family, num_layers)
