@@ -294,7 +294,7 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
 
         files = write_directory(Path(dest), plan.config, plan.tensors, sidecar_files,
                                 src=source.path if not source.commit else None, force=force,
-                                max_shard_bytes=max_shard_bytes, on_progress=on_progress)
+                                max_shard_bytes=max_shard_bytes, on_progress=on_progress, writer=plan.writer)
     return ConvertResult(source, Path(dest), layout.name, files, plan,
                          source.drafter.notes + plan.notes + history_notes, facts["drafter_id"], facts, serves)
 

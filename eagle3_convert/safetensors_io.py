@@ -283,6 +283,8 @@ def read_tensor_bytes(src: TensorSource) -> bytes:
     """The raw little-endian bytes of one tensor (for small tensors: d2t, t2d)."""
     if isinstance(src, InMemoryTensor):
         return src.data
+    if hasattr(src, "chunks"):  # a tensor computed while streamed (e.g. GGUF Q/K rows un-permuted)
+        return b"".join(bytes(part) for part in src.chunks())
     for observer in list(_read_observers):
         observer(src, True)
     try:
@@ -302,6 +304,9 @@ def iter_tensor_chunks(src: TensorSource, chunk: int = COPY_CHUNK) -> Iterable[m
     """Stream a tensor's bytes in bounded chunks (deep validation, hashing)."""
     if isinstance(src, InMemoryTensor):
         yield memoryview(src.data)
+        return
+    if hasattr(src, "chunks"):
+        yield from src.chunks()
         return
     for observer in list(_read_observers):
         observer(src, False)
@@ -406,6 +411,9 @@ def write_safetensors(
             src = entries[name]
             if isinstance(src, InMemoryTensor):
                 _write_all(fd, src.data)
+            elif hasattr(src, "chunks"):  # computed in bounded chunks (converters/gguf.py)
+                for part in src.chunks():
+                    _write_all(fd, part)
             else:
                 if src.file not in open_sources:
                     open_sources[src.file] = os.open(src.file, os.O_RDONLY)

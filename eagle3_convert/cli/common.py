@@ -21,6 +21,7 @@ LAYOUT_HELP = "\n".join(f"{name:<12} {text}" for name, text in (
     ("vllm", "vLLM-native Eagle3 config (ids top level and nested); vllm serve"),
     ("eagle", "SafeAILab EAGLE-3 (yuhuili/EAGLE3-*, .bin); written as safetensors"),
     ("modelopt", "NVIDIA ModelOpt HF export (NVIDIA eagle_config); vLLM, TensorRT-LLM"),
+    ("gguf", "llama.cpp GGUF, arch eagle3 (--target-gguf); llama-server -md --spec-type draft-eagle3"),
 ))
 
 

@@ -22,7 +22,7 @@ from .common import (
     warn_unrecorded,
 )
 
-LAYOUT_NAMES = ("speculators", "sglang", "vllm", "eagle", "modelopt")  # static: --help imports no layout
+LAYOUT_NAMES = ("speculators", "sglang", "vllm", "eagle", "modelopt", "gguf")  # static: --help imports no layout
 
 
 class LayoutChoice(click.Choice):
@@ -123,6 +123,10 @@ def serve_lines(serves: dict[str, Any]) -> list[str]:
 @click.option("--no-record", is_flag=True, help="Do not record the conversion in the registry.")
 @click.option("--no-registry", is_flag=True, help="Leave the registry out: take no fact from it (the output "
               "depends only on SRC and the flags) and record nothing.")
+@click.option("--target-gguf", metavar="PATH", help="--to gguf: the target's own GGUF (llama.cpp reads the "
+              "drafter's tokenizer, depth and width from it).")
+@click.option("--outtype", type=click.Choice(("auto", "bf16", "f16", "f32")), default="auto", show_default=True,
+              help="--to gguf: dtype of the 2-D weights (auto keeps the source's; norms are F32, d2t I64).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @run_guarded
@@ -130,7 +134,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
                 revision: str | None, endpoint: str | None, token: str | None, force: bool,
                 max_shard_size: int | None, repair_d2t_absolute: bool, trained_with: str | None,
                 capture_layers: str | None, convention: str | None, registry_path: str | None, no_record: bool,
-                no_registry: bool, as_json: bool, quiet: bool) -> None:
+                no_registry: bool, as_json: bool, quiet: bool, target_gguf: str | None = None,
+                outtype: str = "auto") -> None:
     """Convert the drafter in SRC (directory or Hub repo id) to another layout in DST.
 
     Lossless: tensors are copied byte for byte (only d2t/t2d may be rebuilt); capture-layer
@@ -143,6 +148,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
     options.training_capture = _given_capture(capture_layers, convention, options)
+    options.target_gguf, options.outtype = target_gguf, outtype
     store, from_registry = None, None
     if not (no_record or no_registry):
         try:  # before any byte is written: an unusable registry should not cost a conversion

@@ -57,6 +57,12 @@ class Checkpoint:
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     root = Path(path)
+    from .gguf import gguf_file
+
+    if gguf_file(root) is not None:  # a .gguf, or a directory holding one and no config.json
+        from .gguf import load_gguf_checkpoint
+
+        return load_gguf_checkpoint(root)
     if not root.is_dir():
         raise FormatError(f"{root}: not a directory", "pass the directory that holds config.json and the weights",
                           code="E-SRC-MISSING")
@@ -386,6 +392,8 @@ class WritePlan:
     tensors: dict[str, TensorSource]
     notes: list[str] = field(default_factory=list)
     derived_keys: list[str] = field(default_factory=list)  # added for an engine's sake; dropped when read back
+    # Writes the weights into the temp dir instead of config.json + safetensors (GGUF): (tmp, dest, progress) -> files
+    writer: Callable[[Path, Path, Callable[[int], None] | None], list[str]] | None = None
 
 
 @dataclass(frozen=True)

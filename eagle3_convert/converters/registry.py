@@ -9,7 +9,7 @@ from importlib.metadata import entry_points
 from ..errors import FormatError, UsageError
 from .base import Checkpoint, Detection, Layout
 
-BUILTIN = ("speculators", "sglang", "vllm", "eagle", "modelopt")
+BUILTIN = ("speculators", "sglang", "vllm", "eagle", "modelopt", "gguf")
 ENTRY_POINT_GROUP = "eagle3_convert.layouts"
 
 _layouts: dict[str, Layout] = {}

@@ -20,7 +20,39 @@ LABEL = "llama.cpp converter"
 ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel"}
 
 
+def read_gguf(meta: Mapping[str, Any], names: Collection[str]) -> Reading:
+    """A GGUF (`--to gguf`'s plan: {"gguf": its keys}) as llama.cpp's eagle3 loader reads it (b11434
+    src/models/eagle3.cpp): eagle3.target_layers as written (exactly 3, in file order), both norm flags
+    (absent = false), one layer, no fc_norm / norm_output / q-k norms; extra tensors refused."""
+    r = Reading("llamacpp", "llama.cpp (GGUF)")
+    if meta.get("general.architecture") != "eagle3":
+        r.refusal = f"general.architecture is {meta.get('general.architecture')!r}, not eagle3"
+        return r
+    ids = id_list(meta.get("eagle3.target_layers"))
+    if ids is None or len(ids) != 3:
+        r.refusal = "EAGLE3 requires exactly 3 entries in 'extract_layers' (eagle3.target_layers)"
+        return r
+    if meta.get("eagle3.block_count") != 1 or has(names, r"^blk\.[1-9]") or has(names, r"(q_norm|k_norm|fc_norm)"):
+        r.refusal = "llama.cpp's eagle3 graph builds one Llama layer: wrong number of tensors"
+        return r
+    if has(names, r"^enc\.output_norm\.weight$") != (["enc.output_norm.weight"] if meta.get("eagle3.norm_before_fc")
+                                                       else []):
+        r.refusal = "enc.output_norm.weight and eagle3.norm_before_fc disagree: wrong number of tensors"
+        return r
+    r.family = "llama"
+    r.captures = list(ids)
+    r.flags = {"norm_before_residual": bool(meta.get("eagle3.norm_before_residual", False)),
+               "norm_before_fc": bool(meta.get("eagle3.norm_before_fc", False)), "fc_norm": False,
+               "norm_output": False}
+    if ids != sorted(ids):
+        r.silent.append(f"llama.cpp fuses eagle3.target_layers {ids} in file order; fc's column blocks follow "
+                        "ascending layers")
+    return r
+
+
 def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+    if isinstance(config.get("gguf"), dict):  # a GGUF we write: llama.cpp loads it as written
+        return read_gguf(config["gguf"], names)
     r = Reading("llamacpp", LABEL)
     layer_cfg = config.get("transformer_layer_config")
     flat = {**config, **layer_cfg} if isinstance(layer_cfg, dict) else dict(config)
