@@ -450,15 +450,16 @@ class _Unpickler:
                 args = stack.pop()
                 func = stack[-1]
                 if type(func) is not _Callable:
-                    raise _Refused("E-BIN-UNSAFE", f"its pickle calls a {type(func).__name__} it built itself "
-                                                   "(a nested reduce), not an allowed function")
+                    raise _Refused("E-BIN-UNSAFE", f"its pickle calls an object it built itself "
+                                                   f"({type(func).__name__.lstrip('_')}: a nested reduce), not an "
+                                                   "allowed function")
                 if type(args) is not tuple:
                     raise _Refused("E-BIN-UNSAFE", "its pickle calls a function with arguments that are not a tuple")
                 stack[-1] = func.call(args)
             elif op == BUILD:
                 state = stack.pop()
                 if type(stack[-1]) is not OrderedDict or type(state) not in (dict, OrderedDict, type(None)):
-                    raise _Refused("E-BIN-UNSAFE", f"its pickle sets the state of a {type(stack[-1]).__name__}; only "
+                    raise _Refused("E-BIN-UNSAFE", f"its pickle sets the state of a {type(stack[-1]).__name__.lstrip('_')}; only "
                                                    "an OrderedDict's may be set")
                 # The state is a state dict's _metadata (module versions): dropped, nothing reads it.
             elif op == BINPERSID:

@@ -19,6 +19,7 @@ import os
 import pickle
 import shutil
 import struct
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -439,14 +440,273 @@ class _Reduce:
         return self.func, self.args
 
 
-def _torch_zip(data_pkl: bytes) -> bytes:
-    """The zip container torch.save writes (archive/data.pkl, byteorder, version), built without torch."""
+def _torch_zip(data_pkl: bytes, storages: dict[str, bytes] | None = None, *, prefix: str = "archive",
+               compressed: tuple[str, ...] = (), extra: tuple[tuple[str, bytes], ...] = (),
+               byteorder: bytes = b"little") -> bytes:
+    """The zip container torch.save writes (<prefix>/data.pkl, data/<key> per storage, byteorder, version),
+    built without torch. `compressed` names members to deflate; `extra` adds members as given."""
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
-        zf.writestr("archive/data.pkl", data_pkl)
-        zf.writestr("archive/byteorder", b"little")
+    with warnings.catch_warnings(), zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
+        warnings.simplefilter("ignore")
+        members = [(f"{prefix}/data.pkl", data_pkl), (f"{prefix}/byteorder", byteorder),
+                   *((f"{prefix}/data/{key}", data) for key, data in (storages or {}).items()),
+                   (f"{prefix}/version", b"3\n"), *extra]
+        for name, data in members:  # a duplicate name is a case of its own: no warning about it
+            method = zipfile.ZIP_DEFLATED if name in compressed else zipfile.ZIP_STORED
+            zf.writestr(zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0)), data, compress_type=method)
+    return buf.getvalue()
+
+
+# A hand assembler for the pickles torch.save writes (protocol 2), so that each case can break one thing.
+
+def p_global(module: str, name: str) -> bytes:
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+def p_str(text: str) -> bytes:
+    raw = text.encode()
+    return b"X" + struct.pack("<I", len(raw)) + raw
+
+
+def p_int(n: int) -> bytes:
+    if 0 <= n < 256:
+        return b"K" + bytes([n])
+    if -2**31 <= n < 2**31:
+        return b"J" + struct.pack("<i", n)
+    raw = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(raw)]) + raw
+
+
+def p_tuple(items) -> bytes:
+    return b"(" + b"".join(items) + b"t"
+
+
+def p_call(func: bytes, args) -> bytes:
+    return func + p_tuple(args) + b"R"
+
+
+def p_ordered_dict() -> bytes:
+    return p_global("collections", "OrderedDict") + b")R"
+
+
+STORAGE_CLASSES = {"F64": "DoubleStorage", "F32": "FloatStorage", "F16": "HalfStorage", "BF16": "BFloat16Storage",
+                   "I64": "LongStorage", "I32": "IntStorage", "I16": "ShortStorage", "I8": "CharStorage",
+                   "U8": "ByteStorage", "BOOL": "BoolStorage"}
+ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+
+
+@dataclass
+class BinTensor:
+    """One entry of a state dict as torch.save pickles it: a tensor viewing storage `key`."""
+
+    name: str
+    dtype: str
+    shape: list[int]
+    key: str
+    numel: int  # of the storage, in elements
+    offset: int = 0
+    stride: list[int] | None = None  # None: contiguous
+    storage_class: str | None = None  # None: the dtype's
+    hooks: bytes | None = None  # pickled backward_hooks; None: an empty OrderedDict
+
+    def pickle(self) -> bytes:
+        stride = self.stride
+        if stride is None:
+            stride, step = [], 1
+            for d in reversed(self.shape):
+                stride.insert(0, step)
+                step *= d
+        storage = p_tuple([p_str("storage"), p_global("torch", self.storage_class or STORAGE_CLASSES[self.dtype]),
+                           p_str(self.key), p_str("cpu"), p_int(self.numel)]) + b"Q"
+        return p_call(p_global("torch._utils", "_rebuild_tensor_v2"),
+                      [storage, p_int(self.offset), p_tuple(map(p_int, self.shape)), p_tuple(map(p_int, stride)),
+                       b"\x89", self.hooks if self.hooks is not None else p_ordered_dict()])
+
+
+def state_pickle(items: list[tuple[str, bytes]]) -> bytes:
+    """An OrderedDict state dict of pickled values, as torch.save(model.state_dict()) writes it."""
+    return b"\x80\x02" + p_ordered_dict() + b"(" + b"".join(p_str(k) + v for k, v in items) + b"u."
+
+
+def example_bin() -> tuple[list[BinTensor], dict[str, bytes]]:
+    """The example drafter's tensors as a torch state dict: one storage per tensor, as torch.save writes."""
+    header, data = split_safetensors(EXAMPLE / WEIGHTS)
+    tensors, storages = [], {}
+    for i, (name, entry) in enumerate((n, e) for n, e in header.items() if n != "__metadata__"):
+        begin, end = entry["data_offsets"]
+        storages[str(i)] = data[begin:end]
+        tensors.append(BinTensor(name, entry["dtype"], entry["shape"], str(i), (end - begin) // ITEMSIZE[entry["dtype"]]))
+    return tensors, storages
+
+
+def example_torch_zip(change: Callable[[list[BinTensor], dict[str, bytes]], Any] | None = None,
+                      **zip_options: Any) -> bytes:
+    """The example as a torch zip checkpoint, after `change(tensors, storages)` (which may edit them in place)."""
+    tensors, storages = example_bin()
+    if change is not None:
+        change(tensors, storages)
+    return _torch_zip(state_pickle([(t.name, t.pickle()) for t in tensors]), storages, **zip_options)
+
+
+def valid_torch_bin(dest: Path) -> None:
+    """The control: the example as a well-formed pytorch_model.bin (beside its config)."""
+    _bin_dir(dest, example_torch_zip())
+
+
+def _edit(index: int, **fields: Any) -> Callable[[list[BinTensor], dict[str, bytes]], None]:
+    def change(tensors: list[BinTensor], storages: dict[str, bytes]) -> None:
+        for key, value in fields.items():
+            setattr(tensors[index], key, value)
+
+    return change
+
+
+def _first_matrix(tensors: list[BinTensor]) -> BinTensor:
+    return next(t for t in tensors if len(t.shape) == 2 and min(t.shape) > 1)
+
+
+def _transpose_first_matrix(tensors: list[BinTensor], storages: dict[str, bytes]) -> None:
+    t = _first_matrix(tensors)
+    t.shape, t.stride = t.shape[::-1], [1, t.shape[0]]  # a .t() view: same bytes, column-major
+
+
+def _share_with_neighbour(tensors: list[BinTensor], storages: dict[str, bytes]) -> None:
+    """Tensor 1 views tensor 0's storage from an offset past its end."""
+    a, b = tensors[0], tensors[1]
+    b.key, b.storage_class, b.dtype, b.numel, b.offset = a.key, a.storage_class, a.dtype, a.numel, a.numel
+
+
+def _central_entry(blob: bytes, name: str) -> int:
+    """Offset of `name`'s central-directory entry in a zip."""
+    pos = blob.find(b"PK\x01\x02")
+    while pos >= 0:
+        nlen = struct.unpack_from("<H", blob, pos + 28)[0]
+        if blob[pos + 46:pos + 46 + nlen] == name.encode():
+            return pos
+        pos = blob.find(b"PK\x01\x02", pos + 46)
+    raise KeyError(name)
+
+
+def patch_central(name: str, **fields: int) -> Callable[[bytes], bytes]:
+    """Rewrite fields (flags, method, size, offset) of one member's central-directory entry."""
+    where = {"flags": (8, "<H"), "method": (10, "<H"), "size": (20, "<L"), "offset": (42, "<L")}
+
+    def patch(blob: bytes) -> bytes:
+        out = bytearray(blob)
+        pos = _central_entry(blob, name)
+        for field_name, value in fields.items():
+            offset, fmt = where[field_name]
+            struct.pack_into(fmt, out, pos + offset, value)
+            if field_name == "size":  # compressed size too: stored members have both equal
+                struct.pack_into("<L", out, pos + 20, value)
+                struct.pack_into("<L", out, pos + 24, value)
+        return bytes(out)
+
+    return patch
+
+
+def _member_size(blob: bytes, name: str) -> int:
+    return struct.unpack_from("<L", blob, _central_entry(blob, name) + 24)[0]
+
+
+def torch_bin_case(change: Callable[[list[BinTensor], dict[str, bytes]], Any] | None = None,
+                   post: Callable[[bytes], bytes] | None = None, **zip_options: Any) -> Callable[[Path], None]:
+    def build(dest: Path) -> None:
+        blob = example_torch_zip(change, **zip_options)
+        _bin_dir(dest, post(blob) if post else blob)
+
+    return build
+
+
+def _zip_without_pickle() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("archive/version", b"3\n")
     return buf.getvalue()
+
+
+def pickle_case(make: Callable[[Path], bytes]) -> Callable[[Path], None]:
+    """A torch zip of the example's storages whose data.pkl is `make(dest)`."""
+    def build(dest: Path) -> None:
+        _, storages = example_bin()
+        _bin_dir(dest, _torch_zip(make(dest), storages))
+
+    return build
+
+
+def _shell_marker(dest: Path) -> str:
+    return f": > '{marker_path(dest)}'"
+
+
+def payload_eval(dest: Path) -> bytes:
+    return pickle.dumps({"fc.weight": _Reduce(eval, f"open({str(marker_path(dest))!r}, 'w').close()")}, protocol=2)
+
+
+def payload_exec(dest: Path) -> bytes:
+    return pickle.dumps({"fc.weight": _Reduce(exec, f"open({str(marker_path(dest))!r}, 'w').close()")}, protocol=2)
+
+
+def payload_nested(dest: Path) -> bytes:
+    """A well-formed tensor whose backward_hooks argument is os.system(...): code inside an allowed call."""
+    tensors, _ = example_bin()
+    tensors[0].hooks = p_call(p_global("posix", "system"), [p_str(_shell_marker(dest))])
+    return state_pickle([(t.name, t.pickle()) for t in tensors])
+
+
+def payload_getattr(dest: Path) -> bytes:
+    """getattr(__import__('os'), 'system')(cmd): a reduce of the result of a reduce."""
+    module = p_call(p_global("builtins", "__import__"), [p_str("os")])
+    system = p_call(p_global("builtins", "getattr"), [module, p_str("system")])
+    return b"\x80\x02}" + p_str("fc.weight") + system + p_tuple([p_str(_shell_marker(dest))]) + b"Rs."
+
+
+def payload_stack_global(dest: Path) -> bytes:
+    """Protocol 4's STACK_GLOBAL (the global's name taken from the stack) naming posix.system."""
+    return (b"\x80\x04}" + p_str("fc.weight") + p_str("posix") + p_str("system") + b"\x93"
+            + p_tuple([p_str(_shell_marker(dest))]) + b"Rs.")
+
+
+def payload_inst(dest: Path) -> bytes:
+    """Protocol 0's INST opcode: calls posix.system with the marked arguments."""
+    return b"\x80\x02}" + p_str("fc.weight") + b"(" + p_str(_shell_marker(dest)) + b"iposix\nsystem\ns."
+
+
+def _nested_reduce_of_result(dest: Path) -> bytes:
+    """OrderedDict()() : REDUCE on an object the pickle built, not on a global."""
+    return b"\x80\x02}" + p_str("fc.weight") + p_ordered_dict() + b")Rs."
+
+
+def _build_on_tensor(dest: Path) -> bytes:
+    tensors, _ = example_bin()
+    items = [(t.name, t.pickle()) for t in tensors]
+    items[0] = (items[0][0], items[0][1] + b"}" + p_str("offset") + p_int(0) + b"sb")  # BUILD: set its state
+    return state_pickle(items)
+
+
+def _persid_not_storage(dest: Path) -> bytes:
+    return b"\x80\x02}" + p_str("fc.weight") + p_tuple([p_str("module"), p_str("os"), p_str("x"), p_str("cpu"),
+                                                        p_int(1)]) + b"Qs."
+
+
+def _torch_load_global(dest: Path) -> bytes:
+    """torch.load itself named as a global (a pickle that loads another file unsafely)."""
+    return b"\x80\x02}" + p_str("fc.weight") + p_call(p_global("torch", "load"), [p_str("/etc/passwd")]) + b"s."
+
+
+def _huge_string(dest: Path) -> bytes:
+    return b"\x80\x02}X\xff\xff\xff\x7f" + b"fc.weight"
+
+
+def _deep_tuple_value(dest: Path) -> bytes:
+    return b"\x80\x02}" + p_str("fc.weight") + b"(" * 100_000 + b"t" * 100_000 + b"s."
+
+
+def _deep_tuple_key(dest: Path) -> bytes:
+    return b"\x80\x02}" + b"(" * 100_000 + b"t" * 100_000 + p_int(1) + b"s."
+
+
+def _memo_unset(dest: Path) -> bytes:
+    return b"\x80\x02}" + p_str("fc.weight") + b"h\xc8s."
 
 
 def payload_open(dest: Path) -> bytes:
@@ -519,7 +779,9 @@ INDEX_CODES = frozenset({"E-FILE-INDEX"})
 CONFIG_JSON = frozenset({"E-CONFIG-JSON"})
 CONFIG_FIELD = frozenset({"E-CONFIG-FIELD"})
 MISSING = frozenset({"E-SRC-MISSING"})
-BIN_UNSAFE = frozenset({"E-BIN-UNSAFE", "E-BIN-TORCH"})  # E-BIN-TORCH: refused before any unpickling
+BIN_UNSAFE = frozenset({"E-BIN-UNSAFE", "E-BIN-TORCH"})  # E-BIN-TORCH: a legacy file, without torch installed
+BIN_FORMAT = frozenset({"E-BIN-FORMAT"})
+BIN_ZIP = frozenset({"E-BIN-ZIP"})
 
 
 def _case(name: str, breaks: str, codes: frozenset[str] | str, build: Callable[[Path], None],
@@ -713,6 +975,86 @@ def hostile_cases() -> list[HostileCase]:
                                                                                                    "E-BIN-TORCH"}),
               _bin_index_dotdot),
         _case("bin-fifo", "pytorch_model.bin is a FIFO", frozenset({"E-FILE-READ", "E-BIN-TORCH"}), _fifo_bin),
+        # pickles read without torch: code never runs, nothing but a state dict of dense tensors is built
+        _case("bin-exec-eval", "a torch zip whose pickle calls builtins.eval(source creating the marker)", BIN_UNSAFE,
+              pickle_case(payload_eval), pickle_payload=True),
+        _case("bin-exec-exec", "a torch zip whose pickle calls builtins.exec(source creating the marker)", BIN_UNSAFE,
+              pickle_case(payload_exec), pickle_payload=True),
+        _case("bin-exec-nested", "a well-formed tensor whose backward_hooks argument is os.system(...)", BIN_UNSAFE,
+              pickle_case(payload_nested), pickle_payload=True),
+        _case("bin-exec-getattr", "getattr(__import__('os'), 'system')(...): a reduce of a reduce's result",
+              BIN_UNSAFE, pickle_case(payload_getattr), pickle_payload=True),
+        _case("bin-exec-stack-global", "protocol 4 STACK_GLOBAL naming posix.system", BIN_UNSAFE,
+              pickle_case(payload_stack_global), pickle_payload=True),
+        _case("bin-exec-inst", "protocol 0 INST opcode calling posix.system", BIN_UNSAFE, pickle_case(payload_inst),
+              pickle_payload=True),
+        _case("bin-reduce-on-result", "OrderedDict()(): a call of an object the pickle built", BIN_UNSAFE,
+              pickle_case(_nested_reduce_of_result)),
+        _case("bin-build-on-tensor", "BUILD sets the state of a rebuilt tensor", BIN_UNSAFE,
+              pickle_case(_build_on_tensor)),
+        _case("bin-persid-not-storage", "a persistent id that is not a storage", BIN_UNSAFE,
+              pickle_case(_persid_not_storage)),
+        _case("bin-global-torch-load", "a pickle that calls torch.load (a global torch allows no more than we do)",
+              BIN_UNSAFE, pickle_case(_torch_load_global)),
+        _case("bin-pickle-huge-string", "a pickle string declaring 2 GB in a 20-byte data.pkl", BIN_FORMAT,
+              pickle_case(_huge_string)),
+        _case("bin-pickle-deep-value", "a value nested 100000 tuples deep", BIN_FORMAT,
+              pickle_case(_deep_tuple_value)),
+        _case("bin-pickle-deep-key", "a dict key nested 100000 tuples deep (hashing it would recurse in C)",
+              BIN_FORMAT, pickle_case(_deep_tuple_key)),
+        _case("bin-pickle-memo-unset", "a pickle reads a memo slot it never wrote", BIN_FORMAT,
+              pickle_case(_memo_unset)),
+        _case("bin-offset-out-of-bounds", "a tensor's storage offset puts it past its storage's end", BIN_FORMAT,
+              torch_bin_case(lambda ts, st: setattr(ts[0], "offset", ts[0].numel))),
+        _case("bin-offset-negative", "a tensor's storage offset is -1", BIN_FORMAT,
+              torch_bin_case(_edit(0, offset=-1))),
+        _case("bin-shared-storage-past-end", "two tensors share a storage; the second starts at its end",
+              BIN_FORMAT, torch_bin_case(_share_with_neighbour)),
+        _case("bin-non-contiguous", "a matrix stored as a transposed (column-major) view", BIN_FORMAT,
+              torch_bin_case(_transpose_first_matrix)),
+        _case("bin-stride-count", "a matrix with one stride for two dimensions", BIN_FORMAT,
+              torch_bin_case(lambda ts, st: setattr(_first_matrix(ts), "stride", [1]))),
+        _case("bin-hooks-not-empty", "backward_hooks holds an entry", BIN_FORMAT,
+              torch_bin_case(_edit(0, hooks=p_ordered_dict() + p_int(1) + p_int(2) + b"s"))),
+        _case("bin-dtype-complex", "a ComplexFloatStorage tensor", "E-FILE-DTYPE",
+              torch_bin_case(_edit(0, storage_class="ComplexFloatStorage"))),
+        _case("bin-storage-huge-numel", "a storage declaring 2**62 elements", BIN_ZIP,
+              torch_bin_case(_edit(0, numel=2**62))),
+        _case("bin-storage-key-dotdot", "a storage key ../../etc/passwd", BIN_ZIP,
+              torch_bin_case(_edit(0, key="../../etc/passwd"))),
+        _case("bin-storage-missing", "a storage key the archive does not hold", BIN_ZIP,
+              torch_bin_case(_edit(0, key="999"))),
+        _case("bin-member-huge-size", "a storage member declaring 4 GB in a small file", BIN_ZIP,
+              torch_bin_case(post=patch_central("archive/data/0", size=0xFFFFFFF0))),
+        _case("bin-overlapping-storages", "a storage member's bytes run into the next member", BIN_ZIP,
+              torch_bin_case(post=lambda b: patch_central("archive/data/0",
+                                                          size=_member_size(b, "archive/data/0") + 200)(b))),
+        _case("bin-compressed-storage", "a storage member is deflated", BIN_ZIP,
+              torch_bin_case(compressed=("archive/data/0",))),
+        _case("bin-compressed-pickle", "data.pkl is deflated", BIN_ZIP, torch_bin_case(compressed=("archive/data.pkl",))),
+        _case("bin-encrypted-member", "a member flagged encrypted", BIN_ZIP,
+              torch_bin_case(post=patch_central("archive/data/1", flags=1))),
+        _case("bin-member-dotdot", "a member named archive/../../evil.sh", BIN_ZIP,
+              torch_bin_case(extra=(("archive/../../evil.sh", b"touch pwned"),))),
+        _case("bin-member-absolute", "a member named /etc/cron.d/evil", BIN_ZIP,
+              torch_bin_case(extra=(("/etc/cron.d/evil", b"* * * * * root touch pwned"),))),
+        _case("bin-member-outside-prefix", "a member outside the archive's directory", BIN_ZIP,
+              torch_bin_case(extra=(("other/data/0", b"x"),))),
+        _case("bin-member-duplicate", "archive/data/0 twice (readers would disagree on which is read)", BIN_ZIP,
+              torch_bin_case(extra=(("archive/data/0", b"\0" * 8),))),
+        _case("bin-no-data-pkl", "a zip without data.pkl", BIN_ZIP,
+              bin_case(lambda d: _zip_without_pickle())),
+        _case("bin-pickle-checksum", "data.pkl altered after writing (its CRC fails)", BIN_ZIP,
+              torch_bin_case(post=lambda b: b.replace(b"fc.weight", b"fc.weighT", 1))),
+        _case("bin-big-endian", "byteorder says big", BIN_FORMAT, torch_bin_case(byteorder=b"big")),
+        _case("bin-truncated", "a torch zip cut in half", BIN_ZIP, torch_bin_case(post=lambda b: b[: len(b) // 2])),
+        _case("bin-appended-bytes", "bytes appended after the zip's end record", BIN_ZIP,
+              torch_bin_case(post=lambda b: b + b"appended")),
+        _case("bin-prefixed-bytes", "bytes before the zip (zipfile would still open it)",
+              frozenset({"E-BIN-FORMAT", "E-BIN-ZIP"}), torch_bin_case(post=lambda b: b"\0" * 64 + b)),
+        _case("bin-prefixed-zip", "a zip whose offsets are shifted by a local header put before it", BIN_ZIP,
+              torch_bin_case(post=lambda b: b"PK\x03\x04" + b"\0" * 60 + b)),
+        _case("bin-zip-empty", "an empty zip archive", BIN_ZIP, bin_case(lambda d: b"PK\x05\x06" + b"\0" * 18)),
         _case("mixed-corrupt-st-and-pickle", "a truncated model.safetensors beside a code-running .bin", TRUNCATED,
               _mixed_corrupt_safetensors_and_pickle, pickle_payload=True),
         # the directory itself

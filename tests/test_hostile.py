@@ -218,7 +218,7 @@ def test_hostile_input_is_refused(case: HostileCase, command: Command, tmp_path:
 # One case from every region of the corpus, including those that could hang or run code.
 SUBPROCESS_SAMPLE = ("trunc-data-mid", "hdrlen-max", "header-deep-nesting", "offsets-overlap", "index-dotdot",
                      "weights-fifo", "config-huge", "config-verifier-name-object", "bin-exec-system",
-                     "mixed-corrupt-st-and-pickle")
+                     "bin-exec-nested", "bin-overlapping-storages", "mixed-corrupt-st-and-pickle")
 SUBPROCESS_COMMANDS = ("convert-sglang", "inspect", "validate", "registry-add", "publish-dry-run")
 
 
