@@ -4,8 +4,8 @@ One decoder layer named `midlayer.*`, `fc` over exactly 3 captured states, `d2t`
 a plain Llama config with `draft_vocab_size`. The capture layers are hard-coded in EAGLE's
 target wrapper (boundaries {2, L//2, L-3}, the engine default), so the config holds no ids and
 the drafter reads with capture_boundaries None, unless our own sidecar recorded the explicit
-(default-equal) list it was written from. Checkpoints come as `pytorch_model.bin` (read only through
-`torch.load(weights_only=True)`, see bin_reader) or safetensors. This tool WRITES
+(default-equal) list it was written from. Checkpoints come as `pytorch_model.bin` (read without torch or
+running the pickle, see torch_zip and bin_reader) or safetensors. This tool WRITES
 `model.safetensors`: EAGLE's loader falls back to it, and writing a pickle would need torch.
 """
 
