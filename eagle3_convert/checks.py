@@ -115,7 +115,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W-DEEP-INIT-NORMS": ("warning", "every norm weight is exactly 1.0 (untrained)"),
 }
 # A reader refusal that a warning above already explains (the reader cannot choose; validate can say why).
-_READER_CODES_EXPLAINED = {"E-CAPTURE-AMBIGUOUS": {"W-CAPTURE-IDS-IGNORED", "W-CAPTURE-CONVENTION"}}
+_READER_CODES_EXPLAINED = {"E-CONFIG-DEFAULTS-DIFFER": {"W-CONFIG-DEFAULTS-DIFFER"},
+                           "E-CAPTURE-AMBIGUOUS": {"W-CAPTURE-IDS-IGNORED", "W-CAPTURE-CONVENTION"}}
 
 FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
 MLA_MODEL_TYPES = {t for t, family in FAMILY_BY_MODEL_TYPE.items() if family == "deepseek_mla"}
@@ -1082,9 +1083,10 @@ class _Run:
             return False
         if self.speculators_format and "norm_before_residual" not in self.config and p.name in ("speculators", "vllm"):
             self.add("W-CONFIG-DEFAULTS-DIFFER", "norm_before_residual is absent: vLLM serves a speculators config "
-                     "without it as true, the speculators library reads it as false",
-                     "write norm_before_residual explicitly (true or false, as the drafter was trained); "
-                     f"`{self.command('speculators')}` always writes it", where="$.norm_before_residual")
+                     "without it as true, the speculators library reads it as false (and convert refuses it)",
+                     "write norm_before_residual into config.json, true or false as the drafter was trained (the "
+                     "speculators trainer writes true): no conversion can choose it for you",
+                     where="$.norm_before_residual")
         return True
 
     def _engine_keys(self, p: EngineProfile) -> None:

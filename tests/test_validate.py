@@ -510,7 +510,6 @@ HINTED = [  # (layout, spec changes, edit of the file, engines, the finding whos
     ("vllm", {"norm_before_residual": True}, None, ["sglang"], "E-ENGINE-UNSUPPORTED"),
     ("sglang", {"num_aux": 1, "capture_boundaries": (4,)}, None, None, "E-CAPTURE-FC-BYPASSED"),
     ("modelopt", {}, None, ["vllm"], "W-CAPTURE-IDS-IGNORED"),
-    ("speculators", {}, edit_config(lambda c: c.pop("norm_before_residual")), None, "W-CONFIG-DEFAULTS-DIFFER"),
 ]
 
 

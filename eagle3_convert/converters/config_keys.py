@@ -85,18 +85,26 @@ class Level:
         return self.semantic | self.known
 
 
+# The rope objects (transformers 4 `rope_scaling`, 5 `rope_parameters`): every key changes the positions.
+ROPE = Level(frozenset({
+    "rope_type", "type", "rope_theta", "factor", "original_max_position_embeddings", "low_freq_factor",
+    "high_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate",
+    "short_factor", "long_factor", "partial_rotary_factor", "mrope_section", "mrope_interleaved"}))
+_ROPE_CHILDREN = (("rope_parameters", ROPE), ("rope_scaling", ROPE))
+
+
 def _flat(semantic: Iterable[str], known: Iterable[str] = (), eagle_semantic: Iterable[str] = (),
           eagle_known: Iterable[str] = ()) -> Level:
     """A flat HF-style config: the decoder keys at the top level, beside the layout's own."""
-    children = ()
+    children = _ROPE_CHILDREN
     if eagle_semantic or eagle_known:
-        children = (("eagle_config", Level(frozenset(eagle_semantic), frozenset(eagle_known))),)
+        children += (("eagle_config", Level(frozenset(eagle_semantic), frozenset(eagle_known))),)
     return Level(DECODER_SEMANTIC | frozenset(semantic),
                  (TRANSFORMERS_COMMON | DECODER_WRITTEN | frozenset(known)) - DECODER_SEMANTIC - frozenset(semantic),
                  children)
 
 
-_DECODER = Level(DECODER_SEMANTIC, TRANSFORMERS_COMMON | DECODER_WRITTEN)
+_DECODER = Level(DECODER_SEMANTIC, TRANSFORMERS_COMMON | DECODER_WRITTEN, _ROPE_CHILDREN)
 
 # One table per layout: what its producers write and what its reader reads.
 LAYOUT_KEYS: dict[str, Level] = {
@@ -187,6 +195,25 @@ TYPES: dict[str, tuple[Callable[[Any], bool], str, bool]] = {  # key -> (check, 
     "name_or_path": (lambda v: isinstance(v, str), "a string", True),
 }
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _numbers(v: Any) -> bool:
+    return isinstance(v, list) and all(_number(x) for x in v)
+
+
+TYPES.update({
+    "rope_type": (lambda v: isinstance(v, str), "a string", False),
+    "type": (lambda v: isinstance(v, str), "a string", False),
+    **{k: (_number, "a number", True) for k in (
+        "rope_theta", "factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
+        "mscale_all_dim", "attention_factor", "partial_rotary_factor")},
+    "original_max_position_embeddings": (_positive_int, "a positive integer", True),
+    "truncate": (_bool, "true or false", True),
+    "short_factor": (_numbers, "a list of numbers", True),
+    "long_factor": (_numbers, "a list of numbers", True),
+})
 TYPE_CODES = {CAPTURE_IDS: "E-CAPTURE-FIELD"}  # the code of a wrong type, where not E-CONFIG-FIELD
 
 
@@ -283,7 +310,11 @@ def _walk(layout: str, level: Level, obj: Mapping[str, Any], where: str,
             continue
         if key in level.known:
             continue
-        out.append(_judge_stray(layout, level, obj, key, path, where, parent, siblings))
+        issue = _judge_stray(layout, level, obj, key, path, where, parent, siblings)
+        out.append(issue)
+        if issue.code == "W-CONFIG-KEY-FOREIGN" and key == "eagle_config" and isinstance(value, dict):
+            # another layout's object: its ids are that layout's business, but a key of ours misplaced in it is not
+            _walk(layout, Level(EAGLE_CONFIG_ANYWHERE, MODELOPT_NESTED), value, path, (level, where, obj), out)
 
 
 def _copy(path: str, home: str, value: Any, there: Any) -> KeyIssue | None:
@@ -305,7 +336,7 @@ def _judge_stray(layout: str, level: Level, obj: Mapping[str, Any], key: str, pa
                  parent: tuple[Level, str, Mapping[str, Any]] | None, siblings: list[tuple[str, Level]]) -> KeyIssue:
     # One level off: a key this layout reads in a nested object (or in the enclosing one).
     for name, child in siblings:
-        if key in child.semantic:
+        if key in child.semantic and not name.startswith("rope_"):
             home = _path(_path(where, name), key)
             nested = obj.get(name)
             there = nested.get(key, _MISSING) if isinstance(nested, dict) else _MISSING

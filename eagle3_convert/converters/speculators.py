@@ -83,8 +83,12 @@ class SpeculatorsLayout(Layout):
         for flag in FLAGS:
             fields[flag] = bool(raw.get(flag, False))
         if "norm_before_residual" not in raw:
-            notes.append("norm_before_residual is absent: read as false (speculators library default); "
-                         "vLLM serves an absent key as true")
+            # The engines disagree on what the file means: vLLM serves it as true, the library reads false.
+            raise RefusalError("norm_before_residual is absent: vLLM serves this speculators config as true, the "
+                               "speculators library reads it as false, so the file names no single drafter",
+                               "write norm_before_residual (true or false, as the drafter was trained; the "
+                               "speculators trainer writes true) into a copy of config.json and convert that",
+                               code="E-CONFIG-DEFAULTS-DIFFER")
         ids = raw.get("eagle_aux_hidden_state_layer_ids")
         if ids is not None and (not isinstance(ids, list)
                                 or not all(isinstance(x, int) and not isinstance(x, bool) for x in ids)):
