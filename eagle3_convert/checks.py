@@ -303,6 +303,13 @@ _HINT_REDOWNLOAD = "the file is damaged: download or copy the checkpoint again"
 def read_raw(root: Path) -> tuple[RawCheckpoint, list[Finding]]:
     """config.json and every readable tensor header of `root`, with a finding per problem met."""
     root = Path(root)
+    from .converters.gguf import gguf_file
+
+    if gguf_file(root) is not None:  # a GGUF drafter (llama.cpp): its keys stand for config.json
+        from .converters.gguf import load_gguf_checkpoint
+
+        ckpt = load_gguf_checkpoint(root)
+        return RawCheckpoint(ckpt.path, ckpt.config, ckpt.tensors, ckpt.weight_files, set(), ckpt.sidecar), []
     if not root.is_dir():
         raise FormatError(f"{root}: not a directory", "pass the directory that holds config.json and the weights",
                           code="E-SRC-MISSING")
@@ -490,6 +497,10 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     root = Path(path)
     label = source_label or str(root)
     raw, findings = read_raw(root)
+    if "_gguf" in (raw.config or {}):
+        from .converters.gguf import validate_gguf
+
+        return validate_gguf(raw, engines, label, deep, progress, target)
     report = Report(label, None, None, list(engines or ()), findings)
     candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
     if from_layout != "auto" and raw.config is not None:

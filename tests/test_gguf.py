@@ -400,3 +400,20 @@ def test_the_target_identity_of_the_target_config_is_kept(tmp_path: Path, target
     convert(str(src), tmp_path / "g", "gguf", options=options)
     side = json.loads((tmp_path / "g" / "eagle3-convert.json").read_text())
     assert side["layout"] == "gguf" and side["target"]["num_hidden_layers"] == 8
+
+
+def test_validate_and_inspect_read_a_gguf(tmp_path: Path, target_gguf):
+    src = build_drafter(tmp_path / "a", "vllm", DrafterSpec(capture_boundaries=(1, 3, 6)))
+    convert(str(src), tmp_path / "g", "gguf", options=gguf_options(target_gguf()))
+    result = run_cli("validate", tmp_path / "g", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["layout"] == "gguf" and report["counts"]["error"] == 0
+    assert any(f["code"] == "I-CAPTURE-GGUF" and "[1, 3, 6]" in f["message"] for f in report["findings"])
+    deep = json.loads(run_cli("validate", tmp_path / "g", "--deep", "--json").stdout)  # random builder bytes: NaN
+    assert "fc.weight" in deep["manifest"] and "Traceback" not in deep.get("error", {}).get("message", "")
+    result = run_cli("validate", tmp_path / "g", "--engine", "vllm")
+    assert result.exit_code == 1 and "[E-ENGINE-REFUSES]" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("inspect", only_gguf(tmp_path / "g"))
+    assert result.exit_code == 0 and "layout       gguf" in result.stdout and "eagle3.target_layers: [1, 3, 6]" in \
+        result.stdout
