@@ -7,12 +7,20 @@ layouts the CLI lists, `speculators convert` when installed, `validate` (header 
 `--deep`) when the CLI has it, `inspect`, and `--help` cold start. Every command is a
 subprocess: wall time is the median of --runs, peak RSS comes from the kernel (wait4).
 
-    python benchmarks/run.py [--sizes 8b,8b-embed,kimi] [--runs 3] [--out benchmarks/RESULTS.md]
+The `.bin` input (rows `<size> .bin`) is the same drafter as original EAGLE publishes it, a
+torch zip `pytorch_model.bin` written here without torch: convert to every layout, validate,
+inspect, against `cp` of that directory, `speculators convert` when installed, and, when
+torch is installed, the torch.load + decode every .bin command paid before issue 16; then
+`python -X importtime` shows whether the .bin commands import torch.
+
+    python benchmarks/run.py [--sizes 8b,8b-embed,kimi] [--runs 3] [--inputs safetensors,bin]
+                             [--out benchmarks/RESULTS.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -20,17 +28,19 @@ import re
 import shlex
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
-from eagle3_convert.safetensors_io import InMemoryTensor, build_header
+from eagle3_convert.safetensors_io import InMemoryTensor, build_header, read_tensor_table
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_WORK = REPO / "benchmarks" / "work"
@@ -221,6 +231,194 @@ def generate(s: Size, dest: Path, seed: int = 2026) -> int:
     return weights.stat().st_size
 
 
+# ------------------------------------------------------------------ original EAGLE pytorch_model.bin
+
+# torch's typed storage classes, by safetensors dtype (what torch.save names in its pickle).
+STORAGE_CLASSES = {"F64": "DoubleStorage", "F32": "FloatStorage", "F16": "HalfStorage", "BF16": "BFloat16Storage",
+                   "I64": "LongStorage", "I32": "IntStorage", "I16": "ShortStorage", "I8": "CharStorage",
+                   "U8": "ByteStorage", "BOOL": "BoolStorage"}
+
+
+def _p_str(text: str) -> bytes:
+    raw = text.encode()
+    return b"X" + struct.pack("<I", len(raw)) + raw
+
+
+def _p_int(n: int) -> bytes:
+    if 0 <= n < 256:
+        return b"K" + bytes([n])
+    if n < 2**31:
+        return b"J" + struct.pack("<i", n)
+    raw = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(raw)]) + raw
+
+
+def _p_tuple(items) -> bytes:
+    return b"(" + b"".join(items) + b"t"
+
+
+def _p_global(module: str, name: str) -> bytes:
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+def state_dict_pickle(entries: list[tuple[str, str, tuple[int, ...], str, int]]) -> bytes:
+    """data.pkl as torch.save(state_dict) writes it (protocol 2): an OrderedDict of _rebuild_tensor_v2 calls,
+    one storage per tensor. `entries`: (name, dtype, shape, storage key, elements)."""
+    empty_od = _p_global("collections", "OrderedDict") + b")R"
+    out = b"\x80\x02" + empty_od + b"("
+    for name, dtype, shape, key, numel in entries:
+        stride, step = [], 1
+        for d in reversed(shape):
+            stride.insert(0, step)
+            step *= d
+        storage = _p_tuple([_p_str("storage"), _p_global("torch", STORAGE_CLASSES[dtype]), _p_str(key),
+                            _p_str("cpu"), _p_int(numel)]) + b"Q"
+        out += _p_str(name) + _p_global("torch._utils", "_rebuild_tensor_v2") + _p_tuple(
+            [storage, _p_int(0), _p_tuple(map(_p_int, shape)), _p_tuple(map(_p_int, stride)), b"\x89", empty_od]) + b"R"
+    return out + b"u."
+
+
+def write_torch_bin(dest: Path, src_dir: Path) -> int:
+    """Write `dest` (a torch zip checkpoint, as torch.save lays it out) holding the tensors of the safetensors
+    drafter in `src_dir`, streamed in bounded chunks, without torch. Returns its size in bytes."""
+    tensors, _ = read_tensor_table(src_dir)
+    names = sorted(tensors)
+    prefix = dest.stem  # torch names the archive's directory after the file
+    entries = [(n, tensors[n].dtype, tensors[n].shape, str(i), tensors[n].numel) for i, n in enumerate(names)]
+    stamp = (2026, 1, 1, 0, 0, 0)
+    with zipfile.ZipFile(dest, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr(zipfile.ZipInfo(f"{prefix}/data.pkl", stamp), state_dict_pickle(entries))
+        zf.writestr(zipfile.ZipInfo(f"{prefix}/byteorder", stamp), b"little")
+        for i, name in enumerate(names):
+            ref = tensors[name]
+            with open(ref.file, "rb") as f, zf.open(zipfile.ZipInfo(f"{prefix}/data/{i}", stamp), "w",
+                                                     force_zip64=ref.nbytes >= 1 << 31) as member:
+                f.seek(ref.start)
+                left = ref.nbytes
+                while left:
+                    chunk = f.read(min(left, GEN_CHUNK))
+                    member.write(chunk)
+                    left -= len(chunk)
+        zf.writestr(zipfile.ZipInfo(f"{prefix}/version", stamp), b"3\n")
+    return dest.stat().st_size
+
+
+def write_target(s: Size, base: Path) -> Path:
+    target = base / "target" / "config.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(target_config(s), indent=2) + "\n")
+    return target
+
+
+def prepare_bin(s: Size, work: Path, cli: list[str], sources: dict[str, Path], reuse: bool
+                ) -> tuple[Path | None, int, str]:
+    """The drafter as original EAGLE publishes it: config.json + pytorch_model.bin, written from our eagle
+    copy (made here when the run has none, then removed: at most two copies are on disk at once).
+    Returns (its directory or None, the .bin's size, why not)."""
+    if s.mla:
+        return None, 0, "original EAGLE has no MLA drafter"
+    base = work / s.name
+    dest = base / "eagle-bin"
+    stamp = base / "bin.json"
+    made = json.loads(stamp.read_text()) if reuse and stamp.is_file() else None
+    if made is not None and made["size"] == s.__dict__ and (dest / "pytorch_model.bin").is_file():
+        return dest, made["nbytes"], ""
+    shutil.rmtree(dest, ignore_errors=True)
+    t = time.perf_counter()
+    eagle, scratch = sources.get("eagle"), []
+    if eagle is None:
+        generated = base / "bin-speculators"
+        shutil.rmtree(generated, ignore_errors=True)
+        generate(s, generated)
+        eagle = base / "bin-eagle"
+        shutil.rmtree(eagle, ignore_errors=True)
+        done = subprocess.run([*cli, "--to", "eagle", "--quiet", "--no-record", "--target", str(write_target(s, base)),
+                               str(generated), str(eagle)], capture_output=True, text=True)
+        shutil.rmtree(generated)
+        scratch.append(eagle)
+        if done.returncode != 0:
+            shutil.rmtree(eagle, ignore_errors=True)
+            return None, 0, "no eagle copy to write the .bin from: " + (done.stderr.strip().splitlines() or ["?"])[-1]
+    dest.mkdir(parents=True)
+    shutil.copy(eagle / "config.json", dest / "config.json")
+    nbytes = write_torch_bin(dest / "pytorch_model.bin", eagle)
+    for path in scratch:
+        shutil.rmtree(path, ignore_errors=True)
+    stamp.write_text(json.dumps({"size": s.__dict__, "nbytes": nbytes}))
+    print(f"[{s.name}] wrote {dest / 'pytorch_model.bin'} ({nbytes / 1e9:.2f} GB) in {time.perf_counter() - t:.1f} s",
+          flush=True)
+    return dest, nbytes, ""
+
+
+# What every .bin command paid before issue 16, the CLI aside: import torch, torch.load, decode every tensor.
+TORCH_READ = ("import sys, torch\n"
+              "state = torch.load(sys.argv[1], map_location='cpu', weights_only=True, mmap=True)\n"
+              "for t in state.values():\n"
+              "    t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()\n")
+
+
+def has_torch() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def plan_bin_ops(s: Size, src: Path, layouts: list[str], out: Path, cli: list[str], commands: set[str],
+                 peer: list[str] | None, peer_reason: str) -> list[Op]:
+    """The rows of the .bin input, grouped under their own size label so ratios are to `cp -r` of the .bin."""
+    label = f"{s.name} .bin"
+    weights = src / "pytorch_model.bin"
+    target = ["--target", str(src.parent / "target" / "config.json")]
+    ops = [
+        Op(label, "cp -r", "floor", ["cp", "-r", str(src), str(out / "cp")], out / "cp"),
+        Op(label, "cp -r + sync", "floor", ["sh", "-c", 'cp -r "$1" "$2" && sync "$2"/*', "sh", str(src),
+                                            str(out / "cps")], out / "cps"),
+        Op(label, "cat weights > /dev/null", "read", ["cat", str(weights)]),
+    ]
+    for b in layouts:
+        dest = out / f"bin-to-{b}"
+        ops.append(Op(label, f"convert eagle .bin -> {b}", "convert",
+                      [*cli, "--from", "eagle", "--to", b, "--quiet", *target, str(src), str(dest),
+                       *(["--verifier", s.verifier] if b == "speculators" else [])], dest))
+    peer_op = Op(label, "speculators convert (peer)", "peer", [], out / "peer")
+    if peer is None:
+        peer_op.skipped = peer_reason
+    else:
+        peer_op.cmd = [*peer, "convert", str(src), "--algorithm", "eagle3", "--verifier", str(src.parent / "target"),
+                       "--output-path", str(out / "peer")]
+    ops.append(peer_op)
+    for name, kind, extra in (("validate", "validate", []), ("validate --deep", "deep", ["--deep"])):
+        op = Op(label, name, kind, [*cli, "validate", *extra, *target, str(src)])
+        if "validate" not in commands:
+            op.skipped = "this build has no `validate` command"
+        ops.append(op)
+    ops.append(Op(label, "inspect", "inspect", [*cli, "inspect", str(src)]))
+    before = Op(label, "torch.load + decode (every .bin command before issue 16)", "before",
+                [sys.executable, "-c", TORCH_READ, str(weights)])
+    if not has_torch():
+        before.skipped = "torch is not installed here (the reference only; our commands never need it)"
+    ops.append(before)
+    return ops
+
+
+def torch_imports(src: Path, out: Path) -> list[str]:
+    """Whether inspect, validate and convert of the .bin import torch, from `python -X importtime`."""
+    runs = {"inspect": ["inspect", str(src)], "validate": ["validate", str(src)],
+            "convert": ["--to", "speculators", "--verifier", "x/y", "--quiet", "--no-record", str(src),
+                        str(out / "imports")]}
+    lines = []
+    for name, argv in runs.items():
+        shutil.rmtree(out / "imports", ignore_errors=True)
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "eagle3_convert", *argv],
+                              capture_output=True, text=True)
+        modules = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
+                   if line.startswith("import time:")]
+        heavy = sorted({m.split(".")[0] for m in modules if m.split(".")[0] == "torch"})
+        lines.append(f"{name} on the .bin: exit {done.returncode}, {len(modules)} modules imported, torch "
+                     f"{'IMPORTED' if heavy else 'not imported'}, eagle3_convert.torch_zip "
+                     f"{'imported' if 'eagle3_convert.torch_zip' in modules else 'NOT imported'}")
+    shutil.rmtree(out / "imports", ignore_errors=True)
+    return lines
+
+
 # ------------------------------------------------------------------ running and timing
 
 
@@ -238,7 +436,7 @@ class Op:
 
     size: str
     name: str
-    kind: str  # floor | read | convert | peer | validate | deep | inspect | help
+    kind: str  # floor | read | convert | peer | validate | deep | inspect | help | before
     cmd: list[str]
     dest: Path | None = None  # removed before every run
     samples: list[Sample] = field(default_factory=list)
@@ -321,7 +519,7 @@ def cli_capabilities(cli: list[str]) -> tuple[list[str], set[str]]:
     return layouts, commands
 
 
-def warm_bytecode(cli: list[str], work: Path, layouts: list[str], commands: set[str]) -> None:
+def warm_bytecode(cli: list[str], work: Path, layouts: list[str], commands: set[str], bin_input: bool = False) -> None:
     """Run each command once on a toy drafter, untimed, so every module's bytecode is cached."""
     toy = work / "warmup"
     shutil.rmtree(toy, ignore_errors=True)
@@ -333,6 +531,15 @@ def warm_bytecode(cli: list[str], work: Path, layouts: list[str], commands: set[
              for layout in layouts if layout != "speculators"]
     for cmd in runs:
         subprocess.run(cmd, capture_output=True)
+    if bin_input:  # the .bin reader's modules too
+        shutil.rmtree(toy / "eagle", ignore_errors=True)
+        subprocess.run([*cli, "--to", "eagle", "--quiet", "--no-record", "--target",
+                        str(write_target(SIZES["tiny"], toy)), str(toy / "speculators"), str(toy / "eagle")],
+                       capture_output=True, check=True)
+        (toy / "eagle-bin").mkdir()
+        shutil.copy(toy / "eagle" / "config.json", toy / "eagle-bin" / "config.json")
+        write_torch_bin(toy / "eagle-bin" / "pytorch_model.bin", toy / "eagle")
+        subprocess.run([*cli, "inspect", str(toy / "eagle-bin")], capture_output=True)
     shutil.rmtree(toy)
 
 
@@ -534,7 +741,8 @@ def rows_and_failures(ops: list[Op], toys: set[str]) -> tuple[list[list[str]], l
             continue
         same = {o.name: o for o in ops if o.size == op.size and o.samples}
         floor, durable = same.get("cp -r"), same.get("cp -r + sync")
-        read, ours = same.get("cat weights > /dev/null"), same.get("convert sglang -> speculators")
+        read = same.get("cat weights > /dev/null")
+        ours = same.get("convert sglang -> speculators") or same.get("convert eagle .bin -> speculators")
         walls = [s.wall for s in op.samples]
         state, why = outcome(op)
         target = ""
@@ -555,9 +763,13 @@ def rows_and_failures(ops: list[Op], toys: set[str]) -> tuple[list[list[str]], l
             target = f"≤ {HELP_S} s: {verdict(op.wall <= HELP_S)}"
         elif op.kind == "peer" and ours and outcome(ours)[0] == "ok":
             speedup = op.wall / ours.wall
-            target = (f"ours (sglang -> speculators) {speedup:.1f}× faster (≥ {VS_SPECULATORS:g}×): "
+            target = (f"ours ({ours.name.removeprefix('convert ')}) {speedup:.1f}× faster (≥ {VS_SPECULATORS:g}×): "
                       f"{verdict(speedup >= VS_SPECULATORS)}")
-        ratio_kinds = ("floor", "read", "convert", "peer", "deep")
+        elif op.kind == "before":
+            ours_inspect = same.get("inspect")
+            target = (f"reference: {op.wall / ours_inspect.wall:.1f}× our inspect of the same file"
+                      if ours_inspect else "reference")
+        ratio_kinds = ("floor", "read", "convert", "peer", "deep", "before")
         rows.append([op.size, op.name, f"{op.wall:.3f}", f"{min(walls):.3f}–{max(walls):.3f}", f"{op.rss_mib:.1f}",
                      fmt_ratio(op.wall / floor.wall) if floor and op.kind in ratio_kinds else "",
                      fmt_ratio(op.wall / durable.wall) if durable and op.kind == "convert" else "", target])
@@ -597,10 +809,20 @@ def target_summary(ops: list[Op], toys: set[str]) -> list[str]:
             speed = read.wall / same["validate --deep"].wall
             lines.append(f"{size}: validate --deep ≥ {DEEP_VS_READ:.0%} of read speed — {speed:.0%}: "
                          f"{verdict(speed >= DEEP_VS_READ)}")
-        if "speculators convert (peer)" in same and "convert sglang -> speculators" in same and size not in toys:
-            speedup = same["speculators convert (peer)"].wall / same["convert sglang -> speculators"].wall
+        ours_name = next((n for n in ("convert sglang -> speculators", "convert eagle .bin -> speculators")
+                          if n in same), None)
+        if "speculators convert (peer)" in same and ours_name and size not in toys:
+            speedup = same["speculators convert (peer)"].wall / same[ours_name].wall
             lines.append(f"{size}: ≥ {VS_SPECULATORS:g}× faster than speculators convert — {speedup:.1f}×: "
                          f"{verdict(speedup >= VS_SPECULATORS)}")
+        before = next((o for o in measured if o.size == size and o.kind == "before"), None)
+        if before is not None:
+            mine = [o for o in measured if o.size == size and o.kind in ("inspect", "validate", "convert")]
+            if mine:
+                ratios = sorted((before.wall / o.wall, o.name) for o in mine)
+                lines.append(f"{size}: .bin commands ≥ 10× faster than before issue 16 (whose torch.load + decode "
+                             f"alone took {before.wall:.3f} s) — {ratios[0][0]:.1f}× ({ratios[0][1]}) to "
+                             f"{ratios[-1][0]:.1f}× ({ratios[-1][1]}): {verdict(ratios[0][0] >= 10)}")
         if "eagle3-convert --help" in same:
             wall = same["eagle3-convert --help"].wall
             lines.append(f"--help ≤ {HELP_S} s — {wall:.3f} s: {verdict(wall <= HELP_S)}")
@@ -637,7 +859,8 @@ def machine() -> dict[str, str]:
 
 
 def write_results(out: Path, table: str, summary: list[str], failures: list[str], notes: list[str], progress: list[str],
-                  argv: list[str], info: dict[str, str], sizes: dict[str, tuple[Size, int]]) -> None:
+                  argv: list[str], info: dict[str, str], sizes: dict[str, tuple[Size, int]],
+                  bin_sizes: dict[str, tuple[Size, int]] | None = None, imports: list[str] | None = None) -> None:
     size_lines = [f"- `{s.name}`: {'MLA' if s.mla else 'Llama'} attention, H={s.hidden}, heads {s.heads}/"
                   f"{s.kv_heads}, I={s.intermediate}, V={s.vocab}, Vd={s.draft_vocab}, k={s.aux}, "
                   f"{'with' if s.embed else 'no'} embed_tokens, bf16: {n / 1e9:.2f} GB of weights"
@@ -650,6 +873,14 @@ def write_results(out: Path, table: str, summary: list[str], failures: list[str]
         *[f"- {k}: {v}" for k, v in info.items()], "",
         "## Drafters (random bf16 weights, generated in the speculators layout; the others converted from it)", "",
         *size_lines, "",
+        *(["## Original EAGLE `pytorch_model.bin` (rows `<size> .bin`)", "",
+           *[f"- `{s.name} .bin`: the same drafter in the original-EAGLE layout (midlayer.*, its config.json as our "
+             f"`--to eagle` writes it) as a torch zip `pytorch_model.bin` of {n / 1e9:.2f} GB, one storage per tensor, "
+             "written by `write_torch_bin` (no torch: the pickle torch.save writes, assembled by hand; "
+             "`tests/test_bin_reader.py` checks torch.load reads it)" for s, n in bin_sizes.values()],
+           "- torch imports on .bin commands (`python -X importtime -m eagle3_convert ...`):",
+           *[f"  - {line}" for line in imports or ["not checked in this run"]], ""]
+          if bin_sizes else []),
         "## Results", "",
         table, "",
         "`× cp` is the median wall time over the median of `cp -r` of the same directory in the same run;",
@@ -678,6 +909,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", choices=("cold", "warm"), default="cold",
                         help="cold: evict the drafters from the page cache before every command; warm: pre-read them")
     parser.add_argument("--keep", action="store_true", help="keep (and reuse) the generated drafters")
+    parser.add_argument("--inputs", default="safetensors,bin",
+                        help="comma list: safetensors (the layouts' copies) and/or bin (an original-EAGLE "
+                             "pytorch_model.bin); bin alone keeps at most two copies of the weights on disk")
     parser.add_argument("--speculators-cmd", help="the `speculators` executable to compare with, e.g. a venv's")
     parser.add_argument("--no-progress-check", action="store_true", help="skip the pseudo-terminal progress check")
     args = parser.parse_args(argv)
@@ -689,6 +923,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown size(s) {', '.join(unknown)}; known: {', '.join(SIZES)}")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    inputs = {x.strip() for x in args.inputs.split(",") if x.strip()}
+    if not inputs or not inputs <= {"safetensors", "bin"}:
+        parser.error("--inputs is a comma list of safetensors, bin")
 
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -708,7 +945,7 @@ def main(argv: list[str] | None = None) -> int:
         if "speculators" not in wanted or not set(wanted) <= set(layouts):
             parser.error(f"--layouts must include speculators (the generated one) and be among {', '.join(layouts)}")
         layouts = wanted
-    warm_bytecode(cli, work, layouts, commands)
+    warm_bytecode(cli, work, layouts, commands, bin_input="bin" in inputs)
     notes = [f"CLI measured: `{shlex.join(cli)}` (the console script, not a shell shim in front of it)",
              "bytecode: cached under the work dir (PYTHONPYCACHEPREFIX) and warmed once, untimed"
              + ("; this environment sets PYTHONDONTWRITEBYTECODE=1, which would recompile every module of ours "
@@ -729,17 +966,31 @@ def main(argv: list[str] | None = None) -> int:
     sizes: dict[str, tuple[Size, int]] = {}
     out_dir = work / "out"
     progress: list[str] = []
+    bin_sizes: dict[str, tuple[Size, int]] = {}
+    imports: list[str] = []
     try:
         help_op = Op("no drafter", "eagle3-convert --help", "help", [*cli, "--help"])
         for name in names:
             s = SIZES[name] if name != "kimi" or mla else as_llama(SIZES[name])
-            sources, nbytes, refused = prepare_size(s, work, cli, layouts, reuse=args.keep)
-            notes += refused
-            sizes[name] = (s, nbytes)
+            sources: dict[str, Path] = {}
             out_dir.mkdir(parents=True, exist_ok=True)
-            ops = plan_ops(s, sources, layouts, out_dir, cli, commands, peer, peer_reason)
-            measure(ops, args.runs, cold, list(sources.values()))
-            all_ops += ops
+            if "safetensors" in inputs:
+                sources, nbytes, refused = prepare_size(s, work, cli, layouts, reuse=args.keep)
+                notes += refused
+                sizes[name] = (s, nbytes)
+                ops = plan_ops(s, sources, layouts, out_dir, cli, commands, peer, peer_reason)
+                measure(ops, args.runs, cold, list(sources.values()))
+                all_ops += ops
+            if "bin" in inputs:
+                bin_dir, bin_bytes, why = prepare_bin(s, work, cli, sources, reuse=args.keep)
+                if bin_dir is None:
+                    notes.append(f"{s.name} .bin: not measured: {why}")
+                    continue
+                bin_sizes[name] = (s, bin_bytes)
+                ops = plan_bin_ops(s, bin_dir, layouts, out_dir, cli, commands, peer, peer_reason)
+                measure(ops, args.runs, cold, [bin_dir])
+                all_ops += ops
+                imports += [f"{s.name}: {line}" for line in torch_imports(bin_dir, out_dir)]
         measure([help_op], args.runs, cold, [])
         all_ops.append(help_op)
         if not args.no_progress_check and sizes:
@@ -759,7 +1010,7 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     notes.append("load average (1, 5, 15 min) at start {:.2f} {:.2f} {:.2f}, at end {:.2f} {:.2f} {:.2f}; "
                  "the machine has {} cores".format(*load_before, *load_after, os.cpu_count()))
-    toys = {n for n, (s, _) in sizes.items() if s.toy}
+    toys = {n for n, (s, _) in sizes.items() if s.toy} | {f"{n} .bin" for n, (s, _) in bin_sizes.items() if s.toy}
     rows, failures = rows_and_failures(all_ops, toys)
     summary = target_summary(all_ops, toys)
     table = markdown_table(rows)
@@ -772,8 +1023,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED: {line}")
     for line in progress:
         print(f"progress: {line}")
+    for line in imports:
+        print(f"imports: {line}")
     if str(args.out) != "-":
-        write_results(args.out, table, summary, failures, notes, progress, argv, machine(), sizes)
+        write_results(args.out, table, summary, failures, notes, progress, argv, machine(), sizes, bin_sizes, imports)
         print(f"wrote {args.out}")
     return 0
 

@@ -250,3 +250,18 @@ def test_a_legacy_bin_without_torch_names_the_extra_in_one_line(tmp_path: Path):
     assert done.returncode == 1
     (line,) = done.stderr.splitlines()
     assert "[E-BIN-TORCH]" in line and "eagle3-convert[torch]" in line and "legacy" in line
+
+
+def test_the_benchmark_bin_writer_writes_what_torch_loads(tmp_path: Path):
+    """benchmarks/run.py writes its 8b pytorch_model.bin without torch: torch.load must read it as we do."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_run", REPO / "benchmarks" / "run.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run"] = bench  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        del sys.modules["bench_run"]
+    bench.write_torch_bin(tmp_path / "pytorch_model.bin", EXAMPLE)
+    assert assert_same_as_torch_load(tmp_path / "pytorch_model.bin") == len(example_bin()[0])
