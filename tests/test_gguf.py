@@ -417,3 +417,31 @@ def test_validate_and_inspect_read_a_gguf(tmp_path: Path, target_gguf):
     result = run_cli("inspect", only_gguf(tmp_path / "g"))
     assert result.exit_code == 0 and "layout       gguf" in result.stdout and "eagle3.target_layers: [1, 3, 6]" in \
         result.stdout
+
+
+def test_a_large_target_tokenizer_is_copied_without_being_decoded(tmp_path: Path):
+    """The target's tokenizer.* records are byte spans copied verbatim: reading a 64k-token target costs
+    kilobytes, not the numpy object per string the gguf package's reader builds."""
+    import tracemalloc
+
+    from eagle3_convert.converters.gguf import read_target_gguf
+
+    w = gguf.GGUFWriter(tmp_path / "big.gguf", "llama")
+    w.add_block_count(8)
+    w.add_embedding_length(32)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"token-{i}" for i in range(65536)])
+    w.add_token_merges([f"a{i} b{i}" for i in range(65536)])
+    w.add_tensor("token_embd.weight", np.zeros((2, 2), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tracemalloc.start()
+    target = read_target_gguf(str(tmp_path / "big.gguf"))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert target.vocab_size == 65536 and target.block_count == 8 and target.embedding_length == 32
+    assert {key for key, _, _ in target.tokenizer} == {"tokenizer.ggml.model", "tokenizer.ggml.tokens",
+                                                        "tokenizer.ggml.merges"}
+    assert peak < 4 * 1024 * 1024, peak
