@@ -361,8 +361,26 @@ def has_torch() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
+def before_tree(ref: str, work: Path) -> Path:
+    """eagle3_convert as of git `ref` (e.g. the commit before issue 16), extracted under `work`."""
+    tree = work / "before"
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "eagle3_convert"], capture_output=True)
+    if archive.returncode != 0:
+        raise SystemExit(f"--before {ref}: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def before_cli(tree: Path) -> list[str]:
+    """The CLI of that tree (first on sys.path, ahead of the installed package)."""
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tree)!r}); "
+                                  "from eagle3_convert.cli import main; main()"]
+
+
 def plan_bin_ops(s: Size, src: Path, layouts: list[str], out: Path, cli: list[str], commands: set[str],
-                 peer: list[str] | None, peer_reason: str) -> list[Op]:
+                 peer: list[str] | None, peer_reason: str, before: tuple[str, Path] | None = None) -> list[Op]:
     """The rows of the .bin input, grouped under their own size label so ratios are to `cp -r` of the .bin."""
     label = f"{s.name} .bin"
     weights = src / "pytorch_model.bin"
@@ -391,11 +409,25 @@ def plan_bin_ops(s: Size, src: Path, layouts: list[str], out: Path, cli: list[st
             op.skipped = "this build has no `validate` command"
         ops.append(op)
     ops.append(Op(label, "inspect", "inspect", [*cli, "inspect", str(src)]))
-    before = Op(label, "torch.load + decode (every .bin command before issue 16)", "before",
-                [sys.executable, "-c", TORCH_READ, str(weights)])
+    load = Op(label, "torch.load + decode (every .bin command before issue 16)", "reference",
+              [sys.executable, "-c", TORCH_READ, str(weights)])
     if not has_torch():
-        before.skipped = "torch is not installed here (the reference only; our commands never need it)"
-    ops.append(before)
+        load.skipped = "torch is not installed here (the reference only; our commands never need it)"
+    ops.append(load)
+    if before is not None:  # the same commands as of an older commit: what users had
+        ref, tree = before
+        old = before_cli(tree)
+        dest = out / "before-to-speculators"
+        for name, cmd, dest_dir in (
+                ("inspect", [*old, "inspect", str(src)], None),
+                ("validate", [*old, "validate", *target, str(src)], None),
+                ("convert eagle .bin -> speculators", [*old, "--from", "eagle", "--to", "speculators", "--quiet",
+                                                        *target, str(src), str(dest), "--verifier", s.verifier],
+                 dest)):
+            op = Op(label, f"{name} (as of {ref})", "before", cmd, dest_dir)
+            if not has_torch():
+                op.skipped = f"torch is not installed here, and the reader as of {ref} needs it"
+            ops.append(op)
     return ops
 
 
@@ -765,11 +797,12 @@ def rows_and_failures(ops: list[Op], toys: set[str]) -> tuple[list[list[str]], l
             speedup = op.wall / ours.wall
             target = (f"ours ({ours.name.removeprefix('convert ')}) {speedup:.1f}× faster (≥ {VS_SPECULATORS:g}×): "
                       f"{verdict(speedup >= VS_SPECULATORS)}")
-        elif op.kind == "before":
-            ours_inspect = same.get("inspect")
-            target = (f"reference: {op.wall / ours_inspect.wall:.1f}× our inspect of the same file"
-                      if ours_inspect else "reference")
-        ratio_kinds = ("floor", "read", "convert", "peer", "deep", "before")
+        elif op.kind == "reference" and same.get("inspect"):
+            target = f"reference: {op.wall / same['inspect'].wall:.1f}× our inspect of the same file"
+        elif op.kind == "before" and same.get(op.name.split(" (as of ")[0]):
+            now = same[op.name.split(" (as of ")[0]]
+            target = f"now {op.wall / now.wall:.1f}× faster, {op.rss_mib / now.rss_mib:.0f}× less memory"
+        ratio_kinds = ("floor", "read", "convert", "peer", "deep", "reference", "before")
         rows.append([op.size, op.name, f"{op.wall:.3f}", f"{min(walls):.3f}–{max(walls):.3f}", f"{op.rss_mib:.1f}",
                      fmt_ratio(op.wall / floor.wall) if floor and op.kind in ratio_kinds else "",
                      fmt_ratio(op.wall / durable.wall) if durable and op.kind == "convert" else "", target])
@@ -815,14 +848,15 @@ def target_summary(ops: list[Op], toys: set[str]) -> list[str]:
             speedup = same["speculators convert (peer)"].wall / same[ours_name].wall
             lines.append(f"{size}: ≥ {VS_SPECULATORS:g}× faster than speculators convert — {speedup:.1f}×: "
                          f"{verdict(speedup >= VS_SPECULATORS)}")
-        before = next((o for o in measured if o.size == size and o.kind == "before"), None)
-        if before is not None:
-            mine = [o for o in measured if o.size == size and o.kind in ("inspect", "validate", "convert")]
-            if mine:
-                ratios = sorted((before.wall / o.wall, o.name) for o in mine)
-                lines.append(f"{size}: .bin commands ≥ 10× faster than before issue 16 (whose torch.load + decode "
-                             f"alone took {before.wall:.3f} s) — {ratios[0][0]:.1f}× ({ratios[0][1]}) to "
-                             f"{ratios[-1][0]:.1f}× ({ratios[-1][1]}): {verdict(ratios[0][0] >= 10)}")
+        befores = [o for o in measured if o.size == size and o.kind == "before"]
+        pairs = [(o, same[o.name.split(" (as of ")[0]]) for o in befores if o.name.split(" (as of ")[0] in same]
+        if pairs:
+            header = [f"{now.name} {old.wall / now.wall:.1f}×" for old, now in pairs if now.kind != "convert"]
+            copies = [f"{now.name} {old.wall / now.wall:.1f}× ({old.wall:.2f} s → {now.wall:.2f} s; a copy of the "
+                      "weights, bound by the disk)" for old, now in pairs if now.kind == "convert"]
+            fast = all(old.wall / now.wall >= 10 for old, now in pairs if now.kind != "convert")
+            lines.append(f"{size}: .bin commands ≥ 10× faster than {pairs[0][0].name.split(' (as of ')[1][:-1]} — "
+                         f"{', '.join(header)}: {verdict(fast)}" + (f"; {', '.join(copies)}" if copies else ""))
         if "eagle3-convert --help" in same:
             wall = same["eagle3-convert --help"].wall
             lines.append(f"--help ≤ {HELP_S} s — {wall:.3f} s: {verdict(wall <= HELP_S)}")
@@ -909,6 +943,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", choices=("cold", "warm"), default="cold",
                         help="cold: evict the drafters from the page cache before every command; warm: pre-read them")
     parser.add_argument("--keep", action="store_true", help="keep (and reuse) the generated drafters")
+    parser.add_argument("--before", metavar="GIT_REF",
+                        help="also time inspect, validate and convert of the .bin with eagle3_convert as of this "
+                             "commit (e.g. the one before issue 16; its reader needs torch)")
     parser.add_argument("--inputs", default="safetensors,bin",
                         help="comma list: safetensors (the layouts' copies) and/or bin (an original-EAGLE "
                              "pytorch_model.bin); bin alone keeps at most two copies of the weights on disk")
@@ -968,6 +1005,7 @@ def main(argv: list[str] | None = None) -> int:
     progress: list[str] = []
     bin_sizes: dict[str, tuple[Size, int]] = {}
     imports: list[str] = []
+    old_tree = before_tree(args.before, work) if args.before and "bin" in inputs else None
     try:
         help_op = Op("no drafter", "eagle3-convert --help", "help", [*cli, "--help"])
         for name in names:
@@ -987,7 +1025,8 @@ def main(argv: list[str] | None = None) -> int:
                     notes.append(f"{s.name} .bin: not measured: {why}")
                     continue
                 bin_sizes[name] = (s, bin_bytes)
-                ops = plan_bin_ops(s, bin_dir, layouts, out_dir, cli, commands, peer, peer_reason)
+                ops = plan_bin_ops(s, bin_dir, layouts, out_dir, cli, commands, peer, peer_reason,
+                                   (args.before, old_tree) if old_tree else None)
                 measure(ops, args.runs, cold, [bin_dir])
                 all_ops += ops
                 imports += [f"{s.name}: {line}" for line in torch_imports(bin_dir, out_dir)]
@@ -1001,6 +1040,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
         shutil.rmtree(pycache, ignore_errors=True)
+        shutil.rmtree(work / "before", ignore_errors=True)
         for f in work.glob(registry.name + "*"):
             f.unlink()
         if not args.keep:
