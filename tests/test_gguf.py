@@ -445,3 +445,25 @@ def test_a_large_target_tokenizer_is_copied_without_being_decoded(tmp_path: Path
     assert {key for key, _, _ in target.tokenizer} == {"tokenizer.ggml.model", "tokenizer.ggml.tokens",
                                                         "tokenizer.ggml.merges"}
     assert peak < 4 * 1024 * 1024, peak
+
+
+@pytest.mark.parametrize("damage", ["truncated header", "truncated data", "not a gguf", "huge string"])
+def test_a_damaged_gguf_is_one_line_with_a_code(tmp_path: Path, target_gguf, damage: str):
+    src = build_drafter(tmp_path / "a", "vllm", DrafterSpec())
+    convert(str(src), tmp_path / "g", "gguf", options=gguf_options(target_gguf()))
+    path = only_gguf(tmp_path / "g")
+    data = path.read_bytes()
+    if damage == "truncated header":
+        path.write_bytes(data[:200])
+    elif damage == "truncated data":
+        path.write_bytes(data[:-1000])
+    elif damage == "not a gguf":
+        path.write_bytes(b"GGML" + data[4:])
+    else:  # the first key's length claims more bytes than the file holds
+        path.write_bytes(data[:24] + (1 << 60).to_bytes(8, "little") + data[32:])
+    for argv in (("--to", "vllm", tmp_path / "g", tmp_path / "back"), ("validate", tmp_path / "g")):
+        result = run_cli(*argv)
+        assert result.exit_code == 1, (damage, argv, result.stdout)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "[E-" in errors[0] and "hint:" in errors[0], result.stderr
+        assert "Traceback" not in result.stderr

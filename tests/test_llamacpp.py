@@ -4,8 +4,9 @@ llama-cpp-python 0.3.36 vendors llama.cpp 0c1e57098, whose EAGLE-3 code is the f
 b11434 in src/models/eagle3.cpp). Its sdist is compiled once, library only, CPU only (CMAKE_ARGS below), and
 the wheel is cached in $EAGLE3_LLAMACPP_CACHE, else ~/.cache/eagle3-convert/llamacpp-<hash of the pins>/wheels,
 beside a venv it is installed into; later runs (and CI, which caches that directory) reuse both. The compile
-took 731 s (12 min) on a shared 2-core machine; the 19 MB wheel is portable (GGML_NATIVE=OFF). When the package index cannot be reached, the tier is
-skipped with pip's error as the reason; a failed compile is a failure.
+took 731 s (12 min) on a shared 2-core machine; the 19 MB wheel is portable (GGML_NATIVE=OFF). When the
+package index cannot be reached, the tier is skipped with pip's error as the reason; a failed compile is a
+failure.
 
 tests/llamacpp/probe.py runs under that venv, loads a tiny llama TARGET GGUF (written here with the `gguf`
 package's writer) and our DRAFT GGUF with llama_model_load_from_file, and reports

@@ -329,7 +329,11 @@ def scan_gguf(path: Path, what: str) -> GGUFScan:
         tensors = []
         for _ in range(n_tensors):
             name = s.string()
-            dims = [s.unpack("<Q") for _ in range(s.unpack("<I"))]
+            n_dims = s.unpack("<I")
+            if n_dims > 4:  # GGML_MAX_DIMS
+                raise FormatError(f"{what} {path}: tensor {name!r} has {n_dims} dimensions", "the file is damaged",
+                                  code="E-GGUF-READ")
+            dims = [s.unpack("<Q") for _ in range(n_dims)]
             kind, offset = s.unpack("<I"), s.unpack("<Q")
             tensors.append((name, tuple(reversed(dims)), kind, offset))
         align = kv.get("general.alignment", gguf.GGUF_DEFAULT_ALIGNMENT)
