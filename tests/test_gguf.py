@@ -1,4 +1,4 @@
-"""`--to gguf` / `--from gguf`: llama.cpp's eagle3 GGUF (ENGINES-2026.md part A).
+"""`--to gguf` / `--from gguf`: llama.cpp's eagle3 GGUF (docs/formats.md §7).
 
 Every drafter the eagle3 architecture can hold goes safetensors -> gguf -> safetensors with every
 tensor byte for byte (peer samples and the builder variants, from every layout that holds them);
@@ -51,7 +51,7 @@ VARIANTS: dict[str, dict] = {
 
 
 def gguf_refusal(spec: DrafterSpec) -> str | None:
-    """What llama.cpp's eagle3 architecture cannot hold (ENGINES-2026.md A.8), in the writer's order."""
+    """What llama.cpp's eagle3 architecture cannot hold (docs/formats.md §7.4), in the writer's order."""
     rules = [
         (spec.family != "llama", "E-FAMILY-UNSUPPORTED"),  # no q/k norms, no MLA
         (spec.num_layers != 1, "E-LAYERS-UNSUPPORTED"),
@@ -467,3 +467,31 @@ def test_a_damaged_gguf_is_one_line_with_a_code(tmp_path: Path, target_gguf, dam
         errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "[E-" in errors[0] and "hint:" in errors[0], result.stderr
         assert "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------ publish --layout gguf
+
+def test_publish_layout_gguf_uploads_the_sidecar_name_and_a_llama_server_card(monkeypatch, tmp_path: Path,
+                                                                                 target_gguf):
+    from huggingface_hub import ModelCard, snapshot_download
+
+    from hub_server import isolated_hub
+
+    repo, token = "test-user/tiny-drafter-gguf", "hf_publish_test_token"
+    with isolated_hub(monkeypatch, tmp_path / "hf-home") as hub:
+        result = run_cli("publish", EXAMPLE, repo, "--layout", "gguf", "--target-gguf",
+                         target_gguf(layers=8, hidden=64, vocab=512), "--endpoint", hub.url, "--token", token,
+                         "--no-registry")
+        assert result.exit_code == 0, result.stderr
+        snapshot = Path(snapshot_download(repo, endpoint=hub.url, token=token, cache_dir=tmp_path / "dl"))
+        assert sorted(p.name for p in snapshot.iterdir()) == [
+            ".gitattributes", "README.md", "eagle3-convert.json", "eagle3-tiny-drafter-BF16.gguf"]
+        card = ModelCard.load(snapshot / "README.md")
+        assert card.data.library_name == "gguf" and "llamacpp" in card.data.tags
+        assert "llama-server -m TARGET.gguf -md eagle3-tiny-drafter-BF16.gguf" in card.text
+        assert "--spec-type draft-eagle3" in card.text
+        # what was published reads back as the drafter it was made from
+        convert(str(snapshot), tmp_path / "back", "speculators")
+        assert tensor_hashes(tmp_path / "back") == tensor_hashes(EXAMPLE)
+        validated = run_cli("validate", repo, "--endpoint", hub.url, "--token", token)
+        assert validated.exit_code == 0, validated.stdout + validated.stderr

@@ -1,4 +1,4 @@
-"""llama.cpp GGUF (`general.architecture = eagle3`): ENGINES-2026.md part A, llama.cpp b11434.
+"""llama.cpp GGUF (`general.architecture = eagle3`): docs/formats.md §7, llama.cpp b11434.
 
 The `eagle3` architecture holds one Llama-style decoder layer fusing exactly 3 captured states.
 What it reads: `eagle3.target_layers` (capture BOUNDARIES, used in file order: written sorted),
@@ -57,7 +57,7 @@ RECORD_KEY = "eagle3_convert.record"  # our canonical config + source dtypes; ll
 GGUF_PIN = "gguf==0.19.0"
 CHUNK = 4 * 1024 * 1024
 # Targets whose llama.cpp graph exposes the layer inputs (t_layer_inp), and those that also set t_h_nextn,
-# which a capture at boundary L needs (ENGINES-2026.md A.3, grep of b11434 src/models/*.cpp).
+# which a capture at boundary L needs (docs/formats.md §7.3, grep of b11434 src/models/*.cpp).
 LAYER_INP_ARCHS = frozenset({
     "bailingmoe3", "deepseek4", "gemma4", "hunyuan-vl", "lfm2", "llama", "mimo2", "minimax-01", "minimax-m2",
     "muse-glimmer", "nanbeige", "nemotron_h", "nemotron-h", "gpt-oss", "openai-moe", "qwen3", "qwen35", "qwen35moe",

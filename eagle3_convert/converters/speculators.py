@@ -1,4 +1,4 @@
-"""speculators layout (vllm-project/speculators; vLLM serves it with `--model DIR`). FORMATS.md §2.1.
+"""speculators layout (vllm-project/speculators; vLLM serves it with `--model DIR`). docs/formats.md §2.1.
 
 Keys are the canonical names (`layers.{i}.*`, unprefixed); the config nests the decoder
 under `transformer_layer_config`; capture ids are top-level boundaries.

@@ -1,4 +1,4 @@
-"""llama.cpp's own converter (`convert_hf_to_gguf.py`, b11434), from its source: ENGINES-2026.md part A.1.
+"""llama.cpp's own converter (`convert_hf_to_gguf.py`, b11434), from its source: docs/formats.md §7.1.
 
 Facts: `transformer_layer_config` is merged into the top level; EAGLE-3 is detected only with
 `draft_vocab_size` present and one layer; capture ids are the TOP-LEVEL list copied verbatim
