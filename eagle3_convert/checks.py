@@ -276,6 +276,7 @@ ENGINE_LAYOUT = {"speculators": "speculators", "vllm": "vllm", "sglang": "sglang
 LAYOUT_ENGINES: dict[str, tuple[str, ...]] = {
     "speculators": ("speculators", "vllm"), "vllm": ("vllm",), "sglang": ("sglang",),
     "eagle": ("sglang", "vllm"), "modelopt": ("trtllm",),  # ModelOpt's ids are TensorRT-LLM's; vLLM: --engine
+    "gguf": ("llamacpp",),
 }
 
 

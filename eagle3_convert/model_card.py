@@ -30,7 +30,8 @@ def card_tags(layout: str, engines: Sequence[str]) -> list[str]:
 
 
 def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[str, Any], report: Any,
-               engines: Sequence[str], license: str | None = None, drafter_revision: str | None = None) -> str:
+               engines: Sequence[str], license: str | None = None, drafter_revision: str | None = None,
+               files: Sequence[str] = ()) -> str:
     """README.md for `repo_id`: `facts` are the published sidecar's, `report` the validation of the
     published files, `engines` those that serve `layout`."""
     from huggingface_hub import ModelCard, ModelCardData
@@ -52,6 +53,7 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
         *_capture_section(config, facts, target),
         *_drafter_section(config, facts),
         *_serve_section(repo_id, layout, engines, target, target_name, drafter_revision, config, facts),
+        *_llamacpp_section(repo_id, layout, files, drafter_revision),
         *_lineage_section(facts, repo_id),
         *_validation_section(report),
         "---",
@@ -195,6 +197,23 @@ def _serve_section(repo_id: str, layout: str, engines: Sequence[str], target: Ta
                   ("TensorRT-LLM takes the capture layers from its runtime configuration, not from this "
                    f"checkpoint: give it `{_cell(ids)}` (its output-of-block convention)."), ""]
     return lines
+
+
+def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_revision: str | None) -> list[str]:
+    """How llama.cpp serves a GGUF drafter (`--spec-type draft-eagle3`, llama.cpp b11434)."""
+    ggufs = [f for f in files if f.endswith(".gguf")]
+    if layout != "gguf" or not ggufs:
+        return []
+    name = ggufs[0]
+    download = ["hf", "download", repo_id, name, "--local-dir", ".",
+                *(["--revision", drafter_revision] if drafter_revision else [])]
+    serve = ["llama-server", "-m", "TARGET.gguf", "-md", name, "--spec-type", "draft-eagle3",
+             "--spec-draft-n-max", "3", "--spec-draft-p-min", "0.0", "-np", "1", "-fa", "on"]
+    return ["### llama.cpp", "", "```bash", _shell(download), _shell(serve), "```", "",
+            "`TARGET.gguf` is the target model's own GGUF, the one this drafter was converted against (its "
+            "tokenizer is copied into the drafter). `llama-server -hfd "
+            f"{repo_id}` downloads the drafter directly; a file named `eagle3-*.gguf` beside the target's GGUF in "
+            "one repository is picked up by `llama-server -hf REPO --spec-type draft-eagle3`.", ""]
 
 
 def _lineage_section(facts: dict[str, Any], repo_id: str) -> list[str]:

@@ -91,7 +91,8 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
                      verifier: str | None = None, target: str | None = None, branch: str | None = None,
                      create_pr: bool = False, message: str | None = None, license: str | None = None,
                      registry: Any = None, endpoint: str | None = None,
-                     token: str | None = None) -> Iterator[PublishPlan]:
+                     token: str | None = None, target_gguf: str | None = None,
+                     outtype: str = "auto") -> Iterator[PublishPlan]:
     """Validate `src` and stage what publishing it to `repo_id` uploads; converts into a temporary
     directory when `layout` differs from the source's (or the weights are pickles), removed on exit.
     `registry` (a store or a path; None: not consulted) may hold the drafter's training record.
@@ -105,6 +106,7 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
 
     check_repo_id(repo_id)
     options = make_options(verifier, target, endpoint=endpoint, token=token)
+    options.target_gguf, options.outtype = target_gguf, outtype  # --layout gguf
     checked_against = load_target_facts(target, endpoint=endpoint, token=token) if target else None
     path, commit = resolve_source(src, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
@@ -115,15 +117,17 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
         source.uri, source.commit = f"hf://{src}@{commit}", commit
     layout = layout or source.detection.layout
     weights = _weight_files(path)
-    pickled = not all(name.endswith(".safetensors") for name in weights)
+    gguf_source = source.detection.layout == "gguf"
+    pickled = not gguf_source and not all(name.endswith(".safetensors") for name in weights)
     workdir = None
     try:
         if layout == source.detection.layout and not pickled:
-            root, names = path, _published_names(path, weights)
+            root, names = path, (list(weights) if gguf_source else _published_names(path, weights))
             sidecar_bytes, facts, notes = _sidecar_for(source, layout, options)
         else:
             workdir = Path(tempfile.mkdtemp(prefix="eagle3-publish-"))
-            staged = workdir / "staged"
+            # a GGUF is named after the directory it is written into: eagle3-<repo name>-<TYPE>.gguf
+            staged = workdir / (repo_id.split("/")[-1] if layout == "gguf" else "staged")
             result = convert(src, staged, layout, source.detection.layout, options=options, revision=commit,
                              endpoint=endpoint, token=token)
             notes = result.notes + (["the weights were pickles (.bin): published as model.safetensors"]
@@ -135,11 +139,13 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
         if from_registry:
             sidecar_bytes = (json.dumps(facts, indent=2) + "\n").encode()
             notes = [*notes, from_registry]
+        in_repo = {name: _gguf_name(name, root, repo_id) if layout == "gguf" else name for name in names}
         card = build_card(repo_id=repo_id, layout=layout, config=source.drafter.config, facts=facts, report=report,
                           engines=_serving_engines(layout), license=license or _license_of(path),
-                          drafter_revision=branch if branch and branch != "main" else None)
+                          drafter_revision=branch if branch and branch != "main" else None,
+                          files=list(in_repo.values()))
         sidecar_bytes, facts = _without_local_paths(sidecar_bytes, facts)
-        files = [_file(name, root / name) for name in names]
+        files = [_file(in_repo[name], root / name) for name in names]
         files += [_file(SIDECAR_NAME, sidecar_bytes), _file(CARD_NAME, card.encode())]
         default_message = f"Publish EAGLE-3 drafter {facts['drafter_id'][:12]} ({layout}) with {sidecar.tool_name()}"
         yield PublishPlan(source, repo_id, branch, create_pr, message or default_message, layout,
@@ -169,6 +175,19 @@ def _weight_files(root: Path) -> list[str]:
     return load_checkpoint(root).weight_files
 
 
+def _gguf_name(name: str, root: Path, repo_id: str) -> str:
+    """The name llama.cpp's `-hf` sidecar pickup looks for: `eagle3-<name>-<TYPE>.gguf` (kept when it has one)."""
+    import re
+
+    if not name.endswith(".gguf") or re.fullmatch(r"eagle3-.+-(BF16|F16|F32)\.gguf", name):
+        return name
+    from .converters.gguf import FILE_TYPE, file_name, scan_gguf
+
+    kind = scan_gguf(root / name, "GGUF").kv.get("general.file_type")
+    dtype = next((d for d, t in FILE_TYPE.items() if t == kind), "F32")
+    return file_name(Path(repo_id.split("/")[-1]), dtype)
+
+
 def _published_names(root: Path, weights: list[str]) -> list[str]:
     """config.json, the weights (with their index) and companions: never optimizer states or logs."""
     from .converters.base import CONFIG_NAME
@@ -194,7 +213,15 @@ def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[st
     facts["ids_as_written"] = ids_as_written(drafter.config, options, [layout])
     facts["drafter_id"] = the_id
     notes = drafter.notes + carry_history(facts, source.sidecar)
-    data = sidecar.build(layout=layout, config_bytes=(source.path / CONFIG_NAME).read_bytes(), facts=facts)
+    if layout == "gguf":  # a GGUF's sidecar is bound to the record it carries (it has no config.json)
+        from .converters.base import load_checkpoint
+        from .converters.gguf import RECORD_KEY
+
+        record = load_checkpoint(source.path).config.get(RECORD_KEY)
+        config_bytes = record.encode() if isinstance(record, str) else b""
+    else:
+        config_bytes = (source.path / CONFIG_NAME).read_bytes()
+    data = sidecar.build(layout=layout, config_bytes=config_bytes, facts=facts)
     return data, json.loads(data), notes
 
 

@@ -22,6 +22,8 @@ REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9
 DRAFTER_FILES = ("config.json", "*.safetensors", "model.safetensors.index.json", "eagle3-convert.json",
                  "generation_config.json", "hf_quant_config.json", "README.md")
 BIN_FILES = ("pytorch_model.bin", "pytorch_model-*.bin", "pytorch_model.bin.index.json")
+# A GGUF drafter repo (llama.cpp) has no config.json: its one unquantized eagle3-*.gguf is read.
+GGUF_FILES = ("eagle3-*-BF16.gguf", "eagle3-*-F16.gguf", "eagle3-*-F32.gguf")
 
 
 # How long the Hub may take to answer at all before it counts as unreachable (huggingface_hub would
@@ -159,6 +161,11 @@ def _choose_files(siblings: list[str]) -> list[str]:
     from fnmatch import fnmatch
 
     has_st = any(s.endswith(".safetensors") for s in siblings)
+    if "config.json" not in siblings and not has_st:
+        for pattern in GGUF_FILES:  # BF16 before F16 before F32; quantized files cannot be read back
+            found = sorted(s for s in siblings if "/" not in s and fnmatch(s, pattern))
+            if found:
+                return [found[0], *(s for s in siblings if s in ("eagle3-convert.json", "README.md"))]
     patterns = DRAFTER_FILES + (() if has_st else BIN_FILES)
     return [s for s in siblings if "/" not in s and any(fnmatch(s, p) for p in patterns)]
 
@@ -177,7 +184,7 @@ def download(repo_id: str, revision: str | None = None, *, endpoint: str | None 
                 try:
                     path = Path(snapshot_download(repo_id, revision=revision, cache_dir=cache_dir,
                                                   local_files_only=True,
-                                                  allow_patterns=list(DRAFTER_FILES + BIN_FILES)))
+                                                  allow_patterns=list(DRAFTER_FILES + BIN_FILES + GGUF_FILES)))
                 except Exception:
                     if why:  # nothing cached either: the reason is the Hub, not the cache
                         raise unreachable_error("downloading", repo_id, endpoint, why) from None

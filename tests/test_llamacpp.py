@@ -117,7 +117,14 @@ def ensure_venv(root: Path) -> Path:
         made = run([sys.executable, "-m", "venv", str(venv)], 300)
         if made.returncode != 0:
             pytest.fail(f"venv: {made.stderr[-2000:]}")
-        deps = run([str(python), "-m", "pip", "install", "--timeout", "60", "--retries", "2", *DEPS], 900)
+        wheels = root / "wheels"
+        # The dependencies' wheels are cached beside ours (CI caches the directory): offline first, then the index.
+        deps = run([str(python), "-m", "pip", "install", "--no-index", "--find-links", str(wheels), *DEPS], 600)
+        if deps.returncode != 0:
+            got = run([str(python), "-m", "pip", "download", "--timeout", "60", "--retries", "2", "--only-binary",
+                       ":all:", "-d", str(wheels), *DEPS], 900)
+            deps = run([str(python), "-m", "pip", "install", "--no-index", "--find-links", str(wheels), *DEPS], 600) \
+                if got.returncode == 0 else got
         if deps.returncode != 0:
             shutil.rmtree(venv, ignore_errors=True)
             pytest.skip(f"llama.cpp tier not built: `pip install {' '.join(DEPS)}` failed (package index "
@@ -165,6 +172,19 @@ def test_specforge_drafter_loads_with_its_trained_layers(llama_python: Path, tmp
     assert got["draft"]["architecture"] == "eagle3"
     assert got["draft"]["target_layer_ids"] == [2, 4, 5]
     assert got["draft"]["n_vocab"] == got["target"]["n_vocab"] == 512
+
+
+def test_sglang_nested_ids_that_are_not_the_defaults_load_as_trained(llama_python: Path, tmp_path: Path):
+    """An SGLang-layout drafter trained on boundaries [1, 3, 6] of an 8-layer target (nested ids [0, 2, 5]):
+    llama.cpp's own converter writes [2, 4, 5] for it (its defaults; checked by running the converter vendored
+    in this sdist). Ours loads with [1, 3, 6]."""
+    spec = DrafterSpec(vocab_size=512, draft_vocab_size=128, capture_boundaries=(1, 3, 6))
+    src = build_drafter(tmp_path / "src", "sglang", spec)
+    assert json.loads((src / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == \
+        [0, 2, 5]
+    target = write_target_gguf(tmp_path / "target.gguf", layers=8, hidden=spec.ht, vocab=512)
+    got = probe(llama_python, draft=to_gguf(src, tmp_path / "draft", target))
+    assert got["draft"]["loaded"] and got["draft"]["target_layer_ids"] == [1, 3, 6], got["log"][-3000:]
 
 
 @pytest.mark.parametrize("changes", [

@@ -22,6 +22,9 @@ from .validate import _counts, _print_report
 @click.option("--verifier", metavar="NAME_OR_PATH", help="Target model the drafter proposes for, when SRC does not "
               "say (the card's base_model; needed by --layout speculators).")
 @click.option("--target", metavar="CONFIG_OR_DIR", help="Target config: depth and family for capture-id quirks.")
+@click.option("--target-gguf", metavar="PATH", help="--layout gguf: the target's own GGUF (tokenizer, depth, width).")
+@click.option("--outtype", type=click.Choice(("auto", "bf16", "f16", "f32")), default="auto", show_default=True,
+              help="--layout gguf: dtype of the 2-D weights.")
 @click.option("--revision", "branch", metavar="BRANCH", help="Commit to this branch (created from main when "
               "missing; default: main).")
 @click.option("--create-pr", is_flag=True, help="Open a pull request instead of committing to the branch.")
@@ -41,7 +44,8 @@ from .validate import _counts, _print_report
 def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, verifier: str | None,
                 target: str | None, branch: str | None, create_pr: bool, private: bool, message: str | None,
                 license_id: str | None, dry_run: bool, endpoint: str | None, token: str | None,
-                registry_path: str | None, no_record: bool, no_registry: bool, as_json: bool, quiet: bool) -> None:
+                registry_path: str | None, no_record: bool, no_registry: bool, as_json: bool, quiet: bool,
+                target_gguf: str | None = None, outtype: str = "auto") -> None:
     """Validate the drafter in SRC and publish it to the Hub repo REPO_ID.
 
     Refuses when validation finds an error. Uploads config.json, the weights, eagle3-convert.json
@@ -65,7 +69,7 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
                               target=target, branch=branch, create_pr=create_pr, message=message,
                               license=license_id,
                               registry=None if no_registry else _consulted(store, registry_path, no_record),
-                              endpoint=endpoint, token=token) as plan:
+                              endpoint=endpoint, token=token, target_gguf=target_gguf, outtype=outtype) as plan:
             if dry_run:
                 _report(plan, None, None, as_json)
                 return
