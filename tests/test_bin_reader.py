@@ -265,3 +265,65 @@ def test_the_benchmark_bin_writer_writes_what_torch_loads(tmp_path: Path):
         del sys.modules["bench_run"]
     bench.write_torch_bin(tmp_path / "pytorch_model.bin", EXAMPLE)
     assert assert_same_as_torch_load(tmp_path / "pytorch_model.bin") == len(example_bin()[0])
+
+
+# ------------------------------------------------------------------ differential fuzzing against torch.load
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hostile import _torch_zip, state_pickle  # noqa: E402
+
+BIN_CODES = {"E-BIN-FORMAT", "E-BIN-UNSAFE", "E-BIN-ZIP", "E-FILE-DTYPE"}
+
+
+def _mutated(data: bytes, edits: list[tuple[int, int, int]]) -> bytes:
+    out = bytearray(data)
+    for kind, at, value in edits:
+        at %= max(len(out), 1)
+        if kind == 0:
+            out[at] = value
+        elif kind == 1:
+            out.insert(at, value)
+        elif out:
+            del out[at]
+    return bytes(out)
+
+
+@settings(max_examples=int(os.environ.get("BIN_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1 << 16), st.integers(0, 255)), min_size=1,
+                      max_size=4))
+def test_a_mutated_pickle_is_refused_cleanly_or_read_as_torch_reads_it(edits, tmp_path: Path):
+    """Byte edits of a valid data.pkl: we refuse with a code (never another exception), and whatever we
+    accept, torch.load(weights_only=True) accepts too, with the same bytes: never looser than torch."""
+    tensors, storages = example_bin()
+    pkl = _mutated(state_pickle([(t.name, t.pickle()) for t in tensors]), edits)
+    path = tmp_path / f"fuzz-{abs(hash(pkl))}.bin"
+    path.write_bytes(_torch_zip(pkl, storages))
+    try:
+        ours = read_state_dict(path, path.name)
+    except FormatError as exc:
+        assert exc.code in BIN_CODES and "\n" not in str(exc)
+        return
+    theirs = torch.load(path, map_location="cpu", weights_only=True)  # raises if torch is stricter than we are
+    assert list(ours) == list(theirs)
+    for name, value in theirs.items():
+        assert read_tensor_bytes(ours[name]) == torch_bytes(value) and ours[name].shape == tuple(value.shape)
+
+
+@settings(max_examples=int(os.environ.get("BIN_FUZZ_EXAMPLES", "150")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1 << 20), st.integers(0, 255)), min_size=1,
+                      max_size=3))
+def test_a_mutated_zip_is_refused_cleanly_or_read_as_torch_reads_it(edits, tmp_path: Path):
+    """Byte edits anywhere in the archive (directory, headers, data): the same contract as for the pickle."""
+    path = tmp_path / f"fuzz-{abs(hash(tuple(edits)))}.bin"
+    path.write_bytes(_mutated(EAGLE_BIN.read_bytes(), edits))
+    try:
+        ours = read_state_dict(path, path.name)
+    except FormatError as exc:
+        assert exc.code in BIN_CODES and "\n" not in str(exc)
+        return
+    theirs = torch.load(path, map_location="cpu", weights_only=True)
+    assert list(ours) == list(theirs)
+    for name, value in theirs.items():
+        assert read_tensor_bytes(ours[name]) == torch_bytes(value) and ours[name].shape == tuple(value.shape)
