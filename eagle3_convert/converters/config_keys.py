@@ -112,9 +112,8 @@ LAYOUT_KEYS: dict[str, Level] = {
     "speculators": Level(
         semantic=frozenset({"speculators_model_type", "transformer_layer_config", "draft_vocab_size",
                             "target_hidden_size", CAPTURE_IDS, "speculators_config", *FLAGS}),
-        known=frozenset({"speculators_version", "architectures", "embed_requires_grad", "tie_word_embeddings",
-                         "auto_map", "dtype", "torch_dtype", "transformers_version", "_name_or_path",
-                         "has_no_defaults_at_init"}),
+        known=TRANSFORMERS_COMMON | frozenset({"speculators_version", "embed_requires_grad", "tie_word_embeddings",
+                                               "has_no_defaults_at_init"}),
         children=(
             ("transformer_layer_config", _DECODER),
             ("speculators_config", Level(frozenset({"algorithm", "verifier"}),
