@@ -354,7 +354,7 @@ def _judge_stray(layout: str, level: Level, obj: Mapping[str, Any], key: str, pa
     # Semantic for another layout, at the level that layout reads it: not read here, never carried.
     if (top_level and key in SEMANTIC_ANYWHERE) or (where == "$.eagle_config" and key in EAGLE_CONFIG_ANYWHERE):
         return KeyIssue("W-CONFIG-KEY-FOREIGN", path, f"{path[2:]} is read by other layouts' engines but not by "
-                        f"the {layout} layout's: ignored, and not carried into the output",
+                        f"the {layout} layout's: ignored, and never carried into another layout's config",
                         "if the file was written for another layout, convert with --from that layout")
     semantic = level.semantic | {name for name, _ in siblings} | {k for _, c in siblings for k in c.semantic}
     if top_level:
