@@ -49,9 +49,24 @@ class Command:
     checks_source_codes: bool  # answers with the case's own code (it reads SRC as convert does)
 
 
+_TARGET_GGUF: list[Path] = []
+
+
+def target_gguf() -> Path:
+    """The example's target as a GGUF (8 layers, width 64, 512 tokens), written once: `--to gguf` needs one."""
+    if not _TARGET_GGUF:
+        import tempfile
+
+        from gguf_target import write_target_gguf
+
+        _TARGET_GGUF.append(write_target_gguf(Path(tempfile.mkdtemp(prefix="hostile-target-")) / "target.gguf"))
+    return _TARGET_GGUF[0]
+
+
 def _convert(layout: str) -> Command:
     def argv(src: Path, work: Path) -> list[str]:
-        return ["--to", layout, str(src), str(work / "out" / "dst"), "--target", str(work / "target")]
+        extra = ["--target-gguf", str(target_gguf())] if layout == "gguf" else []
+        return ["--to", layout, str(src), str(work / "out" / "dst"), "--target", str(work / "target"), *extra]
 
     return Command(f"convert-{layout}", ("convert",), argv, True)
 

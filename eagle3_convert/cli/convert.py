@@ -211,9 +211,15 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         return
     click.echo(f"wrote {result.dest} ({result.layout}): {len(result.plan.tensors)} tensors, {human_bytes(size)}")
     per_engine = capture["per_engine"]
+
+    def spelled(layout: str) -> Any:  # a layout named after no engine (gguf) spells its engine's convention
+        from ..converters.registry import get_layout
+
+        return per_engine.get(layout) or per_engine.get(get_layout(layout).engine, "?")
+
     click.echo(f"capture layers: boundaries {capture['boundaries']}; as written for "
-               f"{result.source.detection.layout}: {per_engine.get(result.source.detection.layout, '?')}, "
-               f"for {result.layout}: {per_engine.get(result.layout, '?')}")
+               f"{result.source.detection.layout}: {spelled(result.source.detection.layout)}, "
+               f"for {result.layout}: {spelled(result.layout)}")
     for line in serve_lines(result.serves):
         click.echo(line)
     if recorded:

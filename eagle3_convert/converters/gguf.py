@@ -109,7 +109,9 @@ def gguf_file(path: Path) -> Path | None:
     if path.is_file() and path.suffix == ".gguf":
         return path
     if path.is_dir() and not (path / "config.json").exists():
-        found = sorted(p for p in path.glob("*.gguf") if p.is_file())
+        from ..safetensors_io import _inside  # a symlink may lead into an HF cache's blobs/, nowhere else
+
+        found = sorted(p for p in path.glob("*.gguf") if p.is_file() and _inside(path, p))
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
