@@ -24,6 +24,8 @@ Safety, layer by layer:
   tensors needs.
 - A tensor must be dense and contiguous (row-major strides), of a dtype safetensors has,
   inside its storage; each storage must be exactly as long as its persistent id declares.
+- data.pkl must pass its CRC-32. Storages are not checksummed here (that would read every
+  byte; torch.load with mmap does not either): `validate --deep` hashes and scans them.
 """
 
 from __future__ import annotations
@@ -459,7 +461,8 @@ class _Unpickler:
             elif op == BUILD:
                 state = stack.pop()
                 if type(stack[-1]) is not OrderedDict or type(state) not in (dict, OrderedDict, type(None)):
-                    raise _Refused("E-BIN-UNSAFE", f"its pickle sets the state of a {type(stack[-1]).__name__.lstrip('_')}; only "
+                    kind = type(stack[-1]).__name__.lstrip("_")
+                    raise _Refused("E-BIN-UNSAFE", f"its pickle sets the state of a {kind}; only "
                                                    "an OrderedDict's may be set")
                 # The state is a state dict's _metadata (module versions): dropped, nothing reads it.
             elif op == BINPERSID:

@@ -535,7 +535,8 @@ def example_bin() -> tuple[list[BinTensor], dict[str, bytes]]:
     for i, (name, entry) in enumerate((n, e) for n, e in header.items() if n != "__metadata__"):
         begin, end = entry["data_offsets"]
         storages[str(i)] = data[begin:end]
-        tensors.append(BinTensor(name, entry["dtype"], entry["shape"], str(i), (end - begin) // ITEMSIZE[entry["dtype"]]))
+        numel = (end - begin) // ITEMSIZE[entry["dtype"]]
+        tensors.append(BinTensor(name, entry["dtype"], entry["shape"], str(i), numel))
     return tensors, storages
 
 
@@ -1031,7 +1032,8 @@ def hostile_cases() -> list[HostileCase]:
                                                           size=_member_size(b, "archive/data/0") + 200)(b))),
         _case("bin-compressed-storage", "a storage member is deflated", BIN_ZIP,
               torch_bin_case(compressed=("archive/data/0",))),
-        _case("bin-compressed-pickle", "data.pkl is deflated", BIN_ZIP, torch_bin_case(compressed=("archive/data.pkl",))),
+        _case("bin-compressed-pickle", "data.pkl is deflated", BIN_ZIP,
+              torch_bin_case(compressed=("archive/data.pkl",))),
         _case("bin-encrypted-member", "a member flagged encrypted", BIN_ZIP,
               torch_bin_case(post=patch_central("archive/data/1", flags=1))),
         _case("bin-member-dotdot", "a member named archive/../../evil.sh", BIN_ZIP,

@@ -7,7 +7,6 @@ pickles, broken zips) is in the corpus of tests/hostile.py, run by tests/test_ho
 
 from __future__ import annotations
 
-import collections
 import os
 import re
 import struct
@@ -289,7 +288,8 @@ def _mutated(data: bytes, edits: list[tuple[int, int, int]]) -> bytes:
     return bytes(out)
 
 
-@settings(max_examples=int(os.environ.get("BIN_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get("BIN_FUZZ_EXAMPLES", "150")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1 << 16), st.integers(0, 255)), min_size=1,
                       max_size=4))
 def test_a_mutated_pickle_is_refused_cleanly_or_read_as_torch_reads_it(edits, tmp_path: Path):
