@@ -542,8 +542,8 @@ class _Unpickler:
                 index = self.read(1)[0] if op == BINPUT else struct.unpack("<I", self.read(4))[0]
                 memo[index] = stack[-1]
             else:
-                raise _Refused("E-BIN-UNSAFE", f"its pickle uses opcode {op!r} at byte {self.pos - 1}, which "
-                                               "torch.save never writes")
+                raise _Refused("E-BIN-UNSAFE", f"its pickle uses opcode {op!r} at byte {self.pos - 1}, which a "
+                                               "state dict saved by torch.save never needs")
 
 
 def unpickle(data: bytes, persistent_load) -> object:
