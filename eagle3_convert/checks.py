@@ -5,7 +5,7 @@ or config field, and a hint (usually the exact eagle3-convert command). Checks r
 RAW checkpoint (config dict, tensors by stored name, headers only), so a broken file still
 yields every finding instead of the first exception. Engine profiles replay how each
 serving engine reads a checkpoint: the tensor names it loads, where it reads capture ids
-and in which convention, and which config fields it defaults its own way (FORMATS.md §2,
+and in which convention, and which config fields it defaults its own way (docs/formats.md §2,
 §4, §5). `--deep` reads every byte once, hashing and scanning each chunk in one pass.
 """
 
@@ -154,7 +154,7 @@ def from_error(exc: Eagle3Error, where: str | None = None, engine: str | None = 
 
 @dataclass(frozen=True)
 class EngineProfile:
-    """How one serving engine reads a drafter checkpoint (FORMATS.md §5)."""
+    """How one serving engine reads a drafter checkpoint (docs/formats.md §5)."""
 
     name: str  # also its capture-id convention in converters.layer_ids
     label: str
