@@ -10,20 +10,14 @@ these tests are skipped with pip's error as the reason.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
-import os
-import platform
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
+import peer_venv
 import pytest
 from conftest import DATA, EXAMPLE, run_cli
+from peer_venv import PeerVenv
 
 from eagle3_convert.convert import read_source
 from eagle3_convert.safetensors_io import InMemoryTensor, read_tensor_table, tensor_sha256, write_safetensors
@@ -47,9 +41,6 @@ PEER_VERSIONS = {"speculators": "0.9.0", "specforge": "0.2.0", "transformers": "
 BUILD_TIMEOUT_S = 1200  # the whole build; a hung index must not eat CI's time
 PROBE_TIMEOUT_S = 600
 
-READY = ".eagle3-interop-ready"  # written last: the venv is complete
-BUILDING = ".eagle3-interop-building"  # written first: left over only by an interrupted build
-
 MIDLAYER = "midlayer."
 EMBED = "embed_tokens.weight"
 VERIFIER_ONLY = "verifier_"  # speculators' verifier_lm_head / verifier_norm: from the verifier, never saved
@@ -60,89 +51,18 @@ SPECULATORS_OMITS_EMBED = "a speculators checkpoint may omit embed_tokens: the e
 
 # --------------------------------------------------------------------------- the peer venv
 
-def pins_text() -> str:
-    python = f"python {platform.python_version()} at {sys.base_prefix}"  # a venv is bound to its interpreter
-    steps = "\n".join(" ".join(step) for step in PIP_STEPS)
-    return f"{python}\nconstraints: {' '.join(CONSTRAINTS)}\n{steps}\n"
-
-
-def venv_location() -> Path:
-    if os.environ.get("EAGLE3_INTEROP_VENV"):
-        return Path(os.environ["EAGLE3_INTEROP_VENV"]).expanduser().absolute()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "eagle3-convert" / f"interop-{hashlib.sha256(pins_text().encode()).hexdigest()[:12]}"
-
-
-def subprocess_env(**extra: str) -> dict[str, str]:
-    """Our environment minus what would leak this interpreter's packages into the venv's python."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env.update(PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", **extra)
-    return env
-
-
-def pip_error(text: str) -> str:
-    """pip's ERROR lines (its last line is often only a help link), else the last line it printed."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("ERROR:")][-3:]
-    return " / ".join(errors) if errors else (lines[-1] if lines else "(no output)")
-
-
-def build_step(argv: list[str], what: str, venv: Path, deadline: float) -> None:
-    """Run one build command; any failure removes the partial venv and skips with pip's own words."""
-    try:
-        proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=subprocess_env(),
-                              timeout=max(1.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        shutil.rmtree(venv, ignore_errors=True)
-        pytest.skip(f"interop venv not built: `{what}` did not finish within the {BUILD_TIMEOUT_S} s build limit")
-    if proc.returncode != 0:
-        shutil.rmtree(venv, ignore_errors=True)
-        pytest.skip(f"interop venv not built: `{what}` failed: {pip_error(proc.stderr or proc.stdout)}")
-
-
-def ensure_peer_venv(venv: Path) -> Path:
-    """The venv's python; built under a lock so concurrent runs wait instead of racing."""
-    pins = pins_text()
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        python = venv / "bin" / "python"
-        if (venv / READY).is_file() and (venv / READY).read_text() == pins and python.exists():
-            return python
-        if venv.exists():
-            ours = (venv / BUILDING).exists() or (venv / READY).exists() or not any(venv.iterdir())
-            if not ours:
-                pytest.fail(f"{venv} exists but was not built by these tests; remove it or set "
-                            "EAGLE3_INTEROP_VENV to another path")
-            shutil.rmtree(venv)
-        deadline = time.monotonic() + BUILD_TIMEOUT_S
-        venv.mkdir()
-        (venv / BUILDING).write_text(pins)
-        build_step([sys.executable, "-m", "venv", str(venv)], f"{sys.executable} -m venv", venv, deadline)
-        constraints = venv / "interop-constraints.txt"
-        constraints.write_text("\n".join(CONSTRAINTS) + "\n")
-        for step in PIP_STEPS:
-            what = f"pip install {' '.join(step)}"
-            if "torch==2.13.0" in step:
-                what += f" (as {CONSTRAINTS[0]}: a local wheel via pip's find-links, or PyTorch's CPU index)"
-            build_step([str(python), "-m", "pip", "install", "--timeout", "60", "--retries", "2",
-                        "-c", str(constraints), *step], what, venv, deadline)
-        (venv / READY).write_text(pins)
-        (venv / BUILDING).unlink()
-        return python
+INTEROP_VENV = PeerVenv(name="interop", env_var="EAGLE3_INTEROP_VENV", steps=PIP_STEPS, constraints=CONSTRAINTS,
+                        build_timeout_s=BUILD_TIMEOUT_S)
 
 
 def run_probe(python: Path, script: str, *args: object, cwd: Path) -> dict:
     """Run tests/interop/<script> under the peer venv; it prints one JSON object."""
-    proc = subprocess.run([str(python), str(PROBES / script), *map(str, args)], check=False, capture_output=True,
-                          text=True, cwd=cwd, env=subprocess_env(HF_HOME=str(cwd / "hf-home")), timeout=PROBE_TIMEOUT_S)
-    assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{proc.stderr[-6000:]}"
-    return json.loads(proc.stdout)
+    return peer_venv.run_probe(python, PROBES / script, *args, cwd=cwd, timeout_s=PROBE_TIMEOUT_S)
 
 
 @pytest.fixture(scope="session")
 def peer_python() -> Path:
-    return ensure_peer_venv(venv_location())
+    return INTEROP_VENV.ensure()
 
 
 @pytest.fixture(scope="session")

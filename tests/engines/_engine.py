@@ -1,0 +1,104 @@
+"""Shared by the engine probes, which run under the engines' venv (not under pytest).
+
+A probe reads a jobs file (JSON list) and writes, per job, what the engine made of one
+checkpoint: the stage it reached, the engine's own error when it raised, the capture ids its
+own code reads, its parameters (a safetensors file) and its forward outputs (another one).
+Every assertion lives in tests/test_engines.py. Library chatter goes to stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import traceback
+from collections.abc import Callable
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # nothing may reach a hub
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import torch
+
+# Allowed stand-in: the loaders call torch.accelerator.empty_cache(), which raises on a machine
+# without an accelerator. Nothing else of torch is touched.
+torch.accelerator.empty_cache = lambda: None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stage:
+    """Which step of the engine's own path is running; the report names the one that raised."""
+
+    def __init__(self) -> None:
+        self.name = "start"
+
+    def __call__(self, name: str) -> None:
+        self.name = name
+
+
+def engine_error(exc: BaseException) -> str:
+    """The engine's own message: exception type and text (last line of a chained pydantic error too)."""
+    text = str(exc).strip() or repr(exc)
+    return f"{type(exc).__name__}: {text}"[:2000]
+
+
+def run_jobs(jobs_file: str, run: Callable[[dict, Stage], dict], header: dict) -> None:
+    jobs = json.loads(open(jobs_file).read())
+    results = {}
+    with contextlib.redirect_stdout(sys.stderr):
+        for job in jobs:
+            stage = Stage()
+            try:
+                results[job["id"]] = {"ok": True, **run(job, stage)}
+            except Exception as exc:  # noqa: BLE001  (the engine's own exception is the finding)
+                results[job["id"]] = {"ok": False, "stage": stage.name, "error": engine_error(exc),
+                                      "traceback": traceback.format_exc()[-4000:]}
+    json.dump({**header, "results": results}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+def versions(*modules: str) -> dict:
+    from importlib.metadata import version
+
+    return {m: version(m) for m in modules}
+
+
+def load_inputs(path: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(path)
+
+
+def save(path: str, tensors: dict[str, torch.Tensor]) -> str:
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}, path)
+    return path
+
+
+def captured_input(states: torch.Tensor, boundaries: list[int]) -> torch.Tensor:
+    """What the target hands the drafter: the captured states, in capture (= layer) order, side by side.
+
+    `states` is [L+1, T, Ht]: the fake target hidden state at every boundary 0..L.
+    """
+    return torch.cat([states[b] for b in boundaries], dim=-1)
+
+
+def causal_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int, num_kv_heads: int,
+                head_dim: int, v_head_dim: int, scale: float) -> torch.Tensor:
+    """Allowed stand-in for the paged attention op: one causal prefill over the T tokens."""
+    t = q.shape[0]
+    q = q.reshape(t, num_heads, head_dim).transpose(0, 1)
+    k = k.reshape(t, num_kv_heads, head_dim).transpose(0, 1)
+    v = v.reshape(t, num_kv_heads, v_head_dim).transpose(0, 1)
+    if num_kv_heads != num_heads:
+        k = k.repeat_interleave(num_heads // num_kv_heads, dim=0)
+        v = v.repeat_interleave(num_heads // num_kv_heads, dim=0)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    return out.transpose(0, 1).reshape(t, num_heads * v_head_dim)

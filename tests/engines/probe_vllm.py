@@ -1,0 +1,149 @@
+"""vLLM 0.33.0 on CPU: config parsing, model registry, model __init__, load_weights, capture ids, forward.
+
+    python probe_vllm.py JOBS.json OUT_DIR
+
+Each job: {"id", "draft", "target", "inputs"} (inputs: a safetensors file with input_ids,
+positions, embeds [T, H] and states [L+1, T, Ht], the fake target hidden state at every
+capture boundary). Per job it reports:
+  stage/error      the step of vLLM's own path that raised, and vLLM's own message
+  architecture     the class vLLM's registry resolved the draft's `architectures` to
+  capture_ids      {"vllm-v1": GPUModelRunner._get_eagle3_aux_layers_from_config,
+                    "vllm-v2": spec_decode/eagle/eagle3_utils.get_eagle3_aux_layers_from_config}
+                   (None: the runner falls back to the target's defaults, also reported)
+  params           a safetensors file of every parameter after load_weights
+  forward          per runner, the drafter's outputs on the states that runner captures, or the
+                   error vLLM raised on them
+
+The engine path is vLLM's own: ModelConfig / SpeculativeConfig (which parse the draft config,
+speculators format included, and check the verifier), VllmConfig, init_distributed_environment
+and ensure_model_parallel_initialized (world size 1, gloo), get_model (the registry, the
+model's __init__ and its load_weights). Stand-ins, for the forward only: causal SDPA in place
+of the paged attention op, and forward_native for vLLM's custom ops (their CPU kernels live in
+vllm._C, which the CUDA wheel does not ship for CPU).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # the CUDA wheel picks its CPU platform only when told
+
+import _engine  # noqa: E402  (offline env, empty_cache stand-in)
+import torch  # noqa: E402
+
+DTYPE = "float32"  # bf16 checkpoints are upcast exactly; the forward runs in full precision
+
+
+def target_defaults(target_cls, num_layers: int) -> tuple[int, ...]:
+    """The target class's own default capture layers (what a runner uses when the config has none)."""
+    from types import SimpleNamespace
+
+    stand_in = SimpleNamespace(model=SimpleNamespace(layers=[None] * num_layers),
+                               config=SimpleNamespace(num_hidden_layers=num_layers))
+    return tuple(target_cls.get_eagle3_default_aux_hidden_state_layers(stand_in))
+
+
+class SDPAAttention(torch.nn.Module):
+    def __init__(self, original: torch.nn.Module) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_heads = original.num_heads, original.num_kv_heads
+        self.head_size = original.head_size
+        self.scale = original.impl.scale
+
+    def forward(self, q, k, v, *args, **kwargs):
+        return _engine.causal_sdpa(q, k, v, self.num_heads, self.num_kv_heads, self.head_size, self.head_size,
+                                   self.scale)
+
+
+def prepare_forward(model: torch.nn.Module) -> None:
+    from vllm.model_executor.custom_op import CustomOp
+    from vllm.model_executor.layers.attention import Attention
+
+    for module in list(model.modules()):
+        if isinstance(module, CustomOp):
+            module._forward_method = module.forward_native
+        for name, child in list(module.named_children()):
+            if isinstance(child, Attention):
+                setattr(module, name, SDPAAttention(child))
+
+
+def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
+    from types import SimpleNamespace
+
+    from vllm.config import (DeviceConfig, LoadConfig, ModelConfig, ParallelConfig, SpeculativeConfig, VllmConfig,
+                             set_current_vllm_config)
+    from vllm.model_executor.model_loader import get_model
+    from vllm.model_executor.models.registry import ModelRegistry
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    report: dict = {}
+    stage("target config")
+    target = ModelConfig(model=job["target"], tokenizer=None, skip_tokenizer_init=True, dtype=DTYPE)
+    num_layers = target.hf_config.num_hidden_layers
+    target_cls, _ = ModelRegistry.resolve_model_cls(target.architectures, model_config=target)
+    report["target_defaults"] = list(target_defaults(target_cls, num_layers))
+    stage("draft config (SpeculativeConfig)")
+    parallel = ParallelConfig()
+    spec = SpeculativeConfig(model=job["draft"], method="eagle3", num_speculative_tokens=3,
+                             target_model_config=target, target_parallel_config=parallel)
+    draft = spec.draft_model_config
+    report["config_architectures"] = list(draft.architectures)
+    stage("capture ids")
+    v1 = GPUModelRunner._get_eagle3_aux_layers_from_config(SimpleNamespace(speculative_config=spec))
+    v2 = get_eagle3_aux_layers_from_config(spec)
+    report["capture_ids"] = {"vllm-v1": list(v1) if v1 else None, "vllm-v2": list(v2) if v2 else None}
+    stage("model registry")
+    draft_cls, arch = ModelRegistry.resolve_model_cls(draft.architectures, model_config=draft)
+    report["architecture"] = arch
+    report["class"] = f"{draft_cls.__module__}.{draft_cls.__name__}"
+    stage("model __init__ + load_weights (get_model)")
+    config = VllmConfig(model_config=target, speculative_config=spec, parallel_config=parallel,
+                        load_config=LoadConfig(), device_config=DeviceConfig("cpu"))
+    with set_current_vllm_config(config):
+        model = get_model(vllm_config=config, model_config=draft)
+    report["class"] = f"{type(model).__module__}.{type(model).__name__}"
+    params = dict(model.named_parameters())  # buffers (rotary caches, kv scales) are not checkpoint tensors
+    report["params"] = _engine.save(os.path.join(out_dir, f"{job['id']}.vllm.params.safetensors"), params)
+    report["forward"] = {}
+    if job.get("inputs"):
+        stage("forward")
+        inputs = _engine.load_inputs(job["inputs"])
+        prepare_forward(model)
+        for runner, ids in report["capture_ids"].items():
+            layers = sorted(set(ids)) if ids else sorted(set(report["target_defaults"]))
+            # the target captures boundary b (the input of block b; b = L after the last block) for
+            # every b in the set: vllm/model_executor/models/interfaces.py EagleModelMixin
+            captured = [b for b in layers if 0 <= b <= num_layers]
+            result: dict = {"captured": captured}
+            if "Deepseek" in type(model).__name__:
+                # MLA attention does its kv_b up-projection inside the paged op: no SDPA stand-in is theirs
+                report["forward"][runner] = {**result, "skipped": "MLA"}
+                continue
+            try:
+                with set_current_vllm_config(config), torch.no_grad():
+                    hidden = model.combine_hidden_states(_engine.captured_input(inputs["states"], captured))
+                    out, aux = model(inputs["input_ids"], inputs["positions"], hidden, inputs["embeds"])
+                result["outputs"] = _engine.save(os.path.join(out_dir, f"{job['id']}.{runner}.forward.safetensors"),
+                                                 {"hidden": out, "aux": aux})
+            except Exception as exc:  # noqa: BLE001
+                result["error"] = _engine.engine_error(exc)
+            report["forward"][runner] = result
+    return report
+
+
+def main(jobs_file: str, out_dir: str) -> None:
+    from vllm.config import ParallelConfig, VllmConfig, set_current_vllm_config
+    from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment
+
+    with set_current_vllm_config(VllmConfig(parallel_config=ParallelConfig())):
+        init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                     distributed_init_method=f"tcp://127.0.0.1:{_engine.free_port()}")
+        ensure_model_parallel_initialized(1, 1)
+    _engine.run_jobs(jobs_file, lambda job, stage: run(job, stage, out_dir),
+                     {"versions": _engine.versions("vllm", "transformers", "torch")})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
