@@ -367,7 +367,8 @@ def test_a_gguf_from_another_tool_reads_from_its_keys(tmp_path: Path, target_ggu
     assert read_source(str(bare.parent)).drafter.config.capture_boundaries == [1, 3, 6]
 
 
-def strip_key(path: Path, key: str, out: Path) -> Path:
+def strip_key(path: Path, key: str, out: Path, replace: dict | None = None) -> Path:
+    """A copy of a GGUF without `key`, with `replace` {key: (value, type, sub_type)} set instead of the stored."""
     reader = gguf.GGUFReader(path)
     out.parent.mkdir(parents=True)
     w = gguf.GGUFWriter(out, "eagle3")
@@ -375,7 +376,10 @@ def strip_key(path: Path, key: str, out: Path) -> Path:
         if k.startswith("GGUF.") or k in ("general.architecture", key):
             continue
         main = field.types[0]
-        if main == gguf.GGUFValueType.ARRAY:
+        if k in (replace or {}):
+            value, main, sub = replace[k]
+            w.add_key_value(k, value, main, sub_type=sub)
+        elif main == gguf.GGUFValueType.ARRAY:
             sub = field.types[-1]
             value = [bytes(field.parts[i]) for i in field.data] if sub == gguf.GGUFValueType.STRING else \
                 [v for i in field.data for v in field.parts[i].tolist()]
@@ -495,3 +499,15 @@ def test_publish_layout_gguf_uploads_the_sidecar_name_and_a_llama_server_card(mo
         assert tensor_hashes(tmp_path / "back") == tensor_hashes(EXAMPLE)
         validated = run_cli("validate", repo, "--endpoint", hub.url, "--token", token)
         assert validated.exit_code == 0, validated.stdout + validated.stderr
+
+
+def test_keys_edited_after_writing_win_over_the_record(tmp_path: Path, target_gguf):
+    """llama.cpp reads the keys: a GGUF whose eagle3.target_layers were edited (gguf-set-metadata) reads as the
+    keys say, and the stale record is said to be ignored."""
+    src = build_drafter(tmp_path / "a", "vllm", DrafterSpec())
+    convert(str(src), tmp_path / "g", "gguf", options=gguf_options(target_gguf()))
+    edited = strip_key(only_gguf(tmp_path / "g"), "", tmp_path / "e" / "x.gguf",
+                       {"eagle3.target_layers": ([1, 3, 6], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32)})
+    drafter = read_source(str(edited.parent)).drafter
+    assert drafter.config.capture_boundaries == [1, 3, 6]
+    assert any("eagle3_convert.record describes another drafter" in note for note in drafter.notes)

@@ -555,9 +555,10 @@ class GGUFLayout(Layout):
                 else:
                     notes.append(f"{RECORD_KEY} describes another drafter than the GGUF's own keys (edited after "
                                  "writing?): read from the keys llama.cpp reads")
+        from_record = fields is not None
         if fields is None:
             fields = self._fields_from_keys(meta, H, nh, nkv, ht, vocab, vd, boundaries, nbr, nbf, tensors, notes)
-        dtypes = (record or {}).get("dtypes") if fields is not None and record is not None else None
+        dtypes = (record or {}).get("dtypes") if from_record else None  # the source dtypes of OUR tensors
         dtypes = dtypes if isinstance(dtypes, dict) else {}
         cfg = DrafterConfig.model_validate(fields)
 
