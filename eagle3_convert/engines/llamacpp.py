@@ -81,6 +81,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
         r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
     else:
         r.captures = sorted(set(ids))
+        if ids != sorted(ids):  # it fuses the states in the order listed; fc's column blocks ascend
+            r.silent.append(f"llama.cpp fuses the captured states in the order listed {ids}, while fc's columns "
+                            "follow ascending layers")
     r.flags = {"norm_before_residual": flag(flat, "norm_before_residual"),
                "norm_before_fc": flag(flat, "norm_before_fc"), "fc_norm": False, "norm_output": False}
     if flag(flat, "norm_output"):

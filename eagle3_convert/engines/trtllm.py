@@ -67,6 +67,6 @@ CLASSES = {a: REGISTERED[resolved_class([a])] for a in (
     "LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3DeepseekV2ForCausalLM",
     "Eagle3DeepseekV3ForCausalLM", "Eagle3Speculator") if resolved_class([a]) in REGISTERED}
 FAMILIES = frozenset({"llama", "deepseek_mla"})  # MLA attention inside its Llama-named class, with kv_lora_rank
-FLAGS_READ: frozenset[str] = frozenset()  # ModelOpt's module has none of the norm flags (see modelopt layout)
+FLAGS_READ = frozenset({"norm_before_fc", "fc_norm", "norm_output"})  # norm_before_fc nested only (read())
 BUILDS_BIAS = True
 NEEDS_T2D = False
