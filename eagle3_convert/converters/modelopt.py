@@ -178,9 +178,9 @@ class ModelOptLayout(Layout):
                       f"{cfg.family} (q_norm/k_norm would be dropped)", "serve it with vLLM: `--to vllm`",
                       "E-FAMILY-UNSUPPORTED")
         flags = [f for f in FLAGS if getattr(cfg, f)]
-        refuse_unless(not flags, f"{', '.join(flags)} set: ModelOpt's EAGLE-3 module and TensorRT-LLM have no such "
-                      "option and would serve different maths", "serve it with vLLM (`--to vllm`)",
-                      "E-FLAG-UNSUPPORTED")
+        refuse_unless(not flags, f"{', '.join(flags)} set: ModelOpt's EAGLE-3 export has no such option (and "
+                      "TensorRT-LLM has no norm_before_residual), so a ModelOpt file would not say it",
+                      "serve it with vLLM (`--to vllm`)", "E-FLAG-UNSUPPORTED")
         refuse_unless(cfg.resolved_target_hidden_size == cfg.hidden_size,
                       f"target_hidden_size {cfg.target_hidden_size} differs from hidden_size {cfg.hidden_size}; "
                       "ModelOpt sizes fc from the drafter's hidden size", "serve it with vLLM (`--to vllm`)",
