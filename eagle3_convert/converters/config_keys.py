@@ -230,8 +230,9 @@ class KeyIssue:
         return self.code.startswith("E-")
 
 
-def _edit_distance(a: str, b: str) -> int:
-    """Optimal-string-alignment distance (insert, delete, substitute, swap two neighbours)."""
+def _edit_distance(a: str, b: str, limit: int) -> int:
+    """Optimal-string-alignment distance (insert, delete, substitute, swap two neighbours), or limit + 1
+    as soon as it must exceed `limit`."""
     prev2: list[int] = []
     prev = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
@@ -240,6 +241,8 @@ def _edit_distance(a: str, b: str) -> int:
             cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
             if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
                 cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit and min(prev) >= limit:  # no later row, swaps included, can come back under
+            return limit + 1
         prev2, prev = prev, cur
     return prev[-1]
 
@@ -248,8 +251,13 @@ def _squash(key: str) -> str:
     return "".join(c for c in key.lower() if c.isalnum())
 
 
+MAX_KEY_LENGTH = 64  # longer than any key a producer writes: no near miss is looked for (a hostile key)
+
+
 def near_miss(key: str, candidates: Iterable[str]) -> str | None:
     """The known key `key` most likely misspells (same letters ignoring case and separators, or a small edit)."""
+    if len(key) > MAX_KEY_LENGTH:
+        return None
     squashed = _squash(key)
     best: tuple[int, str] | None = None
     for cand in sorted(candidates):
@@ -258,14 +266,20 @@ def near_miss(key: str, candidates: Iterable[str]) -> str | None:
         if _squash(cand) == squashed:
             return cand
         limit = 1 if len(cand) <= 6 else 2 if len(cand) <= 15 else 3
-        d = _edit_distance(key.lower(), cand.lower())
+        if abs(len(cand) - len(key)) > limit:
+            continue
+        d = _edit_distance(key.lower(), cand.lower(), limit)
         if d <= limit and (best is None or d < best[0]):
             best = (d, cand)
     return best[1] if best else None
 
 
 def _path(parent: str, key: str) -> str:
-    return f"{parent}.{key}" if key.isidentifier() else f"{parent}[{key!r}]"
+    """`$.a.b`; a key that is no identifier is quoted (repr: one line, however hostile) and cut short."""
+    if key.isidentifier():
+        return f"{parent}.{key}"
+    text = repr(key)
+    return f"{parent}.{text if len(text) <= 40 else text[:37] + '...'}"
 
 
 def _show(value: Any) -> str:
@@ -288,7 +302,17 @@ def key_issues(layout: str, config: Mapping[str, Any]) -> list[KeyIssue]:
         return []
     out: list[KeyIssue] = []
     _walk(layout, table, config, "$", None, out)
+    unknown = [n for n, i in enumerate(out) if i.code == "W-CONFIG-KEY-UNKNOWN"]
+    if len(unknown) > MAX_UNKNOWN_REPORTED:  # name the first ones, count the rest
+        rest = set(unknown[MAX_UNKNOWN_REPORTED:])
+        out = [i for n, i in enumerate(out) if n not in rest]
+        out.append(KeyIssue("W-CONFIG-KEY-UNKNOWN", "$", f"and {len(rest)} more keys no {layout} producer writes",
+                            "remove the leftovers"))
     return out
+
+
+MAX_UNKNOWN_REPORTED = 20
+MAX_STRAYS_EXAMINED = 200  # beyond this many keys outside the tables the config is refused (bounded work)
 
 
 def _walk(layout: str, level: Level, obj: Mapping[str, Any], where: str,
@@ -309,6 +333,11 @@ def _walk(layout: str, level: Level, obj: Mapping[str, Any], where: str,
             continue
         if key in level.known:
             continue
+        if len(out) >= MAX_STRAYS_EXAMINED:  # bounded work: a config this odd is no drafter config
+            out.append(KeyIssue("E-CONFIG-FIELD", where, f"{where[2:] or 'config.json'} has more than "
+                                f"{MAX_STRAYS_EXAMINED} keys outside the {layout} layout's: not a drafter config",
+                                "point at the drafter's own config.json"))
+            return
         issue = _judge_stray(layout, level, obj, key, path, where, parent, siblings)
         out.append(issue)
         if issue.code == "W-CONFIG-KEY-FOREIGN" and key == "eagle_config" and isinstance(value, dict):
