@@ -30,7 +30,7 @@ import pytest
 
 from builders import DrafterSpec, build_drafter
 from conftest import DATA
-from eagle3_convert.checks import validate_checkpoint
+from eagle3_convert.validate import validate_checkpoint
 from eagle3_convert.convert import read_source
 from eagle3_convert.errors import Eagle3Error
 
@@ -352,3 +352,31 @@ def test_the_family_follows_the_architecture_and_the_tensors(tmp_path: Path):
     # the MLA tensors of a real MLA drafter keep it MLA, whatever the architecture's spelling
     mla = build_drafter(tmp_path / "m", "modelopt", DrafterSpec(family="deepseek_mla"))
     assert read_source(str(mla)).drafter.config.family == "deepseek_mla"
+
+
+def test_the_key_tables_cover_what_the_readers_model(tmp_path: Path):
+    """One table per layout (converters/config_keys.py), never narrower than what its reader reads, and
+    no config our own writers emit has a key outside its layout's table."""
+    from importlib import import_module
+
+    from eagle3_convert.convert import plan_conversion
+    from eagle3_convert.converters import base, config_keys
+    from eagle3_convert.converters.base import ConvertOptions
+
+    assert config_keys.DECODER_SEMANTIC == base.DECODER_KEYS
+    for layout, table in config_keys.LAYOUT_KEYS.items():
+        module = import_module(f"eagle3_convert.converters.{layout}")
+        modeled = set(module.MODELED) - set(getattr(module, "FOREIGN_FLAGS", ()))
+        assert modeled <= table.all, (layout, modeled - table.all)
+        nested = table.child("eagle_config")
+        if nested is not None and hasattr(module, "NESTED_MODELED"):
+            assert set(module.NESTED_MODELED) <= nested.all, layout
+    assert config_keys.NEVER_CARRIED >= {"eagle_config", "use_aux_norm", "norm_before_residual", "bias"}
+    for n, spec in enumerate((DrafterSpec(), DrafterSpec(family="deepseek_mla"), DrafterSpec(capture_boundaries=None))):
+        src = build_drafter(tmp_path / f"src{n}", "vllm", spec)
+        for to in config_keys.LAYOUT_KEYS:
+            try:
+                plan, _ = plan_conversion(read_source(str(src)), to, ConvertOptions())
+            except Eagle3Error:
+                continue  # the layout cannot hold this drafter
+            assert config_keys.key_issues(to, plan.config) == [], (to, spec)
