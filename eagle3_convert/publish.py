@@ -101,7 +101,7 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
     Raises PublishRefused before anything is converted when validation finds an error. Talks to the
     Hub only when `src` is itself a repo id (to download it).
     """
-    from .checks import load_target_facts
+    from .validate import load_target_facts
     from .model_card import build_card
 
     check_repo_id(repo_id)
@@ -156,7 +156,7 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
 
 
 def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None) -> Any:
-    from .checks import validate_checkpoint
+    from .validate import validate_checkpoint
     from .registry import recorded_capture
 
     # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
@@ -297,7 +297,7 @@ def _without_local_paths(data: bytes, facts: dict[str, Any]) -> tuple[bytes, dic
 
 
 def _serving_engines(layout: str) -> tuple[str, ...]:
-    from .checks import LAYOUT_ENGINES
+    from .validate import LAYOUT_ENGINES
 
     return LAYOUT_ENGINES.get(layout, ())
 

@@ -198,7 +198,7 @@ def test_validate_reads_target_dependent_ids_as_convert_does(tmp_path: Path):
     config["eagle_config"][IDS] = [2, 30, 58]
     (src / "config.json").write_text(json.dumps(config))
     # recorded as trained on [2, 30, 58]: a reading one layer off would be E-CAPTURE-RECORD
-    from eagle3_convert.checks import validate_checkpoint
+    from eagle3_convert.validate import validate_checkpoint
     report = validate_checkpoint(src, expected_boundaries=[2, 30, 58])
     assert not report.codes("error"), [f.message for f in report.findings]
     assert validate_checkpoint(src, expected_boundaries=[3, 31, 59]).codes("error")

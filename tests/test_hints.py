@@ -15,7 +15,7 @@ from conftest import DATA, run_cli
 from hostile import hostile_cases
 from test_validate import CASES
 
-from eagle3_convert.checks import validate_checkpoint
+from eagle3_convert.validate import validate_checkpoint
 from eagle3_convert.errors import Eagle3Error
 
 ALL_ENGINES = ["speculators", "vllm", "sglang", "trtllm", "llamacpp"]

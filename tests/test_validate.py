@@ -24,8 +24,8 @@ import pytest
 
 from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal
 from conftest import DATA, EXAMPLE, run_cli
-from eagle3_convert.checks import (CODES, ENGINES, check_capture_record, load_target_facts, scan_tensor,
-                                   validate_checkpoint)
+from eagle3_convert.validate import (CODES, ENGINES, check_capture_record, load_target_facts, scan_tensor,
+                                     validate_checkpoint)
 from eagle3_convert.cli.validate import ENGINE_NAMES
 from eagle3_convert.errors import Eagle3Error
 from eagle3_convert.safetensors_io import (InMemoryTensor, observe_reads, read_tensor_bytes, read_tensor_table,

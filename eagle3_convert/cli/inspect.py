@@ -29,7 +29,7 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
     Shows a broken checkpoint too (truncated weights, bad JSON, unknown layout), as far as it can be
     read. Exit status 1 when a finding is an error (as `validate`), else 0.
     """
-    from ..checks import Finding, load_target_facts, read_raw, validate_checkpoint
+    from ..validate import Finding, load_target_facts, read_raw, validate_checkpoint
     from ..convert import make_options, read_source
     from ..errors import Eagle3Error
     from ..sources import resolve_source

@@ -8,7 +8,7 @@ from . import main
 from .common import Progress, emit_json, error_dict, fail, hub_options, hub_progress_bars, registry_option, run_guarded
 from .convert import LAYOUT_NAMES
 
-# Static so `--help` imports no checks; a test keeps it equal to checks.ENGINES.
+# Static so `--help` imports no validate; a test keeps it equal to validate.ENGINES.
 ENGINE_NAMES = ("speculators", "vllm", "sglang", "trtllm", "llamacpp")
 HEADINGS = {"error": "errors", "warning": "warnings", "info": "info"}
 
@@ -39,7 +39,7 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
     a hint. Exit status 1 when there is an error (or, with --strict, a warning), else 0. Reads
     tensor headers only (and d2t/t2d) unless --deep.
     """
-    from ..checks import load_target_facts, validate_checkpoint
+    from ..validate import load_target_facts, validate_checkpoint
     from ..sources import resolve_source
 
     facts = load_target_facts(target, endpoint=endpoint, token=token) if target else None

@@ -884,7 +884,7 @@ def validate_gguf(raw: Any, engines: Any, label: str, deep: bool = False,
                   progress: Callable[[int], Callable[[int], None]] | None = None, target: Any = None) -> Any:
     """`validate` on a GGUF drafter: our reader's checks (names, shapes, d2t, keys), then llama.cpp's reading
     of the file (engines/llamacpp.read_gguf): the capture boundaries it takes, or its refusal."""
-    from ..checks import Finding, Report, deep_scan, from_error
+    from ..validate import Finding, Report, deep_scan, from_error
     from ..engines.llamacpp import read_gguf
     from ..errors import Eagle3Error
 

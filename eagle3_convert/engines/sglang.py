@@ -32,7 +32,7 @@ MLA_MAX_LAYERS = 1
 
 
 
-# What validate's replay needs (checks.EngineProfile is built from these).
+# What validate's replay needs (validate.profiles.EngineProfile is built from these).
 FAMILIES = frozenset(CLASSES.values())
 BUILDS_BIAS = False
 NEEDS_T2D = False  # t2d is never read: hot_token_id = arange(Vd) + d2t

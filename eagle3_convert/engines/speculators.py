@@ -18,7 +18,7 @@ MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
 
 
 
-# What validate's replay of the library needs (checks.EngineProfile is built from these).
+# What validate's replay of the library needs (validate.profiles.EngineProfile is built from these).
 IDS_FROM = "top"  # capture ids: the top-level list, as boundaries
 FAMILIES = frozenset({"llama", "qwen3"})
 FLAGS_READ = frozenset({"norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"})

@@ -60,7 +60,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     r.runtime = True
     return r
 
-# What validate's replay needs (checks.EngineProfile is built from these). Capture ids: a runtime argument.
+# What validate's replay needs (validate.profiles.EngineProfile is built from these). Capture ids: a runtime argument.
 IDS_FROM = None
 # Architecture names drafters ship with, and the family TensorRT-LLM builds for each under its rule.
 CLASSES = {a: REGISTERED[resolved_class([a])] for a in (

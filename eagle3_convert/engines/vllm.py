@@ -44,7 +44,7 @@ MLA_FLAGS = ("norm_before_residual", "fc_norm", "norm_output")
 
 
 
-# What validate's replay needs (checks.EngineProfile is built from these).
+# What validate's replay needs (validate.profiles.EngineProfile is built from these).
 FAMILIES = frozenset({"llama", "qwen3", "deepseek_mla"})
 FLAGS_READ = frozenset({"norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"})
 MLA_FLAGS_READ = frozenset(MLA_FLAGS)

@@ -3,7 +3,7 @@
 One file per layout (`<layout>.json`) plus `decoder.json`, the Hugging Face decoder keys
 they share (flat in most layouts, under `transformer_layer_config` in speculators). The
 schemas describe what a layout's readers and engines accept; checks that need more than
-the config (tensor shapes, the target) live in `eagle3_convert.checks`.
+the config (tensor shapes, the target) live in `eagle3_convert.validate`.
 """
 
 from __future__ import annotations

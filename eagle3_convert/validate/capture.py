@@ -1,0 +1,188 @@
+"""Capture ids: where the config keeps them, the boundaries they mean, and what each engine captures."""
+
+from __future__ import annotations
+
+from ..converters.layer_ids import BOUNDARY_ENGINES, default_boundaries, ids_for_engine
+from ..errors import RefusalError
+from .context import ABSENT, IDS_KEY, LOCATIONS, MAX_CAPTURE_IDS, Context
+from .findings import Finding, finding, from_error, int_list, show
+from .profiles import EngineProfile, engine_profiles
+
+
+def read_capture_ids(ctx: Context) -> None:
+    for location, value in (("top", ctx.config.get(IDS_KEY, ABSENT)), ("nested", ctx.eagle.get(IDS_KEY, ABSENT))):
+        if value is ABSENT or value is None or value == []:
+            ctx.ids[location] = None
+        elif int_list(value) is None or len(value) > MAX_CAPTURE_IDS:
+            ctx.add("E-CAPTURE-FIELD", f"{LOCATIONS[location][2:]} is {show(value)}: not a short list of "
+                    "integers", "write the capture ids as a list of integers", where=LOCATIONS[location])
+            ctx.ids[location] = None
+        else:
+            ctx.ids[location] = list(value)
+
+
+def check_capture(ctx: Context) -> None:
+    cfg, home = ctx.cfg, ctx.home
+    other = "nested" if home == "top" else "top"
+    written, elsewhere = ctx.ids[home], ctx.ids[other]
+    if written is not None:
+        ctx.intended = ctx.meaning(ctx.layout.engine, written)
+        lowest = 0 if ctx.layout.engine in BOUNDARY_ENGINES else -1
+        if any(x < lowest for x in written):
+            ctx.add("E-CAPTURE-RANGE", f"{LOCATIONS[home][2:]} {written}: an id below {lowest} names no layer "
+                    f"in the {ctx.layout.name} convention", "fix the capture ids", where=LOCATIONS[home])
+        if len(written) != cfg.num_aux_hidden_states:
+            ctx.add("E-CAPTURE-COUNT", f"{LOCATIONS[home][2:]} lists {len(written)} capture ids {written} but "
+                    f"fc.weight fuses {cfg.num_aux_hidden_states} states",
+                    "the capture id list and the fc width must agree", where=LOCATIONS[home])
+    elif elsewhere is None and ctx.depth:
+        ctx.intended = default_boundaries(ctx.depth)
+    if ctx.intended and ctx.depth:
+        outside = [b for b in ctx.intended if not 0 <= b <= ctx.depth]
+        if outside:
+            ctx.add("E-CAPTURE-RANGE", f"capture boundaries {ctx.intended} include {outside}, outside "
+                    f"[0, {ctx.depth}] of the {ctx.depth}-layer target",
+                    "check --target is the model the drafter was trained for, and the ids' convention",
+                    where=LOCATIONS[home])
+    if elsewhere is not None and elsewhere != written:
+        _convention_warning(ctx, other, elsewhere)
+
+
+def _convention_warning(ctx: Context, location: str, ids: list[int]) -> None:
+    """A list outside where this layout keeps ids: engines that read it there may mean other layers."""
+    ours = ctx.meaning(ctx.layout.engine, ids)
+    readers = ("vllm",) if location == "top" else ("sglang",)  # flat configs: SGLang nests, vLLM reads top
+    readings = {e: ctx.meaning(e, ids) for e in readers}
+    if ctx.intended is not None and all(b is not None and sorted(set(b)) == sorted(set(ctx.intended))
+                                        for b in readings.values()):
+        return  # the same layers, spelled for the engine that reads them there (as eagle3-convert writes)
+    differ = {e: b for e, b in readings.items() if b != ours}
+    if not differ:
+        return
+    who = " and ".join(engine_profiles()[e].label for e in differ)
+    theirs = next(iter(differ.values()))
+    ctx.add("W-CAPTURE-CONVENTION", f"{LOCATIONS[location][2:]} {ids} is read by {who} as boundaries {theirs}, "
+            f"while in the {ctx.layout.name} layout's convention it means boundaries {ours}",
+            f"keep one list where the serving engine reads it: move it to {LOCATIONS[ctx.home][2:]} if it "
+            f"is in the {ctx.layout.name} convention, or, if the ids are "
+            f"{'boundaries' if location == 'top' else 'block outputs'}, convert with "
+            f"`{ctx.command(ctx.layout.name, '--from', 'vllm' if location == 'top' else 'sglang')}`",
+            where=LOCATIONS[location])
+
+
+def engine_capture(ctx: Context, p: EngineProfile) -> None:
+    cfg = ctx.cfg
+    truth = ctx.intended
+    misplaced = ctx.ids["nested" if ctx.home == "top" else "top"] if ctx.ids[ctx.home] is None else None
+    if truth is None and misplaced:
+        truth = ctx.meaning(ctx.layout.engine, misplaced)  # the layout's reading of a misplaced list
+    # The layout's reader refuses a list outside its place unless --capture-layers says how it counts.
+    settle = ("--capture-layers", ",".join(map(str, misplaced)), "--convention", ctx.layout.engine) \
+        if misplaced else ()
+    convert = f"`{ctx.command(p.layout, *settle)}`"
+    default = default_boundaries(ctx.depth) if ctx.depth else None
+    if p.ids_from is None:
+        wanted = truth or default
+        if wanted is None:
+            ctx.add("I-CAPTURE-RUNTIME", f"{p.label} takes the capture layers from its runtime argument, not "
+                    "config.json; pass --target to learn which ids to give it", engine=p.name)
+            return
+        try:
+            ids = ids_for_engine(p.name, wanted, ctx.family, ctx.depth)
+        except RefusalError as exc:
+            ctx.out.append(from_error(exc, where=LOCATIONS[ctx.home], engine=p.name))
+            return
+        ctx.add("I-CAPTURE-RUNTIME", f"{p.label} takes the capture layers from its runtime argument, not "
+                f"config.json: pass ids {ids} (block outputs) to capture boundaries {wanted}", engine=p.name)
+        return
+    read = ctx.ids[p.ids_from]
+    if read is None:
+        captured = default
+        shown = f"{default}" if default else "{2, L//2, L-3}"
+        placed = [loc for loc, ids in ctx.ids.items() if ids is not None]
+        if placed:
+            loc = placed[0]
+            coincide = f", which here equals the {ctx.layout.name} reading {truth}" if (
+                truth and sorted(truth) == sorted(default or [])) else ""
+            # Converting helps only when the layout's own reader understands where the ids are.
+            fix = f"{convert} writes them there"
+            if p.name == "vllm" and loc == "nested":
+                coincide += (f" (its V1 runner instead falls back to that list, read as boundaries "
+                             f"{ctx.meaning('vllm', ctx.ids[loc])})")
+            ctx.add("W-CAPTURE-IDS-IGNORED", f"{p.label} reads capture ids only from "
+                    f"{LOCATIONS[p.ids_from][2:]}: it ignores {LOCATIONS[loc][2:]} {ctx.ids[loc]} and captures "
+                    f"its default boundaries {shown}{coincide}",
+                    f"write the ids where {p.label} reads them: {fix}",
+                    engine=p.name, where=LOCATIONS[loc])
+        else:
+            ctx.add("I-CAPTURE-DEFAULT", f"config.json names no capture ids: {p.label} captures its default "
+                    f"boundaries {shown}", engine=p.name)
+        if cfg.num_aux_hidden_states != 3:
+            ctx.add("E-CAPTURE-COUNT", f"{p.label} captures its 3 default states but fc.weight fuses "
+                    f"{cfg.num_aux_hidden_states}", f"write the capture ids the drafter was trained with where "
+                    f"{p.label} reads them", engine=p.name, where="fc.weight")
+    else:
+        captured = ctx.meaning(p.name, read)
+        lowest = 0 if p.name in BOUNDARY_ENGINES else -1
+        if captured is None and any(x < lowest for x in read):
+            ctx.add("E-CAPTURE-RANGE", f"{p.label} reads {LOCATIONS[p.ids_from][2:]} {read}: an id below "
+                    f"{lowest} names no layer in its convention", "fix the capture ids", engine=p.name,
+                    where=LOCATIONS[p.ids_from])
+            return
+        if captured is None:
+            ctx.add("E-CAPTURE-UNREACHABLE", f"{p.label} reads {LOCATIONS[p.ids_from][2:]} {read} and captures "
+                    f"nothing for some of them on a {ctx.family}-family target (-1 names no layer there)",
+                    "retrain on capturable layers, or serve the drafter with vLLM", engine=p.name,
+                    where=LOCATIONS[p.ids_from])
+            return
+    if truth is None or any(b < 0 or (ctx.depth and b > ctx.depth) for b in truth):
+        return  # unknown, or outside the target: E-CAPTURE-RANGE says so once
+    try:
+        ids_for_engine(p.name, truth, ctx.family, ctx.depth)
+    except RefusalError as exc:
+        ctx.out.append(from_error(exc, where=LOCATIONS[ctx.home], engine=p.name))
+        return
+    if captured is None or sorted(set(captured)) == sorted(set(truth)):
+        return
+    where = LOCATIONS[p.ids_from] if read is not None else LOCATIONS[ctx.home]
+    how = (f"reads {LOCATIONS[p.ids_from][2:]} {read} as boundaries {captured}" if read is not None
+           else f"captures its default boundaries {captured}")
+    if 0 in truth and 0 not in captured:
+        ctx.add("E-CAPTURE-EMBEDDING", f"the drafter was trained with the embedding output (boundary 0) among "
+                f"its taps {truth}, but {p.label} {how}: the embedding tap is replaced by a block output",
+                f"{convert} writes ids {p.label} reads as {truth}"
+                + (" (SGLang captures the embedding with id -1)" if p.name == "sglang" else ""),
+                engine=p.name, where=where)
+    else:
+        ctx.add("E-CAPTURE-MISMATCH", f"{p.label} {how}, but the drafter was trained on boundaries {truth}",
+                f"{convert} writes ids {p.label} reads as {truth}", engine=p.name, where=where)
+
+
+def fc_bypass(ctx: Context, p: EngineProfile) -> None:
+    cfg = ctx.cfg
+    k, ht, h = cfg.num_aux_hidden_states, cfg.resolved_target_hidden_size, cfg.hidden_size
+    if p.name in ("sglang", "vllm") and ctx.eagle.get("use_aux_hidden_state", True) is False:
+        ctx.add("E-CAPTURE-FC-BYPASSED", f"eagle_config.use_aux_hidden_state is false: {p.label} passes the "
+                f"target's last hidden state alone and never applies fc.weight [{h}, {k * ht}]",
+                "set eagle_config.use_aux_hidden_state to true (an EAGLE-3 drafter fuses captured states)",
+                engine=p.name, where="$.eagle_config.use_aux_hidden_state")
+    elif p.fc_skipped_when_width_matches and k * ht == h:
+        ctx.add("E-CAPTURE-FC-BYPASSED", f"fc.weight fuses k={k} states of width Ht={ht} and k*Ht == H={h}: "
+                f"{p.label} applies fc only when the incoming width differs from H, so the trained fc is "
+                "silently skipped", "serve this drafter with vLLM: "
+                f"`{ctx.command('vllm')}`", engine=p.name, where="fc.weight")
+
+
+def check_capture_record(intended: list[int] | None, recorded: list[int], label: str,
+                         where: str | None = None) -> list[Finding]:
+    """The registry hook: a config whose capture layers are not those the drafter was trained on."""
+    if intended is None or sorted(set(intended)) == sorted(set(recorded)):
+        return []
+    if 0 in recorded and 0 not in intended:
+        return [finding("E-CAPTURE-EMBEDDING", f"{label} says the drafter was trained with the embedding output "
+                        f"(boundary 0) among its taps {recorded}, but the config captures boundaries {intended}",
+                        "rewrite the ids from the record: block-output engines (SGLang) capture the embedding with "
+                        "id -1", where=where)]
+    return [finding("E-CAPTURE-RECORD", f"the config captures boundaries {intended}, {label} says the drafter was "
+                    f"trained on {recorded}", "convert again from the trained checkpoint, or fix the ids to the "
+                    "record", where=where)]

@@ -1,0 +1,123 @@
+"""config.json: the layout's key table, the decoder config the drafter is built from, the JSON Schema."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import schemas
+from ..converters.base import KNOWN_CANONICAL, VOCAB_TENSORS, decoder_fields, to_canonical
+from ..converters.config_keys import key_issues
+from ..drafter import FAMILY_BY_MODEL_TYPE, MLA_KEYS, DrafterConfig
+from ..errors import FormatError
+from .context import IDS_KEY, Context
+from .findings import from_error, int_list, positive
+
+MLA_MODEL_TYPES = {t for t, family in FAMILY_BY_MODEL_TYPE.items() if family == "deepseek_mla"}
+
+
+def check_keys(ctx: Context) -> None:
+    """The layout's key table (converters/config_keys): the same judgement its reader makes first."""
+    for issue in key_issues(ctx.layout.name, ctx.config):
+        if issue.code == "E-CAPTURE-FIELD":
+            continue  # read_capture_ids reports the list itself
+        ctx.add(issue.code, issue.message, issue.hint, where=issue.where)
+
+
+def read_config(ctx: Context) -> DrafterConfig | None:
+    check_keys(ctx)
+    raw = ctx.config
+    where = "$"
+    dec: Any = raw
+    if ctx.speculators_format:
+        dec, where = raw.get("transformer_layer_config"), "$.transformer_layer_config"
+        if not isinstance(dec, dict):
+            ctx.add("E-CONFIG-FIELD", "the speculators config has no transformer_layer_config object",
+                    "a speculators EAGLE-3 config nests the drafter's decoder config there", where=where)
+            return None
+    try:
+        fields = decoder_fields(dec, "config.json" if where == "$" else "transformer_layer_config",
+                                ctx.raw.tensors if where == "$" else ())
+    except FormatError as exc:
+        key_path = _decoder_key_path(dec, where, exc.code)
+        if not any(f.where == key_path or f.code in ("E-CONFIG-KEY-TYPO", "E-CONFIG-KEY-PLACE")
+                   for f in ctx.out):  # the key table already named the cause
+            ctx.out.append(from_error(exc, where=key_path))
+        return None
+    layers = fields["num_layers"]
+    ctx.intents = {name: _intent(ctx, name, layers) for name in ctx.raw.tensors if name not in VOCAB_TENSORS}
+    head = ctx.tensor("lm_head.weight")
+    vd = raw.get("draft_vocab_size")
+    if not positive(vd):
+        vd = head.shape[0] if head is not None and len(head.shape) == 2 else fields["vocab_size"]
+    ht = raw.get("target_hidden_size")
+    fields.update(
+        draft_vocab_size=vd,
+        target_hidden_size=ht if positive(ht) else None,
+        norm_before_residual=raw.get("norm_before_residual") is True,
+        norm_before_fc=raw.get("norm_before_fc", ctx.eagle.get("norm_before_fc")) is True,
+        fc_norm=raw.get("fc_norm", raw.get("use_aux_norm")) is True,
+        norm_output=raw.get("norm_output") is True,
+    )
+    if raw.get("bias") is True:
+        fields["attention_bias"] = True
+    fields["num_aux_hidden_states"] = _num_aux(ctx, fields)
+    try:
+        return DrafterConfig(**fields)
+    except ValueError as exc:
+        first = str(exc).splitlines()
+        ctx.add("E-CONFIG-FIELD", f"config.json: {' '.join(first[1:3]) if len(first) > 2 else first[0]}",
+                "fix the field in config.json", where=where)
+        return None
+
+
+def _intent(ctx: Context, stored: str, layers: int) -> str | None:
+    """The canonical tensor this layout means by `stored` (None: no drafter tensor at all)."""
+    name = to_canonical(stored, ctx.layout_rules, layers)
+    if not KNOWN_CANONICAL.match(name) and stored.startswith("model."):
+        name = to_canonical(stored[len("model."):], ctx.layout_rules, layers)  # the prefix HF classes add
+    return name if KNOWN_CANONICAL.match(name) else None
+
+
+def _num_aux(ctx: Context, fields: dict[str, Any]) -> int:
+    """k, the number of captured states: from fc's width when it is readable."""
+    ht = fields["target_hidden_size"] or fields["hidden_size"]
+    lists = [x for x in (int_list(ctx.config.get(IDS_KEY)), int_list(ctx.eagle.get(IDS_KEY))) if x]
+    declared = ctx.config.get("num_aux_hidden_states")
+    fallback = declared if positive(declared) else (len(lists[0]) if lists else 3)
+    fc = ctx.tensor("fc.weight")
+    if fc is None or len(fc.shape) != 2:
+        return fallback
+    if fc.shape[1] % ht or not fc.shape[1]:
+        ctx.add("E-SHAPE-FC", f"fc.weight has {fc.shape[1]} input columns, not a multiple of the target hidden "
+                f"size Ht={ht}", "set target_hidden_size in config.json to the target's hidden size",
+                where="fc.weight")
+        return fallback
+    k = fc.shape[1] // ht
+    if positive(declared) and declared != k:
+        ctx.add("E-CAPTURE-COUNT", f"num_aux_hidden_states is {declared} but fc.weight fuses {k} states of width "
+                f"{ht}", f"set num_aux_hidden_states to {k}", where="$.num_aux_hidden_states")
+    return k
+
+
+def check_schema(ctx: Context) -> None:
+    named = {f.where for f in ctx.out if f.where}
+    for v in schemas.violations(ctx.layout.name, ctx.config) or []:
+        # a specific finding already explains this field (or the value that holds it)
+        if not any(v.path == n or v.path.startswith((n + "[", n + ".")) for n in named):
+            ctx.add("E-SCHEMA", f"config.json {v.path}: {v.message} ({ctx.layout.name} schema)",
+                    f"fix {v.path} in config.json", where=v.path)
+
+
+def _decoder_key_path(dec: Mapping[str, Any], prefix: str, code: str) -> str:
+    """The JSON path of the decoder key `decoder_fields` refused (so the schema does not repeat it)."""
+    if code == "E-CONFIG-FAMILY":
+        return f"{prefix}.model_type"
+    keys = ["hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"]
+    if "num_hidden_layers" in dec:
+        keys.append("num_hidden_layers")
+    if "model_type" in dec and not isinstance(dec["model_type"], str):
+        return f"{prefix}.model_type"
+    if dec.get("model_type") in MLA_MODEL_TYPES:
+        keys += MLA_KEYS
+    return next((f"{prefix}.{key}" for key in keys if not positive(dec.get(key))), prefix)

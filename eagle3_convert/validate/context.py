@@ -1,0 +1,116 @@
+"""`Context`: one checkpoint read in one layout, replayed for the chosen engines.
+
+Every check is a function `check_x(ctx)` that reads the context and appends findings to
+`ctx.out`; `read_config` and `read_capture_ids` also fill in what later checks read
+(`cfg`, `intents`, `ids`, `intended`). The helpers here are the ones every check shares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from ..converters.base import DEEPSEEK_VOCABS, Layout
+from ..converters.layer_ids import BOUNDARY_ENGINES, engine_boundaries, target_family
+from ..drafter import DrafterConfig
+from ..safetensors_io import TensorSource
+from .findings import Finding, finding
+from .raw import RawCheckpoint
+from .target import TargetFacts, sidecar_target
+
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+MAX_CAPTURE_IDS = 64  # a drafter fuses a handful of captured states; a longer list is not a capture list
+LOCATIONS = {"top": f"$.{IDS_KEY}", "nested": f"$.eagle_config.{IDS_KEY}"}
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "absent"
+
+
+ABSENT: Any = _Absent()
+
+
+class Context:
+    """The checks of one checkpoint read in one layout, replayed for the chosen engines."""
+
+    def __init__(self, raw: RawCheckpoint, layout: Layout, engines: Sequence[str], target: TargetFacts | None,
+                 source_label: str, findings: list[Finding], name_layout: bool = False):
+        self.raw, self.layout, self.engines, self.out = raw, layout, list(engines), findings
+        self.name_layout = name_layout  # detection could not choose: commands must say --from
+        self.config: dict[str, Any] = raw.config or {}
+        self.src = source_label
+        self.target_facts = target
+        self.target = target.identity if target else sidecar_target(raw.sidecar)
+        self.speculators_format = "speculators_model_type" in self.config or layout.name == "speculators"
+        eagle = self.config.get("eagle_config")
+        self.eagle: dict[str, Any] = eagle if isinstance(eagle, dict) else {}
+        self.cfg: DrafterConfig | None = None
+        # the layout's own name table (a third-party layout without one stores canonical names)
+        self.layout_rules = getattr(import_module(type(layout).__module__), "RENAMES", ())
+        self.intents: dict[str, str | None] = {}  # stored name -> canonical name the layout means by it
+        self.ids: dict[str, list[int] | None] = {}  # "top"/"nested" -> capture ids as written
+        self.intended: list[int] | None = None  # the boundaries the config means (None: unknown or default)
+
+    # --- plumbing
+    def add(self, code: str, message: str, hint: str | None = None, where: str | None = None,
+            engine: str | None = None) -> None:
+        self.out.append(finding(code, message, hint, where, engine))
+
+    def extend(self, findings: list[Finding]) -> None:
+        self.out.extend(findings)
+
+    def command(self, to: str, *flags: str) -> str:
+        """The exact conversion that fixes a finding (the source read as this layout)."""
+        dest = f"{Path(self.src).name or 'drafter'}-{to}"
+        if self.name_layout and "--from" not in flags:
+            flags = ("--from", self.layout.name, *flags)
+        return " ".join(["eagle3-convert", *flags, "--to", to, self.src, dest])
+
+    def command_inspect(self) -> str:
+        return " ".join(["eagle3-convert", "inspect", *(("--from", self.layout.name) if self.name_layout else ()),
+                         self.src])
+
+    @property
+    def depth(self) -> int | None:
+        return self.target.num_hidden_layers if self.target else None
+
+    @property
+    def family(self) -> str:
+        model_type = self.target.model_type if self.target else None
+        if model_type is None and self.cfg is not None and self.cfg.family == "deepseek_mla":
+            model_type = "deepseek_v3"  # an MLA drafter serves a DeepSeek / Kimi target
+        if model_type is None:  # what the config betrays, as the layouts' readers infer it (converters.base)
+            own, vocab = self.config.get("model_type"), self.config.get("vocab_size")
+            model_type = own if target_family(own) == "deepseek" else DEEPSEEK_VOCABS.get(vocab)
+        return target_family(model_type)
+
+
+    @property
+    def home(self) -> str:
+        """Where this layout keeps its ids (and so in which convention they are written)."""
+        return "top" if self.layout.engine in BOUNDARY_ENGINES else "nested"
+
+    def meaning(self, convention: str, ids: list[int]) -> list[int] | None:
+        try:
+            return engine_boundaries(convention, ids, self.family, self.depth)
+        except ValueError:  # a third-party layout with a convention of its own
+            return None
+
+
+    def codes(self) -> set[str]:
+        return {f.code for f in self.out}
+
+
+    def tensor(self, canonical: str) -> TensorSource | None:
+        """The tensor this layout means by `canonical` (None: the file holds none)."""
+        for stored, intent in self.intents.items():
+            if intent == canonical:
+                return self.raw.tensors[stored]
+        return None
+
+    def layers_plausible(self) -> bool:
+        """Every layer needs several tensors; a config claiming more layers than tensors is not enumerated."""
+        return self.cfg.num_layers <= len(self.raw.tensors)

@@ -1,0 +1,112 @@
+"""One engine's reading of the file (its classes, key names, vocab map, capture, fc), and the engine
+modules' verdicts on it."""
+
+from __future__ import annotations
+
+from ..converters.base import to_canonical, to_stored
+from ..drafter import expected_shapes, optional_shapes
+from .capture import engine_capture, fc_bypass
+from .context import ABSENT, Context
+from .findings import positive, show
+from .profiles import ENGINE_LAYOUT, ENGINE_READERS, EngineProfile
+from .vocab import engine_vocab
+
+
+def check_engine(ctx: Context, p: EngineProfile) -> None:
+    cfg, raw = ctx.cfg, ctx.config
+    unsupported = p.unsupported(cfg)
+    for reason in unsupported:
+        ctx.add("E-ENGINE-UNSUPPORTED", f"{reason}: it would serve different maths or drop weights",
+                f"no file makes {p.label} serve this drafter as trained; serve it with vLLM, which supports "
+                f"every variant: `{ctx.command('vllm')}`", engine=p.name)
+    if unsupported or not _engine_reads_config(ctx, p):
+        return  # the real blocker is said; how this file is spelled for the engine is moot
+    if cfg.family in p.families and ctx.raw.complete and ctx.layers_plausible():
+        _engine_keys(ctx, p)
+    if ctx.raw.complete:
+        engine_vocab(ctx, p)
+    head = ctx.tensor("lm_head.weight")
+    rows = head.shape[0] if head is not None and len(head.shape) == 2 else None
+    vd = raw.get("draft_vocab_size", ABSENT)
+    if p.name == "sglang" and vd is ABSENT:
+        ctx.add("E-CONFIG-DRAFT-VOCAB", "config.json has no draft_vocab_size: SGLang fails to construct the "
+                "drafter", f"set draft_vocab_size to {rows or 'the lm_head rows'}", engine=p.name,
+                where="$.draft_vocab_size")
+    elif not positive(vd) and rows is not None and rows != cfg.vocab_size:
+        ctx.add("E-CONFIG-DRAFT-VOCAB", f"draft_vocab_size is {show(vd)}: {p.label} then sizes the draft head "
+                f"for the full vocab V={cfg.vocab_size}, but lm_head.weight has {rows} rows",
+                f"set draft_vocab_size to {rows}", engine=p.name, where="$.draft_vocab_size")
+    if p.name == "sglang" and "target_hidden_size" in raw and raw["target_hidden_size"] is None:
+        ctx.add("E-CONFIG-TARGET-HIDDEN-NULL", "target_hidden_size is null: SGLang checks only that the key "
+                "exists and sizes fc from None", "remove the key when Ht == H, or set it to the target's hidden "
+                "size", engine=p.name, where="$.target_hidden_size")
+    engine_capture(ctx, p)
+    fc_bypass(ctx, p)
+
+
+def check_engine_verdicts(ctx: Context) -> None:
+    """The engine modules' verdict on this file, as a last word: an engine that would serve it wrong is
+    never left unsaid, even where no finding above names the cause."""
+    from ..engines import LABELS, WRONG, TargetContext, serve_verdicts
+
+    readers = [r for name in ctx.engines for r in ENGINE_READERS.get(name, ())]
+    cfg = ctx.cfg.model_copy(update={"capture_boundaries": ctx.intended})
+    serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth), readers)
+    said = {f.engine for f in ctx.out if f.severity in ("error", "warning")}
+    if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
+        said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
+    for reader, verdict in serves.items():
+        engine = reader.split("-")[0]
+        if verdict.verdict == WRONG and engine not in said:
+            ctx.add("E-ENGINE-WRONG", f"{LABELS[reader]}: {verdict.why}; it would serve this file wrong",
+                    f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`",
+                    engine=engine)
+            said.add(engine)
+
+
+def _engine_reads_config(ctx: Context, p: EngineProfile) -> bool:
+    cfg = ctx.cfg
+    archs = ctx.config.get("architectures") if isinstance(ctx.config.get("architectures"), list) else []
+    if ctx.speculators_format:
+        problem = None if p.reads_speculators_format else (
+            f"{p.label} does not read speculators-format configs (speculators_model_type)")
+    elif p.classes is None:
+        problem = f"{p.label} reads only speculators-format configs; this is a flat {ctx.layout.name} config"
+    else:
+        served = p.served_family(archs)
+        problem = None if served == cfg.family else (
+            f"architectures {show(archs)} name no {p.label} EAGLE-3 drafter class" if served is None else
+            f"architectures {show(archs)} make {p.label} build its {served} drafter class, but the config "
+            f"describes a {cfg.family} drafter")
+    if problem:
+        own_class = next((a for a, fam in (p.classes or {}).items() if fam == cfg.family), None)
+        fix = (f"set architectures to [{own_class!r}], the class {p.label} builds for a {cfg.family} drafter"
+               if own_class and not ctx.speculators_format and p.classes is not None
+               else f"write the config {p.label} reads: `{ctx.command(p.layout)}`")
+        ctx.add("E-CONFIG-ARCH", problem, fix, engine=p.name, where="$.architectures")
+        return False
+    if ctx.speculators_format and "norm_before_residual" not in ctx.config and p.name in ("speculators", "vllm"):
+        ctx.add("W-CONFIG-DEFAULTS-DIFFER", "norm_before_residual is absent: vLLM serves a speculators config "
+                "without it as true, the speculators library reads it as false (and convert refuses it)",
+                "write norm_before_residual into config.json, true or false as the drafter was trained (the "
+                "speculators trainer writes true): no conversion can choose it for you",
+                where="$.norm_before_residual")
+    return True
+
+
+def _engine_keys(ctx: Context, p: EngineProfile) -> None:
+    cfg = ctx.cfg
+    expected = {**expected_shapes(cfg), **optional_shapes(cfg)}
+    rules = p.rules_for(cfg.family)
+    for stored, intent in sorted(ctx.intents.items()):
+        if intent is None or intent not in expected or not p.builds(cfg, intent):
+            continue  # unknown, unused or unsupported: reported once, not per engine
+        loaded = to_canonical(stored, rules, cfg.num_layers)
+        if loaded != intent:
+            why = (f"it adds `model.` itself, so {stored!r} matches no parameter" if stored.startswith("model.")
+                   else f"it has no parameter named {loaded!r}")
+            ctx.add("E-KEY-DROPPED", f"{p.label} drops tensor {stored!r} ({intent}) silently: {why}; the weight "
+                    "keeps its random initialisation",
+                    f"rename it to the name {p.label} loads"
+                    + f" ({to_stored(intent, rules, cfg.num_layers)!r})",
+                    engine=p.name, where=stored)

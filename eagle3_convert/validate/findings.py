@@ -1,0 +1,137 @@
+"""validate's findings: every code with its severity and meaning, and the `Finding` a check yields."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from ..errors import Eagle3Error, RefusalError
+
+
+Severity = Literal["error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+
+# Every code this module reports: its fixed severity and what it means. The letter says the
+# severity (E/W/I); the file-integrity, config and vocab codes are the ones the readers raise.
+CODES: dict[str, tuple[Severity, str]] = {
+    # files
+    "E-SRC-MISSING": ("error", "config.json or the weight files are missing"),
+    "E-SRC-EMPTY": ("error", "the weight files hold no tensors"),
+    "E-CONFIG-JSON": ("error", "config.json is not a JSON object"),
+    "E-FILE-HEADER": ("error", "a safetensors header is malformed"),
+    "E-FILE-DTYPE": ("error", "a safetensors header names an unknown dtype"),
+    "E-FILE-OFFSETS": ("error", "tensor byte ranges overlap, are reversed, or disagree with the shape"),
+    "E-FILE-TRUNCATED": ("error", "a weight file ends before the data its header promises"),
+    "E-FILE-INDEX": ("error", "the shard index and the shards disagree"),
+    "E-FILE-MISSING": ("error", "the shard index names a file that is not there"),
+    "E-FILE-PATH": ("error", "a weight file lies outside the checkpoint directory"),
+    # layout and config
+    "E-LAYOUT-UNKNOWN": ("error", "config.json is no known EAGLE-3 drafter layout"),
+    "W-LAYOUT-AMBIGUOUS": ("warning", "the config reads as more than one layout, and is checked as each"),
+    "E-SCHEMA": ("error", "config.json breaks its layout's JSON Schema"),
+    "E-CONFIG-FIELD": ("error", "a config field the drafter needs is missing or invalid"),
+    "E-FROM-MISMATCH": ("error", "--from names a layout that reads the file otherwise than the one it is in"),
+    "E-CONFIG-KEY-TYPO": ("error", "a config key is a near miss of a key the reader reads (which it takes as absent)"),
+    "E-CONFIG-KEY-PLACE": ("error", "a key the reader reads sits one level off (top level vs a nested object)"),
+    "W-CONFIG-KEY-UNKNOWN": ("warning", "a config key the layout's producers never write (carried verbatim)"),
+    "W-CONFIG-KEY-FOREIGN": ("warning", "a key other layouts' engines read and this layout's do not (not carried)"),
+    "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
+    "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
+    "E-ENGINE-WRONG": ("error", "the engine loads this file and serves something other than the trained drafter"),
+    "E-CONFIG-DRAFT-VOCAB": ("error", "draft_vocab_size is missing, or the engine's reading of it misfits lm_head"),
+    "E-CONFIG-TARGET-HIDDEN-NULL": ("error", "target_hidden_size is null, and SGLang checks presence only"),
+    "W-CONFIG-DEFAULTS-DIFFER": ("warning", "an absent key the engines default differently"),
+    "W-CONFIG-CONTEXT": ("warning", "max_position_embeddings below the target's context length"),
+    "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
+    # tensors
+    "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
+    "E-KEY-DROPPED": ("error", "the engine's name rules drop a tensor silently"),
+    "E-KEY-UNKNOWN": ("error", "a tensor that is no part of an EAGLE-3 drafter"),
+    "E-KEY-UNUSED": ("error", "a drafter tensor the config does not use (a flag off, a layer too many)"),
+    "E-KEY-DUPLICATE": ("error", "two stored names hold the same weight"),
+    "E-SHAPE": ("error", "a tensor's shape disagrees with the config"),
+    "E-SHAPE-FC": ("error", "fc.weight's width is no multiple of the target hidden size"),
+    "E-DTYPE": ("error", "a weight tensor is not a float tensor"),
+    # vocabulary map
+    "E-VOCAB-MISSING": ("error", "Vd != V and neither d2t nor t2d is present"),
+    "E-VOCAB-SHAPE": ("error", "d2t or t2d has the wrong length"),
+    "E-VOCAB-DTYPE": ("error", "d2t is not an integer tensor or t2d not a bool mask"),
+    "E-VOCAB-T2D": ("error", "t2d does not mark exactly Vd target ids"),
+    "E-VOCAB-ABSOLUTE": ("error", "d2t holds absolute target ids instead of offsets"),
+    "E-VOCAB-MISMATCH": ("error", "nonzero(t2d) != arange(Vd) + d2t"),
+    "E-VOCAB-RANGE": ("error", "arange(Vd) + d2t leaves [0, V)"),
+    "E-VOCAB-ORDER": ("error", "arange(Vd) + d2t is not strictly increasing"),
+    "E-VOCAB-NO-T2D": ("error", "the engine needs t2d and only d2t is present"),
+    "E-VOCAB-NO-D2T": ("error", "the engine needs d2t and only t2d is present"),
+    # capture layers
+    "E-CAPTURE-FIELD": ("error", "a capture-id list is not a list of integers"),
+    "E-CAPTURE-COUNT": ("error", "the number of captured states disagrees with fc.weight"),
+    "E-CAPTURE-RANGE": ("error", "a capture boundary outside [0, L] of the target"),
+    "E-CAPTURE-UNREACHABLE": ("error", "the engine cannot capture a boundary on this target family"),
+    "E-CAPTURE-UNEXPRESSIBLE": ("error", "no id list makes the engine capture these boundaries"),
+    "E-CAPTURE-MISMATCH": ("error", "the engine captures other layers than the drafter was trained on"),
+    "E-CAPTURE-EMBEDDING": ("error", "a training tap on the embedding (boundary 0) the engine does not capture"),
+    "E-CAPTURE-FC-BYPASSED": ("error", "the engine passes one hidden state and skips fc"),
+    "E-CAPTURE-RECORD": ("error", "the config's capture layers disagree with the training record"),
+    "W-CAPTURE-IDS-IGNORED": ("warning", "capture ids sit where the engine does not read them"),
+    "W-CAPTURE-CONVENTION": ("warning", "one id list that two engines read as different layers"),
+    "I-CAPTURE-DEFAULT": ("info", "no capture ids: the engine captures its default layers"),
+    "I-CAPTURE-RUNTIME": ("info", "the engine takes the capture layers from a runtime argument"),
+    # target
+    "E-TARGET-HIDDEN": ("error", "the target's hidden size is not the width fc expects"),
+    "E-TARGET-VOCAB": ("error", "the target's vocab size is not the drafter's V"),
+    "W-TARGET-FAMILY": ("warning", "the target is not the model family the drafter names"),
+    # --deep
+    "E-DEEP-NONFINITE": ("error", "a tensor holds NaN or Inf"),
+    "E-DEEP-ZERO": ("error", "a weight tensor is all zeros"),
+    "W-DEEP-INIT-NORMS": ("warning", "every norm weight is exactly 1.0 (untrained)"),
+}
+# A reader refusal that a warning above already explains (the reader cannot choose; validate can say why).
+READER_CODES_EXPLAINED = {"E-CONFIG-DEFAULTS-DIFFER": {"W-CONFIG-DEFAULTS-DIFFER"},
+                          "E-CAPTURE-AMBIGUOUS": {"W-CAPTURE-IDS-IGNORED", "W-CAPTURE-CONVENTION"}}
+
+
+@dataclass(frozen=True)
+
+
+class Finding:
+    code: str
+    severity: Severity
+    message: str
+    hint: str | None = None
+    where: str | None = None  # the tensor, file or JSON path the message names
+    engine: str | None = None  # set when the finding is about one engine's reading
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def finding(code: str, message: str, hint: str | None = None, where: str | None = None,
+            engine: str | None = None) -> Finding:
+    return Finding(code, CODES[code][0], message, hint, where, engine)
+
+
+def from_error(exc: Eagle3Error, where: str | None = None, engine: str | None = None) -> Finding:
+    """A reader's refusal as a finding under the same code (a conversion limit is only a warning)."""
+    severity: Severity = CODES[exc.code][0] if exc.code in CODES else (
+        "warning" if isinstance(exc, RefusalError) else "error")
+    return Finding(exc.code, severity, exc.message, exc.hint, where, engine)
+
+
+# How a finding quotes and tests config values.
+
+
+def show(value: Any, limit: int = 80) -> str:
+    """A config value as a message quotes it: never a whole hostile blob."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def int_list(value: Any) -> list[int] | None:
+    if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        return list(value)
+    return None

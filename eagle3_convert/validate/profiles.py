@@ -1,0 +1,142 @@
+"""Engine profiles: how each serving engine reads a drafter checkpoint, built from eagle3_convert.engines."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..converters.base import Rename
+from ..drafter import DrafterConfig, layer_index
+
+FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+
+
+@dataclass(frozen=True)
+
+
+class EngineProfile:
+    """How one serving engine reads a drafter checkpoint (docs/formats.md §5)."""
+
+    name: str  # also its capture-id convention in converters.layer_ids
+    label: str
+    layout: str  # the layout eagle3-convert writes for it
+    ids_from: str | None  # "top" or "nested" config location; None = a runtime argument
+    key_rules: tuple[Rename, ...]  # stored name -> the parameter it loads into
+    mla_key_rules: tuple[Rename, ...] | None  # its MLA drafter class, when it loads other names
+    classes: Mapping[str, str] | None  # architecture -> drafter family it builds; None: speculators format only
+    reads_speculators_format: bool
+    families: frozenset[str]
+    flags: frozenset[str]
+    mla_flags: frozenset[str]
+    bias: bool  # loads attention/MLP biases (MLA classes never do)
+    mla_max_layers: int | None
+    needs_t2d: bool
+    needs_d2t: bool
+    fc_skipped_when_width_matches: bool  # applies fc only when the incoming width differs from H
+    eagle3_alias: bool = False  # builds Eagle3XForCausalLM for a plain XForCausalLM architecture
+
+    def rules_for(self, family: str) -> tuple[Rename, ...]:
+        return self.mla_key_rules if family == "deepseek_mla" and self.mla_key_rules is not None else self.key_rules
+
+    def served_family(self, architectures: Sequence[Any]) -> str | None:
+        for arch in architectures:
+            if not isinstance(arch, str) or self.classes is None:
+                continue
+            family = self.classes.get(arch) or (self.classes.get(f"Eagle3{arch}") if self.eagle3_alias else None)
+            if family:
+                return family
+        return None
+
+    def unsupported(self, cfg: DrafterConfig) -> list[str]:
+        """Why this engine cannot serve `cfg` as trained (its maths or weights would change)."""
+        mla = cfg.family == "deepseek_mla"
+        out = []
+        if cfg.family not in self.families:
+            out.append(f"{self.label} has no {cfg.family} EAGLE-3 drafter class")
+            return out
+        if mla and self.mla_max_layers and cfg.num_layers > self.mla_max_layers:
+            out.append(f"{self.label}'s MLA drafter class builds {self.mla_max_layers} layer, the drafter has "
+                       f"{cfg.num_layers}")
+        allowed = self.mla_flags if mla else self.flags
+        out += [f"{flag} is true and {self.label} has no such option" for flag in FLAGS
+                if getattr(cfg, flag) and flag not in allowed]
+        if self.name == "speculators" and cfg.norm_before_fc and cfg.fc_norm:
+            out.append("norm_before_fc and fc_norm are both true; speculators allows only one")
+        if (cfg.attention_bias or cfg.mlp_bias) and (mla or not self.bias):
+            out.append(f"the drafter has bias tensors and {self.label} builds none")
+        return out
+
+    def builds(self, cfg: DrafterConfig, canonical: str) -> bool:
+        """Whether the model this engine constructs has a parameter for `canonical`."""
+        if canonical.endswith(".bias") and (cfg.family == "deepseek_mla" or not self.bias):
+            return False
+        mla = cfg.family == "deepseek_mla"
+        if mla and self.mla_max_layers and (layer_index(canonical) or 0) >= self.mla_max_layers:
+            return False
+        allowed = self.mla_flags if mla else self.flags
+        if canonical == "input_norm.weight" and "norm_before_fc" not in allowed:
+            return False
+        if canonical.startswith("fc_norm.") and "fc_norm" not in allowed:
+            return False
+        return True
+
+
+_UNPREFIXED_MIDLAYER = (Rename("layers.0.", "midlayer.", single_layer_only=True),)
+_profiles: dict[str, EngineProfile] = {}
+
+
+def engine_profiles() -> dict[str, EngineProfile]:
+    """speculators (the library), vLLM, SGLang, TensorRT-LLM; key rules shared with their layouts."""
+    if not _profiles:
+        from ..converters import sglang, speculators, vllm
+        from ..engines import sglang as sglang_rules
+        from ..engines import speculators as speculators_rules
+        from ..engines import trtllm as trtllm_rules
+        from ..engines import vllm as vllm_rules
+
+        _profiles.update({
+            "speculators": EngineProfile(
+                name="speculators", label="the speculators library", layout="speculators",
+                ids_from=speculators_rules.IDS_FROM, key_rules=speculators.RENAMES, mla_key_rules=None, classes=None,
+                reads_speculators_format=True, families=speculators_rules.FAMILIES,
+                flags=speculators_rules.FLAGS_READ, mla_flags=speculators_rules.MLA_FLAGS_READ,
+                bias=speculators_rules.BUILDS_BIAS, mla_max_layers=None, needs_t2d=speculators_rules.NEEDS_T2D,
+                needs_d2t=True, fc_skipped_when_width_matches=False),
+            "vllm": EngineProfile(
+                name="vllm", label="vLLM", layout="vllm", ids_from=vllm_rules.IDS_FROM["vllm-v2"][0],
+                key_rules=vllm.RENAMES, mla_key_rules=None, classes=vllm_rules.CLASSES, reads_speculators_format=True,
+                families=vllm_rules.FAMILIES, flags=vllm_rules.FLAGS_READ, mla_flags=vllm_rules.MLA_FLAGS_READ,
+                bias=vllm_rules.BUILDS_BIAS, mla_max_layers=None, needs_t2d=vllm_rules.NEEDS_T2D, needs_d2t=True,
+                fc_skipped_when_width_matches=False, eagle3_alias=True),
+            "sglang": EngineProfile(
+                name="sglang", label="SGLang", layout="sglang", ids_from=sglang_rules.IDS_FROM,
+                key_rules=sglang.RENAMES, mla_key_rules=_UNPREFIXED_MIDLAYER, classes=sglang_rules.CLASSES,
+                reads_speculators_format=False, families=sglang_rules.FAMILIES,
+                flags=frozenset(sglang_rules.FLAGS_READ["llama"]),
+                mla_flags=frozenset(sglang_rules.FLAGS_READ["deepseek_mla"]), bias=sglang_rules.BUILDS_BIAS,
+                mla_max_layers=sglang_rules.MLA_MAX_LAYERS, needs_t2d=sglang_rules.NEEDS_T2D, needs_d2t=True,
+                fc_skipped_when_width_matches=sglang_rules.FC_SKIPPED_WHEN_WIDTH_MATCHES),
+            "trtllm": EngineProfile(
+                name="trtllm", label="TensorRT-LLM", layout="modelopt", ids_from=trtllm_rules.IDS_FROM,
+                key_rules=_UNPREFIXED_MIDLAYER, mla_key_rules=None, classes=trtllm_rules.CLASSES,
+                reads_speculators_format=False, families=trtllm_rules.FAMILIES, flags=trtllm_rules.FLAGS_READ,
+                mla_flags=trtllm_rules.FLAGS_READ, bias=trtllm_rules.BUILDS_BIAS, mla_max_layers=None,
+                needs_t2d=trtllm_rules.NEEDS_T2D, needs_d2t=True, fc_skipped_when_width_matches=False),
+        })
+    return _profiles
+
+
+ENGINES = ("speculators", "vllm", "sglang", "trtllm", "llamacpp")
+# validate's engine names -> the readers of eagle3_convert.engines (vLLM's two runners read ids differently)
+ENGINE_READERS = {"speculators": ("speculators",), "vllm": ("vllm-v1", "vllm-v2"), "sglang": ("sglang",),
+                  "trtllm": ("trtllm",), "llamacpp": ("llamacpp",)}
+# The layout whose file each engine reads right, for hints (llama.cpp's converter reads vLLM's top-level ids).
+ENGINE_LAYOUT = {"speculators": "speculators", "vllm": "vllm", "sglang": "sglang", "trtllm": "modelopt",
+                 "llamacpp": "vllm"}
+# Who serves each layout when --engine is not given.
+LAYOUT_ENGINES: dict[str, tuple[str, ...]] = {
+    "speculators": ("speculators", "vllm"), "vllm": ("vllm",), "sglang": ("sglang",),
+    "eagle": ("sglang", "vllm"), "modelopt": ("trtllm",),  # ModelOpt's ids are TensorRT-LLM's; vLLM: --engine
+    "gguf": ("llamacpp",),
+}

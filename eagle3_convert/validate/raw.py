@@ -1,0 +1,165 @@
+"""The checkpoint as far as it can be read: config.json and every tensor header, with a finding per problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import sidecar
+from ..converters.base import CONFIG_NAME, Checkpoint, read_json_file
+from ..errors import Eagle3Error, FormatError
+from ..safetensors_io import (INDEX_NAME, SINGLE_NAME, TensorRef, TensorSource, checked_member, read_header,
+                              read_index)
+from .findings import Finding, finding, from_error
+
+
+@dataclass
+
+
+class RawCheckpoint:
+    """A checkpoint directory as far as it could be read: what is broken is reported, not raised."""
+
+    path: Path
+    config: dict[str, Any] | None
+    tensors: dict[str, TensorSource]
+    files: list[str]
+    cut: set[str] = field(default_factory=set)  # tensors whose bytes the file does not fully hold
+    sidecar: dict[str, Any] | None = None
+    complete: bool = True  # every weight file's tensor table was read (else "missing" would be a guess)
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(self.path, self.config or {}, dict(self.tensors), list(self.files), self.sidecar)
+
+
+_HINT_REDOWNLOAD = "the file is damaged: download or copy the checkpoint again"
+
+
+def read_raw(root: Path) -> tuple[RawCheckpoint, list[Finding]]:
+    """config.json and every readable tensor header of `root`, with a finding per problem met."""
+    root = Path(root)
+    from ..converters.gguf import gguf_file
+
+    if gguf_file(root) is not None:  # a GGUF drafter (llama.cpp): its keys stand for config.json
+        from ..converters.gguf import load_gguf_checkpoint
+
+        ckpt = load_gguf_checkpoint(root)
+        return RawCheckpoint(ckpt.path, ckpt.config, ckpt.tensors, ckpt.weight_files, set(), ckpt.sidecar), []
+    if not root.is_dir():
+        raise FormatError(f"{root}: not a directory", "pass the directory that holds config.json and the weights",
+                          code="E-SRC-MISSING")
+    out: list[Finding] = []
+    config = None
+    config_path = root / CONFIG_NAME
+    if not config_path.is_file():
+        out.append(finding("E-SRC-MISSING", f"{root}: no config.json (or it is not a regular file)",
+                           "a drafter directory needs config.json beside its weights", where=CONFIG_NAME))
+    else:
+        try:
+            config = read_json_file(config_path, f"{root}/config.json")
+        except FormatError as exc:
+            out.append(from_error(exc, where=CONFIG_NAME))
+    before = len(out)
+    tensors, files, cut = _read_weights(root, out)
+    complete = not any(f.severity == "error" and f.code != "E-FILE-TRUNCATED" for f in out[before:])
+    if not tensors and complete:
+        out.append(finding("E-SRC-EMPTY", f"{root}: the weight files hold no tensors",
+                           "download the complete checkpoint"))
+    side = sidecar.read(root, config_path) if config is not None else None
+    return RawCheckpoint(root, config, tensors, files, cut, side, complete and bool(tensors)), out
+
+
+def _read_weights(root: Path, out: list[Finding]) -> tuple[dict[str, TensorSource], list[str], set[str]]:
+    tensors: dict[str, TensorSource] = {}
+    cut: set[str] = set()
+    if (root / INDEX_NAME).is_file():
+        try:
+            weight_map = read_index(root)
+        except FormatError as exc:
+            out.append(from_error(exc, where=INDEX_NAME))
+            return tensors, [], cut
+        shards = sorted(set(weight_map.values()))
+        read_ok = set()
+        for shard in shards:
+            try:
+                path = checked_member(root, shard, INDEX_NAME)
+            except FormatError as exc:
+                out.append(from_error(exc, where=INDEX_NAME))
+                continue
+            if not path.is_file():
+                out.append(finding("E-FILE-MISSING", f"{INDEX_NAME} names shard {shard!r}, which is missing",
+                                   "download the complete checkpoint (every shard)", where=shard))
+                continue
+            read_ok.add(shard)
+            for name, ref in _read_file(path, out, cut).items():
+                if weight_map.get(name) != shard or name in tensors:
+                    out.append(finding("E-FILE-INDEX", f"{shard}: tensor {name!r} is not listed for this shard "
+                                       f"in {INDEX_NAME}", "the index and shards disagree: re-download or rebuild "
+                                       "the index", where=name))
+                tensors.setdefault(name, ref)
+        missing = sorted(n for n, shard in weight_map.items() if shard in read_ok and n not in tensors)
+        if missing:
+            out.append(finding("E-FILE-INDEX", f"{INDEX_NAME} lists {len(missing)} tensor(s) their shard does not "
+                               f"hold, e.g. {missing[0]!r}", "the index and shards disagree: re-download the "
+                               "checkpoint", where=INDEX_NAME))
+        return tensors, shards, cut
+    single = root / SINGLE_NAME
+    paths = [single] if single.exists() or single.is_symlink() else sorted(root.glob("*.safetensors"))
+    if paths:
+        for path in paths:
+            try:
+                checked_member(root, path.name, "checkpoint directory")
+            except FormatError as exc:
+                out.append(from_error(exc, where=path.name))
+                continue
+            for name, ref in _read_file(path, out, cut).items():
+                if name in tensors:
+                    out.append(finding("E-FILE-INDEX", f"tensor {name!r} appears in two files without an index",
+                                       f"add a {INDEX_NAME} or remove the stray file", where=name))
+                    continue
+                tensors[name] = ref
+        return tensors, [p.name for p in paths], cut
+    bins = sorted(p.name for p in root.glob("pytorch_model*.bin"))
+    if bins:
+        from ..bin_reader import read_bin_tensors  # torch, only for pickled checkpoints
+
+        try:
+            bin_tensors, files = read_bin_tensors(root, bins)
+        except Eagle3Error as exc:
+            out.append(from_error(exc, where=bins[0]))
+            return tensors, bins, cut
+        return dict(bin_tensors), files, cut
+    out.append(finding("E-SRC-MISSING", f"{root}: no weights (model.safetensors, shards, or "
+                       "pytorch_model.bin)", "download the complete checkpoint", where=SINGLE_NAME))
+    return tensors, [], cut
+
+
+def _read_file(path: Path, out: list[Finding], cut: set[str]) -> dict[str, TensorSource]:
+    try:
+        return dict(read_header(path).tensors)
+    except FormatError as exc:
+        partial = _truncated_tensors(path) if exc.code == "E-FILE-TRUNCATED" else None
+        if partial is None:
+            out.append(from_error(exc, where=path.name))
+            return {}
+        refs, short, promised, held = partial
+        first = min(short, key=lambda n: refs[n].start)
+        out.append(finding(
+            "E-FILE-TRUNCATED", f"{path} is truncated: its header promises {promised} data bytes, only {held} "
+            f"are present; {len(short)} tensor(s) from {first!r} on are incomplete", _HINT_REDOWNLOAD,
+            where=path.name))
+        cut.update(short)
+        return dict(refs)
+
+
+def _truncated_tensors(path: Path) -> tuple[dict[str, TensorRef], list[str], int, int] | None:
+    """For a file cut inside its data: every tensor (by header) and which are short; None if anything else is off."""
+    try:
+        header = read_header(path, allow_truncated=True)
+    except FormatError:
+        return None
+    if not header.cut:
+        return None
+    refs = header.tensors
+    return (refs, list(header.cut), max(ref.end for ref in refs.values()) - header.data_start,
+            header.file_size - header.data_start)

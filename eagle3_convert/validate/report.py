@@ -1,0 +1,183 @@
+"""The report of one validation, and `validate_checkpoint`, which runs every check in order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..converters.base import CONFIG_NAME, ConvertOptions, Layout
+from ..converters.registry import detect, get_layout
+from ..errors import Eagle3Error, FormatError
+from .capture import check_capture, check_capture_record, read_capture_ids
+from .config import check_schema, read_config
+from .context import LOCATIONS, Context
+from .deep import deep_scan
+from .engine import check_engine, check_engine_verdicts
+from .findings import READER_CODES_EXPLAINED, SEVERITIES, Finding, Severity, finding, from_error
+from .profiles import LAYOUT_ENGINES, engine_profiles
+from .raw import RawCheckpoint, read_raw
+from .target import TargetFacts, check_target, sidecar_target
+from .tensors import check_tensors
+from .vocab import check_vocab
+
+
+@dataclass
+
+
+class Report:
+    source: str
+    layout: str | None
+    detected_by: str | None
+    engines: list[str]
+    findings: list[Finding]
+    manifest: dict[str, dict[str, Any]] | None = None  # --deep: per-tensor sha256, by stored name
+    candidates: list[str] = field(default_factory=list)  # every layout it was checked as
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
+
+    def codes(self, *severities: Severity) -> set[str]:
+        return {f.code for f in self.findings if not severities or f.severity in severities}
+
+    def failed(self, strict: bool = False) -> bool:
+        return bool(self.count("error") or (strict and self.count("warning")))
+
+    def to_dict(self, strict: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "source": self.source, "layout": self.layout, "checked_as": self.candidates,
+            "detected_by": self.detected_by, "engines": self.engines,
+            "ok": not self.failed(strict), "counts": {s: self.count(s) for s in SEVERITIES},
+            "findings": [f.to_dict() for f in self.findings],
+        }
+        if self.manifest is not None:
+            data["manifest"] = self.manifest
+        return data
+
+
+def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | None = None,
+                        target: TargetFacts | None = None, deep: bool = False, from_layout: str = "auto",
+                        expected_boundaries: Sequence[int] | None = None, record_label: str = "the training record",
+                        source_label: str | None = None,
+                        progress: Callable[[int], Callable[[int], None]] | None = None) -> Report:
+    """Every finding about the drafter checkpoint in directory `path`.
+
+    `engines`: which engines to replay (default: those that serve the detected layout).
+    `expected_boundaries`: the capture boundaries a training record (the registry) holds for
+    this drafter; a config that disagrees is an error.
+    """
+    root = Path(path)
+    label = source_label or str(root)
+    raw, findings = read_raw(root)
+    if "_gguf" in (raw.config or {}):
+        from ..converters.gguf import validate_gguf
+
+        return validate_gguf(raw, engines, label, deep, progress, target)
+    report = Report(label, None, None, list(engines or ()), findings)
+    candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
+    if from_layout != "auto" and raw.config is not None:
+        findings.extend(_explicit_from(raw, from_layout, target))
+    if len(candidates) == 1:
+        report.layout = candidates[0].name
+    for layout in candidates:
+        chosen = list(engines or LAYOUT_ENGINES.get(layout.name, ("vllm",)))
+        report.engines += [e for e in chosen if e not in report.engines]
+        ctx = Context(raw, layout, chosen, target, label, findings, name_layout=len(candidates) > 1)
+        run_checks(ctx)
+        if expected_boundaries is not None:
+            ctx.extend(check_capture_record(ctx.intended, list(expected_boundaries), record_label,
+                                            LOCATIONS[ctx.home]))
+        if not any(f.severity == "error" for f in findings):
+            reader_cross_check(ctx)
+    if deep:
+        total = sum(t.nbytes for n, t in raw.tensors.items() if n not in raw.cut)
+        report.manifest, deep_findings = deep_scan(raw.tensors, raw.cut,
+                                                   on_bytes=progress(total) if progress else None)
+        findings.extend(deep_findings)
+    from ..hints import checked
+
+    report.findings = [replace(f, hint=checked(f.hint, label, root)) for f in _dedupe(findings)]
+    return report
+
+
+def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layout]:
+    """The layout to check the checkpoint in; every confident candidate when detection cannot choose."""
+    from ..converters.registry import layouts
+
+    if from_layout != "auto":
+        report.detected_by = "given with --from"
+        return [get_layout(from_layout)]
+    ckpt = raw.checkpoint()
+    try:
+        detection = detect(ckpt)
+    except FormatError as exc:
+        if exc.code != "E-LAYOUT-AMBIGUOUS":
+            report.findings.append(from_error(exc, where=CONFIG_NAME))
+            return []
+        found = [d for d in (layout.detect(ckpt) for layout in layouts().values()) if d is not None and d.confident]
+        report.candidates = [d.layout for d in found]
+        report.detected_by = "; ".join(f"{d.layout}: {d.reason}" for d in found)
+        report.findings.append(finding(
+            "W-LAYOUT-AMBIGUOUS", f"the config reads as more than one layout ({report.detected_by}); engines "
+            "disagree on what it means, so it is checked as each", "when converting, say which layout wrote it with "
+            f"--from ({' or '.join(d.layout for d in found)}); fix the findings below so the file says one thing",
+            where=CONFIG_NAME))
+        return [get_layout(d.layout) for d in found]
+    report.detected_by = detection.reason
+    report.candidates = [detection.layout]
+    return [get_layout(detection.layout)]
+
+
+def _explicit_from(raw: RawCheckpoint, given: str, target: TargetFacts | None) -> list[Finding]:
+    """convert's judgement of an explicit --from (convert.judge_explicit_from), as a finding."""
+    from ..convert import judge_explicit_from
+
+    ckpt = raw.checkpoint()
+    options = ConvertOptions(target=target.identity if target else sidecar_target(raw.sidecar))
+    drafter, error = None, None
+    try:
+        drafter = get_layout(given).read(ckpt, options)
+    except (Eagle3Error, ValueError) as exc:  # ValueError: pydantic's, a field the canonical model refuses
+        error = exc
+    problem = judge_explicit_from(ckpt, given, options, drafter=drafter, error=error)
+    return [from_error(problem, where=CONFIG_NAME)] if problem is not None else []
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple] = set()
+    out = []
+    for f in findings:
+        key = (f.code, f.where, f.engine, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    return sorted(out, key=lambda f: order[f.severity])
+
+
+def run_checks(ctx: Context) -> None:
+    ctx.cfg = read_config(ctx)
+    read_capture_ids(ctx)
+    if ctx.cfg is not None:
+        if ctx.raw.complete:  # with a weight file unreadable, absent tensors prove nothing
+            check_tensors(ctx)
+            check_vocab(ctx)
+        check_capture(ctx)
+        for name in ctx.engines:
+            if name in engine_profiles():  # llama.cpp is judged by its engine module alone
+                check_engine(ctx, engine_profiles()[name])
+        check_engine_verdicts(ctx)
+        check_target(ctx)
+    check_schema(ctx)
+
+
+def reader_cross_check(ctx: Context) -> None:
+    """The layout reader as a last word: a refusal no check explained is reported under its own code."""
+    try:
+        ctx.layout.read(ctx.raw.checkpoint(), ConvertOptions(target=ctx.target))
+    except Eagle3Error as exc:
+        explained = ctx.codes() & (READER_CODES_EXPLAINED.get(exc.code, set()) | {exc.code})
+        if not explained:
+            ctx.out.append(from_error(exc))

@@ -1,0 +1,84 @@
+"""`--target`: the verifier's facts, and the checks of the drafter against them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..converters.layer_ids import target_family
+from ..drafter import TargetIdentity
+from .findings import show
+
+if TYPE_CHECKING:
+    from .context import Context
+
+
+@dataclass(frozen=True)
+
+
+class TargetFacts:
+    """The target (verifier) a drafter is validated against: depth, width, vocab, family, context."""
+
+    identity: TargetIdentity
+    context_length: int | None = None
+
+
+def load_target_facts(spec: str, revision: str | None = None, *, endpoint: str | None = None,
+                      token: str | None = None) -> TargetFacts:
+    """`--target`: a config.json, its directory, or a Hub repo id (its config only)."""
+    from ..targets import context_length, read_target_config, refuse_drafter_as_target, target_from_config
+
+    config, commit = read_target_config(spec, revision, endpoint=endpoint, token=token)
+    refuse_drafter_as_target(spec, config)
+    return TargetFacts(target_from_config(config, spec, commit or revision), context_length(config))
+
+
+def sidecar_target(side: dict[str, Any] | None) -> TargetIdentity | None:
+    """What this tool recorded beside config.json about the target (trusted only with that exact config)."""
+    target = (side or {}).get("target")
+    if not isinstance(target, dict):
+        return None
+    try:
+        return TargetIdentity.model_validate(target)
+    except ValueError:
+        return None
+
+
+def check_target(ctx: Context) -> None:
+    cfg, target = ctx.cfg, ctx.target
+    if target is None:
+        return
+    name = target.name_or_path or "the target"
+    ht = cfg.resolved_target_hidden_size
+    if target.hidden_size is not None and target.hidden_size != ht:
+        ctx.add("E-TARGET-HIDDEN", f"{name} has hidden_size {target.hidden_size}, but the drafter fuses states "
+                f"of width Ht={ht} (fc.weight [H, k*Ht])", "check that the target is the model the drafter was "
+                "trained for; a drafter narrower than its target needs target_hidden_size", where="fc.weight")
+    if target.vocab_size is not None and target.vocab_size != cfg.vocab_size:
+        ctx.add("E-TARGET-VOCAB", f"{name} has vocab_size {target.vocab_size}, the drafter's target vocab is "
+                f"V={cfg.vocab_size}", "check that the target is the model the drafter was trained for",
+                where="$.vocab_size")
+    if cfg.family == "deepseek_mla" and target.model_type and target_family(target.model_type) != "deepseek":
+        ctx.add("W-TARGET-FAMILY", f"an MLA drafter (for DeepSeek-V3 / Kimi-K2.5 targets) checked against "
+                f"{name}, a {target.model_type} model", "check --target")
+    recorded = _verifier_architectures(ctx)
+    if recorded and target.architectures and not set(recorded) & set(target.architectures):
+        ctx.add("W-TARGET-FAMILY", f"config.json names a verifier of architecture {show(recorded)}, {name} is "
+                f"{target.architectures}", "check --target is the model the drafter was trained for",
+                where="$.speculators_config.verifier.architectures")
+    context = ctx.target_facts.context_length if ctx.target_facts else None
+    mine = cfg.max_position_embeddings
+    if context and (mine is None or mine < context):
+        ctx.add("W-CONFIG-CONTEXT", f"max_position_embeddings is {mine if mine is not None else 'absent'}, below "
+                f"the target's context of {context} tokens: SGLang refuses to start (unless "
+                "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1) and drafts degrade past it",
+                f"set max_position_embeddings to {context} (rope scaling as trained)",
+                where="$.transformer_layer_config.max_position_embeddings" if ctx.speculators_format
+                else "$.max_position_embeddings")
+
+
+def _verifier_architectures(ctx: Context) -> list[str]:
+    spec_cfg = ctx.config.get("speculators_config")
+    verifier = spec_cfg.get("verifier") if isinstance(spec_cfg, dict) else None
+    archs = verifier.get("architectures") if isinstance(verifier, dict) else None
+    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []

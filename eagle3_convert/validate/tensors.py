@@ -1,0 +1,91 @@
+"""Tensors: every stored name, shape and dtype against what the config implies."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..drafter import DrafterConfig, expected_shapes, layer_index, optional_shapes
+from ..safetensors_io import FLOAT_DTYPES, tensor_sha256
+from .context import Context
+
+
+def check_tensors(ctx: Context) -> None:
+    cfg = ctx.cfg
+    if not ctx.layers_plausible():
+        ctx.add("E-KEY-MISSING", f"config.json says {cfg.num_layers} decoder layers but the checkpoint holds "
+                f"{len(ctx.raw.tensors)} tensors", "the checkpoint is incomplete or num_hidden_layers is wrong",
+                where="$.num_hidden_layers")
+        return
+    expected, optional = expected_shapes(cfg), optional_shapes(cfg)
+    seen: dict[str, str] = {}
+    fc_bad = any(f.code == "E-SHAPE-FC" for f in ctx.out)
+    for stored, intent in sorted(ctx.intents.items()):
+        src = ctx.raw.tensors[stored]
+        label = stored if intent in (None, stored) else f"{stored} ({intent})"
+        if intent is None:
+            ctx.add("E-KEY-UNKNOWN", f"tensor {stored!r} is no part of an EAGLE-3 drafter in the "
+                    f"{ctx.layout.name} layout: every engine drops it silently",
+                    f"rename it to its drafter name or remove it (`{ctx.command_inspect()}` lists the names)",
+                    where=stored)
+            continue
+        twin = _later_norm_twin(stored, ctx.raw.tensors)
+        if twin is not None:  # one norm of a layer >= 1 under vLLM's and SGLang's names, as we write it
+            if stored.endswith("hidden_norm.weight") and tensor_sha256(src) != tensor_sha256(ctx.raw.tensors[twin]):
+                ctx.add("E-KEY-DUPLICATE", f"tensors {twin!r} and {stored!r} hold different weights: vLLM "
+                        "reads the first, SGLang the second, and they would serve different drafters",
+                        "keep the trained weight under both names, or one of them", where=stored)
+            if intent in seen or intent not in expected:
+                continue
+        if intent in seen:
+            ctx.add("E-KEY-DUPLICATE", f"tensors {seen[intent]!r} and {stored!r} both hold {intent}",
+                    "the checkpoint stores one weight twice under two prefixes: keep one", where=stored)
+            continue
+        seen[intent] = stored
+        want = expected.get(intent) or optional.get(intent)
+        if want is None:
+            ctx.add("E-KEY-UNUSED", f"tensor {label} is not used by this drafter's config "
+                    f"({_unused_reason(cfg, intent)}): engines drop it silently",
+                    "set the config flag it belongs to, or remove the tensor", where=stored)
+            continue
+        if src.dtype not in FLOAT_DTYPES:
+            ctx.add("E-DTYPE", f"tensor {label} has dtype {src.dtype}; drafter weights are float tensors",
+                    "re-export the weights in bf16/fp16/fp32", where=stored)
+        if tuple(src.shape) != want and not (intent == "fc.weight" and fc_bad):
+            ctx.add("E-SHAPE", f"tensor {label} has shape {list(src.shape)}, the config implies {list(want)}",
+                    "config.json and the weights disagree: fix the config field the shape depends on, or "
+                    "re-export the weights", where=stored)
+    for name in sorted(set(expected) - set(seen)):
+        extra = ""
+        if name == "lm_head.weight" and cfg.draft_vocab_size < cfg.vocab_size:
+            extra = (f"; the target's [{cfg.vocab_size}, {cfg.hidden_size}] head cannot stand in for it "
+                     "(it does not fit the d2t path)")
+        ctx.add("E-KEY-MISSING", f"required tensor {name} {list(expected[name])} is missing{extra}",
+                "the checkpoint is incomplete: engines load it silently with random weights; re-export it "
+                "from the training run", where=name)
+
+
+def _later_norm_twin(stored: str, tensors: Mapping[str, Any]) -> str | None:
+    """For `layers.{i>=1}.hidden_norm.weight`, its `input_layernorm` twin when the file holds both: the
+    pre-attention norm of that layer written for SGLang and for vLLM (converters.base.with_both_later_norms)."""
+    m = re.match(r"^((?:model\.)?layers\.[1-9]\d*\.)(hidden_norm|input_layernorm)\.weight$", stored)
+    if not m:
+        return None
+    twin = f"{m.group(1)}{'input_layernorm' if m.group(2) == 'hidden_norm' else 'hidden_norm'}.weight"
+    return twin if twin in tensors else None
+
+
+def _unused_reason(cfg: DrafterConfig, canonical: str) -> str:
+    index = layer_index(canonical)
+    if index is not None and index >= cfg.num_layers:
+        return f"num_hidden_layers is {cfg.num_layers}"
+    if canonical == "input_norm.weight":
+        return "norm_before_fc is off"
+    if canonical.startswith("fc_norm."):
+        return "fc_norm is off" if not cfg.fc_norm else f"only {cfg.num_aux_hidden_states} fc_norm weights exist"
+    if canonical.endswith(".bias"):
+        return "attention_bias / mlp_bias is off"
+    if canonical.endswith(("q_norm.weight", "k_norm.weight")):
+        return f"a {cfg.family} drafter has no q_norm/k_norm"
+    return f"a {cfg.family} drafter has no such tensor"
