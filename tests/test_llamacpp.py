@@ -252,3 +252,39 @@ def test_llama_cpp_refuses_what_it_cannot_hold(llama_python: Path, tmp_path: Pat
     got = probe(llama_python, good=draft, bad=bad)
     assert got["good"]["loaded"] and got["good"]["target_layer_ids"] == [2, 4, 5]
     assert not got["bad"]["loaded"]
+
+
+# The EAGLE-3 loop lives in libllama-common's C++ (common_speculative), which llama-cpp-python does not bind: it
+# runs through llama.cpp's llama-speculative-simple, built from the same vendored tree (cmake, target
+# llama-speculative-simple, -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF: 825 s on 2 busy cores), found through
+# $EAGLE3_LLAMA_SPECULATIVE_SIMPLE or in the tier's cache directory (bin/).
+_cached_binary = cache_location() / "bin" / "llama-speculative-simple"
+SPECULATIVE_SIMPLE = os.environ.get("EAGLE3_LLAMA_SPECULATIVE_SIMPLE") or (
+    str(_cached_binary) if _cached_binary.is_file() else None)
+
+
+@pytest.mark.skipif(not SPECULATIVE_SIMPLE, reason="no llama-speculative-simple: set EAGLE3_LLAMA_SPECULATIVE_SIMPLE "
+                    "or put one in the tier's cache bin/ (cmake of the same vendored llama.cpp)")
+@pytest.mark.parametrize("layout, changes", [
+    ("sglang", {"capture_boundaries": (1, 3, 6)}),
+    ("speculators", {"capture_boundaries": (1, 3, 6), "norm_before_fc": True, "norm_before_residual": True}),
+    ("speculators", {"head_dim": 16, "dtype": "F16", "extra": {"rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64}, "rope_theta": 500000.0}}),
+], ids=["sglang nested ids", "norm_before_fc + norm_before_residual", "head_dim 16, F16, llama3 rope"])
+def test_speculative_steps_run_with_our_draft(tmp_path: Path, layout: str, changes: dict):
+    """llama.cpp's own EAGLE-3 loop (common_speculative, --spec-type draft-eagle3) drafts with our GGUF for 16
+    steps beside a tiny target (random weights: nothing is accepted; the graph runs and reads the trained ids)."""
+    spec = DrafterSpec(vocab_size=512, draft_vocab_size=128).with_(**changes)
+    src = build_drafter(tmp_path / "src", layout, spec)
+    target = write_target_gguf(tmp_path / "target.gguf", layers=8, hidden=spec.ht, vocab=512)
+    draft = to_gguf(src, tmp_path / "draft", target)
+    proc = subprocess.run([SPECULATIVE_SIMPLE, "-m", str(target), "-md", str(draft), "--spec-type", "draft-eagle3",
+                           "--spec-draft-n-max", "3", "-p", "hello world", "-n", "16", "--temp", "0", "--top-k", "1",
+                           "--seed", "42", "-c", "256", "-lv", "4"], capture_output=True, timeout=600)
+    log = proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0, log[-3000:]
+    ids = list(spec.capture_boundaries or (2, 4, 5))
+    assert f"EAGLE3 extract_layers = [{', '.join(map(str, ids))}]" in log
+    drafted = [int(line.split("=")[-1]) for line in log.splitlines() if "n_drafted =" in line]
+    assert drafted and drafted[-1] > 0, log[-3000:]
