@@ -511,3 +511,11 @@ def test_keys_edited_after_writing_win_over_the_record(tmp_path: Path, target_gg
     drafter = read_source(str(edited.parent)).drafter
     assert drafter.config.capture_boundaries == [1, 3, 6]
     assert any("eagle3_convert.record describes another drafter" in note for note in drafter.notes)
+
+
+def test_a_target_gguf_of_another_depth_than_the_target_config_is_refused(tmp_path: Path, target_gguf):
+    spec = DrafterSpec(target_layers=32, capture_boundaries=(2, 4, 5))
+    src = build_drafter(tmp_path / "a", "vllm", spec)
+    target_dir = write_target(tmp_path / "t", spec)
+    rc, err = run_to_gguf(src, tmp_path / "g", "--target", target_dir, "--target-gguf", target_gguf(layers=8))
+    assert rc == 1 and "[E-GGUF-TARGET]" in err and "32-layer" in err

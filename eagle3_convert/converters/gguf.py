@@ -680,7 +680,7 @@ class GGUFLayout(Layout):
         refuse_unless(cfg.vocab_size == target.vocab_size, f"the drafter's target vocabulary is {cfg.vocab_size} "
                       f"tokens, the target GGUF's tokenizer has {target.vocab_size}", "pass the GGUF of the target "
                       "the drafter was trained for", "E-GGUF-VOCAB")
-        known = cfg.target.num_hidden_layers if cfg.target else None
+        known = next((t.num_hidden_layers for t in (options.target, cfg.target) if t and t.num_hidden_layers), None)
         refuse_unless(known in (None, L), f"the drafter was trained on a {known}-layer target; the target GGUF has "
                       f"{L} blocks", "pass the GGUF of the target the drafter was trained for", "E-GGUF-TARGET")
         from .layer_ids import default_boundaries
