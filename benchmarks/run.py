@@ -905,8 +905,8 @@ def write_results(out: Path, table: str, summary: list[str], failures: list[str]
         "```", "python " + shlex.join(["benchmarks/run.py", *argv]), "```", "",
         "## Machine", "",
         *[f"- {k}: {v}" for k, v in info.items()], "",
-        "## Drafters (random bf16 weights, generated in the speculators layout; the others converted from it)", "",
-        *size_lines, "",
+        *(["## Drafters (random bf16 weights, generated in the speculators layout; the others converted from it)", "",
+           *size_lines, ""] if size_lines else []),
         *(["## Original EAGLE `pytorch_model.bin` (rows `<size> .bin`)", "",
            *[f"- `{s.name} .bin`: the same drafter in the original-EAGLE layout (midlayer.*, its config.json as our "
              f"`--to eagle` writes it) as a torch zip `pytorch_model.bin` of {n / 1e9:.2f} GB, one storage per tensor, "
@@ -1025,6 +1025,8 @@ def main(argv: list[str] | None = None) -> int:
                     notes.append(f"{s.name} .bin: not measured: {why}")
                     continue
                 bin_sizes[name] = (s, bin_bytes)
+                if old_tree:  # compile the old tree's bytecode, untimed, as warm_bytecode does ours
+                    subprocess.run([*before_cli(old_tree), "inspect", str(bin_dir)], capture_output=True)
                 ops = plan_bin_ops(s, bin_dir, layouts, out_dir, cli, commands, peer, peer_reason,
                                    (args.before, old_tree) if old_tree else None)
                 measure(ops, args.runs, cold, [bin_dir])
