@@ -1,95 +1,24 @@
-"""What every layout shares: the source checkpoint as read from disk, the Layout
-interface and the decoder-config mapping. The atomic writer is in eagle3_convert/atomic.py."""
+"""What every layout's reader and writer share: the decoder-config mapping, the shared reading
+steps (k from fc, the tensor table, the vocab map, the sidecar), the shared refusals and the
+capture-id writing. The checkpoint as read from disk is in converters/checkpoint.py, the
+`Layout` interface and rename tables in converters/layout.py, the atomic writer in atomic.py;
+their names stay importable from here, as the layout modules import them."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
 from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS, Drafter, DrafterConfig,
                        TargetIdentity)
 from ..errors import FormatError, RefusalError, UsageError
-from ..safetensors_io import INDEX_NAME, reject_duplicate_keys, TensorSource, read_tensor_table
-from .. import sidecar
+from ..safetensors_io import TensorSource
+from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
 from .layer_ids import ids_for_engine
-from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
-
-MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a drafter config is a few KB; anything this big is hostile
-
-
-def read_json_file(path: Path, what: str) -> dict[str, Any]:
-    """A small JSON object file, refusing huge, non-UTF-8, duplicate-key or non-object content."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise FormatError(f"{what} is {size} bytes; a config this large is not a drafter config",
-                              "point at the drafter's own directory", code="E-CONFIG-SIZE")
-        data = json.loads(path.read_bytes().decode("utf-8"), object_pairs_hook=reject_duplicate_keys)
-    except FormatError:
-        raise
-    except OSError as exc:
-        raise FormatError(f"{what}: cannot read ({exc.strerror or exc})", "check the path and permissions",
-                          code="E-CONFIG-READ") from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise FormatError(f"{what} is not valid JSON ({str(exc)[:120]})", "fix or re-download the file",
-                          code="E-CONFIG-JSON") from None
-    if not isinstance(data, dict):
-        raise FormatError(f"{what} is not a JSON object", "fix or re-download the file", code="E-CONFIG-JSON")
-    return data
-
-
-@dataclass
-class Checkpoint:
-    """A checkpoint directory as found on disk: raw config, tensors by stored name, sidecar."""
-
-    path: Path
-    config: dict[str, Any]
-    tensors: dict[str, TensorSource]
-    weight_files: list[str]
-    sidecar: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
-    root = Path(path)
-    from .gguf import gguf_file
-
-    if gguf_file(root) is not None:  # a .gguf, or a directory holding one and no config.json
-        from .gguf import load_gguf_checkpoint
-
-        return load_gguf_checkpoint(root)
-    if not root.is_dir():
-        raise FormatError(f"{root}: not a directory", "pass the directory that holds config.json and the weights",
-                          code="E-SRC-MISSING")
-    config_path = root / CONFIG_NAME
-    if not config_path.is_file():
-        raise FormatError(f"{root}: no config.json", "a drafter directory needs config.json beside its weights",
-                          code="E-SRC-MISSING")
-    config = read_json_file(config_path, f"{root}/config.json")
-    notes: list[str] = []
-    has_st = (root / INDEX_NAME).is_file() or any(root.glob("*.safetensors"))
-    bins = sorted(p.name for p in root.glob("*.bin") if p.name.startswith("pytorch_model"))
-    if has_st:
-        tensors, files = read_tensor_table(root)
-        if bins:
-            notes.append(f"ignored {', '.join(bins)}: safetensors weights are present and are never second-guessed "
-                         "by a pickle")
-    elif bins:
-        from ..bin_reader import read_bin_tensors  # torch is heavy: only for pickled checkpoints
-
-        tensors, files = read_bin_tensors(root, bins)
-    else:
-        raise FormatError(f"{root}: no weights (model.safetensors, shards, or pytorch_model.bin)",
-                          "download the complete checkpoint", code="E-SRC-MISSING")
-    if not tensors:
-        raise FormatError(f"{root}: the weight files hold no tensors", "download the complete checkpoint",
-                          code="E-SRC-EMPTY")
-    return Checkpoint(root, config, dict(tensors), files, sidecar.read(root, config_path), notes)
+from .layout import (  # noqa: F401 (re-exported)
+    ARCHITECTURE_FAMILY, EAGLE3_ARCHITECTURES, KNOWN_CANONICAL, LATER_NORMS, MODELOPT_EAGLE_FIELDS, VOCAB_TENSORS,
+    ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, WritePlan, canonical_tensors,
+    drop_unused_layer_norms, flat_markers, refuse_unless, to_canonical, to_stored, with_both_later_norms)
 
 
 # ------------------------------------------------------- decoder config mapping
@@ -281,152 +210,6 @@ def keep_model_type_spelling(dec: Mapping[str, Any], fields: dict[str, Any], ext
         fields.setdefault("target", TargetIdentity(model_type=model_type))
 
 
-# --------------------------------------------------------------- tensor names
-
-@dataclass(frozen=True)
-class Rename:
-    """`canonical` prefix <-> `stored` prefix; rules are tried in order, both directions."""
-
-    canonical: str
-    stored: str
-    single_layer_only: bool = False
-    read_only: bool = False  # an alias the engine accepts, never written
-
-
-@dataclass(frozen=True)
-class LayerRename:
-    """Inside `layers.{i}.` for i >= from_layer: `canonical` <-> `stored` name of the same module.
-
-    SGLang calls the pre-attention norm of layers >= 1 `hidden_norm`; the canonical (HF,
-    speculators, vLLM) name is `input_layernorm`.
-    """
-
-    canonical: str
-    stored: str
-    from_layer: int = 1
-
-
-_LAYER_NAME = re.compile(r"^layers\.(\d+)\.(.+)$")
-
-
-def _swap_in_layer(name: str, renames: tuple[Rename | LayerRename, ...], to_stored: bool) -> str:
-    m = _LAYER_NAME.match(name)
-    if not m:
-        return name
-    index, rest = int(m.group(1)), m.group(2)
-    for rule in renames:
-        if isinstance(rule, LayerRename) and index >= rule.from_layer:
-            old, new = (rule.canonical, rule.stored) if to_stored else (rule.stored, rule.canonical)
-            if rest.startswith(old):
-                return f"layers.{index}.{new}{rest[len(old):]}"
-    return name
-
-
-def to_canonical(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: int) -> str:
-    for rule in renames:
-        if isinstance(rule, LayerRename) or (rule.single_layer_only and num_layers != 1):
-            continue
-        if name.startswith(rule.stored):
-            name = rule.canonical + name[len(rule.stored):]
-            break
-    return _swap_in_layer(name, renames, to_stored=False)
-
-
-def to_stored(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: int) -> str:
-    name = _swap_in_layer(name, renames, to_stored=True)
-    for rule in renames:
-        if isinstance(rule, LayerRename) or rule.read_only or (rule.single_layer_only and num_layers != 1):
-            continue
-        if name.startswith(rule.canonical):
-            return rule.stored + name[len(rule.canonical):]
-    return name
-
-
-KNOWN_CANONICAL = re.compile(
-    r"^(fc\.weight|norm\.weight|lm_head\.weight|embed_tokens\.weight|input_norm\.weight|fc_norm\.\d+\.weight"
-    r"|layers\.\d+\.(self_attn\.[a-z_]+|mlp\.(gate|up|down)_proj|input_layernorm|hidden_norm"
-    r"|post_attention_layernorm)\.(weight|bias))$")
-VOCAB_TENSORS = ("d2t", "t2d")
-
-
-def canonical_tensors(ckpt: Checkpoint, renames: tuple[Rename | LayerRename, ...], num_layers: int,
-                      layout: str) -> dict[str, TensorSource]:
-    """Stored names -> canonical names; refuses names the layout does not know (they would be lost)."""
-    out: dict[str, TensorSource] = {}
-    for stored, ref in ckpt.tensors.items():
-        if stored in VOCAB_TENSORS:
-            continue
-        canonical = to_canonical(stored, renames, num_layers)
-        if not KNOWN_CANONICAL.match(canonical):
-            raise RefusalError(
-                f"tensor {stored!r} is not part of an EAGLE-3 drafter in the {layout} layout",
-                "engines drop unknown tensors silently; rename it to the layout's key or remove it "
-                "(`eagle3-convert inspect SRC` lists the expected names)", code="E-KEY-UNKNOWN")
-        if canonical in out:
-            raise FormatError(f"tensors {stored!r} and another name both map to {canonical!r}",
-                              "the checkpoint stores one weight twice under two prefixes; keep one",
-                              code="E-KEY-DUPLICATE")
-        out[canonical] = ref
-    return out
-
-
-# ----------------------------------------------------------------- layouts
-
-
-@dataclass
-class ConvertOptions:
-    verifier: TargetIdentity | None = None  # who the drafter proposes for, written where a layout names it
-    target: TargetIdentity | None = None  # the target's config: depth and family for capture-id quirks
-    repair_d2t_absolute: bool = False
-    training_capture: tuple[list[int], str] | None = None  # boundaries the training used, and who says so
-    target_gguf: str | None = None  # --to gguf: the target's GGUF (tokenizer, depth, width)
-    outtype: str = "auto"  # --to gguf: dtype of the 2-D weights
-
-
-@dataclass
-class WritePlan:
-    """Everything a destination directory will hold, before any byte is written."""
-
-    layout: str
-    config: dict[str, Any]
-    tensors: dict[str, TensorSource]
-    notes: list[str] = field(default_factory=list)
-    derived_keys: list[str] = field(default_factory=list)  # added for an engine's sake; dropped when read back
-    # Writes the weights into the temp dir instead of config.json + safetensors (GGUF): (tmp, dest, progress) -> files
-    writer: Callable[[Path, Path, Callable[[int], None] | None], list[str]] | None = None
-
-
-@dataclass(frozen=True)
-class Detection:
-    layout: str
-    confident: bool
-    reason: str
-
-
-class Layout(ABC):
-    """One checkpoint layout: how to recognise it, read it into a Drafter, and plan writing one."""
-
-    name: str
-    summary: str  # one line: who writes it, who serves it
-    engine: str  # the engine whose capture-id convention this layout's config follows
-    # The engines (eagle3_convert.engines names) a file in this layout is written for: each must
-    # serve it as trained, or the write is refused.
-    home_engines: tuple[str, ...] = ()
-
-    @abstractmethod
-    def detect(self, ckpt: Checkpoint) -> Detection | None: ...
-
-    @abstractmethod
-    def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter: ...
-
-    @abstractmethod
-    def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan: ...
-
-
-def refuse_unless(cond: bool, message: str, hint: str, code: str) -> None:
-    if not cond:
-        raise RefusalError(message, hint, code=code)
-
 
 # ------------------------------------------------------------ shared reading
 
@@ -539,58 +322,6 @@ def restore_from_sidecar(ckpt: Checkpoint, cfg: dict[str, Any]) -> None:
         cfg["target"] = TargetIdentity.merged(cfg.get("target"), known)
 
 
-# ---------------------------------------------------- flat-config layout markers
-
-# The same flat `LlamaForCausalLMEagle3` config is written for SGLang, vLLM, original EAGLE and
-# ModelOpt; these are the facts that tell them apart (see each layout's `detect`).
-EAGLE3_ARCHITECTURES = frozenset({
-    "LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM", "Eagle3DeepseekV2ForCausalLM",
-    "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM", "Eagle3Qwen3vlForCausalLM",
-    "Eagle3MiniMaxM2ForCausalLM", "LlamaForCausalLMEagle3Deep"})
-# The drafter family of the class each engine builds for an architecture (vLLM's registry, SGLang's EntryClass).
-ARCHITECTURE_FAMILY = {
-    "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "Eagle3Qwen2_5vlForCausalLM": "llama",
-    "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama", "LlamaForCausalLMEagle3Deep": "llama",
-    "Eagle3Qwen3ForCausalLM": "qwen3",
-    "Eagle3DeepseekV2ForCausalLM": "deepseek_mla", "Eagle3DeepseekV3ForCausalLM": "deepseek_mla",
-}
-# Keys only NVIDIA ModelOpt writes into the nested eagle_config.
-MODELOPT_EAGLE_FIELDS = ("use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
-                         "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers")
-
-
-@dataclass(frozen=True)
-class FlatMarkers:
-    architectures: tuple[str, ...]
-    eagle3_architecture: bool  # an architecture some engine serves as EAGLE-3
-    midlayer: bool  # tensors named midlayer.* (SpecForge, original EAGLE, ModelOpt's Megatron export)
-    pickled: bool  # weights in pytorch_model*.bin (original EAGLE research code)
-    top_level_ids: bool  # vLLM reads ids there; SGLang ignores them
-    nested_ids: bool  # SGLang and ModelOpt keep their ids in eagle_config (ours add a top-level copy for vLLM)
-    has_eagle_config: bool
-    modelopt_fields: tuple[str, ...]
-    norm_before_residual_key: bool  # a vLLM key SGLang, EAGLE and ModelOpt never write
-    quantized: bool  # ModelOpt quantized export
-
-
-def flat_markers(ckpt: Checkpoint) -> FlatMarkers:
-    cfg = ckpt.config
-    archs = cfg.get("architectures")
-    archs = tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ()
-    eagle = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-    return FlatMarkers(
-        architectures=archs,
-        eagle3_architecture=any(a in EAGLE3_ARCHITECTURES for a in archs),
-        midlayer=any(name.startswith("midlayer.") for name in ckpt.tensors),
-        pickled=any(f.endswith(".bin") for f in ckpt.weight_files),
-        top_level_ids=bool(cfg.get("eagle_aux_hidden_state_layer_ids")),
-        nested_ids=bool(eagle.get("eagle_aux_hidden_state_layer_ids")),
-        has_eagle_config=isinstance(cfg.get("eagle_config"), dict),
-        modelopt_fields=tuple(k for k in MODELOPT_EAGLE_FIELDS if k in eagle),
-        norm_before_residual_key="norm_before_residual" in cfg,
-        quantized="quantization_config" in cfg or (ckpt.path / "hf_quant_config.json").is_file(),
-    )
-
 
 # ------------------------------------------------------------ shared refusals
 
@@ -693,21 +424,6 @@ def check_top_level_copy(raw: Mapping[str, Any], boundaries: list[int] | None, n
         "written for vLLM (boundaries in both places) reads right with --from vllm", code="E-CAPTURE-CONFLICT")
 
 
-LATER_NORMS = ("input_layernorm", "hidden_norm")  # vLLM's and SGLang's pre-attention norm of layers >= 1
-
-
-def with_both_later_norms(tensors: dict[str, TensorSource], num_layers: int) -> dict[str, TensorSource]:
-    """Layers >= 1 normalise their input with `input_layernorm` in vLLM and with `hidden_norm` in SGLang,
-    and each engine leaves the other name unset without a word. Writing the one weight under both names
-    makes a multi-layer file right in both engines (each builds both, and reads its own)."""
-    out = dict(tensors)
-    for i in range(1, num_layers):
-        names = [f"layers.{i}.{norm}.weight" for norm in LATER_NORMS]
-        present = [n for n in names if n in out]
-        if len(present) == 1:
-            out[next(n for n in names if n not in out)] = out[present[0]]
-    return out
-
 
 # Vocabulary sizes that name a DeepSeek/Kimi target, whose SGLang capture path reads ids its own way.
 DEEPSEEK_VOCABS = {129280: "deepseek_v3", 163840: "kimi_k2"}
@@ -736,20 +452,3 @@ def infer_target(ckpt: Checkpoint, raw: Mapping[str, Any], drafter_family: str,
         return (TargetIdentity(model_type=DEEPSEEK_VOCABS[vocab], vocab_size=vocab),
                 f"vocab_size {vocab}, the {DEEPSEEK_VOCABS[vocab]} vocabulary")
     return options.target, None
-
-
-def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: str, other_layout: str,
-                            notes: list[str]) -> Checkpoint:
-    """Layers >= 1 carry one pre-attention norm the engine reads (`used`) and one its class builds
-    but never reads (`unused`): drop the unread one with a note; refuse when only it is there."""
-    pattern = re.compile(rf"^(model\.)?layers\.([1-9]\d*)\.{re.escape(unused)}\.")
-    found = sorted(n for n in ckpt.tensors if pattern.match(n))
-    if not found:
-        return ckpt
-    orphans = [n for n in found if n.replace(f".{unused}.", f".{used}.") not in ckpt.tensors]
-    if orphans:
-        raise FormatError(f"{orphans[0]} has no {used} beside it: {engine} normalises layers >= 1 with {used} and "
-                          "would leave it random", f"the names look like {other_layout}'s: convert with "
-                          f"--from {other_layout}", code="E-KEY-MISSING")
-    notes.append(f"dropped {', '.join(found)}: {engine}'s layers >= 1 normalise with {used} and never read {unused}")
-    return replace(ckpt, tensors={n: t for n, t in ckpt.tensors.items() if n not in found})

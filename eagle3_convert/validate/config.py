@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import schemas
-from ..converters.base import KNOWN_CANONICAL, VOCAB_TENSORS, decoder_fields, to_canonical
+from ..converters.base import decoder_fields
 from ..converters.config_keys import key_issues
+from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, to_canonical
 from ..drafter import FAMILY_BY_MODEL_TYPE, MLA_KEYS, DrafterConfig
 from ..errors import FormatError
 from .context import IDS_KEY, Context

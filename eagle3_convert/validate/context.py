@@ -12,7 +12,8 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from ..converters.base import DEEPSEEK_VOCABS, Layout
+from ..converters.base import DEEPSEEK_VOCABS
+from ..converters.layout import Layout
 from ..converters.layer_ids import BOUNDARY_ENGINES, engine_boundaries, target_family
 from ..drafter import DrafterConfig
 from ..safetensors_io import TensorSource

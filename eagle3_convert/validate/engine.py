@@ -3,7 +3,7 @@ modules' verdicts on it."""
 
 from __future__ import annotations
 
-from ..converters.base import to_canonical, to_stored
+from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
 from .capture import engine_capture, fc_bypass
 from .context import ABSENT, Context

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..converters.base import Rename
+from ..converters.layout import Rename
 from ..drafter import DrafterConfig, layer_index
 
 FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import sidecar
-from ..converters.base import CONFIG_NAME, Checkpoint, read_json_file
+from ..atomic import CONFIG_NAME
+from ..converters.checkpoint import Checkpoint, read_json_file
 from ..errors import Eagle3Error, FormatError
 from ..safetensors_io import (INDEX_NAME, SINGLE_NAME, TensorRef, TensorSource, checked_member, read_header,
                               read_index)

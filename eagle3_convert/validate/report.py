@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..converters.base import CONFIG_NAME, ConvertOptions, Layout
+from ..atomic import CONFIG_NAME
+from ..converters.layout import ConvertOptions, Layout
 from ..converters.registry import detect, get_layout
 from ..errors import Eagle3Error, FormatError
 from .capture import check_capture, check_capture_record, read_capture_ids

@@ -68,7 +68,7 @@ def check_tensors(ctx: Context) -> None:
 
 def _later_norm_twin(stored: str, tensors: Mapping[str, Any]) -> str | None:
     """For `layers.{i>=1}.hidden_norm.weight`, its `input_layernorm` twin when the file holds both: the
-    pre-attention norm of that layer written for SGLang and for vLLM (converters.base.with_both_later_norms)."""
+    pre-attention norm of that layer written for SGLang and for vLLM (converters.layout.with_both_later_norms)."""
     m = re.match(r"^((?:model\.)?layers\.[1-9]\d*\.)(hidden_norm|input_layernorm)\.weight$", stored)
     if not m:
         return None

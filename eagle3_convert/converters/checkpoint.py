@@ -1,0 +1,87 @@
+"""The source checkpoint as found on disk: config.json (a small, strict JSON object), the tensors by
+stored name, the sidecar. A GGUF file or directory is read by converters/gguf.py instead."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import sidecar
+from ..atomic import CONFIG_NAME
+from ..errors import FormatError
+from ..safetensors_io import INDEX_NAME, TensorSource, read_tensor_table, reject_duplicate_keys
+
+MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a drafter config is a few KB; anything this big is hostile
+
+
+def read_json_file(path: Path, what: str) -> dict[str, Any]:
+    """A small JSON object file, refusing huge, non-UTF-8, duplicate-key or non-object content."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise FormatError(f"{what} is {size} bytes; a config this large is not a drafter config",
+                              "point at the drafter's own directory", code="E-CONFIG-SIZE")
+        data = json.loads(path.read_bytes().decode("utf-8"), object_pairs_hook=reject_duplicate_keys)
+    except FormatError:
+        raise
+    except OSError as exc:
+        raise FormatError(f"{what}: cannot read ({exc.strerror or exc})", "check the path and permissions",
+                          code="E-CONFIG-READ") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FormatError(f"{what} is not valid JSON ({str(exc)[:120]})", "fix or re-download the file",
+                          code="E-CONFIG-JSON") from None
+    if not isinstance(data, dict):
+        raise FormatError(f"{what} is not a JSON object", "fix or re-download the file", code="E-CONFIG-JSON")
+    return data
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint directory as found on disk: raw config, tensors by stored name, sidecar."""
+
+    path: Path
+    config: dict[str, Any]
+    tensors: dict[str, TensorSource]
+    weight_files: list[str]
+    sidecar: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    root = Path(path)
+    from .gguf import gguf_file
+
+    if gguf_file(root) is not None:  # a .gguf, or a directory holding one and no config.json
+        from .gguf import load_gguf_checkpoint
+
+        return load_gguf_checkpoint(root)
+    if not root.is_dir():
+        raise FormatError(f"{root}: not a directory", "pass the directory that holds config.json and the weights",
+                          code="E-SRC-MISSING")
+    config_path = root / CONFIG_NAME
+    if not config_path.is_file():
+        raise FormatError(f"{root}: no config.json", "a drafter directory needs config.json beside its weights",
+                          code="E-SRC-MISSING")
+    config = read_json_file(config_path, f"{root}/config.json")
+    notes: list[str] = []
+    has_st = (root / INDEX_NAME).is_file() or any(root.glob("*.safetensors"))
+    bins = sorted(p.name for p in root.glob("*.bin") if p.name.startswith("pytorch_model"))
+    if has_st:
+        tensors, files = read_tensor_table(root)
+        if bins:
+            notes.append(f"ignored {', '.join(bins)}: safetensors weights are present and are never second-guessed "
+                         "by a pickle")
+    elif bins:
+        from ..bin_reader import read_bin_tensors  # torch is heavy: only for pickled checkpoints
+
+        tensors, files = read_bin_tensors(root, bins)
+    else:
+        raise FormatError(f"{root}: no weights (model.safetensors, shards, or pytorch_model.bin)",
+                          "download the complete checkpoint", code="E-SRC-MISSING")
+    if not tensors:
+        raise FormatError(f"{root}: the weight files hold no tensors", "download the complete checkpoint",
+                          code="E-SRC-EMPTY")
+    return Checkpoint(root, config, dict(tensors), files, sidecar.read(root, config_path), notes)
