@@ -106,7 +106,7 @@ _Z64_LOCATOR = struct.Struct("<4sLQL")     # zip64 end-record locator, 20 bytes
 _Z64_EOCD = struct.Struct("<4sQ2H2L4Q")    # zip64 end of central directory, 56 bytes
 _CENTRAL = struct.Struct("<4s6H3L5H2L")    # central directory file header, 46 bytes
 _LOCAL = struct.Struct("<4s5H3L2H")        # local file header, 30 bytes
-_SAFE_PART = re.compile(r"[A-Za-z0-9_.-]+")
+_UNSAFE_PART = re.compile(r"^\.{1,2}$|[\x00-\x1f\x7f\\]|^$")  # "", ".", "..", control characters, backslash
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
@@ -205,8 +205,7 @@ def read_members(fd: int, file_size: int) -> tuple[str, dict[str, Member]]:
             raise _Refused("E-BIN-ZIP", f"member {shown} is compressed (method {method}); torch.save stores every "
                                         "member uncompressed")
         parts = name.split("/")
-        if name.startswith("/") or any(not _SAFE_PART.fullmatch(p) or p in (".", "..") for p in parts) \
-                or len(parts) < 2:
+        if name.startswith("/") or len(parts) < 2 or any(_UNSAFE_PART.search(p) for p in parts):
             raise _Refused("E-BIN-ZIP", f"member name {shown} is not a plain path inside the archive's directory")
         if name in members:
             raise _Refused("E-BIN-ZIP", f"member {shown} appears twice (readers would disagree on which is read)")

@@ -102,6 +102,15 @@ def test_shared_storages_and_views_with_offsets_match_torch_load(tmp_path: Path)
     assert refs["same"] == TensorRef(refs["base"].file, "same", "F32", (10, 6), refs["base"].start, refs["base"].end)
 
 
+@pytest.mark.parametrize("saved_as", ["my drafter (copy).bin", "modèle-ébauche.pt", "archive"])
+def test_the_archive_takes_any_plain_name_torch_gives_it(saved_as: str, tmp_path: Path):
+    """torch names the archive's directory after the file it saved to; renamed to pytorch_model.bin later,
+    the directory keeps that name (spaces, accents, no extension)."""
+    torch.save({"w": seeded((4, 4), torch.bfloat16, 8)}, tmp_path / saved_as)
+    os.rename(tmp_path / saved_as, tmp_path / "pytorch_model.bin")
+    assert assert_same_as_torch_load(tmp_path / "pytorch_model.bin") == 1
+
+
 def test_the_hand_built_corpus_base_is_what_torch_reads(tmp_path: Path):
     """The hostile corpus' valid base (pickles assembled by hand, no torch) is a torch checkpoint to torch too,
     and holds the example's tensors byte for byte."""
