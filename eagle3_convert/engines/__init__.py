@@ -70,7 +70,7 @@ def engine_modules() -> dict[str, Any]:
 
 ENGINES = ("speculators", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamacpp")
 LABELS = {"speculators": "speculators library", "vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)",
-          "sglang": "SGLang", "trtllm": "TensorRT-LLM (from source)", "llamacpp": "llama.cpp converter (from source)"}
+          "sglang": "SGLang", "trtllm": "TensorRT-LLM (from source)", "llamacpp": "llama.cpp"}
 
 
 def trained_boundaries(cfg: DrafterConfig, depth: int | None) -> list[int] | None:
@@ -132,6 +132,10 @@ def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict
 def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext,
              engines: Collection[str] = ENGINES) -> dict[str, Reading]:
     readers = engine_modules()
+    if isinstance(config.get("gguf"), dict):  # a GGUF file: only llama.cpp opens it
+        return {e: readers[e](config, names, ctx) if e == "llamacpp" else
+                Reading(e, LABELS[e], refusal=f"{LABELS[e]} does not load GGUF files (llama.cpp's format)")
+                for e in engines}
     return {e: readers[e](config, names, ctx) for e in engines}
 
 

@@ -16,7 +16,7 @@ from ..converters.layer_ids import default_boundaries
 from . import Reading, TargetContext
 from .common import IDS_KEY, architectures, flag, has, id_list, nested, num_layers
 
-LABEL = "llama.cpp converter"
+LABEL = "llama.cpp's converter (from source)"
 ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel"}
 
 
