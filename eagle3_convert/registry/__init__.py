@@ -18,14 +18,8 @@ from .api import (
 from .errors import RegistryError
 from .models import DrafterRecord, LineageEdge, Location, LocationRef, TargetInfo, split_uri
 from .recording import CONVENTIONS, training_boundaries
-from .store import (
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    RegistryStore,
-    SQLiteStore,
-    default_registry_path,
-    open_registry,
-)
+from .schema import MIGRATIONS, SCHEMA_VERSION
+from .store import RegistryStore, SQLiteStore, default_registry_path, open_registry
 
 __all__ = [
     "CONVENTIONS",

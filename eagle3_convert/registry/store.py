@@ -4,122 +4,30 @@ The interface is small and SQL-shaped so that a shared server database could ser
 team later; `SQLiteStore` is the single-user default. Several processes may write the
 same SQLite file at once: WAL lets readers run beside a writer, `busy_timeout` makes
 writers queue instead of failing, and every write is one `BEGIN IMMEDIATE`
-transaction, so a process killed mid-write leaves nothing behind.
+transaction, so a process killed mid-write leaves nothing behind. The schema and its
+migrations are in schema.py, the reads in queries.py, the writes in writes.py.
 """
+
 
 from __future__ import annotations
 
 import enum
-import json
 import os
 import sqlite3
 import time
 from abc import ABC, abstractmethod
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
+from . import queries, writes
 from .errors import RegistryError
-from .models import DrafterRecord, LineageEdge, Location, TargetInfo, utcnow
+from .models import DrafterRecord, LineageEdge, Location, TargetInfo
+from .schema import MIGRATIONS, SCHEMA_VERSION
 
 ENV_VAR = "EAGLE3_CONVERT_REGISTRY"
-MIN_PREFIX = 4  # as git: shorter prefixes are ambiguous too often to be useful
-
-# Forward migrations: step i takes PRAGMA user_version from i to i + 1, inside one
-# transaction with the version bump. Never edit a released step; append a new one.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    # v1: drafters with the target's name and revision only, their locations, and
-    # lineage edges without the tool that made them.
-    (
-        """CREATE TABLE drafters (
-            drafter_id          TEXT PRIMARY KEY NOT NULL,
-            target_name_or_path TEXT,
-            target_revision     TEXT,
-            capture_boundaries  TEXT,  -- JSON list of ints; NULL = engine default
-            draft_vocab_size    INTEGER,
-            vocab_size          INTEGER,
-            hidden_size         INTEGER,
-            flags               TEXT NOT NULL DEFAULT '{}',  -- JSON object of booleans
-            trained_with        TEXT,
-            created_at          TEXT NOT NULL,
-            updated_at          TEXT NOT NULL
-        )""",
-        """CREATE TABLE locations (
-            drafter_id TEXT NOT NULL REFERENCES drafters(drafter_id) ON DELETE CASCADE,
-            layout     TEXT NOT NULL,
-            uri        TEXT NOT NULL,
-            added_at   TEXT NOT NULL,
-            PRIMARY KEY (drafter_id, uri, layout)
-        )""",
-        """CREATE TABLE lineage (
-            id            INTEGER PRIMARY KEY,
-            drafter_id    TEXT NOT NULL REFERENCES drafters(drafter_id) ON DELETE CASCADE,
-            source_uri    TEXT NOT NULL,
-            source_layout TEXT NOT NULL,
-            dest_uri      TEXT NOT NULL,
-            dest_layout   TEXT NOT NULL,
-            created_at    TEXT NOT NULL
-        )""",
-        "CREATE INDEX lineage_drafter ON lineage(drafter_id)",
-    ),
-    # v2: the target's shape, the layer ids each engine's config spelled, the tool of
-    # each conversion, and one row per distinct edge.
-    (
-        "ALTER TABLE drafters ADD COLUMN target_architectures TEXT",  # JSON list
-        "ALTER TABLE drafters ADD COLUMN target_num_hidden_layers INTEGER",
-        "ALTER TABLE drafters ADD COLUMN target_hidden_size INTEGER",
-        "ALTER TABLE drafters ADD COLUMN target_vocab_size INTEGER",
-        # v1 never recorded which ids a config spelled: unknown, not guessed.
-        "ALTER TABLE drafters ADD COLUMN ids_as_written TEXT NOT NULL DEFAULT '{}'",
-        "ALTER TABLE lineage ADD COLUMN tool TEXT NOT NULL DEFAULT 'unknown (before schema v2)'",
-        # v1 could record the same edge twice; keep the first before making edges unique.
-        """DELETE FROM lineage WHERE id NOT IN (
-            SELECT min(id) FROM lineage
-            GROUP BY drafter_id, source_uri, source_layout, dest_uri, dest_layout)""",
-        """CREATE UNIQUE INDEX lineage_edge
-            ON lineage(drafter_id, source_uri, source_layout, dest_uri, dest_layout)""",
-        "DROP INDEX lineage_drafter",  # lineage_edge's leading column serves those lookups
-        "CREATE INDEX drafters_target ON drafters(target_name_or_path)",
-    ),
-)
-SCHEMA_VERSION = len(MIGRATIONS)
-
-_DRAFTER_COLUMNS = (
-    "drafter_id",
-    "target_name_or_path",
-    "target_revision",
-    "target_architectures",
-    "target_num_hidden_layers",
-    "target_hidden_size",
-    "target_vocab_size",
-    "capture_boundaries",
-    "ids_as_written",
-    "draft_vocab_size",
-    "vocab_size",
-    "hidden_size",
-    "flags",
-    "trained_with",
-    "created_at",
-    "updated_at",
-)
-_TARGET_COLUMNS = _DRAFTER_COLUMNS[1:7]
-# Fields an upsert may set; timestamps, locations and lineage are the store's to keep.
-_RECORD_FIELDS = (
-    "target",
-    "capture_boundaries",
-    "ids_as_written",
-    "draft_vocab_size",
-    "vocab_size",
-    "hidden_size",
-    "flags",
-    "trained_with",
-)
-_MERGED_DICTS = ("ids_as_written", "flags")
 
 
 class _Unset(enum.Enum):
@@ -260,48 +168,6 @@ class RegistryStore(ABC):
         self.close()
 
 
-def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _ts(value: datetime) -> str:
-    # Fixed width keeps text order equal to time order.
-    return value.isoformat(timespec="microseconds")
-
-
-def _row(record: DrafterRecord) -> dict[str, Any]:
-    target = record.target
-    return {
-        "drafter_id": record.drafter_id,
-        "target_name_or_path": None if target is None else target.name_or_path,
-        "target_revision": None if target is None else target.revision,
-        "target_architectures": None if target is None else _dumps(target.architectures),
-        "target_num_hidden_layers": None if target is None else target.num_hidden_layers,
-        "target_hidden_size": None if target is None else target.hidden_size,
-        "target_vocab_size": None if target is None else target.vocab_size,
-        "capture_boundaries": _dumps(record.capture_boundaries),
-        "ids_as_written": _dumps(record.ids_as_written),
-        "draft_vocab_size": record.draft_vocab_size,
-        "vocab_size": record.vocab_size,
-        "hidden_size": record.hidden_size,
-        "flags": _dumps(record.flags),
-        "trained_with": record.trained_with,
-        "created_at": _ts(record.created_at),
-        "updated_at": _ts(record.updated_at),
-    }
-
-
-_UPSERT_ROW = (
-    f"INSERT INTO drafters ({', '.join(_DRAFTER_COLUMNS)}) "
-    f"VALUES ({', '.join(':' + c for c in _DRAFTER_COLUMNS)}) "
-    "ON CONFLICT(drafter_id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _DRAFTER_COLUMNS if c not in ("drafter_id", "created_at"))
-)
-
 
 class SQLiteStore(RegistryStore):
     """The registry in one SQLite file, safe for several processes at once."""
@@ -437,98 +303,6 @@ class SQLiteStore(RegistryStore):
             # user_version lives in the file header and commits with the steps.
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
-    def _resolve(self, conn: sqlite3.Connection, drafter_id: str) -> str | None:
-        prefix = drafter_id.strip().lower()
-        if not (MIN_PREFIX <= len(prefix) <= 128) or prefix.strip("0123456789abcdef"):
-            raise RegistryError(
-                f"{drafter_id!r} is not a drafter id or id prefix",
-                hint=f"give at least {MIN_PREFIX} hex characters of the id",
-            )
-        if conn.execute("SELECT 1 FROM drafters WHERE drafter_id = ?", (prefix,)).fetchone():
-            return prefix
-        # GLOB is case-sensitive, so it can use the primary key index; hex has no wildcards.
-        pattern = (prefix + "*",)
-        count = conn.execute("SELECT count(*) FROM drafters WHERE drafter_id GLOB ?", pattern).fetchone()[0]
-        if count == 0:
-            return None
-        first = conn.execute(
-            "SELECT drafter_id FROM drafters WHERE drafter_id GLOB ? ORDER BY drafter_id LIMIT 3", pattern
-        ).fetchall()
-        if count > 1:
-            shown = ", ".join(row[0][:16] for row in first) + (", ..." if count > 3 else "")
-            raise RegistryError(
-                f"drafter id prefix {prefix!r} is ambiguous: it matches {count} drafters ({shown})",
-                hint="give more characters of the id",
-            )
-        return first[0][0]
-
-    def _require(self, conn: sqlite3.Connection, drafter_id: str) -> str:
-        found = self._resolve(conn, drafter_id)
-        if found is None:
-            raise RegistryError(
-                f"no drafter {drafter_id} in the registry {self.path}",
-                hint="record the drafter first, or check the id against the registry's list",
-            )
-        return found
-
-    def _load(self, conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> list[DrafterRecord]:
-        rows = conn.execute(f"SELECT * FROM drafters {where} ORDER BY created_at, drafter_id", params).fetchall()
-        if not rows:
-            return []
-        selected = f"SELECT drafter_id FROM drafters {where}"
-        locations: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in conn.execute(
-            f"SELECT * FROM locations WHERE drafter_id IN ({selected}) ORDER BY added_at, rowid", params
-        ):
-            locations[row["drafter_id"]].append(
-                {"layout": row["layout"], "uri": row["uri"], "added_at": row["added_at"]}
-            )
-        edges: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in conn.execute(
-            f"SELECT * FROM lineage WHERE drafter_id IN ({selected}) ORDER BY created_at, id", params
-        ):
-            edges[row["drafter_id"]].append(_edge_fields(row))
-        try:
-            return [_record(row, locations[row["drafter_id"]], edges[row["drafter_id"]]) for row in rows]
-        except ValidationError as exc:
-            raise RegistryError(
-                f"the registry {self.path} holds a record it cannot read: {exc.errors()[0]['msg']}",
-                hint="remove that drafter, or move the file aside to start a new registry",
-            ) from exc
-
-    def _load_one(self, conn: sqlite3.Connection, drafter_id: str) -> DrafterRecord | None:
-        found = self._load(conn, "WHERE drafter_id = ?", (drafter_id,))
-        return found[0] if found else None
-
-    @staticmethod
-    def _insert_location(conn: sqlite3.Connection, drafter_id: str, location: Location) -> bool:
-        cursor = conn.execute(
-            "INSERT INTO locations (drafter_id, layout, uri, added_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT DO NOTHING",
-            (drafter_id, location.layout, location.uri, _ts(location.added_at)),
-        )
-        return cursor.rowcount == 1
-
-    @staticmethod
-    def _insert_edge(conn: sqlite3.Connection, drafter_id: str, edge: LineageEdge) -> bool:
-        cursor = conn.execute(
-            "INSERT INTO lineage (drafter_id, source_uri, source_layout, dest_uri, dest_layout, tool,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (
-                drafter_id,
-                edge.source.uri,
-                edge.source.layout,
-                edge.dest.uri,
-                edge.dest.layout,
-                edge.tool,
-                _ts(edge.created_at),
-            ),
-        )
-        return cursor.rowcount == 1
-
-    @staticmethod
-    def _touch(conn: sqlite3.Connection, drafter_id: str) -> None:
-        conn.execute("UPDATE drafters SET updated_at = ? WHERE drafter_id = ?", (_ts(utcnow()), drafter_id))
 
     # -- RegistryStore ----------------------------------------------------------------
 
@@ -540,23 +314,7 @@ class SQLiteStore(RegistryStore):
         lineage: list[LineageEdge],
     ) -> DrafterRecord:
         with self._sqlite_errors(), self._txn(write=True) as conn:
-            old = self._load_one(conn, record.drafter_id)
-            now = utcnow()
-            if old is None:
-                conn.execute(_UPSERT_ROW, _row(record.model_copy(update={"created_at": now, "updated_at": now})))
-            else:
-                changes = {name: getattr(record, name) for name in fields}
-                for name in fields.intersection(_MERGED_DICTS):
-                    changes[name] = {**getattr(old, name), **getattr(record, name)}
-                if any(getattr(old, name) != value for name, value in changes.items()):
-                    conn.execute(_UPSERT_ROW, _row(old.model_copy(update={**changes, "updated_at": now})))
-            added = [self._insert_location(conn, record.drafter_id, loc) for loc in locations]
-            added += [self._insert_edge(conn, record.drafter_id, edge) for edge in lineage]
-            if old is not None and any(added):
-                self._touch(conn, record.drafter_id)
-            merged = self._load_one(conn, record.drafter_id)
-            assert merged is not None  # written in this transaction
-            return merged
+            return writes.upsert(conn, record, fields, locations, lineage, self.path)
 
     def add_location(self, drafter_id: str, location: Location) -> bool:
         try:
@@ -564,20 +322,15 @@ class SQLiteStore(RegistryStore):
         except ValidationError as exc:
             raise _invalid(exc) from exc
         with self._sqlite_errors(), self._txn(write=True) as conn:
-            found = self._require(conn, drafter_id)
-            added = self._insert_location(conn, found, location)
+            found = queries.require(conn, drafter_id, self.path)
+            added = writes.insert_location(conn, found, location)
             if added:
-                self._touch(conn, found)
+                writes.touch(conn, found)
             return added
 
     def forget_location(self, uri: str, keep: str | None = None) -> int:
         with self._sqlite_errors(), self._txn(write=True) as conn:
-            stale = [row[0] for row in conn.execute(
-                "SELECT DISTINCT drafter_id FROM locations WHERE uri = ? AND drafter_id IS NOT ?", (uri, keep))]
-            conn.execute("DELETE FROM locations WHERE uri = ? AND drafter_id IS NOT ?", (uri, keep))
-            for drafter_id in stale:
-                self._touch(conn, drafter_id)
-            return len(stale)
+            return writes.forget_location(conn, uri, keep)
 
     def add_lineage(self, drafter_id: str, edge: LineageEdge) -> bool:
         try:
@@ -585,40 +338,34 @@ class SQLiteStore(RegistryStore):
         except ValidationError as exc:
             raise _invalid(exc) from exc
         with self._sqlite_errors(), self._txn(write=True) as conn:
-            found = self._require(conn, drafter_id)
-            added = self._insert_edge(conn, found, edge)
+            found = queries.require(conn, drafter_id, self.path)
+            added = writes.insert_edge(conn, found, edge)
             if added:
-                self._touch(conn, found)
+                writes.touch(conn, found)
             return added
 
     def get(self, drafter_id: str) -> DrafterRecord | None:
         with self._sqlite_errors(), self._txn(write=False) as conn:
-            found = self._resolve(conn, drafter_id)
-            return None if found is None else self._load_one(conn, found)
+            found = queries.resolve(conn, drafter_id)
+            return None if found is None else queries.load_one(conn, found, self.path)
 
     def list(self, target: str | None = None) -> list[DrafterRecord]:
         with self._sqlite_errors(), self._txn(write=False) as conn:
             if target is None:
-                return self._load(conn, "", ())
-            return self._load(conn, "WHERE target_name_or_path = ?", (target,))
+                return queries.load(conn, "", (), self.path)
+            return queries.load(conn, "WHERE target_name_or_path = ?", (target,), self.path)
 
     def lineage(self, drafter_id: str) -> list[LineageEdge]:
         with self._sqlite_errors(), self._txn(write=False) as conn:
-            found = self._resolve(conn, drafter_id)
-            if found is None:
-                return []
-            rows = conn.execute(
-                "SELECT * FROM lineage WHERE drafter_id = ? ORDER BY created_at, id", (found,)
-            ).fetchall()
-            return [LineageEdge.model_validate(_edge_fields(row)) for row in rows]
+            found = queries.resolve(conn, drafter_id)
+            return [] if found is None else queries.lineage_of(conn, found)
 
     def remove(self, drafter_id: str) -> bool:
         with self._sqlite_errors(), self._txn(write=True) as conn:
-            found = self._resolve(conn, drafter_id)
+            found = queries.resolve(conn, drafter_id)
             if found is None:
                 return False
-            # Locations and lineage go with it (ON DELETE CASCADE, foreign_keys on).
-            conn.execute("DELETE FROM drafters WHERE drafter_id = ?", (found,))
+            writes.delete(conn, found)
             return True
 
     @contextmanager
@@ -631,41 +378,3 @@ class SQLiteStore(RegistryStore):
             self._conn.close()
             self._conn = None
 
-
-def _edge_fields(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "source": {"uri": row["source_uri"], "layout": row["source_layout"]},
-        "dest": {"uri": row["dest_uri"], "layout": row["dest_layout"]},
-        "tool": row["tool"],
-        "created_at": row["created_at"],
-    }
-
-
-def _record(row: sqlite3.Row, locations: list[dict[str, Any]], lineage: list[dict[str, Any]]) -> DrafterRecord:
-    target = None
-    if any(row[column] is not None for column in _TARGET_COLUMNS):
-        target = {
-            "name_or_path": row["target_name_or_path"],
-            "revision": row["target_revision"],
-            "architectures": _loads(row["target_architectures"]) or [],
-            "num_hidden_layers": row["target_num_hidden_layers"],
-            "hidden_size": row["target_hidden_size"],
-            "vocab_size": row["target_vocab_size"],
-        }
-    return DrafterRecord.model_validate(
-        {
-            "drafter_id": row["drafter_id"],
-            "target": target,
-            "capture_boundaries": _loads(row["capture_boundaries"]),
-            "ids_as_written": _loads(row["ids_as_written"]),
-            "draft_vocab_size": row["draft_vocab_size"],
-            "vocab_size": row["vocab_size"],
-            "hidden_size": row["hidden_size"],
-            "flags": _loads(row["flags"]),
-            "trained_with": row["trained_with"],
-            "created_at": row["created_at"],
-            "updated_at": row["updated_at"],
-            "locations": locations,
-            "lineage": lineage,
-        }
-    )

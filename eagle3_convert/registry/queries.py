@@ -1,0 +1,91 @@
+"""Reading the registry: an id or unique prefix resolved, records loaded with their locations and lineage."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import RegistryError
+from .models import DrafterRecord, LineageEdge
+from .schema import edge_fields, to_record
+
+MIN_PREFIX = 4  # as git: shorter prefixes are ambiguous too often to be useful
+
+
+def resolve(conn: sqlite3.Connection, drafter_id: str) -> str | None:
+    prefix = drafter_id.strip().lower()
+    if not (MIN_PREFIX <= len(prefix) <= 128) or prefix.strip("0123456789abcdef"):
+        raise RegistryError(
+            f"{drafter_id!r} is not a drafter id or id prefix",
+            hint=f"give at least {MIN_PREFIX} hex characters of the id",
+        )
+    if conn.execute("SELECT 1 FROM drafters WHERE drafter_id = ?", (prefix,)).fetchone():
+        return prefix
+    # GLOB is case-sensitive, so it can use the primary key index; hex has no wildcards.
+    pattern = (prefix + "*",)
+    count = conn.execute("SELECT count(*) FROM drafters WHERE drafter_id GLOB ?", pattern).fetchone()[0]
+    if count == 0:
+        return None
+    first = conn.execute(
+        "SELECT drafter_id FROM drafters WHERE drafter_id GLOB ? ORDER BY drafter_id LIMIT 3", pattern
+    ).fetchall()
+    if count > 1:
+        shown = ", ".join(row[0][:16] for row in first) + (", ..." if count > 3 else "")
+        raise RegistryError(
+            f"drafter id prefix {prefix!r} is ambiguous: it matches {count} drafters ({shown})",
+            hint="give more characters of the id",
+        )
+    return first[0][0]
+
+
+def require(conn: sqlite3.Connection, drafter_id: str, path: Path) -> str:
+    found = resolve(conn, drafter_id)
+    if found is None:
+        raise RegistryError(
+            f"no drafter {drafter_id} in the registry {path}",
+            hint="record the drafter first, or check the id against the registry's list",
+        )
+    return found
+
+
+def load(conn: sqlite3.Connection, where: str, params: tuple[Any, ...], path: Path) -> list[DrafterRecord]:
+    rows = conn.execute(f"SELECT * FROM drafters {where} ORDER BY created_at, drafter_id", params).fetchall()
+    if not rows:
+        return []
+    selected = f"SELECT drafter_id FROM drafters {where}"
+    locations: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in conn.execute(
+        f"SELECT * FROM locations WHERE drafter_id IN ({selected}) ORDER BY added_at, rowid", params
+    ):
+        locations[row["drafter_id"]].append(
+            {"layout": row["layout"], "uri": row["uri"], "added_at": row["added_at"]}
+        )
+    edges: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in conn.execute(
+        f"SELECT * FROM lineage WHERE drafter_id IN ({selected}) ORDER BY created_at, id", params
+    ):
+        edges[row["drafter_id"]].append(edge_fields(row))
+    try:
+        return [to_record(row, locations[row["drafter_id"]], edges[row["drafter_id"]]) for row in rows]
+    except ValidationError as exc:
+        raise RegistryError(
+            f"the registry {path} holds a record it cannot read: {exc.errors()[0]['msg']}",
+            hint="remove that drafter, or move the file aside to start a new registry",
+        ) from exc
+
+
+def load_one(conn: sqlite3.Connection, drafter_id: str, path: Path) -> DrafterRecord | None:
+    found = load(conn, "WHERE drafter_id = ?", (drafter_id,), path)
+    return found[0] if found else None
+
+
+def lineage_of(conn: sqlite3.Connection, drafter_id: str) -> list[LineageEdge]:
+    """The conversions recorded for `drafter_id` (resolved), oldest first."""
+    rows = conn.execute(
+        "SELECT * FROM lineage WHERE drafter_id = ? ORDER BY created_at, id", (drafter_id,)
+    ).fetchall()
+    return [LineageEdge.model_validate(edge_fields(row)) for row in rows]

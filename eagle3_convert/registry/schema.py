@@ -1,0 +1,172 @@
+"""The registry's SQLite schema: the forward migrations, and how a `DrafterRecord` maps to rows and back."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from .models import DrafterRecord
+
+# Forward migrations: step i takes PRAGMA user_version from i to i + 1, inside one
+# transaction with the version bump. Never edit a released step; append a new one.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # v1: drafters with the target's name and revision only, their locations, and
+    # lineage edges without the tool that made them.
+    (
+        """CREATE TABLE drafters (
+            drafter_id          TEXT PRIMARY KEY NOT NULL,
+            target_name_or_path TEXT,
+            target_revision     TEXT,
+            capture_boundaries  TEXT,  -- JSON list of ints; NULL = engine default
+            draft_vocab_size    INTEGER,
+            vocab_size          INTEGER,
+            hidden_size         INTEGER,
+            flags               TEXT NOT NULL DEFAULT '{}',  -- JSON object of booleans
+            trained_with        TEXT,
+            created_at          TEXT NOT NULL,
+            updated_at          TEXT NOT NULL
+        )""",
+        """CREATE TABLE locations (
+            drafter_id TEXT NOT NULL REFERENCES drafters(drafter_id) ON DELETE CASCADE,
+            layout     TEXT NOT NULL,
+            uri        TEXT NOT NULL,
+            added_at   TEXT NOT NULL,
+            PRIMARY KEY (drafter_id, uri, layout)
+        )""",
+        """CREATE TABLE lineage (
+            id            INTEGER PRIMARY KEY,
+            drafter_id    TEXT NOT NULL REFERENCES drafters(drafter_id) ON DELETE CASCADE,
+            source_uri    TEXT NOT NULL,
+            source_layout TEXT NOT NULL,
+            dest_uri      TEXT NOT NULL,
+            dest_layout   TEXT NOT NULL,
+            created_at    TEXT NOT NULL
+        )""",
+        "CREATE INDEX lineage_drafter ON lineage(drafter_id)",
+    ),
+    # v2: the target's shape, the layer ids each engine's config spelled, the tool of
+    # each conversion, and one row per distinct edge.
+    (
+        "ALTER TABLE drafters ADD COLUMN target_architectures TEXT",  # JSON list
+        "ALTER TABLE drafters ADD COLUMN target_num_hidden_layers INTEGER",
+        "ALTER TABLE drafters ADD COLUMN target_hidden_size INTEGER",
+        "ALTER TABLE drafters ADD COLUMN target_vocab_size INTEGER",
+        # v1 never recorded which ids a config spelled: unknown, not guessed.
+        "ALTER TABLE drafters ADD COLUMN ids_as_written TEXT NOT NULL DEFAULT '{}'",
+        "ALTER TABLE lineage ADD COLUMN tool TEXT NOT NULL DEFAULT 'unknown (before schema v2)'",
+        # v1 could record the same edge twice; keep the first before making edges unique.
+        """DELETE FROM lineage WHERE id NOT IN (
+            SELECT min(id) FROM lineage
+            GROUP BY drafter_id, source_uri, source_layout, dest_uri, dest_layout)""",
+        """CREATE UNIQUE INDEX lineage_edge
+            ON lineage(drafter_id, source_uri, source_layout, dest_uri, dest_layout)""",
+        "DROP INDEX lineage_drafter",  # lineage_edge's leading column serves those lookups
+        "CREATE INDEX drafters_target ON drafters(target_name_or_path)",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+DRAFTER_COLUMNS = (
+    "drafter_id",
+    "target_name_or_path",
+    "target_revision",
+    "target_architectures",
+    "target_num_hidden_layers",
+    "target_hidden_size",
+    "target_vocab_size",
+    "capture_boundaries",
+    "ids_as_written",
+    "draft_vocab_size",
+    "vocab_size",
+    "hidden_size",
+    "flags",
+    "trained_with",
+    "created_at",
+    "updated_at",
+)
+TARGET_COLUMNS = DRAFTER_COLUMNS[1:7]
+# Fields an upsert may set; timestamps, locations and lineage are the store's to keep.
+
+
+def dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def ts(value: datetime) -> str:
+    # Fixed width keeps text order equal to time order.
+    return value.isoformat(timespec="microseconds")
+
+
+def to_row(record: DrafterRecord) -> dict[str, Any]:
+    target = record.target
+    return {
+        "drafter_id": record.drafter_id,
+        "target_name_or_path": None if target is None else target.name_or_path,
+        "target_revision": None if target is None else target.revision,
+        "target_architectures": None if target is None else dumps(target.architectures),
+        "target_num_hidden_layers": None if target is None else target.num_hidden_layers,
+        "target_hidden_size": None if target is None else target.hidden_size,
+        "target_vocab_size": None if target is None else target.vocab_size,
+        "capture_boundaries": dumps(record.capture_boundaries),
+        "ids_as_written": dumps(record.ids_as_written),
+        "draft_vocab_size": record.draft_vocab_size,
+        "vocab_size": record.vocab_size,
+        "hidden_size": record.hidden_size,
+        "flags": dumps(record.flags),
+        "trained_with": record.trained_with,
+        "created_at": ts(record.created_at),
+        "updated_at": ts(record.updated_at),
+    }
+
+
+UPSERT_ROW = (
+    f"INSERT INTO drafters ({', '.join(DRAFTER_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in DRAFTER_COLUMNS)}) "
+    "ON CONFLICT(drafter_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in DRAFTER_COLUMNS if c not in ("drafter_id", "created_at"))
+)
+
+
+def edge_fields(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "source": {"uri": row["source_uri"], "layout": row["source_layout"]},
+        "dest": {"uri": row["dest_uri"], "layout": row["dest_layout"]},
+        "tool": row["tool"],
+        "created_at": row["created_at"],
+    }
+
+
+def to_record(row: sqlite3.Row, locations: list[dict[str, Any]], lineage: list[dict[str, Any]]) -> DrafterRecord:
+    target = None
+    if any(row[column] is not None for column in TARGET_COLUMNS):
+        target = {
+            "name_or_path": row["target_name_or_path"],
+            "revision": row["target_revision"],
+            "architectures": loads(row["target_architectures"]) or [],
+            "num_hidden_layers": row["target_num_hidden_layers"],
+            "hidden_size": row["target_hidden_size"],
+            "vocab_size": row["target_vocab_size"],
+        }
+    return DrafterRecord.model_validate(
+        {
+            "drafter_id": row["drafter_id"],
+            "target": target,
+            "capture_boundaries": loads(row["capture_boundaries"]),
+            "ids_as_written": loads(row["ids_as_written"]),
+            "draft_vocab_size": row["draft_vocab_size"],
+            "vocab_size": row["vocab_size"],
+            "hidden_size": row["hidden_size"],
+            "flags": loads(row["flags"]),
+            "trained_with": row["trained_with"],
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+            "locations": locations,
+            "lineage": lineage,
+        }
+    )

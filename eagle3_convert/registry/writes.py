@@ -1,0 +1,92 @@
+"""Writing the registry: a record merged in, locations and lineage edges added once, copies forgotten.
+
+Every function runs inside the caller's write transaction (`SQLiteStore._txn(write=True)`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from .models import DrafterRecord, LineageEdge, Location, utcnow
+from .queries import load_one
+from .schema import UPSERT_ROW, to_row, ts
+
+# Fields an upsert may set; timestamps, locations and lineage are the store's to keep.
+RECORD_FIELDS = (
+    "target",
+    "capture_boundaries",
+    "ids_as_written",
+    "draft_vocab_size",
+    "vocab_size",
+    "hidden_size",
+    "flags",
+    "trained_with",
+)
+MERGED_DICTS = ("ids_as_written", "flags")
+
+
+def upsert(conn: sqlite3.Connection, record: DrafterRecord, fields: frozenset[str], locations: list[Location],
+           lineage: list[LineageEdge], path: Path) -> DrafterRecord:
+    """Merge `fields` of a validated `record`, then add locations and edges; the merged record."""
+    old = load_one(conn, record.drafter_id, path)
+    now = utcnow()
+    if old is None:
+        conn.execute(UPSERT_ROW, to_row(record.model_copy(update={"created_at": now, "updated_at": now})))
+    else:
+        changes = {name: getattr(record, name) for name in fields}
+        for name in fields.intersection(MERGED_DICTS):
+            changes[name] = {**getattr(old, name), **getattr(record, name)}
+        if any(getattr(old, name) != value for name, value in changes.items()):
+            conn.execute(UPSERT_ROW, to_row(old.model_copy(update={**changes, "updated_at": now})))
+    added = [insert_location(conn, record.drafter_id, loc) for loc in locations]
+    added += [insert_edge(conn, record.drafter_id, edge) for edge in lineage]
+    if old is not None and any(added):
+        touch(conn, record.drafter_id)
+    merged = load_one(conn, record.drafter_id, path)
+    assert merged is not None  # written in this transaction
+    return merged
+
+
+def insert_location(conn: sqlite3.Connection, drafter_id: str, location: Location) -> bool:
+    cursor = conn.execute(
+        "INSERT INTO locations (drafter_id, layout, uri, added_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
+        (drafter_id, location.layout, location.uri, ts(location.added_at)),
+    )
+    return cursor.rowcount == 1
+
+
+def insert_edge(conn: sqlite3.Connection, drafter_id: str, edge: LineageEdge) -> bool:
+    cursor = conn.execute(
+        "INSERT INTO lineage (drafter_id, source_uri, source_layout, dest_uri, dest_layout, tool,"
+        " created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        (
+            drafter_id,
+            edge.source.uri,
+            edge.source.layout,
+            edge.dest.uri,
+            edge.dest.layout,
+            edge.tool,
+            ts(edge.created_at),
+        ),
+    )
+    return cursor.rowcount == 1
+
+
+def touch(conn: sqlite3.Connection, drafter_id: str) -> None:
+    conn.execute("UPDATE drafters SET updated_at = ? WHERE drafter_id = ?", (ts(utcnow()), drafter_id))
+
+
+def forget_location(conn: sqlite3.Connection, uri: str, keep: str | None) -> int:
+    stale = [row[0] for row in conn.execute(
+        "SELECT DISTINCT drafter_id FROM locations WHERE uri = ? AND drafter_id IS NOT ?", (uri, keep))]
+    conn.execute("DELETE FROM locations WHERE uri = ? AND drafter_id IS NOT ?", (uri, keep))
+    for drafter_id in stale:
+        touch(conn, drafter_id)
+    return len(stale)
+
+
+def delete(conn: sqlite3.Connection, drafter_id: str) -> None:
+    # Locations and lineage go with it (ON DELETE CASCADE, foreign_keys on).
+    conn.execute("DELETE FROM drafters WHERE drafter_id = ?", (drafter_id,))
