@@ -28,8 +28,6 @@ _NORM_SUFFIXES = ("norm.weight", "layernorm.weight")
 
 
 @dataclass
-
-
 class TensorScan:
     sha256: str
     nonfinite: bool = False

@@ -7,11 +7,10 @@ from typing import Any, Literal
 
 from ..errors import Eagle3Error, RefusalError
 
-
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
-# Every code this module reports: its fixed severity and what it means. The letter says the
+# Every code validate reports: its fixed severity and what it means. The letter says the
 # severity (E/W/I); the file-integrity, config and vocab codes are the ones the readers raise.
 CODES: dict[str, tuple[Severity, str]] = {
     # files
@@ -92,8 +91,6 @@ READER_CODES_EXPLAINED = {"E-CONFIG-DEFAULTS-DIFFER": {"W-CONFIG-DEFAULTS-DIFFER
 
 
 @dataclass(frozen=True)
-
-
 class Finding:
     code: str
     severity: Severity
@@ -119,7 +116,6 @@ def from_error(exc: Eagle3Error, where: str | None = None, engine: str | None = 
 
 
 # How a finding quotes and tests config values.
-
 
 def show(value: Any, limit: int = 80) -> str:
     """A config value as a message quotes it: never a whole hostile blob."""

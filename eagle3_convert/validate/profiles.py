@@ -13,8 +13,6 @@ FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
 
 
 @dataclass(frozen=True)
-
-
 class EngineProfile:
     """How one serving engine reads a drafter checkpoint (docs/formats.md §5)."""
 

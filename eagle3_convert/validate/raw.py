@@ -16,8 +16,6 @@ from .findings import Finding, finding, from_error
 
 
 @dataclass
-
-
 class RawCheckpoint:
     """A checkpoint directory as far as it could be read: what is broken is reported, not raised."""
 

@@ -26,8 +26,6 @@ from .vocab import check_vocab
 
 
 @dataclass
-
-
 class Report:
     source: str
     layout: str | None
@@ -159,6 +157,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def run_checks(ctx: Context) -> None:
+    """Every check, in order: the config first (later checks read `ctx.cfg`), the schema last."""
     ctx.cfg = read_config(ctx)
     read_capture_ids(ctx)
     if ctx.cfg is not None:

@@ -14,8 +14,6 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-
-
 class TargetFacts:
     """The target (verifier) a drafter is validated against: depth, width, vocab, family, context."""
 
