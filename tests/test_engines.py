@@ -100,6 +100,10 @@ FAMILIES: dict[str, tuple[str, DrafterSpec]] = {
     # no SGLang config captures boundaries (1,3,6) there
     "mla (1,3,6)": ("vllm", DrafterSpec(family="deepseek_mla", capture_boundaries=(1, 3, 6),
                                           target_model_type="deepseek_v3", extra={"rope_scaling": MLA_ROPE})),
+    # the Kimi-K2.5 case: published for SGLang, on boundaries SGLang's DeepSeek rule can express
+    # (nested [1,3,5]: the first id is 1, so +1)
+    "mla (2,4,6)": ("sglang", DrafterSpec(family="deepseek_mla", capture_boundaries=(2, 4, 6),
+                                          target_model_type="deepseek_v3", extra={"rope_scaling": MLA_ROPE})),
 }
 MLA_FORWARD_MISSING = ("MLA forward not run: the engines' MLA attention (SGLang DeepseekV2AttentionMLA, vLLM "
                        "MLAAttention) does the kv_b up-projection inside the paged op, so a causal-SDPA stand-in "
@@ -134,7 +138,7 @@ _expect(("vllm", "modelopt"), ("llama-1L (2,4,8)", "llama-1L nbr+nbf", "qwen3-1L
 _expect(("vllm", "modelopt"), ("llama-2L (1,3,6)",), ("sglang",), {SERVED, LOUD})
 # ModelOpt has none of the norm flags and no Qwen3 module; speculators no MLA class
 _expect(("modelopt",), ("llama-1L nbr+nbf", "llama-1L fc_norm+norm_output", "qwen3-1L (1,3,6)"), _ALL, {REFUSED})
-_expect(("speculators",), ("mla (1,3,6)",), _ALL, {REFUSED})
+_expect(("speculators",), ("mla (1,3,6)", "mla (2,4,6)"), _ALL, {REFUSED})
 # SGLang on a DeepSeek target captures nested ids raw unless the first is 1 (then +1): boundaries
 # (1,3,6) have no SGLang expression, so no SGLang layout, and SGLang must refuse the flat ones
 _expect(("sglang",), ("mla (1,3,6)",), _ALL, {REFUSED})
@@ -148,8 +152,9 @@ MLA_MODEL_TYPE = ("eagle3-convert writes the MLA drafter's model_type as deepsee
                   "SpeculativeConfig.hf_config_override turns every deepseek_v3 draft config into DeepSeek MTP "
                   "(architectures Eagle3DeepSeekMTPModel) and refuses it")
 KNOWN_ISSUES: dict[tuple[str, str, str], str] = {
-    (layout, "mla (1,3,6)", reading): MLA_MODEL_TYPE
-    for layout in ("vllm", "modelopt") for reading in ("vllm-v1", "vllm-v2")}
+    (layout, family, reading): MLA_MODEL_TYPE for family in ("mla (1,3,6)", "mla (2,4,6)")
+    for layout in ("sglang", "vllm", "modelopt") for reading in ("vllm-v1", "vllm-v2")
+    if (layout, family) != ("sglang", "mla (1,3,6)")}
 
 
 # --------------------------------------------------------------------------- sources
@@ -360,6 +365,9 @@ def matrix(engines_python: Path, engines_dir: Path) -> dict:
             converted[(layout, family)] = report
             jobs.append({"id": f"f{f_i}-{layout}", "draft": str(root / f"to-{layout}"), "target": str(target),
                          "inputs": str(root / "inputs.safetensors"), "layout": layout, "family": family})
+    controls = negative_controls(engines_dir / "controls", jobs)
+    jobs += [{"id": name, "draft": str(c["draft"]), "target": c["target"], "inputs": c["inputs"],
+              "layout": "control", "family": c["family"]} for name, c in controls.items()]
     extras = verifier_cases(engines_dir / "verifier")
     jobs += [{"id": name, "draft": str(case["dest"]), "target": str(case["target"]), "inputs": None,
               "layout": "extra", "family": name} for name, case in extras.items() if case["ok"]]
@@ -384,9 +392,43 @@ def matrix(engines_python: Path, engines_dir: Path) -> dict:
                 engine = "sglang" if reading == "sglang" else "vllm"
                 report = probes[engine]["results"][job["id"]]
                 judge(cell, engine, reading, report, spec, w, d2t, inputs[family])
+    for name, control in controls.items():
+        spec = FAMILIES[control["family"]][1]
+        cell = Cell("control", control["family"], "sglang")
+        judge(cell, "sglang", "sglang", probes["sglang"]["results"][name], spec, trained_weights(spec),
+              trained_d2t(spec), inputs[control["family"]])
+        control["cell"] = cell
     for name, case in extras.items():
         case["vllm"] = probes["vllm"]["results"].get(name)
-    return {"cells": cells, "converted": converted, "probes": probes, "verifier_cases": extras}
+    return {"cells": cells, "converted": converted, "probes": probes, "verifier_cases": extras,
+            "controls": controls}
+
+
+def negative_controls(root: Path, jobs: list[dict]) -> dict:
+    """Our own --to vllm outputs, edited into the two traps of issue 11, for SGLang: the tier must call
+    both SILENT-WRONG (so a green matrix means something)."""
+    import shutil
+
+    controls = {}
+    edits = {
+        # the seed trap: nested ids written as boundaries; SGLang adds 1 and captures [2, 4, 7]
+        "control-nested-boundaries": ("llama-1L (1,3,6)", lambda c: c["eagle_config"].update(
+            eagle_aux_hidden_state_layer_ids=[1, 3, 6]), "captures [2, 4, 7]"),
+        # a norm_before_residual drafter under the architecture SGLang resolves: it loads and computes
+        # hidden_norm(h) + attention where the trained maths adds the raw h
+        "control-norm-before-residual": ("llama-1L nbr+nbf", lambda c: c.update(
+            architectures=["LlamaForCausalLMEagle3"]), "forward cosine"),
+    }
+    for name, (family, edit, why) in edits.items():
+        job = next(j for j in jobs if j["family"] == family and j["layout"] == "vllm")
+        dest = root / name
+        shutil.copytree(job["draft"], dest)
+        config = json.loads((dest / "config.json").read_text())
+        edit(config)
+        (dest / "config.json").write_text(json.dumps(config, indent=2))
+        controls[name] = {"draft": dest, "target": job["target"], "inputs": job["inputs"], "family": family,
+                          "why": why}
+    return controls
 
 
 def verifier_cases(root: Path) -> dict:
@@ -440,6 +482,8 @@ def render(cells: dict) -> str:
 @pytest.fixture(scope="session")
 def printed_matrix(matrix: dict, engines_dir: Path) -> str:
     text = render(matrix["cells"])
+    text += "\nnegative controls (our --to vllm output edited into issue 11's traps; must be SILENT-WRONG):\n"
+    text += "\n".join(f"{name}: {c['cell'].line()}" for name, c in matrix["controls"].items())
     (engines_dir / "matrix.txt").write_text(text + "\n")
     print("\n" + text)
     return text
@@ -462,6 +506,15 @@ def test_matrix_is_the_designed_one(matrix: dict, printed_matrix: str):
     off = [c.line() for key, c in matrix["cells"].items() if not c.matches_expected() and key not in KNOWN_ISSUES]
     assert not off, "cells off the designed matrix (EXPECTED):\n" + "\n".join(off) + \
         f"\n\nwhole matrix:\n{printed_matrix}"
+
+
+@pytest.mark.parametrize("control", ["control-nested-boundaries", "control-norm-before-residual"])
+def test_negative_controls_are_caught_as_silent_wrong(matrix: dict, control: str):
+    """The traps issue 11 found, made by hand from our own output: the tier's checks must see them."""
+    run = matrix["controls"][control]
+    cell = run["cell"]
+    assert cell.outcome == "SILENT-WRONG", cell.line()
+    assert any(run["why"] in problem for problem in cell.problems), cell.line()
 
 
 @pytest.mark.xfail(strict=False, reason=MLA_MODEL_TYPE)
