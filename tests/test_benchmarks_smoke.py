@@ -22,6 +22,13 @@ def test_benchmark_runs_on_tiny_size_and_cleans_up(tmp_path: Path) -> None:
         cells = [c.strip() for c in rows[name].split("|")]
         assert float(cells[3]) > 0 and float(cells[5]) > 0, rows[name]  # wall seconds, peak RSS MiB
     assert "exit " not in rows["convert speculators -> sglang"]  # the conversion itself succeeded
+    bin_rows = {line.split("|")[2].strip(): line for line in done.stdout.splitlines()
+                if line.startswith("| tiny .bin |")}
+    for name in ("cp -r", "convert eagle .bin -> speculators", "convert eagle .bin -> sglang", "inspect"):
+        cells = [c.strip() for c in bin_rows[name].split("|")]
+        assert float(cells[3]) > 0 and "exit " not in cells[8], bin_rows[name]  # the original-EAGLE .bin input ran
+    imports = [line for line in done.stdout.splitlines() if line.startswith("imports: tiny: ")]
+    assert len(imports) == 3 and all("torch not imported" in line for line in imports), imports
     report = out.read_text()
     assert "## Machine" in report and "| tiny | convert speculators -> sglang |" in report
     # Generated drafters and the private registry are removed without --keep.
