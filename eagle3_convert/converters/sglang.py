@@ -124,9 +124,6 @@ class SGLangLayout(Layout):
             # SGLang's `bias` is the fc layer's bias (llama_eagle3.py), which no other engine builds.
             raise RefusalError("config.json sets bias: true (an fc bias); no other layout can hold it",
                                "serve this drafter with SGLang as it is", code="E-BIAS-UNSUPPORTED")
-        if "norm_before_residual" in extra:
-            notes.append("norm_before_residual in config.json is ignored by SGLang (read as false)")
-            extra.pop("norm_before_residual")
 
         ids = eagle.get("eagle_aux_hidden_state_layer_ids")
         top = raw.get("eagle_aux_hidden_state_layer_ids")
