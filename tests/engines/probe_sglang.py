@@ -124,7 +124,9 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
     # boundary i, the input of block i; a boundary L (after the last block) is never captured
     captured = sorted({b for b in report["layers_to_capture"] if 0 <= b < num_layers})
     if job.get("inputs") and "Deepseek" in draft_cls.__name__:
-        # MLA attention does its kv_b up-projection inside the paged op: no SDPA stand-in is theirs
+        # DeepseekV2AttentionMLA picks its forward from the attention backend; on a CPU without AMX
+        # SGLang falls back to torch_native, which deepseek_common/attention_backend_handler.py has no
+        # handler for: no forward of theirs to run (see MLA_FORWARD_MISSING in tests/test_engines.py)
         report["forward"]["sglang"] = {"captured": captured, "skipped": "MLA"}
     elif job.get("inputs"):
         stage("forward")
