@@ -33,3 +33,16 @@ def test_benchmark_runs_on_tiny_size_and_cleans_up(tmp_path: Path) -> None:
     assert "## Machine" in report and "| tiny | convert speculators -> sglang |" in report
     # Generated drafters and the private registry are removed without --keep.
     assert not any(work.rglob("*.safetensors")) and not any(work.glob("registry.db*"))
+
+
+def test_benchmark_never_writes_the_tracked_results_by_default(tmp_path: Path) -> None:
+    tracked = REPO / "benchmarks" / "RESULTS.md"
+    before = tracked.read_bytes()
+    work = tmp_path / "work"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "run.py"), "--sizes", "tiny", "--runs", "1",
+         "--layouts", "speculators,sglang", "--no-progress-check", "--work", str(work)],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "| tiny | convert speculators -> sglang |" in (work / "RESULTS.md").read_text()
+    assert tracked.read_bytes() == before
