@@ -1,5 +1,5 @@
 """The source checkpoint as found on disk: config.json (a small, strict JSON object), the tensors by
-stored name, the sidecar. A GGUF file or directory is read by converters/gguf.py instead."""
+stored name, the sidecar. A GGUF file or directory is read by converters/gguf_file.py instead."""
 
 from __future__ import annotations
 
@@ -52,10 +52,10 @@ class Checkpoint:
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     root = Path(path)
-    from .gguf import gguf_file
+    from .gguf_file import gguf_file
 
     if gguf_file(root) is not None:  # a .gguf, or a directory holding one and no config.json
-        from .gguf import load_gguf_checkpoint
+        from .gguf_file import load_gguf_checkpoint
 
         return load_gguf_checkpoint(root)
     if not root.is_dir():

@@ -23,23 +23,20 @@ pass (the package's GGUFReader builds numpy objects per tokenizer string: 600 MB
 Llama-3 vocabulary). `--to gguf` of an 8B drafter (850 MB) with a 128k-token target: 3.5 s, 75 MiB
 peak RSS. The package is imported only when a GGUF is read or written (`pip install
 eagle3-convert[gguf]`).
+
+This module is the layout (names, reading back, planning, validate's view); the container is
+converters/gguf_file.py and the tensor bytes converters/gguf_tensors.py.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
-import re
-import struct
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from ..drafter import Drafter, DrafterConfig, TargetIdentity
 from ..errors import FormatError, RefusalError, UsageError
-from ..safetensors_io import InMemoryTensor, TensorRef, TensorSource, iter_tensor_chunks
-from .. import sidecar as sidecar_mod
+from ..safetensors_io import InMemoryTensor, TensorSource
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -51,11 +48,11 @@ from .base import (
     modelopt_first_layer_note,
     refuse_unless,
 )
+from .gguf_file import (  # noqa: F401 (gguf_file, load_gguf_checkpoint, scan_gguf: re-exported)
+    ARCH, FILE_TYPE, RECORD_KEY, file_name, gguf_file, key_types, load_gguf_checkpoint, read_target_gguf, scan_gguf,
+    write_gguf)
+from .gguf_tensors import ELEMENT, StreamedTensor, exactly_back, llama3_rope_factors
 
-ARCH = "eagle3"
-RECORD_KEY = "eagle3_convert.record"  # our canonical config + source dtypes; llama.cpp ignores unknown keys
-GGUF_PIN = "gguf==0.19.0"
-CHUNK = 4 * 1024 * 1024
 # Targets whose llama.cpp graph exposes the layer inputs (t_layer_inp), and those that also set t_h_nextn,
 # which a capture at boundary L needs (docs/formats.md §7.3, grep of b11434 src/models/*.cpp).
 LAYER_INP_ARCHS = frozenset({
@@ -87,337 +84,6 @@ CANONICAL = {v: k for k, v in NAMES.items()}
 ROPE_FREQS = "rope_freqs.weight"
 D2T = "d2t"
 OUTTYPES = {"bf16": "BF16", "f16": "F16", "f32": "F32"}
-FILE_TYPE = {"F32": 0, "F16": 1, "BF16": 32}  # llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_BF16
-GGML_TYPE = {"F32": 0, "F16": 1, "BF16": 30, "I64": 27}
-DTYPE_OF_GGML = {v: k for k, v in GGML_TYPE.items()}
-ELEMENT = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8}
-ALIGNMENT = 32
-
-
-def _gguf():
-    try:
-        import gguf
-    except ImportError:
-        raise UsageError("reading or writing GGUF needs the `gguf` package",
-                         f"pip install 'eagle3-convert[gguf]' (or pip install {GGUF_PIN})",
-                         code="E-GGUF-MISSING-PACKAGE") from None
-    return gguf
-
-
-def gguf_file(path: Path) -> Path | None:
-    """The GGUF a source path names: a .gguf file, or a directory with exactly one and no config.json."""
-    if path.is_file() and path.suffix == ".gguf":
-        return path
-    if path.is_dir() and not (path / "config.json").exists():
-        from ..safetensors_io import _inside  # a symlink may lead into an HF cache's blobs/, nowhere else
-
-        found = sorted(p for p in path.glob("*.gguf") if p.is_file() and _inside(path, p))
-        if len(found) == 1:
-            return found[0]
-        if len(found) > 1:
-            raise FormatError(f"{path} holds {len(found)} GGUF files ({', '.join(p.name for p in found[:3])})",
-                              "pass the .gguf file itself", code="E-SRC-AMBIGUOUS")
-    return None
-
-
-# ------------------------------------------------------------------ numeric helpers (numpy, per chunk)
-
-def _convert(data: bytes | memoryview, src: str, dst: str) -> bytes | memoryview:
-    """Element-wise dtype change of one chunk; exact for widening, round-to-nearest-even for narrowing
-    (gguf-py's F32 -> BF16 rule, NaN kept quiet)."""
-    if src == dst:
-        return data
-    import numpy as np
-
-    if src == "BF16":
-        f32 = (np.frombuffer(data, dtype="<u2").astype("<u4") << 16).view("<f4")
-    elif src == "F16":
-        f32 = np.frombuffer(data, dtype="<f2").astype("<f4")
-    else:
-        f32 = np.frombuffer(data, dtype="<f4")
-    if dst == "F32":
-        return f32.tobytes()
-    if dst == "F16":
-        with np.errstate(over="ignore"):
-            return f32.astype("<f2").tobytes()
-    n = f32.view("<u4").astype("<u8")
-    n = np.where((n & 0x7FFFFFFF) > 0x7F800000, (n & 0xFFFF0000) | (64 << 16), n)
-    n = (n + (0x7FFF + ((n >> 16) & 1))) >> 16
-    return n.astype("<u2").tobytes()
-
-
-def _exactly_back(data: bytes, stored: str, wanted: str) -> bytes | None:
-    """`data` (dtype `stored`) in dtype `wanted`, if that loses nothing; else None."""
-    back = _convert(data, stored, wanted)
-    return bytes(back) if bytes(_convert(back, wanted, stored)) == bytes(data) else None
-
-
-def _row_groups(src: TensorSource, group_bytes: int) -> Iterator[bytes]:
-    """The tensor's bytes in consecutive pieces of exactly `group_bytes` (bounded buffer)."""
-    buf = bytearray()
-    for part in iter_tensor_chunks(src, max(group_bytes, CHUNK)):
-        buf += part
-        while len(buf) >= group_bytes:
-            yield bytes(buf[:group_bytes])
-            del buf[:group_bytes]
-    if buf:
-        raise FormatError(f"a tensor's bytes do not divide into rows of {group_bytes} bytes",
-                          "the file is damaged", code="E-FILE-TRUNCATED")
-
-
-def _permute_group(data: bytes, rows: int, row_bytes: int, inverse: bool) -> bytes:
-    """One head's rows: HF [2, rows/2] halves -> GGML interleaved pairs (llama.cpp's LlamaModel.permute)."""
-    import numpy as np
-
-    a = np.frombuffer(data, dtype=np.uint8).reshape(rows, row_bytes)
-    if inverse:
-        return a.reshape(rows // 2, 2, row_bytes).swapaxes(0, 1).reshape(rows, row_bytes).tobytes()
-    return a.reshape(2, rows // 2, row_bytes).swapaxes(0, 1).reshape(rows, row_bytes).tobytes()
-
-
-@dataclass(frozen=True)
-class StreamedTensor:
-    """A tensor computed from another while streamed: q/k rows (un)permuted per head, and/or a dtype change.
-
-    Duck-typed TensorSource: safetensors_io reads and writes anything with `chunks()`."""
-
-    base: TensorSource
-    dtype: str
-    shape: tuple[int, ...]
-    heads: int = 0  # > 0: permute the rows in `heads` groups
-    inverse: bool = False
-
-    @property
-    def nbytes(self) -> int:
-        n = ELEMENT[self.dtype]
-        for d in self.shape:
-            n *= d
-        return n
-
-    def chunks(self) -> Iterator[bytes]:
-        src_dtype = self.base.dtype
-        rows = self.shape[0]
-        row_bytes = (self.base.nbytes // rows) if rows else 0
-        if self.heads:
-            per = rows // self.heads
-            for group in _row_groups(self.base, per * row_bytes):
-                yield bytes(_convert(_permute_group(group, per, row_bytes, self.inverse), src_dtype, self.dtype))
-            return
-        step = max(ELEMENT[src_dtype], CHUNK - CHUNK % max(row_bytes, 1)) if rows else CHUNK
-        for group in _row_groups_tail(self.base, step):
-            yield bytes(_convert(group, src_dtype, self.dtype))
-
-
-def _row_groups_tail(src: TensorSource, step: int) -> Iterator[bytes]:
-    buf = bytearray()
-    for part in iter_tensor_chunks(src, step):
-        buf += part
-        while len(buf) >= step:
-            yield bytes(buf[:step])
-            del buf[:step]
-    if buf:
-        yield bytes(buf)
-
-
-# ------------------------------------------------------------------ the target
-
-@dataclass
-class GGUFScan:
-    """A GGUF's header read in one streaming pass (the gguf package's GGUFReader turns a 128k-token
-    tokenizer into ~1M numpy objects: 600 MB and 10 s; this keeps the tokenizer as byte spans)."""
-
-    path: Path
-    version: int
-    kv: dict[str, Any]  # every key but tokenizer.*, decoded
-    raw: list[tuple[str, int, int]]  # tokenizer.* records: (key, start, end) of the whole record in the file
-    tokens: int | None  # entries of tokenizer.ggml.tokens
-    tensors: list[tuple[str, tuple[int, ...], int, int]]  # (name, numpy-order shape, ggml type, absolute offset)
-
-
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-STRING, ARRAY = 8, 9
-MAX_KV = 1 << 20  # a GGUF header with more entries than this is hostile, not a model
-
-
-class _Stream:
-    def __init__(self, f: Any, path: Path, size: int):
-        self.f, self.path, self.size = f, path, size
-
-    def read(self, n: int) -> bytes:
-        data = self.f.read(n)
-        if len(data) != n:
-            raise FormatError(f"{self.path.name}: the GGUF header ends early", "the file is truncated or not a GGUF",
-                              code="E-GGUF-READ")
-        return data
-
-    def unpack(self, fmt: str) -> Any:
-        import struct
-
-        return struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
-
-    def string(self, keep: bool = True) -> str | None:
-        n = self.unpack("<Q")
-        if n > self.size:
-            raise FormatError(f"{self.path.name}: a GGUF string of {n} bytes", "the file is damaged",
-                              code="E-GGUF-READ")
-        if not keep:
-            self.f.seek(n, 1)
-            return None
-        return self.read(n).decode("utf-8", errors="replace")
-
-    def value(self, kind: int, keep: bool) -> Any:
-        import struct
-
-        if kind in _SCALARS:
-            return self.unpack(_SCALARS[kind])
-        if kind == STRING:
-            return self.string(keep)
-        if kind != ARRAY:
-            raise FormatError(f"{self.path.name}: unknown GGUF value type {kind}", "the file is damaged",
-                              code="E-GGUF-READ")
-        sub, count = self.unpack("<I"), self.unpack("<Q")
-        if sub in _SCALARS:
-            width = struct.calcsize(_SCALARS[sub])
-            if count * width > self.size:
-                raise FormatError(f"{self.path.name}: a GGUF array of {count} entries", "the file is damaged",
-                                  code="E-GGUF-READ")
-            if not keep:
-                self.f.seek(count * width, 1)
-                return count
-            return list(struct.unpack(f"<{count}{_SCALARS[sub][1]}", self.read(count * width)))
-        if not keep:
-            for _ in range(count):
-                self.value(sub, False)
-            return count
-        return [self.value(sub, True) for _ in range(count)]
-
-
-def scan_gguf(path: Path, what: str) -> GGUFScan:
-    """Header, keys and tensor infos of a GGUF file; tokenizer values skipped over (their spans kept)."""
-    gguf = _gguf()
-    try:
-        size = path.stat().st_size
-        f = open(path, "rb", buffering=1 << 20)
-    except OSError as exc:
-        raise FormatError(f"{what} {path}: cannot read ({exc.strerror or exc})", "check the path",
-                          code="E-GGUF-READ") from None
-    with f:
-        s = _Stream(f, path, size)
-        if s.read(4) != b"GGUF":
-            raise FormatError(f"{what} {path} is not a GGUF file", "pass a .gguf written by llama.cpp's tools",
-                              code="E-GGUF-READ")
-        version = s.unpack("<I")
-        if version not in (2, 3):
-            raise FormatError(f"{what} {path}: GGUF version {version}", "this tool reads GGUF v3", code="E-GGUF-READ")
-        n_tensors, n_kv = s.unpack("<Q"), s.unpack("<Q")
-        if n_kv > MAX_KV or n_tensors > MAX_KV:
-            raise FormatError(f"{what} {path}: {n_kv} keys, {n_tensors} tensors", "the file is damaged",
-                              code="E-GGUF-READ")
-        kv: dict[str, Any] = {}
-        raw: list[tuple[str, int, int]] = []
-        tokens = None
-        for _ in range(n_kv):
-            begin = f.tell()
-            key = s.string()
-            kind = s.unpack("<I")
-            tokenizer = key.startswith("tokenizer.")
-            value = s.value(kind, keep=not tokenizer)
-            if tokenizer:
-                raw.append((key, begin, f.tell()))
-                if key == "tokenizer.ggml.tokens":
-                    tokens = value
-            else:
-                kv[key] = value
-        tensors = []
-        for _ in range(n_tensors):
-            name = s.string()
-            n_dims = s.unpack("<I")
-            if n_dims > 4:  # GGML_MAX_DIMS
-                raise FormatError(f"{what} {path}: tensor {name!r} has {n_dims} dimensions", "the file is damaged",
-                                  code="E-GGUF-READ")
-            dims = [s.unpack("<Q") for _ in range(n_dims)]
-            kind, offset = s.unpack("<I"), s.unpack("<Q")
-            tensors.append((name, tuple(reversed(dims)), kind, offset))
-        align = kv.get("general.alignment", gguf.GGUF_DEFAULT_ALIGNMENT)
-        start = -(-f.tell() // align) * align
-    return GGUFScan(path, version, kv, raw, tokens, [(n, sh, k, start + o) for n, sh, k, o in tensors])
-
-
-@dataclass
-class TargetGGUF:
-    path: Path
-    arch: str
-    block_count: int
-    embedding_length: int
-    vocab_size: int
-    tokenizer: list[tuple[str, int, int]]  # tokenizer.* records as byte spans of `path`, copied verbatim
-
-
-def read_target_gguf(path: str) -> TargetGGUF:
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise UsageError(f"--target-gguf {path}: no such file", "pass the target model's .gguf file",
-                         code="E-GGUF-TARGET")
-    try:
-        scan = scan_gguf(p, "--target-gguf")
-    except FormatError as exc:
-        raise FormatError(exc.message, "pass the target model's .gguf file", code="E-GGUF-TARGET") from None
-    arch = scan.kv.get("general.architecture")
-    block_count = scan.kv.get(f"{arch}.block_count")
-    width = scan.kv.get(f"{arch}.embedding_length")
-    if not isinstance(arch, str) or not isinstance(block_count, int) or not isinstance(width, int) or not scan.tokens:
-        raise FormatError(f"--target-gguf {path} lacks general.architecture, its block_count/embedding_length or "
-                          "tokenizer.ggml.tokens", "pass the target model's own GGUF (made by llama.cpp's "
-                          "convert_hf_to_gguf.py)", code="E-GGUF-TARGET")
-    if arch == ARCH:
-        raise UsageError(f"--target-gguf {path} is an EAGLE-3 drafter, not a target model",
-                         "pass the target model's .gguf", code="E-GGUF-TARGET")
-    return TargetGGUF(p, arch, block_count, width, scan.tokens, scan.raw)
-
-
-# ------------------------------------------------------------------ reading a GGUF
-
-def load_gguf_checkpoint(root: Path) -> Checkpoint:
-    """A GGUF as a Checkpoint: `config` holds its non-tokenizer keys (plus `_gguf` facts), tensors its raw
-    byte ranges by GGUF name."""
-    gguf = _gguf()
-    path = gguf_file(root)
-    assert path is not None
-    scan = scan_gguf(path, "GGUF")
-    config: dict[str, Any] = dict(scan.kv)
-    config["_gguf"] = {"file": path.name, "tokenizer_size": scan.tokens}
-    tensors: dict[str, TensorSource] = {}
-    size = path.stat().st_size
-    for name, shape, kind, offset in scan.tensors:
-        if kind not in DTYPE_OF_GGML:
-            try:
-                label = gguf.GGMLQuantizationType(kind).name
-            except ValueError:
-                label = f"type {kind}"
-            raise RefusalError(f"{path.name}: tensor {name} is {label}; this tool reads F32, F16, BF16 and I64 "
-                               "GGUFs", "convert from the unquantized GGUF (llama-quantize output cannot be turned "
-                               "back into training weights)", code="E-GGUF-DTYPE")
-        dtype = DTYPE_OF_GGML[kind]
-        nbytes = ELEMENT[dtype] * math.prod(shape)
-        if offset + nbytes > size:
-            raise FormatError(f"{path.name}: tensor {name} runs past the end of the file", "the file is truncated",
-                              code="E-FILE-TRUNCATED")
-        if name in tensors:
-            raise FormatError(f"{path.name}: tensor {name} appears twice", "the file is damaged", code="E-GGUF-READ")
-        tensors[name] = TensorRef(path, name, dtype, shape, offset, offset + nbytes)
-    ckpt_root = path.parent
-    side = None
-    record_text = config.get(RECORD_KEY)
-    side_path = ckpt_root / sidecar_mod.SIDECAR_NAME
-    if isinstance(record_text, str) and side_path.is_file():
-        try:
-            data = json.loads(side_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-            data = None
-        if isinstance(data, dict) and data.get("sidecar_version") == sidecar_mod.SIDECAR_VERSION and \
-                data.get("config_sha256") == sidecar_mod.config_digest(record_text.encode()):
-            side = data  # written with this very GGUF's record
-    return Checkpoint(path, config, tensors, [path.name], side, [])
 
 
 def _record(ckpt: Checkpoint) -> dict[str, Any] | None:
@@ -446,31 +112,6 @@ def _int_list(value: Any) -> list[int] | None:
     if isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
         return [int(x) for x in value]
     return None
-
-
-# ------------------------------------------------------------------ llama3 rope factors
-
-def llama3_rope_factors(params: dict[str, Any], head_dim: int) -> bytes:
-    """llama.cpp's LlamaModel.generate_extra_tensors, in float32 as there."""
-    import numpy as np
-
-    base = params.get("rope_theta", 10000.0)
-    freqs = (1.0 / (np.float32(base) ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim))))
-    factor = params.get("factor", 8.0)
-    low, high = params.get("low_freq_factor", 1.0), params.get("high_freq_factor", 4.0)
-    old = params.get("original_max_position_embeddings", 8192)
-    low_wavelen, high_wavelen = old / low, old / high
-    out = []
-    for freq in freqs.astype(np.float32):
-        wavelen = 2 * math.pi / float(freq)
-        if wavelen < high_wavelen:
-            out.append(1.0)
-        elif wavelen > low_wavelen:
-            out.append(factor)
-        else:
-            smooth = (old / wavelen - low) / (high - low)
-            out.append(1 / ((1 - smooth) / factor + smooth))
-    return np.array(out, dtype="<f4").tobytes()
 
 
 # ------------------------------------------------------------------ the layout
@@ -577,7 +218,7 @@ class GGUFLayout(Layout):
             elif want != ref.dtype and len(ref.shape) == 1 and want in ELEMENT:
                 from ..safetensors_io import read_tensor_bytes
 
-                back = _exactly_back(read_tensor_bytes(ref), ref.dtype, want)
+                back = exactly_back(read_tensor_bytes(ref), ref.dtype, want)
                 canonical[cname] = InMemoryTensor(want, ref.shape, back) if back is not None else ref
             else:
                 canonical[cname] = ref
@@ -774,110 +415,14 @@ class GGUFLayout(Layout):
         # What the sidecar is bound to (config_sha256): this exact record, stored in the GGUF.
         plan_config = {"gguf": metadata, RECORD_KEY: record}
         record_text = json_bytes(plan_config).decode()
-        plan_config_types = _key_types(metadata)
+        plan_config_types = key_types(metadata)
 
         def write(tmp: Path, dest: Path, on_progress: Callable[[int], None] | None) -> list[str]:
             name = file_name(dest, main_dtype)
-            _write_gguf(tmp / name, metadata, plan_config_types, record_text, target, tensors, on_progress)
+            write_gguf(tmp / name, metadata, plan_config_types, record_text, target, tensors, on_progress)
             return [name]
 
         return WritePlan(self.name, plan_config, tensors, notes, writer=write)
-
-
-def file_name(dest: Path, dtype: str) -> str:
-    """`eagle3-<name>-<TYPE>.gguf`: the sidecar name llama.cpp's `-hf` download picks beside a target GGUF."""
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", dest.name).strip("-.") or "drafter"
-    stem = re.sub(r"^eagle3-", "", stem, flags=re.IGNORECASE)
-    stem = re.sub(r"-(gguf|bf16|f16|f32)$", "", stem, flags=re.IGNORECASE) or "drafter"
-    return f"eagle3-{stem}-{dtype}.gguf"
-
-
-def _key_types(metadata: dict[str, Any]) -> dict[str, str]:
-    types = {}
-    for key, value in metadata.items():
-        if isinstance(value, bool):
-            types[key] = "bool"
-        elif isinstance(value, int):
-            types[key] = "uint32"
-        elif isinstance(value, float):
-            types[key] = "float32"
-        elif isinstance(value, list):
-            types[key] = "int32[]"
-        else:
-            types[key] = "string"
-    return types
-
-
-def _write_gguf(path: Path, metadata: dict[str, Any], types: dict[str, str], record_text: str, target: TargetGGUF,
-                tensors: dict[str, TensorSource], on_progress: Callable[[int], None] | None) -> None:
-    """Header, keys and tensor infos through gguf's GGUFWriter; tensor bytes streamed after them."""
-    gguf = _gguf()
-    vt = gguf.GGUFValueType
-    writer = gguf.GGUFWriter(path, ARCH)  # adds general.architecture
-    for key, value in metadata.items():
-        if key == "general.architecture":
-            continue
-        kind = types[key]
-        if kind == "bool":
-            writer.add_bool(key, value)
-        elif kind == "uint32":
-            writer.add_uint32(key, value)
-        elif kind == "float32":
-            writer.add_float32(key, value)
-        elif kind == "int32[]":
-            writer.add_key_value(key, list(value), vt.ARRAY, sub_type=vt.INT32)
-        else:
-            writer.add_string(key, value)
-    writer.add_string(RECORD_KEY, record_text)
-    ours = len(writer.kv_data[0])
-    import numpy as np
-
-    for name, src in tensors.items():
-        writer.add_tensor_info(name, tuple(src.shape), np.dtype(np.float32), src.nbytes,
-                               raw_dtype=gguf.GGMLQuantizationType(GGML_TYPE[src.dtype]))
-    try:
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        fout = writer.fout[0]
-        # The target's tokenizer.* records, byte for byte (streamed: a Llama-3 vocabulary is ~8 MB of records),
-        # then the header's KV count (magic, version, n_tensors, n_kv) made to include them.
-        with open(target.path, "rb") as tf:
-            for _key, begin, end in target.tokenizer:
-                tf.seek(begin)
-                left = end - begin
-                while left:
-                    part = tf.read(min(left, CHUNK))
-                    if not part:
-                        raise FormatError(f"--target-gguf {target.path} changed while copying its tokenizer",
-                                          "retry", code="E-GGUF-TARGET")
-                    fout.write(part)
-                    left -= len(part)
-        here = fout.tell()
-        fout.seek(16)
-        fout.write(struct.pack("<Q", ours + len(target.tokenizer)))
-        fout.seek(here)
-        writer.write_ti_data_to_file()
-        fout.write(b"\0" * (-fout.tell() % ALIGNMENT))
-        for name, src in tensors.items():
-            written = 0
-            for part in iter_tensor_chunks(src):
-                fout.write(part)
-                written += len(part)
-            if written != src.nbytes:
-                raise FormatError(f"{name}: {written} bytes streamed, {src.nbytes} expected",
-                                  "the source changed while converting", code="E-FILE-TRUNCATED")
-            fout.write(b"\0" * (-written % ALIGNMENT))
-            if on_progress:
-                on_progress(src.nbytes)
-        fout.flush()
-        os.fsync(fout.fileno())
-    except OSError as exc:
-        from ..errors import DestinationError
-
-        raise DestinationError(f"writing {path.name} failed: {exc.strerror or exc}",
-                               "check free space (df -h) and permissions of the destination") from None
-    finally:
-        writer.close()
 
 
 def validate_gguf(raw: Any, engines: Any, label: str, deep: bool = False,

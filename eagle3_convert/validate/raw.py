@@ -37,10 +37,10 @@ _HINT_REDOWNLOAD = "the file is damaged: download or copy the checkpoint again"
 def read_raw(root: Path) -> tuple[RawCheckpoint, list[Finding]]:
     """config.json and every readable tensor header of `root`, with a finding per problem met."""
     root = Path(root)
-    from ..converters.gguf import gguf_file
+    from ..converters.gguf_file import gguf_file
 
     if gguf_file(root) is not None:  # a GGUF drafter (llama.cpp): its keys stand for config.json
-        from ..converters.gguf import load_gguf_checkpoint
+        from ..converters.gguf_file import load_gguf_checkpoint
 
         ckpt = load_gguf_checkpoint(root)
         return RawCheckpoint(ckpt.path, ckpt.config, ckpt.tensors, ckpt.weight_files, set(), ckpt.sidecar), []

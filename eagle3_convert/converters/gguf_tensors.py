@@ -1,0 +1,136 @@
+"""GGUF tensor bytes: dtype changes per chunk (numpy), GGML's interleaved q/k rows, tensors computed
+while streamed, and llama3's rope factor table. The layout (converters/gguf.py) uses them both ways."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from ..errors import FormatError
+from ..safetensors_io import TensorSource, iter_tensor_chunks
+
+CHUNK = 4 * 1024 * 1024
+ELEMENT = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8}
+
+
+def _convert(data: bytes | memoryview, src: str, dst: str) -> bytes | memoryview:
+    """Element-wise dtype change of one chunk; exact for widening, round-to-nearest-even for narrowing
+    (gguf-py's F32 -> BF16 rule, NaN kept quiet)."""
+    if src == dst:
+        return data
+    import numpy as np
+
+    if src == "BF16":
+        f32 = (np.frombuffer(data, dtype="<u2").astype("<u4") << 16).view("<f4")
+    elif src == "F16":
+        f32 = np.frombuffer(data, dtype="<f2").astype("<f4")
+    else:
+        f32 = np.frombuffer(data, dtype="<f4")
+    if dst == "F32":
+        return f32.tobytes()
+    if dst == "F16":
+        with np.errstate(over="ignore"):
+            return f32.astype("<f2").tobytes()
+    n = f32.view("<u4").astype("<u8")
+    n = np.where((n & 0x7FFFFFFF) > 0x7F800000, (n & 0xFFFF0000) | (64 << 16), n)
+    n = (n + (0x7FFF + ((n >> 16) & 1))) >> 16
+    return n.astype("<u2").tobytes()
+
+
+def exactly_back(data: bytes, stored: str, wanted: str) -> bytes | None:
+    """`data` (dtype `stored`) in dtype `wanted`, if that loses nothing; else None."""
+    back = _convert(data, stored, wanted)
+    return bytes(back) if bytes(_convert(back, wanted, stored)) == bytes(data) else None
+
+
+def _row_groups(src: TensorSource, group_bytes: int) -> Iterator[bytes]:
+    """The tensor's bytes in consecutive pieces of exactly `group_bytes` (bounded buffer)."""
+    buf = bytearray()
+    for part in iter_tensor_chunks(src, max(group_bytes, CHUNK)):
+        buf += part
+        while len(buf) >= group_bytes:
+            yield bytes(buf[:group_bytes])
+            del buf[:group_bytes]
+    if buf:
+        raise FormatError(f"a tensor's bytes do not divide into rows of {group_bytes} bytes",
+                          "the file is damaged", code="E-FILE-TRUNCATED")
+
+
+def _permute_group(data: bytes, rows: int, row_bytes: int, inverse: bool) -> bytes:
+    """One head's rows: HF [2, rows/2] halves -> GGML interleaved pairs (llama.cpp's LlamaModel.permute)."""
+    import numpy as np
+
+    a = np.frombuffer(data, dtype=np.uint8).reshape(rows, row_bytes)
+    if inverse:
+        return a.reshape(rows // 2, 2, row_bytes).swapaxes(0, 1).reshape(rows, row_bytes).tobytes()
+    return a.reshape(2, rows // 2, row_bytes).swapaxes(0, 1).reshape(rows, row_bytes).tobytes()
+
+
+@dataclass(frozen=True)
+class StreamedTensor:
+    """A tensor computed from another while streamed: q/k rows (un)permuted per head, and/or a dtype change.
+
+    Duck-typed TensorSource: safetensors_io reads and writes anything with `chunks()`."""
+
+    base: TensorSource
+    dtype: str
+    shape: tuple[int, ...]
+    heads: int = 0  # > 0: permute the rows in `heads` groups
+    inverse: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        n = ELEMENT[self.dtype]
+        for d in self.shape:
+            n *= d
+        return n
+
+    def chunks(self) -> Iterator[bytes]:
+        src_dtype = self.base.dtype
+        rows = self.shape[0]
+        row_bytes = (self.base.nbytes // rows) if rows else 0
+        if self.heads:
+            per = rows // self.heads
+            for group in _row_groups(self.base, per * row_bytes):
+                yield bytes(_convert(_permute_group(group, per, row_bytes, self.inverse), src_dtype, self.dtype))
+            return
+        step = max(ELEMENT[src_dtype], CHUNK - CHUNK % max(row_bytes, 1)) if rows else CHUNK
+        for group in _row_groups_tail(self.base, step):
+            yield bytes(_convert(group, src_dtype, self.dtype))
+
+
+def _row_groups_tail(src: TensorSource, step: int) -> Iterator[bytes]:
+    buf = bytearray()
+    for part in iter_tensor_chunks(src, step):
+        buf += part
+        while len(buf) >= step:
+            yield bytes(buf[:step])
+            del buf[:step]
+    if buf:
+        yield bytes(buf)
+
+
+def llama3_rope_factors(params: dict[str, Any], head_dim: int) -> bytes:
+    """llama.cpp's LlamaModel.generate_extra_tensors, in float32 as there."""
+    import numpy as np
+
+    base = params.get("rope_theta", 10000.0)
+    freqs = (1.0 / (np.float32(base) ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim))))
+    factor = params.get("factor", 8.0)
+    low, high = params.get("low_freq_factor", 1.0), params.get("high_freq_factor", 4.0)
+    old = params.get("original_max_position_embeddings", 8192)
+    low_wavelen, high_wavelen = old / low, old / high
+    out = []
+    for freq in freqs.astype(np.float32):
+        wavelen = 2 * math.pi / float(freq)
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype="<f4").tobytes()
+
+
