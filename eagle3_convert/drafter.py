@@ -28,7 +28,9 @@ FAMILY_BY_MODEL_TYPE: dict[str, Family] = {
     "deepseek_v3": "deepseek_mla",
     "kimi_k2": "deepseek_mla",
 }
-MODEL_TYPE_BY_FAMILY: dict[Family, str] = {"llama": "llama", "qwen3": "qwen3", "deepseek_mla": "deepseek_v3"}
+# What a writer spells for each family. Not deepseek_v3 for MLA: vLLM turns a deepseek_v3 draft config into
+# DeepSeek MTP and refuses it (engines.vllm.MTP_MODEL_TYPES); it reads kimi_k2 with the same DeepseekV3Config.
+MODEL_TYPE_BY_FAMILY: dict[Family, str] = {"llama": "llama", "qwen3": "qwen3", "deepseek_mla": "kimi_k2"}
 
 # The variant flags that change the maths (docs/formats.md §1); a layout that cannot express one refuses.
 MATH_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output", "input_layernorm_on_hidden")

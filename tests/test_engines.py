@@ -147,17 +147,6 @@ _expect(("sglang",), ("mla (1,3,6)",), _ALL, {REFUSED})
 _expect(("vllm", "modelopt"), ("mla (1,3,6)",), ("sglang",), {LOUD})
 
 
-# Cells off the designed matrix today because of a known eagle3-convert bug: kept out of the
-# matrix and verdict tests (which stay strict for every other cell) and held by
-# test_known_issues_are_fixed, which xfails until they are.
-MLA_MODEL_TYPE = ("eagle3-convert writes the MLA drafter's model_type as deepseek_v3; vLLM's "
-                  "SpeculativeConfig.hf_config_override turns every deepseek_v3 draft config into DeepSeek MTP "
-                  "(architectures Eagle3DeepSeekMTPModel) and refuses it")
-KNOWN_ISSUES: dict[tuple[str, str, str], str] = {
-    (layout, family, reading): MLA_MODEL_TYPE for family in ("mla (1,3,6)", "mla (2,4,6)")
-    for layout in ("sglang", "vllm", "modelopt") for reading in ("vllm-v1", "vllm-v2")
-    if (layout, family) != ("sglang", "mla (1,3,6)")}
-
 
 # --------------------------------------------------------------------------- sources
 
@@ -260,6 +249,16 @@ def param_expectations(engine: str, name: str, w: dict, spec: DrafterSpec, d2t):
             return fused(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight")
         if rest in ("self_attn.fused_qkv_a_proj_with_mqa.weight", "self_attn.fused_qkv_a_proj.weight"):
             return fused(p + "self_attn.q_a_proj.weight", p + "self_attn.kv_a_proj_with_mqa.weight")
+        if engine == "vllm" and rest.endswith((".W_UK_T", ".W_UV")):
+            # vLLM's MLA derives these after loading from kv_b_proj (mla_attention.split_kv_b_proj):
+            # kv_b_proj.T viewed [kv_lora_rank, heads, nope + v], split; W_UK_T = W_UK.permute(1, 2, 0),
+            # W_UV = W_UV.transpose(0, 1). Bit-equal to that rearrangement of the trained tensor, or wrong.
+            kv_b = w[p + "self_attn.kv_b_proj.weight"]
+            view = kv_b.T.reshape(spec.mla_kv_lora_rank, spec.num_attention_heads,
+                                  spec.mla_qk_nope_head_dim + spec.mla_v_head_dim)
+            w_uk, w_uv = view.split([spec.mla_qk_nope_head_dim, spec.mla_v_head_dim], dim=-1)
+            derived = w_uk.permute(1, 2, 0) if rest.endswith(".W_UK_T") else w_uv.transpose(0, 1)
+            return derived.contiguous(), [p + "self_attn.kv_b_proj.weight"]
         if engine == "vllm" and parts[1] != "0" and rest == "hidden_norm.weight":
             return None  # vLLM builds a hidden_norm in every layer; layers >= 1 use input_layernorm
         if engine == "sglang" and spec.family == "llama" and parts[1] != "0":
@@ -507,7 +506,7 @@ def test_no_cell_is_silent_wrong(matrix: dict, printed_matrix: str):
 
 
 def test_matrix_is_the_designed_one(matrix: dict, printed_matrix: str):
-    off = [c.line() for key, c in matrix["cells"].items() if not c.matches_expected() and key not in KNOWN_ISSUES]
+    off = [c.line() for key, c in matrix["cells"].items() if not c.matches_expected()]
     assert not off, "cells off the designed matrix (EXPECTED):\n" + "\n".join(off) + \
         f"\n\nwhole matrix:\n{printed_matrix}"
 
@@ -520,12 +519,6 @@ def test_negative_controls_are_caught_as_silent_wrong(matrix: dict, control: str
     assert cell.outcome == "SILENT-WRONG", cell.line()
     assert any(run["why"] in problem for problem in cell.problems), cell.line()
 
-
-@pytest.mark.xfail(strict=False, reason=MLA_MODEL_TYPE)
-def test_known_issues_are_fixed(matrix: dict):
-    off = [f"{matrix['cells'][key].line()}  <- {why}" for key, why in KNOWN_ISSUES.items()
-           if not matrix["cells"][key].matches_expected()]
-    assert not off, "\n".join(off)
 
 
 def test_every_loud_cell_carries_the_engines_own_error(matrix: dict):
@@ -542,16 +535,12 @@ def test_served_cells_ran_the_forward_or_say_why(matrix: dict):
 
 def test_our_serves_verdicts_agree_with_the_engines(matrix: dict):
     reports = matrix["converted"]
-    if not any("serves" in r for r in reports.values()):
-        pytest.skip("convert --json has no `serves` object yet (issue 11 deliverable 3): nothing to compare")
     disagree = []
     for (layout, family), report in reports.items():
         serves = report.get("serves") or {}
         spec = FAMILIES[family][1]
         for reading in READINGS:
             cell = matrix["cells"][(layout, family, reading)]
-            if (layout, family, reading) in KNOWN_ISSUES:
-                continue
             verdict = serves.get(reading)
             if verdict is None:
                 disagree.append(f"{layout}/{family}/{reading}: no verdict")

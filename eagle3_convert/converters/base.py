@@ -201,10 +201,12 @@ def split_decoder_extra(dec: Mapping[str, Any], also_known: set[str]) -> dict[st
 def keep_model_type_spelling(dec: Mapping[str, Any], fields: dict[str, Any], extra: dict[str, Any]) -> None:
     # deepseek_v3 and kimi_k2 are one family but keep the spelling the source used; a spelling of another
     # family (kimi_k2 on a Llama-class drafter) is not kept: the family's own model_type is written.
+    from ..engines.vllm import MTP_MODEL_TYPES
+
     model_type = dec.get("model_type")
     if model_type and model_type != MODEL_TYPE_BY_FAMILY[fields["family"]] and \
-            FAMILY_BY_MODEL_TYPE.get(model_type) == fields["family"]:
-        extra["model_type"] = model_type
+            FAMILY_BY_MODEL_TYPE.get(model_type) == fields["family"] and model_type not in MTP_MODEL_TYPES:
+        extra["model_type"] = model_type  # (a spelling vLLM would turn into DeepSeek MTP is not kept)
     elif model_type and FAMILY_BY_MODEL_TYPE.get(model_type) == "deepseek_mla" and fields["family"] != "deepseek_mla":
         # The drafter's config says which target it serves: SGLang's Kimi/DeepSeek targets read capture ids their way.
         fields.setdefault("target", TargetIdentity(model_type=model_type))

@@ -36,6 +36,9 @@ CLASSES = {
 # Names only vLLM resolves (SGLang refuses them loudly), for files SGLang would misread.
 VLLM_ONLY = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM",
              "deepseek_mla": "Eagle3DeepseekV3ForCausalLM"}
+# SpeculativeConfig.hf_config_override turns a draft config of these model_types into DeepSeek MTP
+# ('Eagle3DeepSeekMTPModel'), which it then refuses: an EAGLE-3 MLA drafter must say kimi_k2.
+MTP_MODEL_TYPES = frozenset({"deepseek_v3", "deepseek_v32", "glm_moe_dsa"})
 # The speculators path picks its class from the decoder's model_type.
 SPECULATORS_MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
 IDS_FROM = {"vllm-v1": ("top", "nested"), "vllm-v2": ("top",)}
@@ -88,6 +91,10 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
     else:
         archs = architectures(config)
         family = served_family(archs)
+        if config.get("model_type") in MTP_MODEL_TYPES:
+            r.refusal = (f"vLLM takes a {config['model_type']} draft config for DeepSeek MTP: model architectures "
+                         "['Eagle3DeepSeekMTPModel'] are not supported")
+            return r
         if family is None:
             r.refusal = f"vLLM refuses it: model architectures {archs} are not supported"
             return r
