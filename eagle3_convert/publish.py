@@ -157,7 +157,7 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
 
 def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None) -> Any:
     from .validate import validate_checkpoint
-    from .registry import recorded_capture
+    from .records import recorded_capture
 
     # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
     recorded = recorded_capture(path, registry, uri=uri) if registry is not None else None
@@ -242,7 +242,7 @@ def _with_registry_facts(facts: dict[str, Any], registry: Any) -> tuple[dict[str
     target, the provenance. They go into the card and the published sidecar, with `from_registry` naming
     the record; returns the note that says so (None: nothing taken, or no registry consulted)."""
     from .drafter import TargetIdentity
-    from .registry import record_of
+    from .records import record_of
 
     record = record_of(facts.get("drafter_id"), registry) if registry is not None else None
     if record is None:

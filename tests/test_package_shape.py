@@ -168,3 +168,16 @@ def test_every_split_module_imports_first_in_a_fresh_interpreter():
             "        del sys.modules[loaded]\n"
             "    importlib.import_module(name)\n")
     subprocess.run([sys.executable, "-c", code, *names], check=True, timeout=300, cwd=ROOT)
+
+
+PIPELINES = ("eagle3_convert.convert", "eagle3_convert.publish", "eagle3_convert.records", "eagle3_convert.hints",
+             "eagle3_convert.validate", "eagle3_convert.cli")
+
+
+def test_the_registry_imports_no_pipeline():
+    """The registry stores and queries; the pipelines record into it (eagle3_convert.records), never the
+    reverse — not even through an import inside a function."""
+    upward = {name: sorted(m for m in _imports(name, path, in_functions=True)
+                           if any(m == p or m.startswith(p + ".") for p in PIPELINES))
+              for name, path in MODULES.items() if name.startswith("eagle3_convert.registry")}
+    assert not {name: found for name, found in upward.items() if found}

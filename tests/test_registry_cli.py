@@ -13,17 +13,8 @@ import pytest
 
 from conftest import run_cli, tree_digest
 from eagle3_convert.cli.common import CAPTURE_CONVENTIONS as CLI_CONVENTIONS
-from eagle3_convert.registry import (
-    CONVENTIONS,
-    add_checkpoint,
-    lineage,
-    list_records,
-    open_registry,
-    recorded_capture,
-    remove,
-    show,
-    training_boundaries,
-)
+from eagle3_convert.registry import CONVENTIONS, open_registry, training_boundaries
+from eagle3_convert.records import add_checkpoint, lineage, list_records, recorded_capture, remove, show
 from eagle3_convert.safetensors_io import read_header
 
 PROVENANCE = "speculators 0.9.0, ultrachat 200k, run 7"

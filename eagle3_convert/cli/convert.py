@@ -144,7 +144,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     (drafter id, both copies, lineage) unless --no-record.
     """
     from ..convert import convert, make_options
-    from ..registry import RegistryError, open_registry, record_conversion
+    from ..registry import RegistryError, open_registry
+    from ..records import record_conversion
 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
     options.training_capture = _given_capture(capture_layers, convention, options)
@@ -156,7 +157,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         except RegistryError as exc:
             raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
     if options.training_capture is None and not no_registry and Path(src).is_dir():
-        from ..registry import stated_capture
+        from ..records import stated_capture
 
         # Only ids the record states, never a default derived from what another conversion recorded.
         try:

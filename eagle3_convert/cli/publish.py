@@ -55,7 +55,7 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
     (repo id and commit) is recorded in the registry unless --no-record.
     """
     from ..publish import PublishRefused, prepared_publish, upload
-    from ..registry import record_publication
+    from ..records import record_publication
     from ..registry import RegistryError, open_registry
 
     store = None

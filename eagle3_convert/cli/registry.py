@@ -98,7 +98,7 @@ def add_cmd(src: str, target: str | None, capture_layers: str | None, convention
     beside SRC (target, provenance, lineage) are imported; --target, --capture-layers and
     --trained-with state the training truth and replace what the registry held.
     """
-    from ..registry import add_checkpoint
+    from ..records import add_checkpoint
 
     added = add_checkpoint(src, target=target, capture_layers=parse_ids(capture_layers), convention=convention,
                            trained_with=trained_with, revision=revision, from_layout=from_layout,
@@ -120,7 +120,7 @@ def add_cmd(src: str, target: str | None, capture_layers: str | None, convention
 @run_guarded
 def list_cmd(target: str | None, registry_path: str | None, as_json: bool) -> None:
     """Every recorded drafter, oldest first."""
-    from ..registry import list_records
+    from ..records import list_records
 
     records = list_records(target, registry_path)
     if as_json:
@@ -143,7 +143,7 @@ def list_cmd(target: str | None, registry_path: str | None, as_json: bool) -> No
 @run_guarded
 def show_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> None:
     """Everything recorded about one drafter (ID: the id or a unique prefix of 4+ characters)."""
-    from ..registry import show
+    from ..records import show
 
     record = show(drafter_id, registry_path)
     if as_json:
@@ -159,7 +159,7 @@ def show_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> None:
 @run_guarded
 def lineage_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> None:
     """The conversions that produced each recorded copy of a drafter, oldest first."""
-    from ..registry import lineage
+    from ..records import lineage
 
     edges = lineage(drafter_id, registry_path)
     if as_json:
@@ -178,7 +178,7 @@ def lineage_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> No
 @run_guarded
 def remove_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> None:
     """Forget a drafter, its locations and lineage (the checkpoints themselves are not touched)."""
-    from ..registry import remove
+    from ..records import remove
 
     removed = remove(drafter_id, registry_path)
     if as_json:

@@ -87,7 +87,6 @@ DRAFTER_COLUMNS = (
     "updated_at",
 )
 TARGET_COLUMNS = DRAFTER_COLUMNS[1:7]
-# Fields an upsert may set; timestamps, locations and lineage are the store's to keep.
 
 
 def dumps(value: Any) -> str | None:

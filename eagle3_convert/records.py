@@ -1,4 +1,8 @@
-"""The registry's Python API; `eagle3-convert registry ...` and `convert` call these.
+"""Recording drafters into the registry, and asking it about a checkpoint: the pipelines' side.
+
+convert, publish, validate and `eagle3-convert registry ...` call these; they read checkpoints
+through the convert pipeline and store through `eagle3_convert.registry`, which never imports
+the pipelines (the store depends on nothing that records into it).
 
 Every function takes `registry`: an open `RegistryStore` (left open), a path to open
 and close, or None for the default path (`$EAGLE3_CONVERT_REGISTRY`, else
@@ -15,16 +19,16 @@ from datetime import timezone
 from pathlib import Path
 from typing import Any
 
-from .. import sidecar
-from ..convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
-from ..converters.base import CONFIG_NAME, capture_context
-from ..converters.layer_ids import default_boundaries
-from ..errors import Eagle3Error, UsageError
-from ..fingerprint import drafter_id, tensor_digests
-from .errors import RegistryError
-from .models import DrafterRecord, LineageEdge, Location
-from .recording import record_facts, training_boundaries
-from .store import RegistryStore, default_registry_path, open_registry
+from . import sidecar
+from .convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
+from .converters.base import CONFIG_NAME, capture_context
+from .converters.layer_ids import default_boundaries
+from .errors import Eagle3Error, UsageError
+from .fingerprint import drafter_id, tensor_digests
+from .registry.errors import RegistryError
+from .registry.models import DrafterRecord, LineageEdge, Location
+from .registry.recording import record_facts, training_boundaries
+from .registry.store import RegistryStore, default_registry_path, open_registry
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None
 
