@@ -58,8 +58,10 @@ def check_engine_verdicts(ctx: Context) -> None:
     for reader, verdict in serves.items():
         engine = reader.split("-")[0]
         if verdict.verdict == WRONG and engine not in said:
-            ctx.add("E-ENGINE-WRONG", f"{LABELS[reader]}: {verdict.why}; it would serve this file wrong",
-                    f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`",
+            fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
+            if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF
+                fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
+            ctx.add("E-ENGINE-WRONG", f"{LABELS[reader]}: {verdict.why}; it would serve this file wrong", fix,
                     engine=engine)
             said.add(engine)
 
