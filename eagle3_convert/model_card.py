@@ -190,12 +190,18 @@ def _serve_section(repo_id: str, layout: str, engines: Sequence[str], target: Ta
                 "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
         lines += ["### SGLang", "", "```bash", _shell(argv), "```", ""]
     if "trtllm" in engines:
+        from .engines.trtllm import serve_snippet
+
         boundaries = facts.get("capture_boundaries", config.capture_boundaries)
-        family, depth = capture_context(config.family, target, config.target)
-        ids = convention_table(boundaries, depth, family)["trtllm"]
-        lines += ["### TensorRT-LLM", "",
+        if boundaries is None:  # the file lost them; TensorRT-LLM takes them at serve time, so the record's serve
+            boundaries = (facts.get("from_registry") or {}).get("capture_boundaries")
+        _, depth = capture_context(config.family, target, config.target)
+        snippet = serve_snippet(boundaries, depth, repo_id)
+        lines += ["### TensorRT-LLM (from source, not loaded)", "",
                   ("TensorRT-LLM takes the capture layers from its runtime configuration, not from this "
-                   f"checkpoint: give it `{_cell(ids)}` (its output-of-block convention)."), ""]
+                   "checkpoint (`eagle3_layers_to_capture`, its output-of-block convention). Put this in the YAML "
+                   f"given to `trtllm-serve {model} --extra_llm_api_options`:"), "",
+                  "```yaml", snippet["yaml"], "```", ""]
     return lines
 
 

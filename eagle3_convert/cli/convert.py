@@ -85,6 +85,27 @@ def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
             "per_engine": convention_table(cfg.capture_boundaries, depth, family)}
 
 
+def trtllm_serve(capture: dict[str, Any], model_dir: str, verdict: Any = None,
+                 instead: str | None = None) -> dict[str, Any]:
+    """TensorRT-LLM's `speculative_config` for this drafter (engines/trtllm.py), from capture_rows' facts;
+    `verdict` is TensorRT-LLM's on the files at `model_dir`, `instead` what to do when it is no serve."""
+    from ..engines import REFUSES, WRONG
+    from ..engines.trtllm import serve_snippet
+
+    boundaries = capture["boundaries"] if isinstance(capture["boundaries"], list) else None
+    out = serve_snippet(boundaries, capture["target_layers"], model_dir)
+    out["note"] = None
+    if verdict is not None and verdict.verdict in (REFUSES, WRONG):
+        out["note"] = (f"TensorRT-LLM (from source, not loaded) {SERVE_WORDS[verdict.verdict]} as it is: "
+                       f"{verdict.why}" + (f"; {instead}" if instead else ""))
+    return out
+
+
+def trtllm_lines(serve: dict[str, Any]) -> list[str]:
+    head = "TensorRT-LLM (from source, not loaded) takes the capture layers at serve time; its YAML:"
+    return [f"note: {serve['note']}"] * bool(serve["note"]) + [head, *serve["yaml"].splitlines()]
+
+
 SERVE_WORDS = {"as-trained": "serves as trained", "default-layers": "serves with its default layers (the trained "
                 "ones)", "runtime-layers": "serves when told the layers", "refuses": "refuses it loudly",
                "wrong": "serves it WRONG"}
@@ -206,6 +227,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         "drafter_id": result.drafter_id, "recorded_in": str(store.path) if recorded else None,
         "serves": {engine: v.to_dict() for engine, v in result.serves.items()},
         "from_registry": result.facts.get("from_registry"),
+        "trtllm_serve": (trtllm_serve(capture, str(result.dest), result.serves.get("trtllm"))
+                         if result.layout == "modelopt" else None),
     }
     if as_json:
         emit_json(summary)
@@ -223,6 +246,9 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
                f"for {result.layout}: {spelled(result.layout)}")
     for line in serve_lines(result.serves):
         click.echo(line)
+    if summary["trtllm_serve"]:
+        for line in trtllm_lines(summary["trtllm_serve"]):
+            click.echo(line)
     if recorded:
         click.echo(f"recorded drafter {result.drafter_id[:12]} in {store.path}")
     for note in summary["notes"]:

@@ -9,7 +9,7 @@ import click
 
 from . import main
 from .common import emit_json, error_dict, fail, hub_options, hub_progress_bars, run_guarded
-from .convert import _layout_choice, capture_rows
+from .convert import _layout_choice, capture_rows, trtllm_lines, trtllm_serve
 
 HUMAN_TENSOR_ROWS = 500  # a hostile header can name millions of tensors; --json lists every one
 
@@ -47,6 +47,8 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
         options.target = facts.identity if facts else None
         source = read_source(str(path), from_layout, options)
         drafter_view = _drafter_view(source, options)
+        drafter_view["trtllm_serve"] = _trtllm_view(src, raw, source.drafter.config, drafter_view["capture"],
+                                                    options)
     except Eagle3Error as exc:  # what the reader refuses is a finding here, never the end of the output
         refusal = exc
         if not any(f.code == exc.code and f.severity == "error" for f in findings):
@@ -97,6 +99,18 @@ def _drafter_view(source: Any, options: Any) -> dict[str, Any]:
     }
 
 
+def _trtllm_view(src: str, raw: Any, cfg: Any, capture: dict[str, Any], options: Any) -> dict[str, Any]:
+    """TensorRT-LLM's serve snippet for SRC, or for the `--to modelopt` copy when it does not load SRC as it is."""
+    from ..engines import REFUSES, WRONG, serve_verdicts, target_context
+
+    ctx = target_context(cfg, options.target)
+    verdict = serve_verdicts(raw.config or {}, list(raw.tensors), cfg, ctx, engines=("trtllm",))["trtllm"]
+    if verdict.verdict in (REFUSES, WRONG):
+        return trtllm_serve(capture, "DST", verdict, f"`eagle3-convert convert --to modelopt {src} DST` writes the "
+                                                     "layout it loads, or says why it cannot")
+    return trtllm_serve(capture, src, verdict)
+
+
 def _print(label: str, data: dict[str, Any]) -> None:
     from ..drafter import MATH_FLAGS
 
@@ -130,6 +144,8 @@ def _print(label: str, data: dict[str, Any]) -> None:
                    f"(target layers: {capture['target_layers'] or '?'})")
         for engine, ids in capture["per_engine"].items():
             click.echo(f"    {engine:<12} {ids}")
+        for line in trtllm_lines(view["trtllm_serve"]):
+            click.echo(f"  {line}")
     else:
         click.echo("  drafter      not readable as a drafter (see the findings)")
     tensors = data["tensors"]

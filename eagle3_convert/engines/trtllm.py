@@ -70,3 +70,45 @@ FAMILIES = frozenset({"llama", "deepseek_mla"})  # MLA attention inside its Llam
 FLAGS_READ = frozenset({"norm_before_fc", "fc_norm", "norm_output"})  # norm_before_fc nested only (read())
 BUILDS_BIAS = True
 NEEDS_T2D = False
+
+
+# ------------------------------------------------------------------ the serve snippet (issue 14, Deliver 4)
+
+MAX_DRAFT_LEN = 3  # the draft length every serve command we print uses (model_card.NUM_SPECULATIVE_TOKENS)
+
+
+def serve_snippet(boundaries: list[int] | None, depth: int | None, model_dir: str) -> dict[str, Any]:
+    """The `speculative_config` TensorRT-LLM needs to serve the drafter in `model_dir` (an LLM API /
+    `trtllm-serve --extra_llm_api_options` YAML): capture layers are a runtime argument there.
+
+    `boundaries` are the trained ones (None: the file names none, so the engines' defaults for a
+    `depth`-layer target). Returns {"speculative_config", "yaml", "layers_unknown"}: the last says why
+    no `eagle3_layers_to_capture` is given (then TensorRT-LLM captures its defaults), else None."""
+    from ..converters.layer_ids import default_boundaries
+
+    if boundaries is None and depth:
+        boundaries = default_boundaries(depth)
+    spec: dict[str, Any] = {"decoding_type": "Eagle3", "max_draft_len": MAX_DRAFT_LEN,
+                            "speculative_model_dir": model_dir}
+    why = None
+    if boundaries is None:
+        why = ("the drafter names no capture layers and the target's depth L is unknown: TensorRT-LLM will capture "
+               "its defaults {1, L//2-1, L-4}, right only if training used the defaults (give --target for the ids)")
+    elif min(boundaries) < 1:
+        why = (f"TensorRT-LLM cannot capture boundary {min(boundaries)} (the embedding output): its id -1 means the "
+               "final norm's output")
+    else:
+        spec["eagle3_layers_to_capture"] = runtime_ids(list(boundaries))
+    lines = ["speculative_config:"] + [f"  {key}: {_yaml(value)}" for key, value in spec.items()]
+    if why:
+        lines.append(f"  # eagle3_layers_to_capture not given: {why}")
+    return {"speculative_config": spec, "yaml": "\n".join(lines), "layers_unknown": why}
+
+
+def _yaml(value: Any) -> str:
+    import json
+    import re
+
+    if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9_./~][A-Za-z0-9_./~@+-]*", value):
+        return json.dumps(value)  # a JSON string is a YAML double-quoted scalar
+    return json.dumps(value) if isinstance(value, list) else str(value)  # [1, 15, 28]: a YAML flow sequence
