@@ -195,8 +195,17 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
             files = write_tensor_files(tmp, tensors, {"format": "pt"}, max_shard_bytes, on_progress)
         extra = extra_files() if callable(extra_files) else extra_files
         for name, data in ({**extra} if writer is not None else {CONFIG_NAME: json_bytes(config), **extra}).items():
-            (tmp / name).write_bytes(data)
+            _write_durably(tmp / name, data)
             files.append(name)
+        # Why this is still atomic and durable although the weights' writeback starts during the copy
+        # (safetensors_io.write_safetensors, eagle3_convert/writeback.py): sync_file_range only starts writing
+        # dirty pages early; it promises nothing and replaces no step below. Every file in tmp is still
+        # fsynced before it is closed (the weights after their last byte, config.json and the sidecar here),
+        # so when the fsyncs return every byte and inode is on stable storage, whatever writeback did before;
+        # then tmp itself is fsynced (its entries), and only then is it renamed (or exchanged) into place,
+        # and the parent fsynced (the rename). A crash before the rename leaves the old dest and a dead,
+        # unlocked tmp (removed by the next writer); after it, a complete dest. Starting writeback early
+        # changes when the disk works, not what has reached it when each step returns.
         _fsync_dir(tmp)
         with interrupts_deferred():
             _swap_into_place(tmp, dest_abs, force)
@@ -212,6 +221,19 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
             os.close(lock)
     _fsync_dir(parent)
     return files
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    """Write a small file (config.json, the sidecar) and fsync it: the directory fsync makes its entry
+    durable, not its bytes, and a crash after the rename must not leave an empty config.json."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _lock_dir(path: Path) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -283,7 +284,7 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
         facts["derived_config_keys"] = plan.derived_keys
     # Hash the source while the kernel copies it: the id costs no extra wall time on 2+ cores.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        digests = pool.submit(tensor_digests, source.drafter)
+        digests = pool.submit(tensor_digests, source.drafter, min(2, os.cpu_count() or 1))
 
         def sidecar_files() -> dict[str, bytes]:
             facts["drafter_id"] = drafter_id(source.drafter, digests.result())

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from .errors import DestinationError, FormatError
+from .writeback import WINDOW, Writeback
 
 # Bytes per element, safetensors spelling. Sub-byte float formats are not EAGLE-3 drafter dtypes.
 DTYPE_SIZES: dict[str, int] = {
@@ -354,13 +355,15 @@ def build_header(entries: Mapping[str, TensorSource], metadata: Mapping[str, str
     return struct.pack("<Q", len(raw)) + raw, order
 
 
-def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, src_name: str) -> None:
+def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, src_name: str,
+                wb: Writeback | None = None) -> None:
     use_cfr = hasattr(os, "copy_file_range")
     buf = None
+    step = WINDOW if wb is not None else 1 << 30  # window by window: writeback starts during a large tensor
     while count:
         if use_cfr:
             try:
-                n = os.copy_file_range(src_fd, dst_fd, min(count, 1 << 30), offset)
+                n = os.copy_file_range(src_fd, dst_fd, min(count, step), offset)
             except OSError:
                 use_cfr = False  # cross-device on older kernels, or unsupported fs: fall back
                 continue
@@ -376,6 +379,8 @@ def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, src_name: str
                               _HINT_CORRUPT, code="E-FILE-TRUNCATED")
         offset += n
         count -= n
+        if wb is not None:
+            wb.advance(n)
 
 
 def _pread_into(fd: int, view: memoryview, offset: int) -> int:
@@ -384,11 +389,14 @@ def _pread_into(fd: int, view: memoryview, offset: int) -> int:
     return len(data)
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
+def _write_all(fd: int, data: bytes | memoryview, wb: Writeback | None = None) -> None:
     view = memoryview(data)
+    total = view.nbytes
     while view:
         n = os.write(fd, view)
         view = view[n:]
+    if wb is not None:
+        wb.advance(total)
 
 
 def write_safetensors(
@@ -406,18 +414,19 @@ def write_safetensors(
         raise DestinationError(f"cannot create {path}: {exc.strerror or exc}",
                                "check free space and permissions of the destination") from None
     try:
-        _write_all(fd, header)
+        wb = Writeback(fd)  # the disk writes while we still copy; the fsync below remains the guarantee
+        _write_all(fd, header, wb)
         for name in order:
             src = entries[name]
             if isinstance(src, InMemoryTensor):
-                _write_all(fd, src.data)
+                _write_all(fd, src.data, wb)
             elif hasattr(src, "chunks"):  # computed in bounded chunks (converters/gguf.py)
                 for part in src.chunks():
-                    _write_all(fd, part)
+                    _write_all(fd, part, wb)
             else:
                 if src.file not in open_sources:
                     open_sources[src.file] = os.open(src.file, os.O_RDONLY)
-                _copy_range(open_sources[src.file], fd, src.start, src.nbytes, str(src.file))
+                _copy_range(open_sources[src.file], fd, src.start, src.nbytes, str(src.file), wb)
             if on_progress:
                 on_progress(src.nbytes)
         os.fsync(fd)
