@@ -7,6 +7,7 @@ import json
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_WORK = REPO / "benchmarks" / "work"
 MiB = 1 << 20
 GEN_CHUNK = 16 * MiB  # bytes of random weights held in memory at once while generating
+LLAMA3_MERGES = 280147  # BPE merges in Llama 3's tokenizer (128256 tokens): the bulk of a target GGUF's header
 
 
 # ------------------------------------------------------------------ drafter sizes
@@ -142,6 +144,29 @@ def speculators_config(s: Size) -> dict:
     }
 
 
+def write_target_gguf(s: Size, dest: Path) -> str | None:
+    """The target's own GGUF, which `--to gguf` copies the tokenizer from and reads depth and width in: its keys
+    and a tokenizer of s.vocab tokens (with Llama 3's number of BPE merges), written by the tests' helper with the
+    `gguf` package; no weights, which --to gguf never reads (a toy size gets its small ones). None when written,
+    else why not."""
+    try:
+        import gguf  # noqa: F401  (the helper needs it)
+    except ImportError:
+        return "the gguf package is not installed (pip install 'eagle3-convert[gguf]')"
+    sys.path.insert(0, str(REPO / "tests"))
+    from gguf_target import write_target_gguf as write
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    write(dest, layers=s.target_layers, hidden=s.hidden, vocab=s.vocab, heads=s.heads, kv_heads=s.kv_heads,
+          ff=s.intermediate, merges=0 if s.toy else LLAMA3_MERGES, tensors=s.toy)
+    return None
+
+
+def target_gguf(src: Path) -> Path:
+    """Where prepare_size writes the target's GGUF for the drafter whose copy is `src`."""
+    return src.parent / "target" / "target.gguf"
+
+
 @dataclass(frozen=True)
 class RandomBF16:
     """A bf16 tensor whose bytes are generated while writing (never held whole)."""
@@ -255,14 +280,19 @@ def prepare_size(s: Size, work: Path, cli: list[str], layouts: list[str], reuse:
     target = base / "target" / "config.json"
     target.parent.mkdir(parents=True)
     target.write_text(json.dumps(target_config(s), indent=2) + "\n")
+    no_gguf = write_target_gguf(s, target_gguf(generated)) if "gguf" in layouts else None
     print(f"[{s.name}] generated {generated} in {time.perf_counter() - t:.1f} s", flush=True)
     sources: dict[str, Path] = {}
     refused = []
     for layout in layouts:
         if layout == "speculators" and not s.mla:
             continue  # the generated copy itself
+        if layout == "gguf" and no_gguf:
+            refused.append(f"{s.name}: no gguf copy, nor conversions to gguf: {no_gguf}")
+            continue
+        extra = ["--target-gguf", str(target_gguf(generated))] if layout == "gguf" else []
         done = subprocess.run([*cli, "--to", layout, "--quiet", "--target", str(target), "--verifier", s.verifier,
-                               str(generated), str(base / layout)], capture_output=True, text=True)
+                               *extra, str(generated), str(base / layout)], capture_output=True, text=True)
         if done.returncode == 0:
             sources[layout] = base / layout
         else:
@@ -296,9 +326,12 @@ def plan_ops(s: Size, sources: dict[str, Path], layouts: list[str], out: Path, c
         for b in layouts:  # a destination that cannot hold the drafter shows how fast the refusal is
             if a != b:
                 dest = out / f"{a}-to-{b}"
+                gguf = ["--target-gguf", str(target_gguf(src))] if b == "gguf" else []
                 ops.append(Op(s.name, f"convert {a} -> {b}", "convert",
-                              [*cli, "--from", a, "--to", b, "--quiet", *target, str(sources[a]), str(dest),
+                              [*cli, "--from", a, "--to", b, "--quiet", *target, *gguf, str(sources[a]), str(dest),
                                *(verifier if b == "speculators" else [])], dest))
+                if gguf and not target_gguf(src).is_file():
+                    ops[-1].skipped = "no target GGUF: the gguf package is not installed"
     peer_op = Op(s.name, "speculators convert (peer)", "peer", [], out / "peer")
     if peer is None:
         peer_op.skipped = peer_reason

@@ -109,6 +109,12 @@ def target_summary(ops: list[Op], toys: set[str]) -> list[str]:
                          f"{len(converts)} directions{durable_part}; met in {met}/{len(converts)}: "
                          f"{verdict(met == len(converts))}"
                          + (f"; {len(refused)} refused by design" if refused else ""))
+        to_gguf = [o for o in converts if o.name.endswith("-> gguf")]
+        if to_gguf and floor and size not in toys:  # issue 14: --to gguf against cp, in bounded memory
+            top = max(to_gguf, key=lambda o: o.rss_mib)
+            lines.append(f"{size}: --to gguf — {', '.join(f'{o.wall / floor.wall:.2f}×' for o in to_gguf)} cp -r "
+                         f"({', '.join(o.name.removeprefix('convert ') for o in to_gguf)}); peak RSS ≤ {PEAK_RSS_MIB} "
+                         f"MiB — highest {top.rss_mib:.1f} MiB: {verdict(top.rss_mib <= PEAK_RSS_MIB)}")
         ours = [o for o in measured if o.size == size and o.kind in ("convert", "validate", "deep", "inspect", "help")]
         if ours:
             top = max(ours, key=lambda o: o.rss_mib)

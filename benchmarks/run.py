@@ -15,7 +15,7 @@ torch is installed, the torch.load + decode every .bin command paid before issue
 
     python benchmarks/run.py [--sizes 8b,8b-embed,kimi] [--runs 3] [--inputs safetensors,bin]
                              [--out PATH]      # default: RESULTS.md in the work directory
-    python benchmarks/run.py --quick          # 8b, one run, speculators <-> sglang: under 2 minutes
+    python benchmarks/run.py --quick          # 8b, one run, speculators <-> sglang <-> gguf: under 2 minutes
 
 The parts: cases.py (sizes, generated drafters, the plan), bin_input.py (the `.bin` input),
 peers.py (speculators, torch.load, --before, -X importtime), measure.py (running and timing),
@@ -40,7 +40,7 @@ from report import machine, markdown_table, rows_and_failures, target_summary, w
 
 
 # What --quick measures unless said otherwise: one real size, one run, one pair of layouts.
-QUICK = {"sizes": "8b", "runs": 1, "layouts": "speculators,sglang", "inputs": "safetensors"}
+QUICK = {"sizes": "8b", "runs": 1, "layouts": "speculators,sglang,gguf", "inputs": "safetensors"}
 FULL = {"sizes": "8b,8b-embed,kimi", "runs": 3, "layouts": None, "inputs": "safetensors,bin"}
 
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", help=f"comma list of {', '.join(SIZES)} (default: {FULL['sizes']})")
     parser.add_argument("--runs", type=int, help=f"timed runs per command, median reported (default: {FULL['runs']})")
     parser.add_argument("--quick", action="store_true",
-                        help="under 2 minutes: --sizes 8b --runs 1 --layouts speculators,sglang --inputs safetensors, "
+                        help="under 2 minutes: --sizes 8b --runs 1 --layouts speculators,sglang,gguf --inputs safetensors, "
                              "no progress check (each can still be given)")
     parser.add_argument("--out", type=Path,
                         help="markdown report (default: RESULTS.md in the work directory; the tracked "
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 notes += refused
                 sizes[name] = (s, nbytes)
                 ops = plan_ops(s, sources, layouts, out_dir, cli, commands, peer, peer_reason)
-                measure(ops, args.runs, cold, list(sources.values()))
+                measure(ops, args.runs, cold, [*sources.values(), work / s.name / "target"])  # + the target GGUF
                 all_ops += ops
             if "bin" in inputs:
                 bin_dir, bin_bytes, why = prepare_bin(s, work, cli, sources, reuse=args.keep)

@@ -2,7 +2,9 @@
 
 An SPM ("llama") tokenizer of `vocab` tokens: <unk>, <s>, </s>, the 256 byte tokens llama.cpp's
 vocabulary loader looks up, and filler pieces; random F32 weights of a Llama (or another
-architecture's name, for the capture rules) with `layers` blocks of width `hidden`.
+architecture's name, for the capture rules) with `layers` blocks of width `hidden`. `merges` > 0 makes it
+a byte-level BPE ("gpt2", as Llama 3's) with that many merges; `tensors=False` writes the keys alone (the
+benchmark's 128k-token target of width 4096, whose weights `--to gguf` never reads).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import numpy as np
 
 
 def write_target_gguf(path: Path, *, layers: int = 8, hidden: int = 64, vocab: int = 512, arch: str = "llama",
-                      heads: int = 4, kv_heads: int = 2, ff: int = 128, seed: int = 0) -> Path:
+                      heads: int = 4, kv_heads: int = 2, ff: int = 128, seed: int = 0, merges: int = 0,
+                      tensors: bool = True) -> Path:
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -34,10 +37,13 @@ def write_target_gguf(path: Path, *, layers: int = 8, hidden: int = 64, vocab: i
     w.add_rope_dimension_count(hidden // heads)
     w.add_vocab_size(vocab)
     w.add_file_type(0)
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
+    w.add_tokenizer_model("gpt2" if merges else "llama")
+    w.add_tokenizer_pre("llama-bpe" if merges else "default")
     w.add_token_list(tokens)
-    w.add_token_scores([0.0] * (3 + byte_tokens) + [-float(i) for i in range(vocab - 3 - byte_tokens)])
+    if merges:
+        w.add_token_merges([f"\u0120t{i} t{i + 1}" for i in range(merges)])
+    else:
+        w.add_token_scores([0.0] * (3 + byte_tokens) + [-float(i) for i in range(vocab - 3 - byte_tokens)])
     w.add_token_types(types)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
@@ -48,10 +54,11 @@ def write_target_gguf(path: Path, *, layers: int = 8, hidden: int = 64, vocab: i
         return rng.normal(0.0, 0.02, size=shape).astype(np.float32)
 
     hd = hidden // heads
-    w.add_tensor("token_embd.weight", t(vocab, hidden))
-    w.add_tensor("output_norm.weight", np.ones(hidden, dtype=np.float32))
-    w.add_tensor("output.weight", t(vocab, hidden))
-    for i in range(layers):
+    if tensors:
+        w.add_tensor("token_embd.weight", t(vocab, hidden))
+        w.add_tensor("output_norm.weight", np.ones(hidden, dtype=np.float32))
+        w.add_tensor("output.weight", t(vocab, hidden))
+    for i in range(layers if tensors else 0):
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(hidden, dtype=np.float32))
         w.add_tensor(f"blk.{i}.attn_q.weight", t(heads * hd, hidden))
         w.add_tensor(f"blk.{i}.attn_k.weight", t(kv_heads * hd, hidden))

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -33,6 +35,21 @@ def test_benchmark_runs_on_tiny_size_and_cleans_up(tmp_path: Path) -> None:
     assert "## Machine" in report and "| tiny | convert speculators -> sglang |" in report
     # Generated drafters and the private registry are removed without --keep.
     assert not any(work.rglob("*.safetensors")) and not any(work.glob("registry.db*"))
+
+
+def test_benchmark_times_to_gguf_against_a_target_gguf(tmp_path: Path) -> None:
+    """Issue 14: `--to gguf` rows, with the target GGUF the benchmark writes (tests/gguf_target.py)."""
+    pytest.importorskip("gguf")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "run.py"), "--sizes", "tiny", "--runs", "1", "--inputs",
+         "safetensors", "--layouts", "speculators,gguf", "--no-progress-check", "--work", str(tmp_path / "work"),
+         "--out", "-"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split("|")[2].strip(): line for line in done.stdout.splitlines() if line.startswith("| tiny |")}
+    for name in ("convert speculators -> gguf", "convert gguf -> speculators"):
+        cells = [c.strip() for c in rows[name].split("|")]
+        assert float(cells[3]) > 0 and 0 < float(cells[5]) < 100, rows[name]  # wall s; peak RSS under 100 MiB
+        assert "exit " not in cells[8] and "refused" not in cells[8], rows[name]  # it converted
 
 
 def test_benchmark_never_writes_the_tracked_results_by_default(tmp_path: Path) -> None:
