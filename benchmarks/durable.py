@@ -58,6 +58,8 @@ def main() -> int:
     parser.add_argument("--cold", choices=("all", "data"), default="all",
                         help="all: drop the whole page cache, Python's own modules too (each command starts cold); "
                              "data: evict only the drafter's files, as run.py does")
+    parser.add_argument("--before", type=Path, metavar="TREE",
+                        help="also time convert from this source tree (e.g. `git archive 3f096bb`, before issue 16)")
     args = parser.parse_args()
     work = args.work.resolve()
     cli = cli_entry()
@@ -67,17 +69,22 @@ def main() -> int:
     off = {**env, "EAGLE3_CONVERT_NO_WRITEBACK": "1"}
     out = work / "durable-out"
     how = ""
-    print("| size | GB | cp -r && sync (s) | convert (s) | ratio | convert, no writeback (s) | ratio |")
-    print("|---|---|---|---|---|---|---|")
+    print("| size | GB | cp -r && sync (s) | convert (s) | ratio | convert, no writeback (s) | ratio "
+          "| convert --before (s) | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in [s.strip() for s in args.sizes.split(",") if s.strip()]:
         src = work / name / "speculators"
         if not (src / "config.json").is_file():
             raise SystemExit(f"{src}: no drafter; generate it with run.py --keep (see the docstring)")
         gb = sum(f.stat().st_size for f in src.rglob("*") if f.is_file()) / 1e9
-        rows: dict[str, list[float]] = {"cp": [], "convert": [], "off": []}
+        rows: dict[str, list[float]] = {"cp": [], "convert": [], "off": [], "before": []}
         cmds = {"cp": (["sh", "-c", f'cp -r "{src}" "{out}" && sync'], env),
                 "convert": ([*cli, "--to", "sglang", "--quiet", str(src), str(out)], env),
                 "off": ([*cli, "--to", "sglang", "--quiet", str(src), str(out)], off)}
+        if args.before:
+            old = [sys.executable, "-c", "from eagle3_convert.cli import main; main()"]
+            cmds["before"] = ([*old, "--to", "sglang", "--quiet", str(src), str(out)],
+                              {**env, "PYTHONPATH": str(args.before.resolve())})
         subprocess.run([*cli, "--to", "sglang", "--quiet", str(src), str(out)], env=env, capture_output=True)
         for _ in range(args.runs):
             for key, (cmd, e) in cmds.items():
@@ -85,9 +92,10 @@ def main() -> int:
                 how = drop_caches([src], args.cold == "data")
                 rows[key].append(timed(cmd, e))
         shutil.rmtree(out, ignore_errors=True)
-        med = {k: statistics.median(v) for k, v in rows.items()}
+        med = {k: statistics.median(v) if v else float("nan") for k, v in rows.items()}
         print(f"| {name} | {gb:.2f} | {med['cp']:.2f} | {med['convert']:.2f} | {med['convert'] / med['cp']:.2f}x "
-              f"| {med['off']:.2f} | {med['off'] / med['cp']:.2f}x |", flush=True)
+              f"| {med['off']:.2f} | {med['off'] / med['cp']:.2f}x | {med['before']:.2f} | {med['before'] / med['cp']:.2f}x |",
+              flush=True)
     print(f"\nmedian of {args.runs}, interleaved; cold cache: {how}; CLI: {' '.join(cli)}")
     return 0
 

@@ -4,7 +4,8 @@ Linux's sync_file_range(SYNC_FILE_RANGE_WRITE) queues the dirty pages of a byte 
 returns; the disk writes the copy's first gigabyte while the kernel still reads the source's second, where
 `cp && sync` (and a plain write-then-fsync) reads everything first and writes everything after. Python's os
 module does not wrap it, so it is called through libc; where it is missing (not Linux, no libc symbol, a
-filesystem that refuses it) `Writeback` does nothing and the fsync at the end does all the work, as before.
+filesystem that refuses it) `Writeback` does nothing and the fsync at the end does all the work, as before;
+EAGLE3_CONVERT_NO_WRITEBACK=1 asks for that too (benchmarks/durable.py times both).
 
 It is a hint for speed only: it gives no durability guarantee (no metadata, no disk-cache flush). Durability
 still comes from the fsync of every file, the fsync of the temp dir and of the parent around the rename

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 from array import array
+from itertools import compress
+from operator import add
 from dataclasses import dataclass
 
 from ..errors import FormatError
@@ -99,13 +101,13 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
             raise FormatError(f"d2t has shape {list(d2t.shape)}, expected [{draft_vocab_size}] (draft_vocab_size)",
                               "config draft_vocab_size and d2t disagree", code="E-VOCAB-SHAPE")
         offsets = decode_ints(d2t)
-        from_d2t = [i + o for i, o in enumerate(offsets)]
+        from_d2t = list(map(add, range(len(offsets)), offsets))  # i + d2t[i], in C (header-level validate)
     if t2d is not None:
         if len(t2d.shape) != 1 or t2d.shape[0] != vocab_size:
             raise FormatError(f"t2d has shape {list(t2d.shape)}, expected [{vocab_size}] (target vocab_size)",
                               "config vocab_size and t2d disagree", code="E-VOCAB-SHAPE")
         mask = decode_mask(t2d)
-        from_t2d = [i for i, bit in enumerate(mask) if bit]
+        from_t2d = list(compress(range(len(mask)), mask))  # the ids whose byte is nonzero, in C
         if len(from_t2d) != draft_vocab_size:
             raise FormatError(f"t2d marks {len(from_t2d)} target ids, expected draft_vocab_size {draft_vocab_size}",
                               "t2d must have exactly Vd true entries", code="E-VOCAB-T2D")
