@@ -11,22 +11,27 @@ import hashlib
 import json
 
 from .drafter import Drafter
-from .safetensors_io import tensor_sha256
+from .safetensors_io import COPY_CHUNK, tensor_sha256
 
 
 def tensor_digests(drafter: Drafter, workers: int = 1) -> dict[str, str]:
     """sha256 of every tensor's raw bytes by canonical name (reads every byte once, in bounded chunks).
 
     With `workers` > 1 the tensors are hashed that many at a time, largest first (hashlib releases the GIL):
-    convert hashes beside its copy, and one core's sha256 (~2 GB/s) is otherwise its critical path.
+    convert hashes beside its copy, and one core's sha256 (~2 GB/s) is otherwise its critical path. Each
+    worker then reads in 1/workers of the usual buffer, so the memory held is what one worker held; tensors
+    computed chunk by chunk (GGUF's permuted rows) are hashed one at a time, as their chunks are not bounded
+    by that buffer (peak RSS of --from gguf is the tightest against issue 7's 100 MiB).
     """
-    if workers <= 1 or len(drafter.tensors) < 2:
+    plain = all(not hasattr(src, "chunks") for src in drafter.tensors.values())
+    if workers <= 1 or len(drafter.tensors) < 2 or not plain:
         return {name: tensor_sha256(src) for name, src in sorted(drafter.tensors.items())}
     from concurrent.futures import ThreadPoolExecutor
 
+    chunk = max(COPY_CHUNK // workers, 1 << 20)
     names = sorted(drafter.tensors, key=lambda n: -drafter.tensors[n].nbytes)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        digests = dict(zip(names, pool.map(lambda n: tensor_sha256(drafter.tensors[n]), names)))
+        digests = dict(zip(names, pool.map(lambda n: tensor_sha256(drafter.tensors[n], chunk), names)))
     return {name: digests[name] for name in sorted(digests)}
 
 

@@ -325,9 +325,9 @@ def iter_tensor_chunks(src: TensorSource, chunk: int = COPY_CHUNK) -> Iterable[m
             left -= n
 
 
-def tensor_sha256(src: TensorSource) -> str:
+def tensor_sha256(src: TensorSource, chunk: int = COPY_CHUNK) -> str:
     h = hashlib.sha256()
-    for part in iter_tensor_chunks(src):
+    for part in iter_tensor_chunks(src, chunk):
         h.update(part)
     return h.hexdigest()
 
