@@ -55,12 +55,17 @@ def conversion_problem(command: str, source_label: str, root: Path) -> Eagle3Err
     return None
 
 
-def checked(hint: str | None, source_label: str, root: Path) -> str | None:
-    """`hint`, with each conversion it names proven to succeed, or replaced by why none can."""
+def checked(hint: str | None, source_label: str, root: Path,
+            planned: dict[str, Eagle3Error | None] | None = None) -> str | None:
+    """`hint`, with each conversion it names proven to succeed, or replaced by why none can. `planned`
+    carries the answers across the hints of one report: a command several findings name is planned once."""
     if not hint:
         return hint
+    planned = {} if planned is None else planned
     for command in COMMAND.findall(hint):
-        problem = conversion_problem(command, source_label, root)
+        if command not in planned:
+            planned[command] = conversion_problem(command, source_label, root)
+        problem = planned[command]
         if problem is not None:
             to = shlex.split(command)[shlex.split(command).index("--to") + 1]
             return (f"no conversion fixes this: writing the {to} layout is refused ({problem.message} "

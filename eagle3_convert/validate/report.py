@@ -97,7 +97,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         findings.extend(deep_findings)
     from ..hints import checked
 
-    report.findings = [replace(f, hint=checked(f.hint, label, root)) for f in _dedupe(findings)]
+    planned: dict = {}  # one plan per distinct command across the report's hints
+    report.findings = [replace(f, hint=checked(f.hint, label, root, planned)) for f in _dedupe(findings)]
     return report
 
 
