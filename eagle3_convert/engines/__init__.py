@@ -23,7 +23,6 @@ DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defa
 RUNTIME_LAYERS = "runtime-layers"  # layers come from a serve-time argument: right when given the ids shown
 REFUSES = "refuses"  # the engine fails loudly on this file
 WRONG = "wrong"  # the engine loads it and serves something else, without a word
-VERDICTS = (AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS, REFUSES, WRONG)
 
 
 @dataclass(frozen=True)

@@ -43,13 +43,6 @@ def has(names: Collection[str], pattern: str) -> list[str]:
     return sorted(n for n in names if rx.search(n))
 
 
-def aux_count(config: Mapping[str, Any], ids: list[int] | None) -> int:
-    declared = config.get("num_aux_hidden_states")
-    if isinstance(declared, int) and not isinstance(declared, bool):
-        return declared
-    return len(ids) if ids else 3
-
-
 def dropped(names: list[str], what: str, label: str) -> list[str]:
     if not names:
         return []

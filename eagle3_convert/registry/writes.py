@@ -12,17 +12,6 @@ from .models import DrafterRecord, LineageEdge, Location, utcnow
 from .queries import load_one
 from .schema import UPSERT_ROW, to_row, ts
 
-# Fields an upsert may set; timestamps, locations and lineage are the store's to keep.
-RECORD_FIELDS = (
-    "target",
-    "capture_boundaries",
-    "ids_as_written",
-    "draft_vocab_size",
-    "vocab_size",
-    "hidden_size",
-    "flags",
-    "trained_with",
-)
 MERGED_DICTS = ("ids_as_written", "flags")
 
 
