@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 
 from .errors import FormatError
-from .safetensors_io import InMemoryTensor, TensorRef, TensorSource, checked_member, read_index
+from .safetensors_io import InMemoryTensor, TensorRef, TensorSource, checked_member, open_plain_file, read_index
 from .torch_zip import HINT_UNSAFE, ZIP_MAGIC, read_state_dict
 
 BIN_INDEX_NAME = "pytorch_model.bin.index.json"
@@ -82,15 +81,8 @@ def _read_legacy(path: Path, name: str) -> dict[str, InMemoryTensor]:
 
 def _head(path: Path, name: str) -> bytes:
     """The first bytes of a weights file, opened so that a FIFO cannot block."""
+    fd = open_plain_file(path, name)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise FormatError(f"{name}: cannot read ({exc.strerror or exc})", "download the complete checkpoint",
-                          code="E-FILE-READ") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise FormatError(f"{name}: missing or not a regular file", "download the complete checkpoint",
-                              code="E-FILE-READ")
         return os.pread(fd, len(LEGACY_MAGIC), 0)
     finally:
         os.close(fd)

@@ -105,6 +105,21 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def open_plain_file(path: str | os.PathLike, display: str) -> int:
+    """A read-only fd for a weights file. O_NONBLOCK: a FIFO planted under a weights name must not block
+    the open forever; anything but a plain file is refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise FormatError(f"{display}: cannot read ({exc.strerror or exc})", "check the path and its permissions",
+                          code="E-FILE-READ") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FormatError(f"{display}: not a regular file", "a weights file must be a plain file",
+                          code="E-FILE-READ")
+    return fd
+
+
 def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> SafetensorsHeader:
     """Parse and check a safetensors header; read no tensor data.
 

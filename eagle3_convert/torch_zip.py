@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import struct
 import zlib
 from collections import OrderedDict
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import FormatError
-from .safetensors_io import DTYPE_SIZES, TensorRef
+from .safetensors_io import DTYPE_SIZES, TensorRef, open_plain_file
 from .torch_pickle import Refused, Storage, StorageType, Tensor, unpickle
 
 # A drafter's data.pkl is a few KB (~150 bytes a tensor); this bounds the memory a hostile pickle can ask for.
@@ -268,17 +267,9 @@ def read_state_dict(path: Path, display: str) -> dict[str, TensorRef]:
     """Every tensor of a torch zip checkpoint as a byte range of `path` (no tensor data is read).
 
     `display` names the file in errors (the name the checkpoint gives it)."""
+    fd = open_plain_file(path, display)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise FormatError(f"{display}: cannot read ({exc.strerror or exc})", "check the path and its permissions",
-                          code="E-FILE-READ") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise FormatError(f"{display}: not a regular file", "a weights file must be a plain file",
-                              code="E-FILE-READ")
-        state, _ = _state_dict(fd, st.st_size)
+        state, _ = _state_dict(fd, os.fstat(fd).st_size)
     except Refused as exc:
         hint = {"E-BIN-UNSAFE": HINT_UNSAFE, "E-BIN-ZIP": HINT_ZIP,
                 "E-FILE-DTYPE": "convert the weights to bf16/fp16/fp32"}.get(exc.code, HINT_STATE_DICT)
