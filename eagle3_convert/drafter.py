@@ -33,7 +33,8 @@ FAMILY_BY_MODEL_TYPE: dict[str, Family] = {
 MODEL_TYPE_BY_FAMILY: dict[Family, str] = {"llama": "llama", "qwen3": "qwen3", "deepseek_mla": "kimi_k2"}
 
 # The variant flags that change the maths (docs/formats.md §1); a layout that cannot express one refuses.
-MATH_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output", "input_layernorm_on_hidden")
+NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")  # in vLLM/SGLang meaning
+MATH_FLAGS = (*NORM_FLAGS, "input_layernorm_on_hidden")
 ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor")
 MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 

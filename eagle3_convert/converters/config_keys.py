@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from ..drafter import MLA_KEYS, ROPE_KEYS
+from ..drafter import MLA_KEYS, NORM_FLAGS, ROPE_KEYS
 from ..errors import FormatError
 
 # ------------------------------------------------------------------------ the tables
@@ -64,7 +64,7 @@ DECODER_SEMANTIC = frozenset({
     "attention_bias", "mlp_bias", "tie_word_embeddings", *ROPE_KEYS, *MLA_KEYS,
 })
 CAPTURE_IDS = "eagle_aux_hidden_state_layer_ids"
-FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+FLAGS = NORM_FLAGS
 MODELOPT_NESTED = frozenset({"use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
                              "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers"})
 

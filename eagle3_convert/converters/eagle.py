@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import Drafter
+from ..drafter import NORM_FLAGS, Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
 from .base import (
@@ -109,7 +109,7 @@ class EagleLayout(Layout):
         refuse_unless(cfg.num_layers == 1, f"the drafter has {cfg.num_layers} decoder layers; original EAGLE-3 "
                       "builds one", "serve a multi-layer drafter with vLLM or SGLang (`--to vllm`)",
                       "E-LAYERS-UNSUPPORTED")
-        flags = [f for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output") if getattr(cfg, f)]
+        flags = [f for f in NORM_FLAGS if getattr(cfg, f)]
         refuse_unless(not flags, f"{', '.join(flags)} set: original EAGLE-3 has no such option and would serve "
                       "different maths", "serve it with vLLM (`--to vllm` or `--to speculators`)",
                       "E-FLAG-UNSUPPORTED")

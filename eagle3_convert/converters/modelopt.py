@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import Drafter
+from ..drafter import NORM_FLAGS, Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
 from .base import (
@@ -53,7 +53,7 @@ NESTED_MODELED = ("eagle_aux_hidden_state_layer_ids", "use_aux_hidden_state", "u
 # NVIDIA's eagle_config fields as its HF exporter writes them for a plain EAGLE-3 module.
 NVIDIA_DEFAULTS = {"use_last_layernorm": True, "use_mtp_layernorm": False, "next_layer_regular": True,
                    "parallel_draft_step": 1, "parallel_draft_heads_num_layers": 1}
-FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+FLAGS = NORM_FLAGS
 
 
 def refuse_modelopt_module(eagle: dict[str, Any], archs: list[Any]) -> None:

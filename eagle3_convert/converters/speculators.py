@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import Drafter, TargetIdentity
+from ..drafter import NORM_FLAGS, Drafter, TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
@@ -33,7 +33,7 @@ from .base import (
 
 RENAMES: tuple[Rename, ...] = ()  # speculators names are the canonical names
 
-FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+FLAGS = NORM_FLAGS
 # Top-level keys the canonical config models; any other top-level key rides in layout_extra.
 MODELED = {"speculators_model_type", "transformer_layer_config", "draft_vocab_size", "target_hidden_size",
            "eagle_aux_hidden_state_layer_ids", "tie_word_embeddings", "speculators_config", *FLAGS, *TOP_KEYS}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import Drafter
+from ..drafter import NORM_FLAGS, Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
 from .base import (
@@ -50,7 +50,7 @@ ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausa
 # vLLM's model registry, and its Eagle3XForCausalLM alias of a plain XForCausalLM: the engine module's facts.
 CLASS_FAMILY = engine.CLASSES
 served_family = engine.served_family
-FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+FLAGS = NORM_FLAGS
 MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
            "eagle_aux_hidden_state_layer_ids", *FLAGS}
 NESTED_MODELED = ("eagle_aux_hidden_state_layer_ids", "use_aux_hidden_state", "norm_before_fc")

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
 from ..converters.layer_ids import default_boundaries
-from ..drafter import DrafterConfig
+from ..drafter import NORM_FLAGS, DrafterConfig
 
-FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+FLAGS = NORM_FLAGS
 # Verdicts, from best to worst.
 AS_TRAINED = "as-trained"  # the engine captures the trained layers and computes the trained maths
 DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defaults are the trained ones

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Collection, Mapping
 
 from ..converters.layer_ids import default_boundaries
-from . import Reading, TargetContext
+from . import FLAGS, Reading, TargetContext
 from .common import IDS_KEY, flag, id_list
 
 LABEL = "speculators library"
@@ -21,7 +21,7 @@ MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
 # What validate's replay of the library needs (validate.profiles.EngineProfile is built from these).
 IDS_FROM = "top"  # capture ids: the top-level list, as boundaries
 FAMILIES = frozenset({"llama", "qwen3"})
-FLAGS_READ = frozenset({"norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"})
+FLAGS_READ = frozenset(FLAGS)
 MLA_FLAGS_READ: frozenset[str] = frozenset()
 BUILDS_BIAS = True
 NEEDS_T2D = True  # its d2t/t2d buffers are loaded as saved: a missing t2d stays uninitialised
@@ -42,5 +42,5 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
         r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
     else:
         r.captures = sorted(set(ids))
-    r.flags = {f: flag(config, f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")}
+    r.flags = {f: flag(config, f) for f in FLAGS}
     return r

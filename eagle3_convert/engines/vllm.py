@@ -23,7 +23,7 @@ import os
 from typing import Any, Collection, Mapping
 
 from ..converters.layer_ids import default_boundaries
-from . import Reading, TargetContext
+from . import FLAGS, Reading, TargetContext
 from .common import IDS_KEY, architectures, dropped, flag, has, id_list, nested, num_layers, unread_later_norms
 
 LABEL = "vLLM"
@@ -49,7 +49,7 @@ MLA_FLAGS = ("norm_before_residual", "fc_norm", "norm_output")
 
 # What validate's replay needs (validate.profiles.EngineProfile is built from these).
 FAMILIES = frozenset({"llama", "qwen3", "deepseek_mla"})
-FLAGS_READ = frozenset({"norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"})
+FLAGS_READ = frozenset(FLAGS)
 MLA_FLAGS_READ = frozenset(MLA_FLAGS)
 BUILDS_BIAS = True
 NEEDS_T2D = False  # t2d is skipped

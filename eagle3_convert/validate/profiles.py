@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..converters.layout import Rename
-from ..drafter import DrafterConfig, layer_index
+from ..drafter import NORM_FLAGS, DrafterConfig, layer_index
 
-FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+FLAGS = NORM_FLAGS
 
 
 @dataclass(frozen=True)
