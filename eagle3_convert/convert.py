@@ -24,7 +24,7 @@ from .converters.layer_ids import default_boundaries, ids_for_engine
 from .converters.registry import detect, get_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .engines import LABELS, REFUSES, WRONG, Verdict, serve_verdicts, target_context
-from .errors import FormatError, RefusalError
+from .errors import FormatError, RefusalError, UsageError
 from .fingerprint import drafter_id, tensor_digests
 from .sources import resolve_source
 from .targets import load_target
@@ -78,6 +78,24 @@ def make_options(verifier: str | None = None, target: str | None = None, repair_
     target_identity = load_target(target, endpoint=endpoint, token=token) if target else None
     return ConvertOptions(verifier=resolve_verifier(verifier, target_identity), target=target_identity,
                           repair_d2t_absolute=repair_d2t_absolute)
+
+
+def state_capture(options: ConvertOptions, ids: list[int] | None, convention: str | None) -> None:
+    """--capture-layers IDS --convention C: the boundaries the training used, read for the target in
+    `options`; they fill a config that lost its ids and settle an ambiguous or conflicting list."""
+    from .converters.layer_ids import target_family
+    from .registry.recording import training_boundaries
+
+    if (ids is None) != (convention is None):
+        raise UsageError("--capture-layers and --convention go together",
+                         "e.g. --capture-layers 1,15,28 --convention specforge")
+    if ids is None:
+        return
+    target = options.target
+    boundaries = training_boundaries(ids, convention, family=target_family(target.model_type if target else None),
+                                     num_layers=target.num_hidden_layers if target else None)
+    options.training_capture = (boundaries, f"--capture-layers ({convention} ids {ids})")
+    options.capture_stated = True
 
 
 def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | None = None,

@@ -19,9 +19,7 @@ _VALUE_FLAGS = {"--from", "--to", "--target", "--verifier", "--capture-layers", 
 
 def conversion_problem(command: str, source_label: str, root: Path) -> Eagle3Error | None:
     """What `command` (a convert command line) would be refused with, or None when it would succeed."""
-    from .convert import make_options, plan_conversion, read_source
-    from .converters.layer_ids import target_family
-    from .registry.recording import training_boundaries
+    from .convert import make_options, plan_conversion, read_source, state_capture
 
     args, flags = [], {}
     words = shlex.split(command)[1:]
@@ -42,12 +40,8 @@ def conversion_problem(command: str, source_label: str, root: Path) -> Eagle3Err
     try:
         options = make_options(flags.get("--verifier"), flags.get("--target"), bool(flags.get("--repair-d2t-absolute")))
         if "--capture-layers" in flags:
-            target = options.target
-            ids = [int(x) for x in str(flags["--capture-layers"]).split(",")]
-            boundaries = training_boundaries(ids, str(flags.get("--convention", "boundary")),
-                                             family=target_family(target.model_type if target else None),
-                                             num_layers=target.num_hidden_layers if target else None)
-            options.training_capture = (boundaries, f"--capture-layers ({flags.get('--convention')} ids {ids})")
+            state_capture(options, [int(x) for x in str(flags["--capture-layers"]).split(",")],
+                          flags.get("--convention"))
         source = read_source(src, str(flags.get("--from", "auto")), options)
         plan_conversion(source, str(flags["--to"]), options)
     except Eagle3Error as exc:

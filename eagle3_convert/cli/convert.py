@@ -56,23 +56,6 @@ def parse_size(text: str | None) -> int | None:
     return int(float(m.group(1)) * (1024 if m.group(3) else 1000) ** power)
 
 
-def _given_capture(ids_text: str | None, convention: str | None, options: Any) -> tuple[list[int], str] | None:
-    from ..converters.layer_ids import target_family
-    from ..errors import UsageError
-    from ..registry import training_boundaries
-
-    ids = parse_ids(ids_text)
-    if (ids is None) != (convention is None):
-        raise UsageError("--capture-layers and --convention go together",
-                         "e.g. --capture-layers 1,15,28 --convention specforge")
-    if ids is None:
-        return None
-    target = options.target
-    boundaries = training_boundaries(ids, convention, family=target_family(target.model_type if target else None),
-                                     num_layers=target.num_hidden_layers if target else None)
-    return boundaries, f"--capture-layers ({convention} ids {ids})"
-
-
 def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
     from ..converters.layer_ids import convention_table, target_family
 
@@ -164,12 +147,12 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     is refused. DST appears complete or not at all. The conversion is recorded in the registry
     (drafter id, both copies, lineage) unless --no-record.
     """
-    from ..convert import convert, make_options
+    from ..convert import convert, make_options, state_capture
     from ..registry import RegistryError, open_registry
     from ..records import record_conversion
 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
-    options.training_capture = _given_capture(capture_layers, convention, options)
+    state_capture(options, parse_ids(capture_layers), convention)
     options.target_gguf, options.outtype = target_gguf, outtype
     store, from_registry = None, None
     if not (no_record or no_registry):

@@ -403,7 +403,7 @@ def write_capture_ids(config: dict[str, Any], eagle: dict[str, Any], cfg: Drafte
 def given_capture(options: ConvertOptions) -> list[int] | None:
     """Boundaries the user stated with --capture-layers: they settle which of two readings is meant."""
     given = options.training_capture
-    return list(given[0]) if given and given[1].startswith("--capture-layers") else None
+    return list(given[0]) if given and options.capture_stated else None
 
 
 def check_top_level_copy(raw: Mapping[str, Any], boundaries: list[int] | None, nested_reader: str,

@@ -114,6 +114,9 @@ class ConvertOptions:
     target: TargetIdentity | None = None  # the target's config: depth and family for capture-id quirks
     repair_d2t_absolute: bool = False
     training_capture: tuple[list[int], str] | None = None  # boundaries the training used, and who says so
+    # training_capture was stated with --capture-layers (not taken from a record): it may settle which of
+    # two readings of an ambiguous or conflicting id list the drafter was trained on
+    capture_stated: bool = False
     target_gguf: str | None = None  # --to gguf: the target's GGUF (tokenizer, depth, width)
     outtype: str = "auto"  # --to gguf: dtype of the 2-D weights
 
