@@ -445,6 +445,13 @@ def infer_target(ckpt: Checkpoint, raw: Mapping[str, Any], drafter_family: str,
             return TargetIdentity.model_validate(side), None
         except ValueError:
             pass
+    betrayed = target_betrayed_by(raw, drafter_family)
+    return betrayed if betrayed is not None else (options.target, None)
+
+
+def target_betrayed_by(raw: Mapping[str, Any], drafter_family: str) -> tuple[TargetIdentity, str] | None:
+    """A DeepSeek/Kimi target the drafter's own config names (a DeepSeek/Kimi model_type on a Llama-style
+    drafter, or such a vocabulary size), and what names it; None when the config says nothing of it."""
     from .layer_ids import DEEPSEEK_FAMILY
 
     model_type, vocab = raw.get("model_type"), raw.get("vocab_size")
@@ -453,4 +460,4 @@ def infer_target(ckpt: Checkpoint, raw: Mapping[str, Any], drafter_family: str,
     if vocab in DEEPSEEK_VOCABS:
         return (TargetIdentity(model_type=DEEPSEEK_VOCABS[vocab], vocab_size=vocab),
                 f"vocab_size {vocab}, the {DEEPSEEK_VOCABS[vocab]} vocabulary")
-    return options.target, None
+    return None

@@ -12,7 +12,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from ..converters.base import DEEPSEEK_VOCABS
+from ..converters.base import target_betrayed_by
 from ..converters.layout import Layout
 from ..converters.layer_ids import BOUNDARY_ENGINES, engine_boundaries, target_family
 from ..drafter import DrafterConfig
@@ -83,9 +83,9 @@ class Context:
         model_type = self.target.model_type if self.target else None
         if model_type is None and self.cfg is not None and self.cfg.family == "deepseek_mla":
             model_type = "deepseek_v3"  # an MLA drafter serves a DeepSeek / Kimi target
-        if model_type is None:  # what the config betrays, as the layouts' readers infer it (converters.base)
-            own, vocab = self.config.get("model_type"), self.config.get("vocab_size")
-            model_type = own if target_family(own) == "deepseek" else DEEPSEEK_VOCABS.get(vocab)
+        if model_type is None and self.cfg is not None:  # what the config betrays, as the readers infer it
+            betrayed = target_betrayed_by(self.config, self.cfg.family)
+            model_type = betrayed[0].model_type if betrayed else None
         return target_family(model_type)
 
 
