@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from ..drafter import MLA_KEYS, NORM_FLAGS, ROPE_KEYS
+from .layer_ids import IDS_KEY as CAPTURE_IDS
 from ..errors import FormatError
 
 # ------------------------------------------------------------------------ the tables
@@ -63,7 +64,6 @@ DECODER_SEMANTIC = frozenset({
     "num_hidden_layers", "rms_norm_eps", "hidden_act", "max_position_embeddings", "vocab_size",
     "attention_bias", "mlp_bias", "tie_word_embeddings", *ROPE_KEYS, *MLA_KEYS,
 })
-CAPTURE_IDS = "eagle_aux_hidden_state_layer_ids"
 FLAGS = NORM_FLAGS
 MODELOPT_NESTED = frozenset({"use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
                              "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers"})

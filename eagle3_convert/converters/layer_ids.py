@@ -13,6 +13,8 @@ from typing import Sequence
 
 from ..errors import RefusalError
 
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # the config key every layout writes its capture ids under
+
 # Target model_types whose SGLang capture path has its own quirks.
 DEEPSEEK_FAMILY = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "glm4_moe_lite"})
 GPT_OSS_FAMILY = frozenset({"gpt_oss"})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any, Collection, Mapping
 
-IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+from ..converters.layer_ids import IDS_KEY  # noqa: F401 (the engine modules read it from here)
+
 _LAYER = re.compile(r"^(?:model\.)?(?:layers|midlayer)\.(\d+)\.")
 
 

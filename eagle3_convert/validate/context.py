@@ -14,14 +14,13 @@ from typing import Any
 
 from ..converters.base import target_betrayed_by
 from ..converters.layout import Layout
-from ..converters.layer_ids import BOUNDARY_ENGINES, engine_boundaries, target_family
+from ..converters.layer_ids import BOUNDARY_ENGINES, IDS_KEY, engine_boundaries, target_family
 from ..drafter import DrafterConfig
 from ..safetensors_io import TensorSource
 from .findings import Finding, finding
 from .raw import RawCheckpoint
 from .target import TargetFacts, sidecar_target
 
-IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 MAX_CAPTURE_IDS = 64  # a drafter fuses a handful of captured states; a longer list is not a capture list
 LOCATIONS = {"top": f"$.{IDS_KEY}", "nested": f"$.eagle_config.{IDS_KEY}"}
 
