@@ -279,11 +279,17 @@ def test_speculative_steps_run_with_our_draft(tmp_path: Path, layout: str, chang
     src = build_drafter(tmp_path / "src", layout, spec)
     target = write_target_gguf(tmp_path / "target.gguf", layers=8, hidden=spec.ht, vocab=512)
     draft = to_gguf(src, tmp_path / "draft", target)
-    proc = subprocess.run([SPECULATIVE_SIMPLE, "-m", str(target), "-md", str(draft), "--spec-type", "draft-eagle3",
-                           "--spec-draft-n-max", "3", "-p", "hello world", "-n", "16", "--temp", "0", "--top-k", "1",
-                           "--seed", "42", "-c", "256", "-lv", "4"], capture_output=True, timeout=600)
-    log = proc.stderr.decode(errors="replace")
-    assert proc.returncode == 0, log[-3000:]
+    # llama.cpp leaks its logger on purpose and its log thread may not drain before exit (common/log.cpp,
+    # llama.cpp issue 22142): on a loaded machine the closing statistics can be lost. Run again when they are.
+    for _attempt in range(6):  # about 1 run in 4 loses its tail under load: 6 tries miss 1 in 4,000
+        proc = subprocess.run([SPECULATIVE_SIMPLE, "-m", str(target), "-md", str(draft), "--spec-type",
+                               "draft-eagle3", "--spec-draft-n-max", "3", "-p", "hello world", "-n", "16", "--temp",
+                               "0", "--top-k", "1", "--seed", "42", "-c", "256", "-lv", "4"],
+                              capture_output=True, timeout=600)
+        log = proc.stderr.decode(errors="replace")
+        assert proc.returncode == 0, log[-3000:]
+        if "n_drafted =" in log:
+            break
     ids = list(spec.capture_boundaries or (2, 4, 5))
     assert f"EAGLE3 extract_layers = [{', '.join(map(str, ids))}]" in log
     drafted = [int(line.split("=")[-1]) for line in log.splitlines() if "n_drafted =" in line]
