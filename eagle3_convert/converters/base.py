@@ -14,7 +14,7 @@ from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROP
 from ..errors import FormatError, RefusalError, UsageError
 from ..safetensors_io import TensorSource
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
-from .layer_ids import ids_for_engine
+from .layer_ids import IDS_KEY, ids_for_engine
 from .layout import (  # noqa: F401 (re-exported)
     ARCHITECTURE_FAMILY, EAGLE3_ARCHITECTURES, KNOWN_CANONICAL, LATER_NORMS, MODELOPT_EAGLE_FIELDS, VOCAB_TENSORS,
     ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, WritePlan, canonical_tensors,
@@ -391,9 +391,9 @@ def write_capture_ids(config: dict[str, Any], eagle: dict[str, Any], cfg: Drafte
     if cfg.capture_boundaries is None:
         return
     family, depth = capture_context(cfg.family, options.target, cfg.target)
-    config["eagle_aux_hidden_state_layer_ids"] = list(cfg.capture_boundaries)
+    config[IDS_KEY] = list(cfg.capture_boundaries)
     try:
-        eagle["eagle_aux_hidden_state_layer_ids"] = ids_for_engine(nested_convention, cfg.capture_boundaries,
+        eagle[IDS_KEY] = ids_for_engine(nested_convention, cfg.capture_boundaries,
                                                                    family, depth)
     except RefusalError:
         if nested_required:
@@ -411,7 +411,7 @@ def check_top_level_copy(raw: Mapping[str, Any], boundaries: list[int] | None, n
     """A nested-id layout may carry the same layers at the top level as boundaries (for vLLM); a top-level
     list that names other layers is a trap (each engine would capture different ones): refused unless
     --capture-layers says which of the two the drafter was trained on. Returns the boundaries."""
-    top = int_list(raw.get("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids")
+    top = int_list(raw.get(IDS_KEY), IDS_KEY)
     if top is None or boundaries is None or sorted(set(top)) == sorted(set(boundaries)):
         return boundaries
     given = given_capture(options)

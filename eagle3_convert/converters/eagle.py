@@ -36,7 +36,7 @@ from .base import (
     source_config,
     to_stored,
 )
-from .layer_ids import default_boundaries
+from .layer_ids import IDS_KEY, default_boundaries
 from .vocab import identity_map
 
 RENAMES: tuple[Rename, ...] = (Rename("layers.0.", "midlayer."),)
@@ -45,7 +45,7 @@ ARCHITECTURES = ["LlamaForCausalLMEagle3"]
 MODELED = {"architectures", "draft_vocab_size", "target_hidden_size"}
 # Keys of other layouts that change the maths; EAGLE's code reads none of them.
 FOREIGN_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output", "eagle_config",
-                 "eagle_aux_hidden_state_layer_ids", "num_aux_hidden_states")
+                 IDS_KEY, "num_aux_hidden_states")
 CAPTURED_STATES = 3  # EAGLE's fc is Linear(3 * hidden, hidden)
 
 

@@ -14,6 +14,7 @@ from ..drafter import Drafter, TargetIdentity
 from ..errors import FormatError, RefusalError
 from ..safetensors_io import TensorSource
 from .checkpoint import Checkpoint
+from .layer_ids import IDS_KEY
 
 
 # --------------------------------------------------------------- tensor names
@@ -210,8 +211,8 @@ def flat_markers(ckpt: Checkpoint) -> FlatMarkers:
         eagle3_architecture=any(a in EAGLE3_ARCHITECTURES for a in archs),
         midlayer=any(name.startswith("midlayer.") for name in ckpt.tensors),
         pickled=any(f.endswith(".bin") for f in ckpt.weight_files),
-        top_level_ids=bool(cfg.get("eagle_aux_hidden_state_layer_ids")),
-        nested_ids=bool(eagle.get("eagle_aux_hidden_state_layer_ids")),
+        top_level_ids=bool(cfg.get(IDS_KEY)),
+        nested_ids=bool(eagle.get(IDS_KEY)),
         has_eagle_config=isinstance(cfg.get("eagle_config"), dict),
         modelopt_fields=tuple(k for k in MODELOPT_EAGLE_FIELDS if k in eagle),
         norm_before_residual_key="norm_before_residual" in cfg,

@@ -41,15 +41,15 @@ from .base import (
     write_capture_ids,
 )
 from ..engines import shield_from_sglang, target_context
-from .layer_ids import engine_boundaries
+from .layer_ids import IDS_KEY, engine_boundaries
 
 RENAMES: tuple[Rename, ...] = (
     Rename("layers.0.", "midlayer.", single_layer_only=True, read_only=True),  # the Megatron exporter's spelling
 )
 ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}
 MODELED = {"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size",
-           "eagle_aux_hidden_state_layer_ids"}  # the top-level copy we write for vLLM
-NESTED_MODELED = ("eagle_aux_hidden_state_layer_ids", "use_aux_hidden_state", "use_input_layernorm_in_first_layer")
+           IDS_KEY}  # the top-level copy we write for vLLM
+NESTED_MODELED = (IDS_KEY, "use_aux_hidden_state", "use_input_layernorm_in_first_layer")
 # NVIDIA's eagle_config fields as its HF exporter writes them for a plain EAGLE-3 module.
 NVIDIA_DEFAULTS = {"use_last_layernorm": True, "use_mtp_layernorm": False, "next_layer_regular": True,
                    "parallel_draft_step": 1, "parallel_draft_heads_num_layers": 1}
@@ -121,14 +121,14 @@ class ModelOptLayout(Layout):
         else:
             fields["input_layernorm_on_hidden"] = first_layer_norm is not False  # ModelOpt's default is true
 
-        ids = int_list(eagle.get("eagle_aux_hidden_state_layer_ids"), "eagle_config.eagle_aux_hidden_state_layer_ids")
+        ids = int_list(eagle.get(IDS_KEY), f"eagle_config.{IDS_KEY}")
         boundaries = None
         if ids is not None:
             boundaries = engine_boundaries(self.engine, ids)
             if boundaries is None:
                 raise FormatError(f"eagle_config ids {ids} capture nothing", "ModelOpt ids are block outputs >= 0",
                                   code="E-CAPTURE-FIELD")
-        top = raw.get("eagle_aux_hidden_state_layer_ids")
+        top = raw.get(IDS_KEY)
         if ids is None and top not in (None, []) and given_capture(options) is None:
             raise FormatError(f"capture ids {top} are only at the top level, where a ModelOpt export has none; "
                               "vLLM reads them as boundaries, TensorRT-LLM and SGLang never read them",

@@ -46,7 +46,7 @@ from .base import (
     write_capture_ids,
 )
 from ..engines import sglang as engine
-from .layer_ids import engine_boundaries
+from .layer_ids import IDS_KEY, engine_boundaries
 from .vocab import identity_map
 
 # Read in order; written with the first matching rule (SpecForge's spelling).
@@ -65,7 +65,7 @@ ARCHITECTURE = engine.ARCHITECTURE
 # Flat-config keys this layout models on top of the decoder keys.
 MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
            "norm_before_fc", "fc_norm", "use_aux_norm", "norm_output", "bias",
-           "eagle_aux_hidden_state_layer_ids"}
+           IDS_KEY}
 
 
 class SGLangLayout(Layout):
@@ -125,13 +125,13 @@ class SGLangLayout(Layout):
             raise RefusalError("config.json sets bias: true (an fc bias); no other layout can hold it",
                                "serve this drafter with SGLang as it is", code="E-BIAS-UNSUPPORTED")
 
-        ids = eagle.get("eagle_aux_hidden_state_layer_ids")
-        top = raw.get("eagle_aux_hidden_state_layer_ids")
+        ids = eagle.get(IDS_KEY)
+        top = raw.get(IDS_KEY)
         given = given_capture(options)
         if ids is None and top is not None and given is not None and isinstance(top, list) and \
                 sorted(given) in (sorted(top), sorted(x + 1 for x in top if isinstance(x, int))):
             ids, top = None, None  # --capture-layers settles which reading was trained: it is applied below
-        elif ids is None and "eagle_aux_hidden_state_layer_ids" in raw:
+        elif ids is None and IDS_KEY in raw:
             raise FormatError(
                 f"capture ids {top} are only at the top level; SGLang ignores them there and captures its "
                 "defaults, while vLLM reads the same list as boundaries", "say how the training counted them: add "
@@ -161,7 +161,7 @@ class SGLangLayout(Layout):
                                                         declared if isinstance(declared, int) else None, ids)
         fields["top_extra"] = {k: raw[k] for k in TOP_KEYS if k in raw}
         own: dict[str, Any] = {}  # architectures are not carried: SGLang picks its class by them
-        nested = {k: v for k, v in eagle.items() if k not in ("eagle_aux_hidden_state_layer_ids", "norm_before_fc")}
+        nested = {k: v for k, v in eagle.items() if k not in (IDS_KEY, "norm_before_fc")}
         if nested != {"use_aux_hidden_state": True}:
             own["eagle_config"] = nested
         fields["layout_extra"] = {self.name: own} if own else {}

@@ -12,6 +12,7 @@ from ..drafter import NORM_FLAGS, Drafter, TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
+from .layer_ids import IDS_KEY
 from .base import (
     TOP_KEYS,
     Checkpoint,
@@ -36,7 +37,7 @@ RENAMES: tuple[Rename, ...] = ()  # speculators names are the canonical names
 FLAGS = NORM_FLAGS
 # Top-level keys the canonical config models; any other top-level key rides in layout_extra.
 MODELED = {"speculators_model_type", "transformer_layer_config", "draft_vocab_size", "target_hidden_size",
-           "eagle_aux_hidden_state_layer_ids", "tie_word_embeddings", "speculators_config", *FLAGS, *TOP_KEYS}
+           IDS_KEY, "tie_word_embeddings", "speculators_config", *FLAGS, *TOP_KEYS}
 # speculators' save_pretrained writes these for its own remote-code loading; they mean nothing to engines.
 ARTIFACTS = {"auto_map"}
 DEFAULT_PROPOSAL = [{"proposal_type": "greedy", "speculative_tokens": 3, "verifier_accept_k": 1,
@@ -89,7 +90,7 @@ class SpeculatorsLayout(Layout):
                                "write norm_before_residual (true or false, as the drafter was trained; the "
                                "speculators trainer writes true) into a copy of config.json and convert that",
                                code="E-CONFIG-DEFAULTS-DIFFER")
-        ids = raw.get("eagle_aux_hidden_state_layer_ids")
+        ids = raw.get(IDS_KEY)
         if ids is not None and (not isinstance(ids, list)
                                 or not all(isinstance(x, int) and not isinstance(x, bool) for x in ids)):
             raise FormatError(f"eagle_aux_hidden_state_layer_ids is {ids!r}", "it must be a list of integers or null",
@@ -154,7 +155,7 @@ class SpeculatorsLayout(Layout):
             "transformer_layer_config": dict(sorted(decoder_dict(cfg).items())),
             "draft_vocab_size": cfg.draft_vocab_size,
             "target_hidden_size": cfg.target_hidden_size,
-            "eagle_aux_hidden_state_layer_ids": cfg.capture_boundaries,
+            IDS_KEY: cfg.capture_boundaries,
             "tie_word_embeddings": cfg.tie_word_embeddings,
             # Written explicitly always: vLLM and the library disagree on the default of an absent key.
             **{flag: getattr(cfg, flag) for flag in FLAGS},

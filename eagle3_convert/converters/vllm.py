@@ -39,7 +39,7 @@ from .base import (
 )
 from ..engines import shield_from_sglang, target_context
 from ..engines import vllm as engine
-from .layer_ids import engine_boundaries
+from .layer_ids import IDS_KEY, engine_boundaries
 
 RENAMES: tuple[Rename, ...] = (
     Rename("layers.0.", "midlayer.", read_only=True),  # vLLM's WeightsMapper maps midlayer. to layers.0.
@@ -52,8 +52,8 @@ CLASS_FAMILY = engine.CLASSES
 served_family = engine.served_family
 FLAGS = NORM_FLAGS
 MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
-           "eagle_aux_hidden_state_layer_ids", *FLAGS}
-NESTED_MODELED = ("eagle_aux_hidden_state_layer_ids", "use_aux_hidden_state", "norm_before_fc")
+           IDS_KEY, *FLAGS}
+NESTED_MODELED = (IDS_KEY, "use_aux_hidden_state", "norm_before_fc")
 
 
 class VLLMLayout(Layout):
@@ -103,9 +103,9 @@ class VLLMLayout(Layout):
         fields["fc_norm"] = bool(raw.get("fc_norm", False))
         fields["norm_output"] = bool(raw.get("norm_output", False))
 
-        top = int_list(raw.get("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids")
-        nested = int_list(eagle.get("eagle_aux_hidden_state_layer_ids"),
-                          "eagle_config.eagle_aux_hidden_state_layer_ids")
+        top = int_list(raw.get(IDS_KEY), IDS_KEY)
+        nested = int_list(eagle.get(IDS_KEY),
+                          f"eagle_config.{IDS_KEY}")
         if top is None and nested is not None:
             raise FormatError(
                 "capture ids are only in eagle_config: vLLM's V1 runner reads them as boundaries while its V2 "
