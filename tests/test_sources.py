@@ -180,3 +180,23 @@ def test_source_resolution_does_not_import_the_pipeline():
     code = ("import sys, eagle3_convert.sources as s; assert 'eagle3_convert.convert' not in sys.modules; "
             "import eagle3_convert.publish")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_download_nesting_the_checkpoint_one_level_down_is_named_in_the_hint(tmp_path: Path):
+    """A folder without config.json whose subfolder has one (an unpacked archive, a `checkpoint/` folder): every
+    command names that subfolder, and the hint's folder is one the command then accepts."""
+    shutil.copytree(EXAMPLE, tmp_path / "download" / "checkpoint")
+    (tmp_path / "download" / "README.md").write_text("a drafter\n")
+    nested = tmp_path / "download" / "checkpoint"
+    for argv in (["inspect", tmp_path / "download"], ["validate", tmp_path / "download"],
+                 ["--to", "sglang", tmp_path / "download", tmp_path / "out", "--no-record"]):
+        result = run_cli(*argv)
+        line = result.stderr.splitlines()[-1]
+        assert result.exit_code == 1 and "[E-SRC-MISSING]" in line, result.stderr
+        assert line.endswith(f"hint: {nested} holds a config.json: pass that folder"), line
+        assert not (tmp_path / "out").exists()
+    assert run_cli("--to", "sglang", nested, tmp_path / "out", "--no-record").exit_code == 0
+    (tmp_path / "download" / "other").mkdir()
+    shutil.copy(EXAMPLE / "config.json", tmp_path / "download" / "other" / "config.json")
+    two = run_cli("inspect", tmp_path / "download").stderr.splitlines()[-1]
+    assert two.endswith("hint: these subfolders hold a config.json: checkpoint, other; pass the drafter's folder"), two

@@ -50,6 +50,24 @@ class Checkpoint:
     notes: list[str] = field(default_factory=list)
 
 
+def missing_config_hint(root: Path) -> str:
+    """The hint for a directory without config.json: name the subfolder that has one (a download often nests the
+    checkpoint one level down), else say what a drafter directory holds."""
+    found = []
+    try:
+        with os.scandir(root) as entries:
+            for _, entry in zip(range(256), entries):  # a hostile folder may hold millions of entries
+                if entry.is_dir(follow_symlinks=False) and (Path(entry.path) / CONFIG_NAME).is_file():
+                    found.append(entry.name)
+    except OSError:
+        pass
+    if len(found) == 1:
+        return f"{root / found[0]} holds a config.json: pass that folder"
+    if found:
+        return f"these subfolders hold a config.json: {', '.join(sorted(found)[:4])}; pass the drafter's folder"
+    return "a drafter directory needs config.json beside its weights"
+
+
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     root = Path(path)
     from .gguf_file import gguf_file
@@ -63,8 +81,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
                           code="E-SRC-MISSING")
     config_path = root / CONFIG_NAME
     if not config_path.is_file():
-        raise FormatError(f"{root}: no config.json", "a drafter directory needs config.json beside its weights",
-                          code="E-SRC-MISSING")
+        raise FormatError(f"{root}: no config.json", missing_config_hint(root), code="E-SRC-MISSING")
     config = read_json_file(config_path, f"{root}/config.json")
     notes: list[str] = []
     has_st = (root / INDEX_NAME).is_file() or any(root.glob("*.safetensors"))

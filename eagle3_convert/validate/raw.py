@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import sidecar
 from ..atomic import CONFIG_NAME
-from ..converters.checkpoint import Checkpoint, read_json_file
+from ..converters.checkpoint import Checkpoint, missing_config_hint, read_json_file
 from ..errors import Eagle3Error, FormatError
 from ..safetensors_io import (INDEX_NAME, SINGLE_NAME, TensorRef, TensorSource, checked_member, read_header,
                               read_index)
@@ -52,7 +52,7 @@ def read_raw(root: Path) -> tuple[RawCheckpoint, list[Finding]]:
     config_path = root / CONFIG_NAME
     if not config_path.is_file():
         out.append(finding("E-SRC-MISSING", f"{root}: no config.json (or it is not a regular file)",
-                           "a drafter directory needs config.json beside its weights", where=CONFIG_NAME))
+                           missing_config_hint(root), where=CONFIG_NAME))
     else:
         try:
             config = read_json_file(config_path, f"{root}/config.json")
