@@ -202,3 +202,45 @@ def test_validate_reads_target_dependent_ids_as_convert_does(tmp_path: Path):
     report = validate_checkpoint(src, expected_boundaries=[2, 30, 58])
     assert not report.codes("error"), [f.message for f in report.findings]
     assert validate_checkpoint(src, expected_boundaries=[3, 31, 59]).codes("error")
+
+
+def _modelopt_file(tmp_path: Path, spec: DrafterSpec, edit) -> tuple[Path, dict, list[str]]:
+    src = build_drafter(tmp_path / "src", "modelopt", spec)
+    config = json.loads((src / "config.json").read_text())
+    edit(config)
+    (src / "config.json").write_text(json.dumps(config))
+    return src, config, list(read_tensor_table(src)[0])
+
+
+@pytest.mark.parametrize("architectures", [["LlamaForCausalLMEagle3"], ["Eagle3DeepseekV3ForCausalLM"],
+                                           ["Eagle3DeepseekV2ForCausalLM"], ["SomeFutureEagle3Name"]])
+@pytest.mark.parametrize("family", ["llama", "deepseek_mla"])
+def test_tensorrt_llm_builds_its_one_model_drafter_whatever_the_architecture(tmp_path: Path, architectures, family):
+    """TensorRT-LLM's default path (eagle3_one_model: true) builds Eagle3ForCausalLM from the config alone
+    (modeling_speculative._build_eagle3_one_model_draft), MLA iff kv_lora_rank: the architecture name decides
+    nothing, so no name is refused and none picks the class. validate --engine trtllm agrees."""
+    from eagle3_convert.engines import TargetContext, read_all
+
+    spec = DrafterSpec(target_layers=8, family=family,
+                       target_model_type="deepseek_v3" if family == "deepseek_mla" else "llama")
+    src, config, names = _modelopt_file(tmp_path, spec, lambda c: c.update(architectures=architectures))
+    reading = read_all(config, names, TargetContext(), engines=("trtllm",))["trtllm"]
+    assert reading.refusal is None and reading.family == family and reading.runtime
+    report = run_cli("validate", src, "--engine", "trtllm", "--json")
+    codes = {f["code"] for f in json.loads(report.stdout)["findings"]}
+    assert "E-CONFIG-ARCH" not in codes, report.stdout
+
+
+def test_tensorrt_llm_without_draft_vocab_size_takes_the_target_vocab(tmp_path: Path):
+    """A missing draft_vocab_size becomes vocab_size (_ensure_draft_vocab_size): loud for a Vd < V drafter (its
+    d2t and lm_head do not fit), served for a full-vocabulary one."""
+    from eagle3_convert.engines import TargetContext, read_all
+
+    drop = lambda c: c.pop("draft_vocab_size", None)  # noqa: E731
+    _, config, names = _modelopt_file(tmp_path / "small", DrafterSpec(target_layers=8), drop)
+    small = read_all(config, names, TargetContext(), engines=("trtllm",))["trtllm"]
+    assert small.refusal and "draft_vocab_size" in small.refusal
+    _, config, names = _modelopt_file(tmp_path / "full", DrafterSpec(target_layers=8, draft_vocab_size=None), drop)
+    assert "d2t" not in names
+    full = read_all(config, names, TargetContext(), engines=("trtllm",))["trtllm"]
+    assert full.refusal is None and full.family == "llama"

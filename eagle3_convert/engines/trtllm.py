@@ -1,11 +1,15 @@
 """TensorRT-LLM (PyTorch backend), from its source, not loaded: see docs/formats.md §8.
 
-Facts: the class is resolved as `"EAGLE3" + architectures[0].replace("Eagle3", "")` when the
-config has `draft_vocab_size` (registered: EAGLE3LlamaForCausalLM); capture layers are a
-serve-time argument (`eagle3_layers_to_capture`, block outputs b - 1, defaults
-{1, L//2-1, L-4}); norm_before_fc is read only nested in eagle_config, fc_norm and
-norm_output only at the top level, norm_before_residual never; a null target_hidden_size
-breaks fc.
+Facts: by default (`eagle3_one_model: true`, `eagle3_model_arch: llama3` in `llm_args.py`) the drafter
+is built as `Eagle3ForCausalLM` whatever its `architectures` say (`modeling_speculative.py`,
+`_build_eagle3_one_model_draft`), with MLA attention when the config has `kv_lora_rank`; the config
+is read through transformers (or TensorRT-LLM's own registry, which maps `kimi_k2` to DeepseekV3Config),
+so it needs a `model_type`; a missing `draft_vocab_size` becomes `vocab_size` with a warning. Capture
+layers are a serve-time argument (`eagle3_layers_to_capture`, block outputs b - 1, defaults
+{1, L//2-1, L-4}); norm_before_fc is read only nested in eagle_config, fc_norm and norm_output only at
+the top level, norm_before_residual never; a null target_hidden_size breaks fc. The two-model path
+(`eagle3_one_model: false`) resolves `"EAGLE3" + architectures[0].replace("Eagle3", "")` instead and
+fails loudly on a name it lacks.
 """
 
 from __future__ import annotations
@@ -13,18 +17,14 @@ from __future__ import annotations
 from typing import Any, Collection, Mapping
 
 from . import Reading, TargetContext
-from .common import architectures, flag, has, nested, dropped
+from .common import dropped, flag, has, nested
 
 LABEL = "TensorRT-LLM"
-REGISTERED = {"EAGLE3LlamaForCausalLM": "llama",
-              # NVIDIA's MLA (Kimi) exports name Eagle3DeepseekV2ForCausalLM; the source shows the MLA drafter
-              # as Eagle3DeepSeekV3ForCausalLM / kv_lora_rank inside the Llama class. Unverified: not loaded.
-              "EAGLE3DeepseekV2ForCausalLM": "deepseek_mla"}
 
 
-
-def resolved_class(archs: list[str]) -> str | None:
-    return "EAGLE3" + archs[0].replace("Eagle3", "") if archs else None
+def built_family(config: Mapping[str, Any]) -> str:
+    """The drafter class the default (one-model) path builds: Eagle3ForCausalLM, MLA iff kv_lora_rank."""
+    return "deepseek_mla" if config.get("kv_lora_rank") else "llama"
 
 
 def runtime_ids(boundaries: list[int]) -> list[int]:
@@ -34,22 +34,18 @@ def runtime_ids(boundaries: list[int]) -> list[int]:
 
 def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
     r = Reading("trtllm", LABEL)
-    archs = architectures(config)
-    resolved = resolved_class(archs)
     if "speculators_model_type" in config or "model_type" not in config:
         r.refusal = "TensorRT-LLM reads the config through transformers and needs a model_type (speculators " \
                     "configs have none)"
         return r
-    if "draft_vocab_size" not in config:
-        r.refusal = "without draft_vocab_size TensorRT-LLM loads the drafter as a plain Llama and fails on its names"
-        return r
-    if resolved not in REGISTERED:
-        r.refusal = f"TensorRT-LLM has no class {resolved} (from architectures {archs})"
+    if "draft_vocab_size" not in config and "d2t" in names:
+        r.refusal = "without draft_vocab_size TensorRT-LLM takes vocab_size as the draft vocabulary, and the " \
+                    "drafter's d2t and smaller lm_head fail to load"
         return r
     if "target_hidden_size" in config and config["target_hidden_size"] is None:
         r.refusal = "TensorRT-LLM fails to size fc: target_hidden_size is null"
         return r
-    r.family = REGISTERED[resolved]
+    r.family = built_family(config)
     eagle = nested(config)
     r.flags = {"norm_before_residual": False, "norm_before_fc": flag(eagle, "norm_before_fc"),
                "fc_norm": flag(config, "fc_norm"), "norm_output": flag(config, "norm_output")}
@@ -60,12 +56,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     r.runtime = True
     return r
 
+
 # What validate's replay needs (validate.profiles.EngineProfile is built from these). Capture ids: a runtime argument.
 IDS_FROM = None
-# Architecture names drafters ship with, and the family TensorRT-LLM builds for each under its rule.
-CLASSES = {a: REGISTERED[resolved_class([a])] for a in (
-    "LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3DeepseekV2ForCausalLM",
-    "Eagle3DeepseekV3ForCausalLM", "Eagle3Speculator") if resolved_class([a]) in REGISTERED}
 FAMILIES = frozenset({"llama", "deepseek_mla"})  # MLA attention inside its Llama-named class, with kv_lora_rank
 FLAGS_READ = frozenset({"norm_before_fc", "fc_norm", "norm_output"})  # norm_before_fc nested only (read())
 BUILDS_BIAS = True

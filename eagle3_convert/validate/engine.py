@@ -72,6 +72,11 @@ def _engine_reads_config(ctx: Context, p: EngineProfile) -> bool:
     if ctx.speculators_format:
         problem = None if p.reads_speculators_format else (
             f"{p.label} does not read speculators-format configs (speculators_model_type)")
+    elif p.family_from_config is not None:  # the class follows the config, not architectures
+        served = p.family_from_config(ctx.config)
+        problem = None if served == cfg.family or cfg.family not in p.families else (
+            f"{p.label} builds its {served} drafter class for this config, but the config describes a "
+            f"{cfg.family} drafter")
     elif p.classes is None:
         problem = f"{p.label} reads only speculators-format configs; this is a flat {ctx.layout.name} config"
     else:

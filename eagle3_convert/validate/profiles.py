@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,8 @@ class EngineProfile:
     needs_d2t: bool
     fc_skipped_when_width_matches: bool  # applies fc only when the incoming width differs from H
     eagle3_alias: bool = False  # builds Eagle3XForCausalLM for a plain XForCausalLM architecture
+    # the family it builds from the config whatever its architectures (TensorRT-LLM's default one-model path)
+    family_from_config: Callable[[Mapping[str, Any]], str] | None = None
 
     def rules_for(self, family: str) -> tuple[Rename, ...]:
         return self.mla_key_rules if family == "deepseek_mla" and self.mla_key_rules is not None else self.key_rules
@@ -117,7 +119,8 @@ def engine_profiles() -> dict[str, EngineProfile]:
                 fc_skipped_when_width_matches=sglang_rules.FC_SKIPPED_WHEN_WIDTH_MATCHES),
             "trtllm": EngineProfile(
                 name="trtllm", label="TensorRT-LLM", layout="modelopt", ids_from=trtllm_rules.IDS_FROM,
-                key_rules=_UNPREFIXED_MIDLAYER, mla_key_rules=None, classes=trtllm_rules.CLASSES,
+                key_rules=_UNPREFIXED_MIDLAYER, mla_key_rules=None, classes={},
+                family_from_config=trtllm_rules.built_family,
                 reads_speculators_format=False, families=trtllm_rules.FAMILIES, flags=trtllm_rules.FLAGS_READ,
                 mla_flags=trtllm_rules.FLAGS_READ, bias=trtllm_rules.BUILDS_BIAS, mla_max_layers=None,
                 needs_t2d=trtllm_rules.NEEDS_T2D, needs_d2t=True, fc_skipped_when_width_matches=False),
