@@ -4,9 +4,9 @@ convert, publish, validate and `eagle3-convert registry ...` call these; they re
 through the convert pipeline and store through `eagle3_convert.registry`, which never imports
 the pipelines (the store depends on nothing that records into it).
 
-Every function takes `registry`: an open `RegistryStore` (left open), a path to open
-and close, or None for the default path (`$EAGLE3_CONVERT_REGISTRY`, else
-`$XDG_DATA_HOME/eagle3-convert/registry.db`).
+Every function takes `registry`: an open `RegistryStore` (left open), a path or
+`postgresql://` URL to open and close, or None for the default (`$EAGLE3_CONVERT_REGISTRY`,
+else `$XDG_DATA_HOME/eagle3-convert/registry.db`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .fingerprint import drafter_id, tensor_digests
 from .registry.errors import RegistryError
 from .registry.models import DrafterRecord, LineageEdge, Location
 from .registry.recording import record_facts, training_boundaries
-from .registry.store import RegistryStore, default_registry_path, open_registry
+from .registry.store import RegistryStore, open_registry, registry_exists
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None
 
@@ -154,7 +154,7 @@ def recorded_capture(path: str | os.PathLike[str], registry: RegistryArg = None,
     else, with `by_content`, by the id of its bytes (reads every tensor; unreadable: not found).
     A registry file that does not exist is not created: looking up writes nothing.
     """
-    if not isinstance(registry, RegistryStore) and not os.path.exists(registry or default_registry_path()):
+    if not isinstance(registry, RegistryStore) and not registry_exists(registry):
         return None
     root = Path(path)
     with opened(registry) as store:
@@ -196,7 +196,7 @@ def stated_capture(path: str | os.PathLike[str], registry: RegistryArg = None) -
     says as much), so an earlier conversion that merely recorded the target's depth cannot turn an
     output's "engine default" into explicit ids. A missing registry file is not created.
     """
-    if not isinstance(registry, RegistryStore) and not os.path.exists(registry or default_registry_path()):
+    if not isinstance(registry, RegistryStore) and not registry_exists(registry):
         return None
     with opened(registry) as store:
         record = _recorded_at(store, Path(path), None, False)
@@ -210,7 +210,7 @@ def record_of(drafter_id: str | None, registry: RegistryArg = None) -> DrafterRe
     """The record of exactly this drafter, or None (a registry file that does not exist is not created)."""
     if not drafter_id:
         return None
-    if not isinstance(registry, RegistryStore) and not os.path.exists(registry or default_registry_path()):
+    if not isinstance(registry, RegistryStore) and not registry_exists(registry):
         return None
     with opened(registry) as store:
         return store.get(drafter_id)

@@ -80,3 +80,32 @@ def without_root_powers() -> list[str]:
     if shutil.which("setpriv"):
         return ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
     pytest.skip("running as root without setpriv: permission bits cannot be enforced")
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One real PostgreSQL server for the session (tests/pg_server.py); skipped, saying why, where there is none."""
+    import pg_server as pg
+
+    why = pg.why_unavailable()
+    if why:
+        pytest.skip(f"PostgreSQL registry tests: {why}")
+    server = pg.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def registry_url(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """A fresh, empty registry on each backend: an SQLite file path, or a postgresql:// URL of a new database."""
+    if request.param == "sqlite":
+        return tmp_path / "reg" / "registry.db"
+    return request.getfixturevalue("pg_server").new_database()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    import pg_server as pg
+
+    if pg.STATE:
+        terminalreporter.write_line(f"PostgreSQL registry tests: server {pg.STATE['version']} (started in "
+                                    f"{pg.STATE['startup_s']} s), {pg.STATE.get('databases', '0')} databases")

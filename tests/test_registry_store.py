@@ -1,20 +1,18 @@
-"""The registry store on real SQLite files: records, prefixes, lineage, concurrent and
-killed writers, schema migration and unusable paths."""
+"""The registry store on both backends (a real SQLite file, a real PostgreSQL database): records,
+prefixes, lineage, transactions, schema versions; then what only SQLite has: migration of a v1 file,
+unusable paths, the default path. Concurrent and killed writers: test_registry_concurrency.py;
+what only PostgreSQL has: test_registry_postgres.py."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from conftest import without_root_powers
+from registry_backends import count, did, set_schema_version, sql
 
 from eagle3_convert.registry import (
     SCHEMA_VERSION,
@@ -22,13 +20,13 @@ from eagle3_convert.registry import (
     LineageEdge,
     Location,
     RegistryError,
+    RegistryStore,
     SQLiteStore,
     TargetInfo,
     default_registry_path,
     open_registry,
 )
 
-REPO = Path(__file__).resolve().parents[1]
 TOOL = "eagle3-convert 0.1.0"
 LLAMA = TargetInfo(
     name_or_path="meta-llama/Llama-3.1-8B-Instruct",
@@ -40,29 +38,18 @@ LLAMA = TargetInfo(
 )
 
 
-def did(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()
-
-
-def run_python(code: str, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
 def integrity(path: Path) -> str:
     with sqlite3.connect(path) as conn:
         return conn.execute("PRAGMA integrity_check").fetchone()[0]
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    with SQLiteStore(tmp_path / "registry.db") as opened:
+def store(registry_url):
+    with open_registry(registry_url) as opened:
         yield opened
 
 
-def test_record_list_and_show_by_id_and_prefix(store: SQLiteStore) -> None:
+def test_record_list_and_show_by_id_and_prefix(store: RegistryStore) -> None:
     llama_id, qwen_id = did("llama-drafter"), did("qwen-drafter")
     store.upsert_drafter(
         llama_id,
@@ -95,7 +82,7 @@ def test_record_list_and_show_by_id_and_prefix(store: SQLiteStore) -> None:
     assert store.get(qwen_id).capture_boundaries is None
 
 
-def test_ambiguous_and_invalid_prefixes_say_what_to_do(store: SQLiteStore) -> None:
+def test_ambiguous_and_invalid_prefixes_say_what_to_do(store: RegistryStore) -> None:
     first, second = "abcd1" + "0" * 59, "abcd2" + "0" * 59
     store.upsert_drafter(first)
     store.upsert_drafter(second)
@@ -116,7 +103,7 @@ def test_ambiguous_and_invalid_prefixes_say_what_to_do(store: SQLiteStore) -> No
     assert store.remove("ffff") is False
 
 
-def test_upsert_merges_given_fields_and_dedups_locations(store: SQLiteStore, tmp_path: Path) -> None:
+def test_upsert_merges_given_fields_and_dedups_locations(store: RegistryStore, tmp_path: Path) -> None:
     drafter_id = did("merge")
     spec_dir = tmp_path / "spec"
     first = store.upsert_drafter(
@@ -155,8 +142,8 @@ def test_upsert_merges_given_fields_and_dedups_locations(store: SQLiteStore, tmp
         store.upsert_drafter("not a digest")
 
 
-def test_lineage_of_one_drafter_through_three_layouts(tmp_path: Path) -> None:
-    path = tmp_path / "registry.db"
+def test_lineage_of_one_drafter_through_three_layouts(registry_url, tmp_path: Path) -> None:
+    path = registry_url
     drafter_id = did("chain")
     speculators = Location.local(tmp_path / "llama-eagle3", "speculators")
     sglang = Location.local(tmp_path / "llama-eagle3-sglang", "sglang")
@@ -193,18 +180,16 @@ def test_lineage_of_one_drafter_through_three_layouts(tmp_path: Path) -> None:
 
         assert store.remove(drafter_id) is True
         assert store.get(drafter_id) is None
-    with sqlite3.connect(path) as conn:  # locations and edges went with the drafter
-        assert conn.execute("SELECT count(*) FROM locations").fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM lineage").fetchone()[0] == 0
+    assert count(path, "locations") == count(path, "lineage") == 0  # they went with the drafter
 
 
-def test_add_location_needs_a_recorded_drafter(store: SQLiteStore, tmp_path: Path) -> None:
+def test_add_location_needs_a_recorded_drafter(store: RegistryStore, tmp_path: Path) -> None:
     with pytest.raises(RegistryError) as unknown:
         store.add_location(did("nobody"), Location.local(tmp_path, "speculators"))
     assert "no drafter" in unknown.value.message and unknown.value.hint
 
 
-def test_a_failed_transaction_writes_nothing(store: SQLiteStore) -> None:
+def test_a_failed_transaction_writes_nothing(store: RegistryStore) -> None:
     with pytest.raises(RuntimeError):
         with store.transaction():
             store.upsert_drafter(did("a"))
@@ -215,98 +200,6 @@ def test_a_failed_transaction_writes_nothing(store: SQLiteStore) -> None:
         store.upsert_drafter(did("a"))
         store.upsert_drafter(did("b"))
     assert len(store.list()) == 2
-
-
-def test_writers_wait_for_the_lock_up_to_the_timeout(tmp_path: Path) -> None:
-    path = tmp_path / "registry.db"
-    SQLiteStore(path).close()
-    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    holder.execute("BEGIN IMMEDIATE")
-    with SQLiteStore(path, timeout=0.2) as impatient:
-        with pytest.raises(RegistryError) as locked:
-            impatient.upsert_drafter(did("impatient"))
-        assert "locked" in locked.value.message and locked.value.hint
-
-    release = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
-    release.start()
-    try:
-        with SQLiteStore(path, timeout=10) as patient:
-            start = time.monotonic()
-            patient.upsert_drafter(did("patient"))
-            assert time.monotonic() - start >= 0.2
-            assert [r.drafter_id for r in patient.list()] == [did("patient")]
-    finally:
-        release.join()
-        holder.close()
-
-
-CONCURRENT_WRITER = """
-import os, sys, time, hashlib
-from eagle3_convert.registry import open_registry
-path, name, go = sys.argv[1:4]
-while not os.path.exists(go):
-    time.sleep(0.005)
-with open_registry(path) as store:
-    for i in range(20):
-        drafter_id = hashlib.sha256(f"{name}-{i}".encode()).hexdigest()
-        store.upsert_drafter(drafter_id, trained_with=name, locations=[])
-"""
-
-
-def test_two_processes_write_concurrently(tmp_path: Path) -> None:
-    path, go = tmp_path / "registry.db", tmp_path / "go"
-    # Both start on a missing file, so they also race to create the schema.
-    writers = [run_python(CONCURRENT_WRITER, str(path), name, str(go)) for name in ("alpha", "beta")]
-    go.touch()
-    for writer in writers:
-        _, err = writer.communicate(timeout=60)
-        assert writer.returncode == 0, err
-
-    with open_registry(path) as store:
-        records = store.list()
-    expected = {did(f"{name}-{i}") for name in ("alpha", "beta") for i in range(20)}
-    assert {r.drafter_id for r in records} == expected
-    assert integrity(path) == "ok"
-
-
-KILLED_WRITER = """
-import sys, time
-from eagle3_convert.registry import SQLiteStore
-path, pending, *committed = sys.argv[1:]
-store = SQLiteStore(path)
-for drafter_id in committed:
-    store.upsert_drafter(drafter_id, trained_with="committed")
-# A one-page cache spills the open transaction's pages into the WAL before COMMIT,
-# so recovery has uncommitted frames to discard, not just an empty lock.
-store._conn.execute("PRAGMA cache_size = 1")
-with store.transaction():
-    store.upsert_drafter(pending, trained_with="never committed", capture_boundaries=[2, 4, 5])
-    print("in transaction", flush=True)
-    time.sleep(60)
-"""
-
-
-def test_writer_killed_mid_transaction_leaves_committed_records_only(tmp_path: Path) -> None:
-    path = tmp_path / "registry.db"
-    committed = [did(f"committed-{i}") for i in range(5)]
-    pending = did("pending")
-    writer = run_python(KILLED_WRITER, str(path), pending, *committed)
-    try:
-        assert writer.stdout.readline().strip() == "in transaction", writer.stderr.read()
-        # The transaction is really open: it holds the write lock.
-        with sqlite3.connect(path, timeout=0) as probe, pytest.raises(sqlite3.OperationalError, match="locked"):
-            probe.execute("BEGIN IMMEDIATE")
-    finally:
-        os.kill(writer.pid, signal.SIGKILL)
-        writer.communicate(timeout=30)
-    assert writer.returncode == -signal.SIGKILL
-
-    with open_registry(path) as store:
-        assert integrity(path) == "ok"
-        assert {r.drafter_id for r in store.list()} == set(committed)
-        assert store.get(pending) is None
-        store.upsert_drafter(pending)  # the dead writer's lock is gone
-        assert store.get(pending) is not None
 
 
 # A literal copy of schema version 1, so this test does not lean on the code it checks.
@@ -408,15 +301,12 @@ def test_a_version_1_registry_is_migrated_with_its_records(tmp_path: Path) -> No
     assert integrity(path) == "ok"
 
 
-def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "future.db"
-    SQLiteStore(path).close()
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA user_version = 999")
-    conn.close()
+def test_a_newer_schema_is_refused(registry_url) -> None:
+    open_registry(registry_url).close()
+    set_schema_version(registry_url, 999)
     with pytest.raises(RegistryError) as newer:
-        SQLiteStore(path)
-    assert "999" in newer.value.message and "upgrade" in newer.value.hint
+        open_registry(registry_url)
+    assert "999" in newer.value.message and "upgrade" in newer.value.hint and "\n" not in newer.value.message
 
 
 def test_unwritable_path_is_a_registry_error(tmp_path: Path) -> None:
@@ -460,14 +350,14 @@ def test_a_file_that_is_not_sqlite_is_a_registry_error_and_left_alone(tmp_path: 
     assert path.read_bytes() == content
 
 
-def test_another_programs_sqlite_database_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "other.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE bookmarks (url TEXT)")
-    conn.close()
+def test_another_programs_database_is_refused_and_left_alone(registry_url) -> None:
+    if isinstance(registry_url, Path):
+        registry_url.parent.mkdir()
+    sql(registry_url, "CREATE TABLE bookmarks (url TEXT)", "INSERT INTO bookmarks VALUES ('https://example.org')")
     with pytest.raises(RegistryError) as foreign:
-        open_registry(path)
+        open_registry(registry_url)
     assert "not an eagle3-convert registry" in foreign.value.message and foreign.value.hint
+    assert sql(registry_url, "SELECT url FROM bookmarks") == [("https://example.org",)]
 
 
 def test_default_path_follows_env_then_xdg_then_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -123,10 +123,10 @@ def _interrupt_message() -> str:
 
 
 def registry_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`--registry PATH`, the same on every command that reads or records drafters."""
-    return click.option("--registry", "registry_path", metavar="PATH",
-                        help="Registry database (default: $EAGLE3_CONVERT_REGISTRY, else "
-                             "$XDG_DATA_HOME/eagle3-convert/registry.db).")(fn)
+    """`--registry PATH|URL`, the same on every command that reads or records drafters."""
+    return click.option("--registry", "registry_path", metavar="PATH|URL",
+                        help="Registry: an SQLite file, or postgresql://user@host/db (default: "
+                             "$EAGLE3_CONVERT_REGISTRY, else $XDG_DATA_HOME/eagle3-convert/registry.db).")(fn)
 
 
 def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -98,11 +98,11 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
 def _consulted(store: Any, registry_path: str | None, no_record: bool) -> Any:
     """The registry validation and the card ask for the drafter's record (as convert does, also with
     --no-record, which only leaves the upload unrecorded; --no-registry leaves it out altogether)."""
-    from ..registry import default_registry_path
+    from ..registry import default_registry
 
     if store is not None:
         return store
-    return registry_path or default_registry_path()  # --dry-run, --no-record: read if it exists, never create it
+    return registry_path or default_registry()  # --dry-run, --no-record: read if it exists, never create it
 
 
 def _report(plan: Any, published: Any, recorded_in: str | None, as_json: bool) -> None:

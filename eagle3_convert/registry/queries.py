@@ -1,8 +1,11 @@
-"""Reading the registry: an id or unique prefix resolved, records loaded with their locations and lineage."""
+"""Reading the registry: an id or unique prefix resolved, records loaded with their locations and lineage.
+
+The SQL here and in writes.py is common to SQLite and PostgreSQL: `?` placeholders (postgres.py
+passes them on as psycopg's), and rows read by index or by column name.
+"""
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from .schema import edge_fields, to_record
 MIN_PREFIX = 4  # as git: shorter prefixes are ambiguous too often to be useful
 
 
-def resolve(conn: sqlite3.Connection, drafter_id: str) -> str | None:
+def resolve(conn: Any, drafter_id: str) -> str | None:
     prefix = drafter_id.strip().lower()
     if not (MIN_PREFIX <= len(prefix) <= 128) or prefix.strip("0123456789abcdef"):
         raise RegistryError(
@@ -25,13 +28,14 @@ def resolve(conn: sqlite3.Connection, drafter_id: str) -> str | None:
         )
     if conn.execute("SELECT 1 FROM drafters WHERE drafter_id = ?", (prefix,)).fetchone():
         return prefix
-    # GLOB is case-sensitive, so it can use the primary key index; hex has no wildcards.
-    pattern = (prefix + "*",)
-    count = conn.execute("SELECT count(*) FROM drafters WHERE drafter_id GLOB ?", pattern).fetchone()[0]
+    # Ids are lowercase hex, so those starting with `prefix` are exactly those in [prefix, prefix + "g"):
+    # a range both databases answer from the primary key index.
+    span = (prefix, prefix + "g")
+    count = conn.execute("SELECT count(*) FROM drafters WHERE drafter_id >= ? AND drafter_id < ?", span).fetchone()[0]
     if count == 0:
         return None
     first = conn.execute(
-        "SELECT drafter_id FROM drafters WHERE drafter_id GLOB ? ORDER BY drafter_id LIMIT 3", pattern
+        "SELECT drafter_id FROM drafters WHERE drafter_id >= ? AND drafter_id < ? ORDER BY drafter_id LIMIT 3", span
     ).fetchall()
     if count > 1:
         shown = ", ".join(row[0][:16] for row in first) + (", ..." if count > 3 else "")
@@ -42,7 +46,7 @@ def resolve(conn: sqlite3.Connection, drafter_id: str) -> str | None:
     return first[0][0]
 
 
-def require(conn: sqlite3.Connection, drafter_id: str, path: Path) -> str:
+def require(conn: Any, drafter_id: str, path: str | Path) -> str:
     found = resolve(conn, drafter_id)
     if found is None:
         raise RegistryError(
@@ -52,14 +56,16 @@ def require(conn: sqlite3.Connection, drafter_id: str, path: Path) -> str:
     return found
 
 
-def load(conn: sqlite3.Connection, where: str, params: tuple[Any, ...], path: Path) -> list[DrafterRecord]:
+def load(conn: Any, where: str, params: tuple[Any, ...], path: str | Path) -> list[DrafterRecord]:
     rows = conn.execute(f"SELECT * FROM drafters {where} ORDER BY created_at, drafter_id", params).fetchall()
     if not rows:
         return []
     selected = f"SELECT drafter_id FROM drafters {where}"
     locations: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    # Ties in added_at keep insertion order: SQLite's rowid; PostgreSQL's ctid (locations are never updated).
+    order = getattr(conn, "insertion_order", "rowid")
     for row in conn.execute(
-        f"SELECT * FROM locations WHERE drafter_id IN ({selected}) ORDER BY added_at, rowid", params
+        f"SELECT * FROM locations WHERE drafter_id IN ({selected}) ORDER BY added_at, {order}", params
     ):
         locations[row["drafter_id"]].append(
             {"layout": row["layout"], "uri": row["uri"], "added_at": row["added_at"]}
@@ -78,12 +84,12 @@ def load(conn: sqlite3.Connection, where: str, params: tuple[Any, ...], path: Pa
         ) from exc
 
 
-def load_one(conn: sqlite3.Connection, drafter_id: str, path: Path) -> DrafterRecord | None:
+def load_one(conn: Any, drafter_id: str, path: str | Path) -> DrafterRecord | None:
     found = load(conn, "WHERE drafter_id = ?", (drafter_id,), path)
     return found[0] if found else None
 
 
-def lineage_of(conn: sqlite3.Connection, drafter_id: str) -> list[LineageEdge]:
+def lineage_of(conn: Any, drafter_id: str) -> list[LineageEdge]:
     """The conversions recorded for `drafter_id` (resolved), oldest first."""
     rows = conn.execute(
         "SELECT * FROM lineage WHERE drafter_id = ? ORDER BY created_at, id", (drafter_id,)

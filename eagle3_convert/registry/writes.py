@@ -1,33 +1,33 @@
 """Writing the registry: a record merged in, locations and lineage edges added once, copies forgotten.
 
-Every function runs inside the caller's write transaction (`SQLiteStore._txn(write=True)`).
+Every function runs inside the caller's write transaction (`SQLStore._writing()`): one writer at a time.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
+from typing import Any
 
 from .models import DrafterRecord, LineageEdge, Location, utcnow
 from .queries import load_one
-from .schema import UPSERT_ROW, to_row, ts
+from .schema import UPSERT_ROW, row_values, ts
 
 MERGED_DICTS = ("ids_as_written", "flags")
 
 
-def upsert(conn: sqlite3.Connection, record: DrafterRecord, fields: frozenset[str], locations: list[Location],
-           lineage: list[LineageEdge], path: Path) -> DrafterRecord:
+def upsert(conn: Any, record: DrafterRecord, fields: frozenset[str], locations: list[Location],
+           lineage: list[LineageEdge], path: str | Path) -> DrafterRecord:
     """Merge `fields` of a validated `record`, then add locations and edges; the merged record."""
     old = load_one(conn, record.drafter_id, path)
     now = utcnow()
     if old is None:
-        conn.execute(UPSERT_ROW, to_row(record.model_copy(update={"created_at": now, "updated_at": now})))
+        conn.execute(UPSERT_ROW, row_values(record.model_copy(update={"created_at": now, "updated_at": now})))
     else:
         changes = {name: getattr(record, name) for name in fields}
         for name in fields.intersection(MERGED_DICTS):
             changes[name] = {**getattr(old, name), **getattr(record, name)}
         if any(getattr(old, name) != value for name, value in changes.items()):
-            conn.execute(UPSERT_ROW, to_row(old.model_copy(update={**changes, "updated_at": now})))
+            conn.execute(UPSERT_ROW, row_values(old.model_copy(update={**changes, "updated_at": now})))
     added = [insert_location(conn, record.drafter_id, loc) for loc in locations]
     added += [insert_edge(conn, record.drafter_id, edge) for edge in lineage]
     if old is not None and any(added):
@@ -37,7 +37,7 @@ def upsert(conn: sqlite3.Connection, record: DrafterRecord, fields: frozenset[st
     return merged
 
 
-def insert_location(conn: sqlite3.Connection, drafter_id: str, location: Location) -> bool:
+def insert_location(conn: Any, drafter_id: str, location: Location) -> bool:
     cursor = conn.execute(
         "INSERT INTO locations (drafter_id, layout, uri, added_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT DO NOTHING",
@@ -46,7 +46,7 @@ def insert_location(conn: sqlite3.Connection, drafter_id: str, location: Locatio
     return cursor.rowcount == 1
 
 
-def insert_edge(conn: sqlite3.Connection, drafter_id: str, edge: LineageEdge) -> bool:
+def insert_edge(conn: Any, drafter_id: str, edge: LineageEdge) -> bool:
     cursor = conn.execute(
         "INSERT INTO lineage (drafter_id, source_uri, source_layout, dest_uri, dest_layout, tool,"
         " created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -63,19 +63,20 @@ def insert_edge(conn: sqlite3.Connection, drafter_id: str, edge: LineageEdge) ->
     return cursor.rowcount == 1
 
 
-def touch(conn: sqlite3.Connection, drafter_id: str) -> None:
+def touch(conn: Any, drafter_id: str) -> None:
     conn.execute("UPDATE drafters SET updated_at = ? WHERE drafter_id = ?", (ts(utcnow()), drafter_id))
 
 
-def forget_location(conn: sqlite3.Connection, uri: str, keep: str | None) -> int:
+def forget_location(conn: Any, uri: str, keep: str | None) -> int:
+    spared = keep or ""  # no drafter id is empty
     stale = [row[0] for row in conn.execute(
-        "SELECT DISTINCT drafter_id FROM locations WHERE uri = ? AND drafter_id IS NOT ?", (uri, keep))]
-    conn.execute("DELETE FROM locations WHERE uri = ? AND drafter_id IS NOT ?", (uri, keep))
+        "SELECT DISTINCT drafter_id FROM locations WHERE uri = ? AND drafter_id <> ?", (uri, spared))]
+    conn.execute("DELETE FROM locations WHERE uri = ? AND drafter_id <> ?", (uri, spared))
     for drafter_id in stale:
         touch(conn, drafter_id)
     return len(stale)
 
 
-def delete(conn: sqlite3.Connection, drafter_id: str) -> None:
+def delete(conn: Any, drafter_id: str) -> None:
     # Locations and lineage go with it (ON DELETE CASCADE, foreign_keys on).
     conn.execute("DELETE FROM drafters WHERE drafter_id = ?", (drafter_id,))

@@ -1,0 +1,226 @@
+"""The registry's interface, `RegistryStore`, and `SQLStore`: its methods over any SQL database.
+
+The backends (store.SQLiteStore, postgres.PostgresStore) supply only the plumbing: a
+connection that speaks the shared SQL of queries.py and writes.py (`?` placeholders, rows by
+index or by name), transactions, error translation and migrations.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import queries, writes
+from .errors import RegistryError
+from .models import DrafterRecord, LineageEdge, Location, TargetInfo
+
+ENV_VAR = "EAGLE3_CONVERT_REGISTRY"
+
+
+class _Unset(enum.Enum):
+    UNSET = enum.auto()
+
+
+_UNSET = _Unset.UNSET
+
+
+def invalid(exc: ValidationError) -> RegistryError:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "value"
+    return RegistryError(
+        f"invalid registry record: {where}: {first['msg']}",
+        hint="fix the value passed to the registry",
+    )
+
+
+class RegistryStore(ABC):
+    """Where drafter records live. Ids may be given as a unique prefix wherever a
+    drafter is looked up (at least 4 hex characters, as git)."""
+
+    def upsert_drafter(
+        self,
+        drafter_id: str,
+        *,
+        target: TargetInfo | None | _Unset = _UNSET,
+        capture_boundaries: list[int] | None | _Unset = _UNSET,
+        ids_as_written: dict[str, list[int]] | _Unset = _UNSET,
+        draft_vocab_size: int | None | _Unset = _UNSET,
+        vocab_size: int | None | _Unset = _UNSET,
+        hidden_size: int | None | _Unset = _UNSET,
+        flags: dict[str, bool] | _Unset = _UNSET,
+        trained_with: str | None | _Unset = _UNSET,
+        locations: Iterable[Location] = (),
+        lineage: Iterable[LineageEdge] = (),
+    ) -> DrafterRecord:
+        """Create the drafter or merge into it, in one transaction; return the result.
+
+        Only the fields given change (None is a value: for `capture_boundaries` it means
+        the engine default). `ids_as_written` and `flags` merge key by key. Locations and
+        edges already recorded (same uri and layout; same endpoints) are kept once.
+        """
+        given = {
+            "target": target,
+            "capture_boundaries": capture_boundaries,
+            "ids_as_written": ids_as_written,
+            "draft_vocab_size": draft_vocab_size,
+            "vocab_size": vocab_size,
+            "hidden_size": hidden_size,
+            "flags": flags,
+            "trained_with": trained_with,
+        }
+        given = {name: value for name, value in given.items() if value is not _UNSET}
+        try:
+            record = DrafterRecord.model_validate({"drafter_id": drafter_id, **given})
+            new_locations = [Location.model_validate(loc) for loc in locations]
+            new_edges = [LineageEdge.model_validate(edge) for edge in lineage]
+        except ValidationError as exc:
+            raise invalid(exc) from exc
+        return self._upsert(record, frozenset(given), new_locations, new_edges)
+
+    @abstractmethod
+    def _upsert(
+        self,
+        record: DrafterRecord,
+        fields: frozenset[str],
+        locations: list[Location],
+        lineage: list[LineageEdge],
+    ) -> DrafterRecord:
+        """Merge `fields` of a validated `record`, then add locations and edges."""
+
+    @abstractmethod
+    def add_location(self, drafter_id: str, location: Location) -> bool:
+        """Record a copy of a known drafter; False if that uri and layout were known."""
+
+    @abstractmethod
+    def add_lineage(self, drafter_id: str, edge: LineageEdge) -> bool:
+        """Record a conversion of a known drafter; False if that edge was known."""
+
+    @abstractmethod
+    def forget_location(self, uri: str, keep: str | None = None) -> int:
+        """A directory was overwritten: drop `uri` from every drafter but `keep`; how many were dropped."""
+
+    @abstractmethod
+    def get(self, drafter_id: str) -> DrafterRecord | None:
+        """The drafter with this id or unique id prefix; None if there is none."""
+
+    @abstractmethod
+    def list(self, target: str | None = None) -> list[DrafterRecord]:
+        """All drafters, oldest first; only those trained on `target` if given."""
+
+    @abstractmethod
+    def lineage(self, drafter_id: str) -> list[LineageEdge]:
+        """The conversions recorded for a drafter, oldest first ([] if unknown)."""
+
+    @abstractmethod
+    def remove(self, drafter_id: str) -> bool:
+        """Forget a drafter with its locations and lineage; False if it was unknown."""
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """Group several writes into one atomic transaction (`with store.transaction():`)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the store; further calls fail."""
+
+    def __enter__(self) -> RegistryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class SQLStore(RegistryStore):
+    """`RegistryStore` over a SQL connection; `path` names the registry in messages (never a password)."""
+
+    path: Any
+
+    @abstractmethod
+    def _txn(self, *, write: bool) -> AbstractContextManager[Any]:
+        """A transaction (writers one at a time), or the one already open; yields the connection."""
+
+    @abstractmethod
+    def _errors(self) -> AbstractContextManager[None]:
+        """The driver's errors as one-line `RegistryError`s."""
+
+    @contextmanager
+    def _writing(self) -> Iterator[Any]:
+        with self._errors(), self._txn(write=True) as conn:
+            yield conn
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        with self._errors(), self._txn(write=False) as conn:
+            yield conn
+
+    def _upsert(
+        self,
+        record: DrafterRecord,
+        fields: frozenset[str],
+        locations: list[Location],
+        lineage: list[LineageEdge],
+    ) -> DrafterRecord:
+        with self._writing() as conn:
+            return writes.upsert(conn, record, fields, locations, lineage, self.path)
+
+    def add_location(self, drafter_id: str, location: Location) -> bool:
+        try:
+            location = Location.model_validate(location)
+        except ValidationError as exc:
+            raise invalid(exc) from exc
+        with self._writing() as conn:
+            found = queries.require(conn, drafter_id, self.path)
+            added = writes.insert_location(conn, found, location)
+            if added:
+                writes.touch(conn, found)
+            return added
+
+    def forget_location(self, uri: str, keep: str | None = None) -> int:
+        with self._writing() as conn:
+            return writes.forget_location(conn, uri, keep)
+
+    def add_lineage(self, drafter_id: str, edge: LineageEdge) -> bool:
+        try:
+            edge = LineageEdge.model_validate(edge)
+        except ValidationError as exc:
+            raise invalid(exc) from exc
+        with self._writing() as conn:
+            found = queries.require(conn, drafter_id, self.path)
+            added = writes.insert_edge(conn, found, edge)
+            if added:
+                writes.touch(conn, found)
+            return added
+
+    def get(self, drafter_id: str) -> DrafterRecord | None:
+        with self._reading() as conn:
+            found = queries.resolve(conn, drafter_id)
+            return None if found is None else queries.load_one(conn, found, self.path)
+
+    def list(self, target: str | None = None) -> list[DrafterRecord]:
+        with self._reading() as conn:
+            if target is None:
+                return queries.load(conn, "", (), self.path)
+            return queries.load(conn, "WHERE target_name_or_path = ?", (target,), self.path)
+
+    def lineage(self, drafter_id: str) -> list[LineageEdge]:
+        with self._reading() as conn:
+            found = queries.resolve(conn, drafter_id)
+            return [] if found is None else queries.lineage_of(conn, found)
+
+    def remove(self, drafter_id: str) -> bool:
+        with self._writing() as conn:
+            found = queries.resolve(conn, drafter_id)
+            if found is None:
+                return False
+            writes.delete(conn, found)
+            return True
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._txn(write=True):
+            yield
