@@ -194,9 +194,12 @@ def apply_training_capture(drafter: Drafter, options: ConvertOptions) -> None:
     if cfg.capture_boundaries == boundaries:
         return
     if cfg.capture_boundaries is not None:
+        hint = ("drop --capture-layers if config.json is right (it already names the layers); if it is wrong, fix "
+                "the ids in a copy of config.json and convert that" if options.capture_stated else
+                "fix config.json if the record is right; if the record is wrong, correct it with `eagle3-convert "
+                "registry add SRC --capture-layers ... --convention ...`, or leave it out with --no-registry")
         raise RefusalError(f"config.json captures boundaries {cfg.capture_boundaries} but {said_by} says the drafter "
-                           f"was trained on {boundaries}", "fix config.json, or the record with `eagle3-convert "
-                           "registry add SRC --capture-layers ... --convention ...`", code="E-CAPTURE-RECORD")
+                           f"was trained on {boundaries}", hint, code="E-CAPTURE-RECORD")
     depth = (options.target or cfg.target or TargetIdentity()).num_hidden_layers
     if depth is not None and boundaries == default_boundaries(depth):
         return  # the engine default already captures exactly these

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import DATA, run_cli
+from conftest import DATA, EXAMPLE, run_cli
 from hostile import hostile_cases
 from test_validate import CASES
 
@@ -125,3 +125,22 @@ def test_a_drafter_given_as_target_is_named_as_such(command: str, tmp_path: Path
     result = run_cli(*args)
     assert result.exit_code == 1 and "[E-TARGET-IS-DRAFTER]" in result.stderr, result.stderr
     assert "retrain" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_capture_layers_that_contradict_the_config_name_the_way_out(tmp_path: Path):
+    """--capture-layers against a config naming other layers is refused (convert never overrides the ids a config
+    states); the hint says to drop the flag, and the same command without it converts. A registry record that
+    contradicts the config is refused with a hint naming --no-registry, which also converts."""
+    example = EXAMPLE
+    base = ["--to", "vllm", example]
+    stated = run_cli(*base, tmp_path / "a", "--no-record", "--capture-layers", "1,3,6", "--convention", "speculators")
+    assert stated.exit_code == 1 and "[E-CAPTURE-RECORD]" in stated.stderr
+    assert "hint: drop --capture-layers if config.json is right" in stated.stderr
+    assert run_cli(*base, tmp_path / "a", "--no-record").exit_code == 0
+    registry = tmp_path / "reg.db"
+    assert run_cli("registry", "add", example, "--registry", registry, "--capture-layers", "1,3,6",
+                   "--convention", "speculators").exit_code == 0
+    recorded = run_cli(*base, tmp_path / "b", "--registry", registry, "--no-record")
+    assert recorded.exit_code == 1 and "[E-CAPTURE-RECORD]" in recorded.stderr
+    assert "or leave it out with --no-registry" in recorded.stderr and not (tmp_path / "b").exists()
+    assert run_cli(*base, tmp_path / "b", "--registry", registry, "--no-registry").exit_code == 0
