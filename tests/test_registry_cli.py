@@ -1,17 +1,18 @@
-"""The registry through the CLI and the Python API, on real SQLite files and real checkpoints:
-conversions recorded with their lineage, sidecar facts imported, training truth stated by
-hand, and every failure a one-line error."""
+"""The registry through the CLI and the Python API, on real checkpoints and both backends (a real
+SQLite file, a real PostgreSQL database: the `registry_url` fixture): conversions recorded with
+their lineage, sidecar facts imported, training truth stated by hand, and every failure a
+one-line error. SQLite's file paths are tested here; a server's failures in test_registry_postgres.py."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli, tree_digest
+from registry_backends import backend, sql
 from eagle3_convert.cli.common import CAPTURE_CONVENTIONS as CLI_CONVENTIONS
 from eagle3_convert.registry import CONVENTIONS, open_registry, training_boundaries
 from eagle3_convert.records import add_checkpoint, lineage, list_records, recorded_capture, remove, show
@@ -45,10 +46,15 @@ def write_target(path: Path, layers: int) -> Path:
     return path
 
 
+def contents(registry) -> list:
+    """Every row of the registry, to prove it unchanged."""
+    return [sql(registry, f"SELECT * FROM {table} ORDER BY 1, 2, 3") for table in ("drafters", "locations", "lineage")]
+
+
 @pytest.fixture
-def chain(example_dir: Path, tmp_path: Path) -> dict:
+def chain(example_dir: Path, tmp_path: Path, registry_url) -> dict:
     """speculators -> sglang -> vllm, each step recorded in one registry."""
-    registry = tmp_path / "reg" / "registry.db"
+    registry = registry_url
     sg, vl = tmp_path / "sg", tmp_path / "vl"
     first = run_cli("--to", "sglang", example_dir, sg, "--registry", registry, "--trained-with", PROVENANCE)
     second = run_cli("--to", "vllm", sg, vl, "--registry", registry)
@@ -128,9 +134,9 @@ def test_list_by_target_and_remove(chain: dict) -> None:
     assert "no drafter" in one_line_error(unknown, "E-REGISTRY")
 
 
-def test_convert_records_in_the_registry_the_environment_names(example_dir: Path, tmp_path: Path,
+def test_convert_records_in_the_registry_the_environment_names(example_dir: Path, tmp_path: Path, registry_url,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    registry = tmp_path / "env" / "registry.db"
+    registry = registry_url
     monkeypatch.setenv("EAGLE3_CONVERT_REGISTRY", str(registry))
     result = run_cli("--to", "sglang", example_dir, tmp_path / "sg", "--json")
     assert result.exit_code == 0
@@ -142,10 +148,13 @@ def test_convert_records_in_the_registry_the_environment_names(example_dir: Path
 
 def test_no_record_leaves_the_registry_untouched(chain: dict, example_dir: Path, tmp_path: Path) -> None:
     registry = chain["registry"]
-    before = tree_digest(registry.parent)
+    before = tree_digest(registry.parent) if backend(registry) == "sqlite" else None
+    rows = contents(registry)
     result = run_cli("--to", "vllm", example_dir, tmp_path / "unrecorded", "--registry", registry, "--no-record")
     assert result.exit_code == 0 and "recorded drafter" not in result.stdout
-    assert tree_digest(registry.parent) == before
+    assert contents(registry) == rows
+    if before is not None:  # not a byte of the file, nor a WAL, either
+        assert tree_digest(registry.parent) == before
     assert str(tmp_path / "unrecorded") not in {loc.uri for loc in show(sidecar(chain["sg"])["drafter_id"],
                                                                        registry).locations}
 
@@ -179,11 +188,18 @@ def test_unusable_registry_is_a_one_line_error_and_nothing_is_written(example_di
     assert not_a_db.read_text().startswith("these are not the tables")
 
 
-def test_recording_failure_after_a_conversion_warns_and_keeps_the_output(example_dir: Path, tmp_path: Path) -> None:
-    registry = tmp_path / "registry.db"
+REFUSE_WRITES = {  # a registry that opens but refuses writes
+    "sqlite": ["CREATE TRIGGER refuse BEFORE INSERT ON drafters BEGIN SELECT RAISE(ABORT, 'quota'); END"],
+    "postgresql": ["CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE 'quota'; END $$",
+                   "CREATE TRIGGER refuse BEFORE INSERT ON drafters FOR EACH ROW EXECUTE FUNCTION refuse()"],
+}
+
+
+def test_recording_failure_after_a_conversion_warns_and_keeps_the_output(example_dir: Path, tmp_path: Path,
+                                                                         registry_url) -> None:
+    registry = registry_url
     open_registry(registry).close()
-    with sqlite3.connect(registry) as conn:  # a registry that opens but refuses writes
-        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON drafters BEGIN SELECT RAISE(ABORT, 'quota'); END")
+    sql(registry, *REFUSE_WRITES[backend(registry)])
     dest = tmp_path / "sg"
     result = run_cli("--to", "sglang", example_dir, dest, "--registry", registry)
     assert result.exit_code == 0
@@ -193,17 +209,16 @@ def test_recording_failure_after_a_conversion_warns_and_keeps_the_output(example
     assert (dest / "model.safetensors").is_file() and list_records(registry=registry) == []
 
     # The sidecar kept the facts: recording later restores the lineage the conversion made.
-    with sqlite3.connect(registry) as conn:
-        conn.execute("DROP TRIGGER refuse")
+    sql(registry, "DROP TRIGGER refuse" + (" ON drafters" if backend(registry) == "postgresql" else ""))
     assert run_cli("registry", "add", dest, "--registry", registry).exit_code == 0
     [record] = list_records(registry=registry)
     assert [(e.source.uri, e.dest.uri) for e in record.lineage] == [(str(example_dir.resolve()), str(dest.resolve()))]
 
 
-def test_registry_add_imports_the_sidecar_facts(example_dir: Path, tmp_path: Path) -> None:
+def test_registry_add_imports_the_sidecar_facts(example_dir: Path, tmp_path: Path, registry_url) -> None:
     sg = tmp_path / "sg"
     assert run_cli("--to", "sglang", example_dir, sg, "--no-record", "--trained-with", PROVENANCE).exit_code == 0
-    registry = tmp_path / "registry.db"
+    registry = registry_url
     added = cli_json("registry", "add", sg, "--registry", registry)
     record = added["record"]
     assert added["drafter_id"] == sidecar(sg)["drafter_id"]
@@ -221,7 +236,7 @@ def test_registry_add_imports_the_sidecar_facts(example_dir: Path, tmp_path: Pat
     assert "locations  2" in human.stdout
 
 
-def test_a_sidecar_of_other_weights_is_not_imported(example_dir: Path, tmp_path: Path) -> None:
+def test_a_sidecar_of_other_weights_is_not_imported(example_dir: Path, tmp_path: Path, registry_url) -> None:
     sg = tmp_path / "sg"
     assert run_cli("--to", "sglang", example_dir, sg, "--no-record", "--trained-with", PROVENANCE).exit_code == 0
     # Retrained in place: same config.json (the sidecar still matches it), other weights.
@@ -231,13 +246,13 @@ def test_a_sidecar_of_other_weights_is_not_imported(example_dir: Path, tmp_path:
     blob[lm_head.start] ^= 0x01
     weights.write_bytes(bytes(blob))
 
-    added = add_checkpoint(str(sg), registry=tmp_path / "registry.db")
+    added = add_checkpoint(str(sg), registry=registry_url)
     assert added.record.drafter_id != sidecar(sg)["drafter_id"]
     assert added.record.trained_with is None and added.record.lineage == []
     assert any("describes another drafter" in note for note in added.notes)
 
 
-def test_malformed_sidecar_history_is_skipped_and_said(example_dir: Path, tmp_path: Path) -> None:
+def test_malformed_sidecar_history_is_skipped_and_said(example_dir: Path, tmp_path: Path, registry_url) -> None:
     sg = tmp_path / "sg"
     assert run_cli("--to", "sglang", example_dir, sg, "--no-record").exit_code == 0
     facts = sidecar(sg)
@@ -245,20 +260,21 @@ def test_malformed_sidecar_history_is_skipped_and_said(example_dir: Path, tmp_pa
     facts["ids_as_written"]["vllm"] = "2,4,5"
     (sg / "eagle3-convert.json").write_text(json.dumps(facts))  # still trusted: config.json is unchanged
 
-    added = add_checkpoint(str(sg), registry=tmp_path / "registry.db")
+    added = add_checkpoint(str(sg), registry=registry_url)
     assert len(added.record.lineage) == 1 and "vllm" not in added.record.ids_as_written
     assert any(note.startswith("lineage entry 1 of eagle3-convert.json was not recorded") for note in added.notes)
 
     # A target the registry cannot hold is refused in one line, not half-recorded.
     facts["target"]["num_hidden_layers"] = 0
     (sg / "eagle3-convert.json").write_text(json.dumps(facts))
-    result = run_cli("registry", "add", sg, "--registry", tmp_path / "other.db")
+    before = list_records(registry=registry_url)
+    result = run_cli("registry", "add", sg, "--registry", registry_url)
     assert "target.num_hidden_layers" in one_line_error(result, "E-REGISTRY")
-    assert list_records(registry=tmp_path / "other.db") == []
+    assert list_records(registry=registry_url) == before
 
 
-def test_add_states_the_training_capture_layers(example_dir: Path, tmp_path: Path) -> None:
-    registry = tmp_path / "registry.db"
+def test_add_states_the_training_capture_layers(example_dir: Path, tmp_path: Path, registry_url) -> None:
+    registry = registry_url
     added = cli_json("registry", "add", example_dir, "--capture-layers", "1,3,4", "--convention", "sglang",
                      "--registry", registry)
     assert added["record"]["capture_boundaries"] == [2, 4, 5] and added["notes"] == []
@@ -304,8 +320,8 @@ def test_add_refuses_layers_beyond_the_target(example_dir: Path, tmp_path: Path)
     assert "beyond the target's 4 layers" in one_line_error(result, "E-USAGE")
 
 
-def test_python_api_with_an_open_store(example_dir: Path, tmp_path: Path) -> None:
-    with open_registry(tmp_path / "registry.db") as store:
+def test_python_api_with_an_open_store(example_dir: Path, registry_url) -> None:
+    with open_registry(registry_url) as store:
         added = add_checkpoint(str(example_dir), trained_with=PROVENANCE, registry=store)
         drafter_id = added.record.drafter_id
         assert [r.drafter_id for r in list_records(registry=store)] == [drafter_id]
@@ -360,15 +376,17 @@ def test_recorded_capture_lookups(chain: dict, example_dir: Path, tmp_path: Path
     assert recorded_capture(copy, registry) is None
     assert recorded_capture(copy, registry, by_content=True) == ([2, 4, 5], label)
 
-    missing = tmp_path / "nowhere" / "registry.db"
-    assert recorded_capture(chain["sg"], missing) is None and not missing.parent.exists()
+    if backend(registry) == "sqlite":
+        missing = tmp_path / "nowhere" / "registry.db"
+        assert recorded_capture(chain["sg"], missing) is None and not missing.parent.exists()
 
 
-def test_recorded_engine_default_resolves_through_the_target_depth(example_dir: Path, tmp_path: Path) -> None:
+def test_recorded_engine_default_resolves_through_the_target_depth(example_dir: Path, tmp_path: Path,
+                                                                  registry_url) -> None:
     config = json.loads((example_dir / "config.json").read_text())
     del config["eagle_aux_hidden_state_layer_ids"]  # the engine default, as SpecForge exports drop them
     (example_dir / "config.json").write_text(json.dumps(config))
-    registry = tmp_path / "registry.db"
+    registry = registry_url
     assert add_checkpoint(str(example_dir), registry=registry).record.capture_boundaries is None
     assert recorded_capture(example_dir, registry) is None  # which layers depends on a depth nobody knows
     assert recorded_capture(example_dir, registry, target_depth=32)[0] == [2, 16, 29]
@@ -376,10 +394,10 @@ def test_recorded_engine_default_resolves_through_the_target_depth(example_dir: 
     assert recorded_capture(example_dir, registry)[0] == [2, 6, 9]
 
 
-def test_force_over_another_drafter_forgets_its_copy_there(example_dir: Path, tmp_path: Path):
+def test_force_over_another_drafter_forgets_its_copy_there(example_dir: Path, tmp_path: Path, registry_url):
     from builders import build_drafter
 
-    registry = tmp_path / "registry.db"
+    registry = registry_url
     other = build_drafter(tmp_path / "other", "speculators")
     dest = tmp_path / "out"
     assert run_cli("--to", "sglang", "--verifier", "org/t", other, dest, "--registry", registry).exit_code == 0
@@ -398,8 +416,8 @@ def _without_ids(sample_dir: Path) -> Path:
     return sample_dir
 
 
-def test_convert_restores_capture_layers_from_the_training_record(sample, tmp_path: Path):
-    registry = tmp_path / "registry.db"
+def test_convert_restores_capture_layers_from_the_training_record(sample, tmp_path: Path, registry_url):
+    registry = registry_url
     src = _without_ids(sample("specforge-sglang"))
     assert run_cli("registry", "add", src, "--capture-layers", "1,3,4", "--convention", "specforge",
                    "--registry", registry).exit_code == 0
