@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 if TYPE_CHECKING:
     import pytest
@@ -224,6 +224,50 @@ def _revision_not_found(revision: str) -> HubError:
     return HubError(404, f"Invalid rev id: {revision}", "RevisionNotFound")
 
 
+def _card_fields(repo: Repo, commit: Commit) -> dict[str, Any]:
+    """What the Hub derives from a commit's README.md front matter and files: `cardData`, `tags` (the card's
+    tags, `library_name`, `license:...`, `base_model:...` and `base_model:finetune:...`, and file formats) and
+    `library_name`. A README without parsable front matter has no cardData."""
+    import yaml
+
+    card = None
+    readme = commit.tree.get("README.md")
+    if readme is not None:
+        text = repo.content(readme).decode("utf-8", "replace")
+        match = re.match(r"^---\s*\n(.*?)\n---\s*$", text, re.DOTALL | re.MULTILINE)
+        try:
+            card = yaml.safe_load(match[1]) if match else None
+        except yaml.YAMLError:
+            card = None
+    card = card if isinstance(card, dict) else None
+    tags: list[str] = []
+
+    def add(tag: Any) -> None:
+        if isinstance(tag, str) and tag and tag not in tags:
+            tags.append(tag)
+
+    if card:
+        for tag in card.get("tags") or []:
+            add(tag)
+        add(card.get("library_name"))
+        if card.get("license"):
+            add(f"license:{card['license']}")
+        bases = card.get("base_model")
+        for base in [bases] if isinstance(bases, str) else bases if isinstance(bases, list) else []:
+            add(f"base_model:{base}")
+            add(f"base_model:finetune:{base}")
+    if any(p.endswith(".safetensors") for p in commit.tree):
+        add("safetensors")
+    if any(p.endswith(".gguf") for p in commit.tree):
+        add("gguf")
+    out: dict[str, Any] = {"tags": tags}
+    if card is not None:
+        out["cardData"] = card
+        if isinstance(card.get("library_name"), str):
+            out["library_name"] = card["library_name"]
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------- the server
 
 
@@ -234,10 +278,14 @@ class HubServer:
         Bearer token is accepted. Writes always need some accepted token; reads of public repos need none.
     user: the name whoami reports and the namespace of repos created without one.
     orgs: namespaces the user may write to besides `user`; None allows every namespace.
+    page_size: how many models one page of `GET /api/models` holds (the real Hub pages by a `Link: <...>;
+        rel="next"` header, which the client follows).
     """
 
-    def __init__(self, *, token: str | None = None, user: str = "test-user", orgs: list[str] | None = None):
+    def __init__(self, *, token: str | None = None, user: str = "test-user", orgs: list[str] | None = None,
+                 page_size: int = 1000):
         self.required_token = token
+        self.page_size = page_size  # GET /api/models answers at most this many per page, then a Link to the next
         self.user = user
         self.orgs = orgs
         self.requests: list[RecordedRequest] = []
@@ -439,6 +487,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST", r"^/api/repos/create$", "create_repo"),
         ("DELETE", r"^/api/repos/delete$", "delete_repo"),
         ("PUT", rf"^/api/{_T}/{_R}/settings$", "settings"),
+        ("GET", r"^/api/models$", "list_models"),
         ("GET", rf"^/api/{_T}/{_R}$", "info"),
         ("GET", rf"^/api/{_T}/{_R}/revision/{_REV}$", "info"),
         ("GET", rf"^/api/{_T}/{_R}/tree/{_REV}(?:/(?P<path>.*))?$", "tree"),
@@ -694,13 +743,53 @@ class _HubHandler(BaseHTTPRequestHandler):
         info: dict[str, Any] = {
             "_id": hashlib.sha1(repo.encode()).hexdigest()[:24], "id": repo, "author": repo.split("/")[0],
             "sha": oid, "lastModified": commit.date, "createdAt": r.created_at, "private": r.private,
-            "disabled": False, "gated": False, "downloads": 0, "likes": 0, "tags": [], "siblings": siblings,
+            "disabled": False, "gated": False, "downloads": 0, "likes": 0, "siblings": siblings,
+            **_card_fields(r, commit),
         }
         if repo_type == "model":
             info["modelId"] = repo
         if with_blobs:
             info["usedStorage"] = sum(f.size for f in commit.tree.values())
         return _Response.json(info)
+
+    def _h_list_models(self, auth: _Auth, record: RecordedRequest, **_: Any) -> _Response:
+        """`GET /api/models`: `author`, `search` (in the repo id, any case), `filter` (every one a tag of the repo,
+        base_model:... included), `limit`, `full`/`cardData`/`expand`; pages of `page_size` with a Link header."""
+        q = record.query
+        author, search = q.get("author", [None])[-1], (q.get("search", [""])[-1] or "").lower()
+        wanted = [t for value in q.get("filter", []) for t in value.split(",") if t]
+        limit = q.get("limit", [""])[-1]
+        full = any(q.get(k, ["false"])[-1].lower() in ("1", "true") for k in ("full", "cardData"))
+        found = []
+        for (repo_type, repo_id), r in sorted(self.hub._repos.items()):
+            if repo_type != "model" or (r.private and not auth.ok):
+                continue
+            if author and repo_id.split("/")[0] != author or search and search not in repo_id.lower():
+                continue
+            commit = r.head("main")
+            fields = _card_fields(r, commit)
+            if any(tag not in fields["tags"] for tag in wanted):
+                continue
+            item: dict[str, Any] = {"_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24], "id": repo_id,
+                                    "modelId": repo_id, "author": repo_id.split("/")[0], "sha": commit.oid,
+                                    "lastModified": commit.date, "createdAt": r.created_at, "private": r.private,
+                                    "downloads": 0, "likes": 0, "tags": fields["tags"]}
+            if "library_name" in fields:
+                item["library_name"] = fields["library_name"]
+            if full:
+                item["siblings"] = [{"rfilename": path} for path in sorted(commit.tree)]
+                item["cardData"] = fields.get("cardData")
+            found.append(item)
+        if limit.isdigit():
+            found = found[:int(limit)]
+        start = int(q.get("cursor", ["0"])[-1] or 0)
+        page = found[start:start + self.hub.page_size]
+        headers = {"Content-Type": "application/json"}
+        if start + self.hub.page_size < len(found):
+            rest = [(k, v) for k, values in q.items() if k != "cursor" for v in values]
+            rest.append(("cursor", str(start + self.hub.page_size)))
+            headers["Link"] = f'<{self.hub.url}/api/models?{urlencode(rest)}>; rel="next"'
+        return _Response(200, json.dumps(page).encode(), headers)
 
     # tree listings
 

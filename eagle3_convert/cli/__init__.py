@@ -116,3 +116,4 @@ from . import inspect as _inspect  # noqa: E402,F401
 from . import registry as _registry  # noqa: E402,F401
 from . import validate as _validate  # noqa: E402,F401
 from . import publish as _publish  # noqa: E402,F401
+from . import search as _search  # noqa: E402,F401

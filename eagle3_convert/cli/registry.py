@@ -185,3 +185,45 @@ def remove_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> Non
         emit_json({"removed": removed})
         return
     click.echo(f"removed {removed}")
+
+
+@registry_group.command("sync")
+@click.argument("sources", nargs=-1, required=True, metavar="ORG_OR_REPO...")
+@click.option("--verify", is_flag=True,
+              help="Also read the safetensors headers (HTTP Range) of repos we published, and check their sidecar "
+                   "against config.json with the layout readers.")
+@hub_options
+@registry_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@run_guarded
+def sync_cmd(sources: tuple[str, ...], verify: bool, endpoint: str | None, token: str | None,
+             registry_path: str | None, as_json: bool) -> None:
+    """Record the drafters on the Hub: every model of an org or user, or the repos named (org/name).
+
+    Reads card, config.json, eagle3-convert.json and the safetensors headers, never the weights. A fact the
+    registry holds is never overwritten: where the Hub disagrees (capture boundaries, target) the repo is
+    reported as a conflict, nothing of it is recorded, and the exit status is 1. Broken repos are listed with
+    their finding code and do not fail the sync.
+    """
+    from ..hub_index import sync
+
+    report = sync(list(sources), registry_path, endpoint=endpoint, token=token, verify=verify)
+    doc = report.as_dict()
+    conflicts = report.count("conflict")
+    if not as_json:
+        for entry in report.entries:
+            where = entry.uri or entry.repo_id
+            if entry.status in ("conflict", "broken"):
+                click.echo(f"{entry.status:<12} {where}: {entry.message} [{entry.code}]")
+            else:
+                click.echo(f"{entry.status:<12} {where} ({entry.layout}) drafter {entry.drafter_id[:SHORT_ID]} "
+                           f"target {entry.target or '?'} boundaries {_boundaries(entry.capture_boundaries)}")
+        click.echo(", ".join(f"{n} {status}" for status, n in doc["counts"].items()))
+    if conflicts:
+        from .common import fail
+
+        fail(f"{conflicts} repo(s) disagree with the registry's records, which were kept",
+             "check the repos listed as conflict; `eagle3-convert registry add SRC --capture-layers ... "
+             "--convention ...` states the training truth", "E-SYNC-CONFLICT", 1, **doc)
+    if as_json:
+        emit_json(doc)

@@ -1,0 +1,237 @@
+"""The Hub as the shared index of who trained what: `registry sync` and `search`.
+
+sync reads Hub repos without their weights (hub_read.py) and records each drafter with its target, target
+revision, capture boundaries and `hf://org/name@commit`, through the public RegistryStore API only. A recorded
+fact is never overwritten: where the Hub says other capture boundaries (or another target) than the record, the
+repo is reported as a conflict and nothing of it is written. search lists a target's drafters from the registry
+and, with the Hub, from the repos whose card names the target as base_model, each copy with every engine's
+verdict (engines.serve_verdicts, the same rules convert and validate use).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import Eagle3Error
+from .records import RegistryArg, opened
+from .registry.models import Location
+from .registry.recording import record_facts
+
+STATUSES = ("added", "unchanged", "new-location", "updated", "conflict", "broken")
+
+
+@dataclass
+class SyncEntry:
+    repo_id: str
+    status: str  # one of STATUSES
+    uri: str | None = None  # hf://org/name@commit
+    drafter_id: str | None = None
+    identity: str | None = None  # "sidecar" (our drafter id) or "hub-fingerprint" (hub_read.fingerprint)
+    layout: str | None = None
+    target: str | None = None
+    target_revision: str | None = None
+    capture_boundaries: list[int] | None = None
+    code: str | None = None  # broken: the finding code; conflict: E-SYNC-CONFLICT
+    message: str | None = None
+    conflicts: list[dict[str, Any]] = field(default_factory=list)  # {field, hub, registry}
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SyncReport:
+    sources: list[str]
+    entries: list[SyncEntry]
+    verify: bool
+
+    def count(self, status: str) -> int:
+        return sum(e.status == status for e in self.entries)
+
+    def counts(self) -> dict[str, int]:
+        return {status: self.count(status) for status in STATUSES}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sources": self.sources, "verify": self.verify, "counts": self.counts(),
+                "repos": [asdict(e) for e in self.entries]}
+
+
+def reader(endpoint: str | None, token: str | None) -> Any:
+    """A HubReader, after checking (fast) that the Hub answers at all."""
+    from .hub_read import HubReader
+    from .sources import unreachable, unreachable_error
+
+    why = unreachable(endpoint)
+    if why:
+        raise unreachable_error("reaching", "the Hub", endpoint, why)
+    return HubReader(endpoint, token)
+
+
+def sync(sources: list[str], registry: RegistryArg = None, *, endpoint: str | None = None, token: str | None = None,
+         verify: bool = False) -> SyncReport:
+    """Record every drafter of `sources` (org/user names or org/name repo ids)."""
+    hub = reader(endpoint, token)
+    entries: list[SyncEntry] = []
+    with opened(registry) as store:
+        for spec in sources:
+            for repo_id in hub.repos(spec):
+                try:
+                    read = hub.read(repo_id, headers=verify)
+                except Eagle3Error as exc:
+                    if "/" in spec or exc.code in ("E-HUB-OFFLINE", "E-HUB-AUTH"):
+                        raise  # the repo asked for, or the Hub itself, is the problem: one error line
+                    entries.append(SyncEntry(repo_id, "broken", code=exc.code, message=exc.message))
+                    continue
+                entries.append(_record(store, read))
+    return SyncReport(list(sources), entries, verify)
+
+
+def _target_of(facts: dict[str, Any]) -> tuple[str | None, str | None]:
+    target = facts.get("target") if isinstance(facts.get("target"), dict) else {}
+    return target.get("name_or_path"), target.get("revision")
+
+
+def _pinned_lineage(facts: dict[str, Any], repo_id: str, uri: str) -> list[Any]:
+    """The sidecar's edges, those into this repo pinned to the commit read (as publish records them)."""
+    out = []
+    for edge in facts.get("lineage") or []:
+        if isinstance(edge, dict) and isinstance(edge.get("dest"), dict) and edge["dest"].get("uri") == f"hf://{repo_id}":
+            edge = {**edge, "dest": {**edge["dest"], "uri": uri}}
+        out.append(edge)
+    return out
+
+
+def _conflicts(known: Any, facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the Hub says against the record. A file that names no capture layers does not contradict a record
+    that knows them (the export lost them; the record keeps the training truth)."""
+    out = []
+    said = facts.get("capture_boundaries")
+    if said is not None and said != known.capture_boundaries:
+        out.append({"field": "capture_boundaries", "hub": said, "registry": known.capture_boundaries})
+    name, _ = _target_of(facts)
+    recorded = known.target.name_or_path if known.target else None
+    if name and recorded and name != recorded:
+        out.append({"field": "target", "hub": name, "registry": recorded})
+    return out
+
+
+def _record(store: Any, read: Any) -> SyncEntry:
+    repo = read.repo
+    entry = SyncEntry(repo.repo_id, "broken", uri=repo.uri, identity=read.identity, layout=read.layout,
+                      notes=list(read.notes))
+    if read.problem is not None or read.facts is None or not read.layout:
+        entry.code, entry.message = read.problem or ("E-LAYOUT-UNKNOWN", "no layout could be read")
+        return entry
+    facts = {**read.facts, "lineage": _pinned_lineage(read.facts, repo.repo_id, repo.uri)}
+    entry.drafter_id = facts["drafter_id"]
+    entry.target, entry.target_revision = _target_of(facts)
+    entry.capture_boundaries = facts.get("capture_boundaries")
+    location = Location(layout=read.layout, uri=repo.uri)
+    with store.transaction():
+        known = store.get(entry.drafter_id)
+        if known is not None and known.drafter_id != entry.drafter_id:
+            known = None  # a prefix match of another id
+        if known is not None:
+            entry.conflicts = _conflicts(known, facts)
+            if entry.conflicts:
+                entry.status, entry.code = "conflict", "E-SYNC-CONFLICT"
+                entry.message = "; ".join(f"the Hub says {c['field']} {c['hub']}, the registry {c['registry']}"
+                                          for c in entry.conflicts)
+                return entry
+        before = known.model_dump(mode="json") if known is not None else None
+        record, notes = record_facts(store, facts, locations=[location])
+    entry.notes += notes
+    if known is not None and facts.get("capture_boundaries") is None and known.capture_boundaries is not None:
+        entry.notes.append(f"the files name no capture layers; the record's {known.capture_boundaries} stand")
+        entry.capture_boundaries = known.capture_boundaries
+    if known is None:
+        entry.status = "added"
+    elif location.uri not in {loc.uri for loc in known.locations}:
+        entry.status = "new-location"
+    else:
+        entry.status = "unchanged" if record.model_dump(mode="json") == before else "updated"
+    return entry
+
+
+# ----------------------------------------------------------------------------------------------------- search
+
+
+def _judge(config: dict[str, Any], names: list[str], cfg: Any, target: Any, truth: list[int] | None,
+           engines: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    from .engines import serve_verdicts, target_context
+
+    if truth is not None and truth != cfg.capture_boundaries:  # the record knows what the training captured
+        cfg = cfg.model_copy(update={"capture_boundaries": list(truth)})
+    judged = serve_verdicts(config, names, cfg, target_context(cfg, target), engines)
+    return {engine: v.to_dict() for engine, v in judged.items()}
+
+
+def _local_copy(path: str, truth: list[int] | None, engines: tuple[str, ...]) -> dict[str, Any]:
+    from .convert import read_source
+    from .converters.checkpoint import load_checkpoint
+
+    if not Path(path).exists():
+        return {"serves": None, "why": "this copy is no longer there"}
+    try:
+        ckpt = load_checkpoint(path)
+        source = read_source(path)
+    except Eagle3Error as exc:
+        return {"serves": None, "why": f"unreadable: {exc.message} [{exc.code}]"}
+    cfg = source.drafter.config
+    return {"serves": _judge(ckpt.config, list(ckpt.tensors), cfg, cfg.target, truth, engines), "why": None}
+
+
+def _hub_copy(read: Any, truth: list[int] | None, engines: tuple[str, ...]) -> dict[str, Any]:
+    if read.problem is not None or read.drafter is None:
+        code, message = read.problem or ("E-LAYOUT-UNKNOWN", "not read")
+        return {"serves": None, "why": f"{message} [{code}]"}
+    cfg = read.drafter.config
+    target = read.target or cfg.target
+    return {"serves": _judge(read.config or {}, read.names or [], cfg, target, truth, engines), "why": None}
+
+
+def search(target: str, registry: RegistryArg = None, *, engine: str | None = None, hub: bool = False,
+           endpoint: str | None = None, token: str | None = None) -> dict[str, Any]:
+    """The drafters of `target`: from the registry and, with `hub`, from the Hub; each copy with its verdicts."""
+    from .engines import ENGINES
+
+    engines = (engine,) if engine else ENGINES
+    with opened(registry) as store:
+        records = store.list(target)
+    hub_reader = reader(endpoint, token) if hub else None
+    drafters: dict[str, dict[str, Any]] = {}
+    for record in records:
+        item = drafters.setdefault(record.drafter_id, {
+            "drafter_id": record.drafter_id, "target": target,
+            "target_revision": record.target.revision if record.target else None,
+            "capture_boundaries": record.capture_boundaries, "in_registry": True, "on_hub": False, "copies": []})
+        for location in record.locations:
+            if location.kind == "local":
+                judged = _local_copy(location.uri, record.capture_boundaries, engines)
+            elif hub_reader is not None:
+                try:
+                    judged = _hub_copy(hub_reader.read(location.path_or_repo, headers=True,
+                                                       revision=location.revision), record.capture_boundaries,
+                                       engines)
+                    item["on_hub"] = True
+                except Eagle3Error as exc:
+                    judged = {"serves": None, "why": f"{exc.message} [{exc.code}]"}
+            else:
+                judged = {"serves": None, "why": "a Hub copy: pass --hub to read it"}
+            item["copies"].append({"layout": location.layout, "uri": location.uri, **judged})
+    if hub_reader is not None:
+        for repo_id in hub_reader.search(target):
+            read = hub_reader.read(repo_id, headers=True)
+            uri = read.repo.uri
+            facts = read.facts or {}
+            key = facts.get("drafter_id") or f"unreadable:{repo_id}"
+            item = drafters.setdefault(key, {
+                "drafter_id": facts.get("drafter_id"), "target": target,
+                "target_revision": _target_of(facts)[1], "capture_boundaries": facts.get("capture_boundaries"),
+                "in_registry": False, "on_hub": True, "copies": []})
+            item["on_hub"] = True
+            if any(copy["uri"] == uri for copy in item["copies"]):
+                continue  # the registry's copy at this very commit, judged above
+            item["copies"].append({"layout": read.layout, "uri": uri,
+                                   **_hub_copy(read, item["capture_boundaries"], engines)})
+    return {"target": target, "engines": list(engines), "hub": hub, "drafters": list(drafters.values())}

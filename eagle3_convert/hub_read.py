@@ -1,0 +1,271 @@
+"""Reading a drafter repo on the Hub without its weights, for `registry sync` and `search`.
+
+One repo at one commit: its metadata (`model_info`: commit sha, card front matter, tags, files with their LFS
+sha256), config.json, the eagle3-convert.json sidecar, and, where the layout readers are needed, each
+safetensors file's HEADER and its d2t/t2d vocabulary map, fetched by HTTP Range into a sparse local copy that
+has the real file's size. The layout detection and readers then run on that copy unchanged; they read no
+tensor bytes besides d2t/t2d (converters/vocab.py), so no weight matrix is ever downloaded.
+
+A repo whose trusted sidecar (written by us with this very config.json) names its drafter id is taken from the
+sidecar, config.json and the card alone; `headers=True` reads it with the layout readers too and compares.
+
+huggingface_hub is imported inside functions (start-up time; tests/test_imports.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import struct
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import sidecar
+from .errors import Eagle3Error
+from .safetensors_io import INDEX_NAME, MAX_HEADER_BYTES, read_header
+from .sources import endpoint_from_env, hub_error, quiet_hub
+
+CONFIG = "config.json"
+VOCAB_TENSORS = ("d2t", "t2d")  # the only tensors the layout readers read bytes of
+FINGERPRINT_KIND = "hub-fingerprint"
+SIDECAR_KIND = "sidecar"
+
+
+@dataclass
+class HubRepo:
+    """What the Hub says about one repo at one commit, before any file is read."""
+
+    repo_id: str
+    sha: str
+    card: dict[str, Any]  # the README front matter (cardData), {} when none
+    tags: list[str]
+    files: dict[str, str | None]  # top-level file -> LFS sha256 (None for regular files)
+
+    @property
+    def uri(self) -> str:
+        return f"hf://{self.repo_id}@{self.sha}"
+
+
+@dataclass
+class HubDrafter:
+    """One repo as read: the facts to record (sidecar-shaped), or why it could not be read."""
+
+    repo: HubRepo
+    layout: str | None = None
+    facts: dict[str, Any] | None = None  # drafter_id, target, capture_boundaries, ids_as_written, flags, ...
+    identity: str | None = None  # SIDECAR_KIND or FINGERPRINT_KIND
+    config: dict[str, Any] | None = None  # config.json as stored
+    names: list[str] | None = None  # stored tensor names (from the headers), None when not read
+    drafter: Any = None  # the canonical Drafter, when the layout reader ran
+    target: Any = None  # TargetIdentity used for the capture conventions (depth, family), or None
+    problem: tuple[str, str] | None = None  # (finding code, one line) for a broken or ambiguous repo
+    notes: list[str] = field(default_factory=list)
+    requests: int = 0  # HTTP requests made for the files (metadata excluded)
+
+
+class HubReader:
+    """A Hub session: lists repos, reads drafters, remembers targets already fetched."""
+
+    def __init__(self, endpoint: str | None = None, token: str | None = None):
+        from huggingface_hub import HfApi
+
+        self.endpoint = endpoint_from_env(endpoint)
+        self.token = token
+        self.api = HfApi(endpoint=self.endpoint, token=token)
+        self._targets: dict[str, Any] = {}
+
+    def _guard(self, what: str, repo_id: str, call: Any) -> Any:
+        try:
+            with quiet_hub():
+                return call()
+        except Eagle3Error:
+            raise
+        except Exception as exc:  # huggingface_hub and httpx errors: one line with a hint
+            raise hub_error(exc, repo_id, what, self.endpoint) from None
+
+    def repos(self, spec: str) -> list[str]:
+        """`org/name`: that repo; `org`: every model repo of that user or organisation."""
+        if "/" in spec:
+            return [spec]
+        return self._guard("listing the models of", spec,
+                           lambda: [m.id for m in self.api.list_models(author=spec)])
+
+    def search(self, target: str) -> list[str]:
+        """Repos whose card names `target` as base_model (the Hub tags them `base_model:<target>`)."""
+        return self._guard("searching drafters of", target,
+                           lambda: [m.id for m in self.api.list_models(filter=f"base_model:{target}")])
+
+    def info(self, repo_id: str, revision: str | None = None) -> HubRepo:
+        info = self._guard("reading", repo_id,
+                           lambda: self.api.model_info(repo_id, revision=revision, files_metadata=True))
+        files = {s.rfilename: (s.lfs.sha256 if s.lfs else None) for s in info.siblings or []
+                 if "/" not in s.rfilename}
+        card = info.card_data.to_dict() if info.card_data is not None else {}
+        return HubRepo(repo_id, info.sha or "", card, list(info.tags or []), files)
+
+    def _get(self, repo: HubRepo, name: str, start: int | None = None, end: int | None = None) -> tuple[bytes, int]:
+        """A file's bytes at the repo's commit, or bytes [start, end] of it by HTTP Range; (bytes, file size)."""
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        url = hf_hub_url(repo.repo_id, name, revision=repo.sha, endpoint=self.endpoint)
+        headers = build_hf_headers(token=self.token)
+        if start is not None:
+            headers["Range"] = f"bytes={start}-{end}"
+
+        def fetch() -> tuple[bytes, int]:
+            response = get_session().get(url, headers=headers, follow_redirects=True, timeout=30)
+            hf_raise_for_status(response)
+            total = re.search(r"/(\d+)$", response.headers.get("Content-Range", ""))
+            return response.content, int(total[1]) if total else len(response.content)
+
+        return self._guard(f"downloading {name} of", repo.repo_id, fetch)
+
+    def target(self, name: str | None) -> Any:
+        """The target's TargetIdentity from its config.json on the Hub (depth, family), fetched once; None if
+        it is not there (the capture conventions then go without the target's depth)."""
+        if not name:
+            return None
+        if name not in self._targets:
+            from .targets import load_target
+
+            try:
+                self._targets[name] = load_target(name, endpoint=self.endpoint, token=self.token)
+            except Eagle3Error:
+                self._targets[name] = None
+        return self._targets[name]
+
+    def read(self, repo_id: str, *, headers: bool = False, revision: str | None = None) -> HubDrafter:
+        """Read one repo; a broken or ambiguous one comes back with `problem` set, never raised (Hub errors such
+        as 401/404 on the repo itself are raised: they are the caller's to report)."""
+        repo = self.info(repo_id, revision)
+        out = HubDrafter(repo)
+        if CONFIG not in repo.files:
+            ggufs = [f for f in repo.files if f.endswith(".gguf")]
+            out.problem = (("E-HUB-GGUF", "a GGUF repo: its metadata is not read without downloading the file")
+                           if ggufs else ("E-SRC-MISSING", "no config.json"))
+            return out
+        with tempfile.TemporaryDirectory(prefix="eagle3-hub-") as tmp:
+            root = Path(tmp)
+            for name in (CONFIG, sidecar.SIDECAR_NAME, INDEX_NAME):
+                if name in repo.files:
+                    (root / name).write_bytes(self._get(repo, name)[0])
+                    out.requests += 1
+            try:
+                out.config = json.loads((root / CONFIG).read_bytes())
+            except (ValueError, UnicodeDecodeError):
+                out.config = None  # the reader says why, with its code
+            trusted = sidecar.read(root, root / CONFIG)
+            if trusted and isinstance(trusted.get("drafter_id"), str):
+                out.facts, out.identity, out.layout = dict(trusted), SIDECAR_KIND, trusted.get("layout")
+                if not headers:
+                    return out
+            self._read_with_layouts(root, out)
+        return out
+
+    def _read_with_layouts(self, root: Path, out: HubDrafter) -> None:
+        from .convert import ids_as_written, make_options, read_source, sidecar_facts
+
+        repo = out.repo
+        weights = sorted(f for f in repo.files if f.endswith(".safetensors"))
+        if not weights:
+            pickles = [f for f in repo.files if f.endswith(".bin")]
+            out.problem = (("E-HUB-PICKLED", "pickled weights (.bin) only: no header to read without "
+                            "downloading them") if pickles else ("E-SRC-MISSING", "no safetensors weights"))
+            return
+        try:
+            for name in weights:
+                self._sparse_copy(repo, name, root / name, out)
+        except Eagle3Error as exc:
+            if exc.code.startswith("E-HUB"):
+                raise
+            out.problem = (exc.code, exc.message)
+            return
+        options = make_options()
+        named = _card_target(repo.card)
+        target = self.target(named)
+        options.target = target
+        if named:
+            from .drafter import TargetIdentity
+
+            options.verifier = TargetIdentity(name_or_path=named)
+        try:
+            source = read_source(str(root), options=options)
+        except Eagle3Error as exc:
+            out.problem = (exc.code, " ".join(str(exc.message).replace(str(root), repo.repo_id).split()))
+            return
+        drafter, layout = source.drafter, source.detection.layout
+        facts = sidecar_facts(drafter, options, None)
+        facts["ids_as_written"] = ids_as_written(drafter.config, options, [layout])
+        facts["drafter_id"] = fingerprint(drafter, repo)
+        out.names = sorted(source_names(root))
+        out.drafter, out.target = drafter, target
+        if out.facts is not None:  # a trusted sidecar: the readers must agree with what it says
+            said = out.facts.get("capture_boundaries")
+            if drafter.config.capture_boundaries is not None and said != drafter.config.capture_boundaries:
+                out.problem = ("E-HUB-SIDECAR", f"eagle3-convert.json says capture boundaries {said}, config.json "
+                               f"means {drafter.config.capture_boundaries}")
+            return
+        out.facts, out.identity, out.layout = facts, FINGERPRINT_KIND, layout
+
+    def _sparse_copy(self, repo: HubRepo, name: str, dest: Path, out: HubDrafter) -> None:
+        """`dest`: the file's header and vocabulary tensors at their offsets, zeros elsewhere, at its real size."""
+        prefix, size = self._get(repo, name, 0, 7)
+        out.requests += 1
+        if len(prefix) < 8:
+            raise _format(f"{name}: {size} bytes, too short for a safetensors header", "E-FILE-TRUNCATED")
+        (n,) = struct.unpack("<Q", prefix[:8])
+        if n > MAX_HEADER_BYTES or n > size - 8:
+            raise _format(f"{name}: header length {n} does not fit the {size}-byte file", "E-FILE-HEADER")
+        header, _ = self._get(repo, name, 8, 8 + n - 1)
+        out.requests += 1
+        with open(dest, "wb") as f:
+            f.write(prefix[:8] + header)
+            f.truncate(size)
+        refs = read_header(dest).tensors  # the same checks as for a local file
+        with open(dest, "r+b") as f:
+            for tensor in VOCAB_TENSORS:
+                ref = refs.get(tensor)
+                if ref is not None and ref.end > ref.start:
+                    data, _ = self._get(repo, name, ref.start, ref.end - 1)
+                    out.requests += 1
+                    f.seek(ref.start)
+                    f.write(data)
+
+
+def _format(message: str, code: str) -> Eagle3Error:
+    from .errors import FormatError
+
+    return FormatError(message, "the file on the Hub is damaged: upload it again", code=code)
+
+
+def source_names(root: Path) -> list[str]:
+    """Stored tensor names of the sparse copy (headers only)."""
+    from .safetensors_io import read_tensor_table
+
+    return list(read_tensor_table(root)[0])
+
+
+def _card_target(card: dict[str, Any]) -> str | None:
+    base = card.get("base_model")
+    if isinstance(base, list) and len(base) == 1:
+        base = base[0]
+    return base if isinstance(base, str) and base else None
+
+
+def fingerprint(drafter: Any, repo: HubRepo) -> str:
+    """The id of a drafter we did not publish, read without its weights: sha256 of the canonical config, each
+    tensor's canonical name, dtype and shape, the draft vocabulary, and the LFS sha256 (the Hub's content hash)
+    of every weight file. Stable across commits that leave config and weights alone; NOT the drafter id
+    `registry add` computes from the tensor bytes of a downloaded copy."""
+    payload = {
+        "kind": FINGERPRINT_KIND,
+        "config": drafter.config.semantic_dict(),
+        "tensors": {n: [t.dtype, list(t.shape)] for n, t in sorted(drafter.tensors.items())},
+        "draft_vocab": list(drafter.vocab.target_ids) if drafter.vocab is not None else None,
+        "weights": {n: sha for n, sha in sorted(repo.files.items()) if n.endswith(".safetensors")},
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
