@@ -149,7 +149,8 @@ class PostgresStore(SQLStore):
             raise self._translate(exc) from None
 
     def _translate(self, exc: Any) -> RegistryError:
-        text = scrub(str(exc), self._url) or type(exc).__name__
+        primary = getattr(getattr(exc, "diag", None), "message_primary", None)  # without the LINE 1: context
+        text = scrub(primary or str(exc), self._url) or type(exc).__name__
         state = getattr(exc, "sqlstate", None) or ""
         where = f"the registry {self.path}"
         if state == "55P03" or "lock timeout" in text:
