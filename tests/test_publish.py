@@ -130,13 +130,15 @@ def test_publish_download_validate_round_trip(hub: HubServer, example_dir: Path,
 
 
 def test_a_converted_checkpoint_is_published_with_its_own_sidecar(hub: HubServer, example_dir: Path,
-                                                                   registry: Path, tmp_path: Path) -> None:
+                                                                   registry_url, tmp_path: Path) -> None:
+    registry = registry_url  # an SQLite file, then a PostgreSQL database
     local = tmp_path / "as-sglang"
     assert run_cli("--to", "sglang", example_dir, local, "--registry", registry).exit_code == 0
     result = publish(hub.url, local, registry, "--json")
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["layout"] == "sglang" and summary["converted_from"] is None
+    assert summary["recorded_in"] == str(registry)
 
     snapshot = download(hub, tmp_path)
     published = (snapshot / "eagle3-convert.json").read_text()
