@@ -221,7 +221,17 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
             item["copies"].append({"layout": location.layout, "uri": location.uri, **judged})
     if hub_reader is not None:
         for repo_id in hub_reader.search(target):
-            read = hub_reader.read(repo_id, headers=True)
+            try:
+                read = hub_reader.read(repo_id, headers=True)
+            except Eagle3Error as exc:
+                if exc.code in ("E-HUB-OFFLINE", "E-HUB-AUTH"):
+                    raise
+                drafters[f"unreadable:{repo_id}"] = {
+                    "drafter_id": None, "target": target, "target_revision": None, "capture_boundaries": None,
+                    "in_registry": False, "on_hub": True,
+                    "copies": [{"layout": None, "uri": f"hf://{repo_id}", "serves": None,
+                                "why": f"{exc.message} [{exc.code}]"}]}
+                continue
             uri = read.repo.uri
             facts = read.facts or {}
             key = facts.get("drafter_id") or f"unreadable:{repo_id}"

@@ -79,14 +79,14 @@ def org(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
             yield hub
 
 
-def sync(hub: HubServer, registry: Path, *sources: str) -> tuple[int, dict]:
+def sync(hub: HubServer, registry: Path | str, *sources: str) -> tuple[int, dict]:
     result = run_cli("registry", "sync", *(sources or (ORG,)), "--endpoint", hub.url, "--token", TOKEN,
                      "--registry", registry, "--json")
     assert TOKEN not in result.stdout + result.stderr
     return result.exit_code, json.loads(result.stdout)
 
 
-def dump(registry: Path) -> list[dict]:
+def dump(registry: Path | str) -> list[dict]:
     with open_registry(registry) as store:
         return [r.model_dump(mode="json") for r in store.list()]
 
@@ -99,8 +99,8 @@ def safetensors_requests(hub: HubServer, since: int) -> list:
     return [r for r in hub.requests[since:] if r.path.endswith(".safetensors")]
 
 
-def test_sync_records_every_drafter_of_the_org_flags_the_broken_and_reads_no_weights(org: HubServer, tmp_path: Path):
-    registry = tmp_path / "registry.db"
+def test_sync_records_every_drafter_of_the_org_flags_the_broken_and_reads_no_weights(org: HubServer, registry_url: Path | str, tmp_path: Path):
+    registry = registry_url  # SQLite and PostgreSQL (tests/conftest.py)
     start = len(org.requests)
     code, doc = sync(org, registry)
     assert code == 0 and doc["ok"], doc
@@ -172,8 +172,8 @@ def test_sync_records_every_drafter_of_the_org_flags_the_broken_and_reads_no_wei
     assert [r for r in after if r is not record] == [r for r in before if r["drafter_id"] != record["drafter_id"]]
 
 
-def test_a_conflict_is_reported_and_the_record_kept(org: HubServer, tmp_path: Path):
-    registry = tmp_path / "registry.db"
+def test_a_conflict_is_reported_and_the_record_kept(org: HubServer, registry_url: Path | str, tmp_path: Path):
+    registry = registry_url  # SQLite and PostgreSQL (tests/conftest.py)
     repo = f"{ORG}/pub-0"
     assert sync(org, registry, repo)[0] == 0
     [record] = dump(registry)
@@ -194,8 +194,8 @@ def test_a_conflict_is_reported_and_the_record_kept(org: HubServer, tmp_path: Pa
     assert line.startswith("error: 1 repo(s) disagree") and "[E-SYNC-CONFLICT]" in line
 
 
-def test_sync_into_the_registry_publish_recorded_changes_nothing(org: HubServer, tmp_path: Path):
-    registry = tmp_path / "registry.db"
+def test_sync_into_the_registry_publish_recorded_changes_nothing(org: HubServer, registry_url: Path | str, tmp_path: Path):
+    registry = registry_url  # SQLite and PostgreSQL (tests/conftest.py)
     src = build_drafter(tmp_path / "d", "sglang", DrafterSpec(capture_boundaries=(1, 4, 6), seed=400))
     done = run_cli("publish", src, f"{ORG}-own/mine", "--verifier", TARGET, "--endpoint", org.url, "--token", TOKEN,
                    "--registry", registry)
@@ -205,8 +205,8 @@ def test_sync_into_the_registry_publish_recorded_changes_nothing(org: HubServer,
     assert code == 0 and doc["counts"]["unchanged"] == 1 and dump(registry) == before
 
 
-def test_search_gives_each_engines_verdict_as_the_engine_tier_found_it(org: HubServer, tmp_path: Path):
-    registry = tmp_path / "registry.db"
+def test_search_gives_each_engines_verdict_as_the_engine_tier_found_it(org: HubServer, registry_url: Path | str, tmp_path: Path):
+    registry = registry_url  # SQLite and PostgreSQL (tests/conftest.py)
     assert sync(org, registry)[0] == 0
     result = run_cli("search", "--target", TARGET, "--hub", "--endpoint", org.url, "--token", TOKEN,
                      "--registry", registry, "--json")
@@ -269,15 +269,24 @@ def test_hub_failures_are_one_line_with_a_hint(org: HubServer, tmp_path: Path):
     missing = run_cli("registry", "sync", f"{ORG}/nope", "--endpoint", org.url, "--token", TOKEN,
                       "--registry", registry, "--json")
     assert missing.exit_code == 1 and json.loads(missing.stdout)["error"]["code"] in ("E-HUB-AUTH", "E-HUB-NOTFOUND")
-    org.fail_next(r"^/api/models$", 500, times=None)
+    org.fail_next(rf"^/api/models/{ORG}/specforge-1", 500, times=None)
     try:
-        failed = run_cli("search", "--target", TARGET, "--hub", "--endpoint", org.url, "--registry", registry)
+        failed = run_cli("registry", "sync", f"{ORG}/specforge-1", "--endpoint", org.url, "--registry", registry)
+        listed = run_cli("registry", "sync", ORG, "--endpoint", org.url, "--registry", registry, "--json")
     finally:
         org.clear_failures()
     assert failed.exit_code == 1 and "Traceback" not in failed.stderr
     [line] = failed.stderr.splitlines()
-    assert "HTTP 500" in line and "hint:" in line
-    assert not registry.exists() or dump(registry) == []
+    assert "HTTP 500" in line and "hint:" in line and "[E-HUB-HTTP]" in line
+    broken = by_repo(json.loads(listed.stdout))[f"{ORG}/specforge-1"]  # in an org, one repo's failure is flagged
+    assert listed.exit_code == 0 and broken["status"] == "broken" and broken["code"] == "E-HUB-HTTP"
+    with HubServer(token="hf_the_right_one") as guarded:
+        denied = run_cli("search", "--target", TARGET, "--hub", "--endpoint", guarded.url, "--token", TOKEN,
+                         "--registry", registry)
+    assert denied.exit_code == 1 and "Traceback" not in denied.stderr and TOKEN not in denied.stderr
+    [line] = denied.stderr.splitlines()
+    assert "[E-HUB-AUTH]" in line and "hint:" in line
+    assert len(dump(registry)) == 15  # the org sync recorded the 16 drafters but the one the Hub failed on
 
 
 class socket_closed:
@@ -299,3 +308,33 @@ def test_search_engine_names_match_the_engines():
     from eagle3_convert.engines import ENGINES
 
     assert ENGINE_NAMES == ENGINES
+
+
+def test_verify_reads_the_headers_of_published_repos_and_catches_a_sidecar_that_lies(org: HubServer, tmp_path: Path):
+    """Without --verify a published repo is taken from its sidecar (no safetensors request); --verify reads its
+    headers by Range with the layout readers and flags a sidecar whose capture boundaries config.json contradicts."""
+    source = f"{ORG}/pub-0"
+    tampered = f"{ORG}-verify/tampered"
+    files = {name: org.read_file(source, name) for name in org.list_files(source) if name != ".gitattributes"}
+    facts = json.loads(files["eagle3-convert.json"])
+    facts["capture_boundaries"] = [2, 3, 4]  # config.json (and so the sidecar's config_sha256) unchanged
+    org.create_repo(tampered)
+    org.commit(tampered, {**files, "eagle3-convert.json": json.dumps(facts).encode()})
+
+    start = len(org.requests)
+    code, trusting = sync(org, tmp_path / "trusting.db", source, tampered)
+    # the same drafter id (the sidecar's): the second copy's claim contradicts the first one's record
+    assert code == 1 and [(e["status"], e["capture_boundaries"]) for e in trusting["repos"]] == [
+        ("added", [1, 3, 6]), ("conflict", [2, 3, 4])]
+    assert safetensors_requests(org, start) == []
+
+    start = len(org.requests)
+    result = run_cli("registry", "sync", source, tampered, "--verify", "--endpoint", org.url,
+                     "--registry", tmp_path / "verified.db", "--json")
+    assert result.exit_code == 0, result.stderr
+    entries = by_repo(json.loads(result.stdout))
+    assert entries[source]["status"] == "added" and entries[source]["identity"] == "sidecar"
+    assert entries[tampered]["status"] == "broken" and entries[tampered]["code"] == "E-HUB-SIDECAR"
+    assert "[2, 3, 4]" in entries[tampered]["message"] and "[1, 3, 6]" in entries[tampered]["message"]
+    seen = safetensors_requests(org, start)
+    assert seen and all(r.status == 206 and "range" in r.headers for r in seen)

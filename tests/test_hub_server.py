@@ -397,3 +397,34 @@ class TestRequiredToken:
                 path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="test-user/open")
         assert err.value.response.status_code == 401
         assert locked.list_files("test-user/open") == [".gitattributes"]
+
+
+def test_list_models_filters_pages_and_cards_as_the_hub_does(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """GET /api/models: author, search, filter (tags incl. base_model:...), limit, and pages the client follows by
+    the Link header; model_info carries cardData and the tags the Hub derives from the card."""
+    with isolated_hub(monkeypatch, tmp_path / "hf-home", page_size=2) as hub:
+        for i in range(5):
+            repo = f"org{i % 2}/model-{i}"
+            hub.create_repo(repo)
+            card = f"---\nbase_model: base/m{i % 3}\nlibrary_name: sglang\nlicense: mit\ntags:\n- eagle3\n---\n# {i}\n"
+            hub.commit(repo, {"README.md": card.encode(), "model.safetensors": WEIGHTS})
+        hub.create_repo("org0/no-card", private=True)
+        api = HfApi(endpoint=hub.url, token=TOKEN)
+        assert [m.id for m in api.list_models(author="org0")] == ["org0/model-0", "org0/model-2", "org0/model-4",
+                                                                 "org0/no-card"]
+        assert [m.id for m in HfApi(endpoint=hub.url).list_models(author="org0")] == [
+            "org0/model-0", "org0/model-2", "org0/model-4"]  # private repos need a token
+        pages = hub.find_requests(r"^/api/models$", "GET")
+        assert len(pages) >= 2 and 'rel="next"' in pages[0].response_headers["Link"]
+        assert [m.id for m in api.list_models(filter="base_model:base/m0")] == ["org0/model-0", "org1/model-3"]
+        assert [m.id for m in api.list_models(filter=["eagle3", "base_model:base/m1"])] == ["org0/model-4",
+                                                                                           "org1/model-1"]
+        assert [m.id for m in api.list_models(search="MODEL-3")] == ["org1/model-3"]
+        assert len(list(api.list_models(limit=3))) == 3
+        info = api.model_info("org1/model-1", files_metadata=True)
+        assert info.card_data.base_model == "base/m1" and info.library_name == "sglang"
+        assert info.tags == ["eagle3", "sglang", "license:mit", "base_model:base/m1", "base_model:finetune:base/m1",
+                             "safetensors"]
+        assert {s.rfilename: s.lfs is not None for s in info.siblings} == {
+            ".gitattributes": False, "README.md": False, "model.safetensors": True}
+        assert api.model_info("org0/no-card").card_data is None
