@@ -184,3 +184,23 @@ def test_urls_are_redacted_and_other_schemes_refused() -> None:
     with pytest.raises(RegistryError) as other:
         open_registry("mysql://bob:pw@db/reg")
     assert "postgresql://" in other.value.message and "pw" not in other.value.message and other.value.hint
+
+
+def test_a_transaction_whose_statement_failed_is_not_committed_in_silence(pg) -> None:
+    # PostgreSQL aborts the whole transaction on a failed statement (SQLite only the statement): a caller that
+    # caught the error and carried on must hear that nothing was written, not find out later.
+    url = pg.new_database()
+    open_registry(url).close()
+    sql(url, "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+             "$$ BEGIN IF NEW.trained_with = 'refused' THEN RAISE 'quota'; END IF; RETURN NEW; END $$",
+        "CREATE TRIGGER refuse BEFORE INSERT ON drafters FOR EACH ROW EXECUTE FUNCTION refuse()")
+    with open_registry(url) as store:
+        with pytest.raises(RegistryError) as failed:
+            with store.transaction():
+                store.upsert_drafter(did("kept-only-if-all-is"))
+                with pytest.raises(RegistryError, match="quota"):
+                    store.upsert_drafter(did("refused"), trained_with="refused")
+        assert "nothing of it was written" in failed.value.message
+        assert store.list() == []
+        store.upsert_drafter(did("afterwards"))  # the connection is usable again
+        assert [r.drafter_id for r in store.list()] == [did("afterwards")]
