@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,42 @@ def test_a_transaction_whose_statement_failed_is_not_committed_in_silence(pg) ->
         assert store.list() == []
         store.upsert_drafter(did("afterwards"))  # the connection is usable again
         assert [r.drafter_id for r in store.list()] == [did("afterwards")]
+
+
+def test_an_opener_that_waited_for_another_migration_sees_its_tables(pg) -> None:
+    # The race the 4-process test found: an opener that looked for the version table (none yet), then waited
+    # for the write lock while another process created the registry, must see that registry, not refuse it.
+    import threading
+
+    import psycopg
+
+    from eagle3_convert.registry.postgres import WRITE_LOCK
+    from eagle3_convert.registry.schema import MIGRATIONS, for_postgres
+
+    url = pg.new_database()
+    other = psycopg.connect(url, autocommit=True)
+    other.execute("BEGIN")
+    other.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+    opened: list[object] = []
+    opener = threading.Thread(target=lambda: opened.append(_open_or_error(url)))
+    opener.start()
+    deadline = time.monotonic() + 10  # until the opener waits on the lock
+    while not sql(url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0][0]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for statement in [for_postgres(s) for step in MIGRATIONS for s in step]:
+        other.execute(statement)
+    other.execute("CREATE TABLE eagle3_registry_version (version INTEGER NOT NULL)")
+    other.execute("INSERT INTO eagle3_registry_version VALUES (%s)", (SCHEMA_VERSION,))
+    other.execute("COMMIT")
+    other.close()
+    opener.join(30)
+    assert not isinstance(opened[0], Exception), opened[0]
+    opened[0].close()
+
+
+def _open_or_error(url: str) -> object:
+    try:
+        return open_registry(url)
+    except RegistryError as exc:
+        return exc

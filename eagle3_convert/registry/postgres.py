@@ -211,7 +211,10 @@ class PostgresStore(SQLStore):
 
     def _version(self, conn: _Connection) -> int | None:
         """The recorded schema version; None when the database has no version table."""
-        if conn.execute("SELECT to_regclass(?)", (VERSION_TABLE,)).fetchone()[0] is None:
+        # A catalog query, not to_regclass(): that answers from this session's cache, which may still say
+        # "no such table" after the writer before us created it (found by the 4-process test).
+        if not conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?",
+                            (VERSION_TABLE,)).fetchone()[0]:
             return None
         rows = conn.execute(f"SELECT version FROM {VERSION_TABLE}").fetchall()
         if len(rows) != 1:
