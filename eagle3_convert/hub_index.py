@@ -198,6 +198,7 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
     engines = (engine,) if engine else ENGINES
     with opened(registry) as store:
         records = store.list(target)
+        similar = [] if records else similar_targets(target, store.list())
     hub_reader = reader(endpoint, token) if hub else None
     drafters: dict[str, dict[str, Any]] = {}
     for record in records:
@@ -244,4 +245,18 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
                 continue  # the registry's copy at this very commit, judged above
             item["copies"].append({"layout": read.layout, "uri": uri,
                                    **_hub_copy(read, item["capture_boundaries"], engines)})
-    return {"target": target, "engines": list(engines), "hub": hub, "drafters": list(drafters.values())}
+    return {"target": target, "engines": list(engines), "hub": hub, "drafters": list(drafters.values()),
+            "similar_targets": similar}
+
+
+def similar_targets(target: str, records: list[Any]) -> list[str]:
+    """Recorded targets a mistyped or differently spelled `target` probably meant (a search that finds
+    nothing must not look like 'no drafter exists'): same model name under another org or path, or close."""
+    import difflib
+
+    names = sorted({r.target.name_or_path for r in records if r.target and r.target.name_or_path})
+    base = target.rstrip("/").rsplit("/", 1)[-1].lower()
+    same_name = [n for n in names if n.rstrip("/").rsplit("/", 1)[-1].lower() == base]
+    close = difflib.get_close_matches(target.lower(), [n.lower() for n in names], n=3, cutoff=0.6)
+    by_lower = {n.lower(): n for n in names}
+    return list(dict.fromkeys(same_name + [by_lower[c] for c in close]))[:5]

@@ -18,6 +18,7 @@ import pytest
 
 from builders import DrafterSpec, build_drafter, config_for, write_target
 from conftest import run_cli
+from test_registry_cli import cli_json
 from eagle3_convert.registry import open_registry
 from hub_server import HubServer, isolate_hf_client
 
@@ -338,3 +339,20 @@ def test_verify_reads_the_headers_of_published_repos_and_catches_a_sidecar_that_
     assert "[2, 3, 4]" in entries[tampered]["message"] and "[1, 3, 6]" in entries[tampered]["message"]
     seen = safetensors_requests(org, start)
     assert seen and all(r.status == 206 and "range" in r.headers for r in seen)
+
+
+def test_search_matches_a_target_ignoring_case_and_names_similar_targets(registry_url: Path | str, tmp_path: Path):
+    """Hub repo ids are case-insensitive, so a search spelled Org/Target-Model finds drafters recorded for
+    org/target-model; a search that finds nothing names the recorded targets it probably meant rather than
+    looking like 'no drafter exists'. On both registry backends."""
+    src = build_drafter(tmp_path / "src", "speculators", DrafterSpec())
+    assert run_cli("registry", "add", src, "--registry", registry_url).exit_code == 0  # its verifier: TARGET
+    found = cli_json("search", "--target", TARGET.upper(), "--registry", registry_url)
+    assert len(found["drafters"]) == 1 and found["similar_targets"] == []
+    for typo in ("other-org/target-model", "org/target-modle"):
+        missed = cli_json("search", "--target", typo, "--registry", registry_url)
+        assert missed["drafters"] == [] and missed["similar_targets"] == [TARGET], missed
+        human = run_cli("search", "--target", typo, "--registry", registry_url).stdout
+        assert f"recorded targets with a similar name: {TARGET}" in human
+    assert cli_json("search", "--target", "meta-llama/Llama-3.1-8B", "--registry", registry_url)["similar_targets"] == []
+    assert len(cli_json("registry", "list", "--target", TARGET.upper(), "--registry", registry_url)["records"]) == 1

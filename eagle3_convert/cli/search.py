@@ -32,6 +32,8 @@ def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None,
         return
     if not found["drafters"]:
         click.echo(f"no drafters found for {target}" + ("" if hub else " in the registry (--hub also asks the Hub)"))
+        if found["similar_targets"]:
+            click.echo(f"recorded targets with a similar name: {', '.join(found['similar_targets'])}")
     for item in found["drafters"]:
         where = "+".join(w for w, on in (("registry", item["in_registry"]), ("hub", item["on_hub"])) if on)
         bounds = item["capture_boundaries"]

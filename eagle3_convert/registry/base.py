@@ -110,7 +110,7 @@ class RegistryStore(ABC):
 
     @abstractmethod
     def list(self, target: str | None = None) -> list[DrafterRecord]:
-        """All drafters, oldest first; only those trained on `target` if given."""
+        """All drafters, oldest first; only those trained on `target` (compared ignoring case) if given."""
 
     @abstractmethod
     def lineage(self, drafter_id: str) -> list[LineageEdge]:
@@ -205,7 +205,8 @@ class SQLStore(RegistryStore):
         with self._reading() as conn:
             if target is None:
                 return queries.load(conn, "", (), self.path)
-            return queries.load(conn, "WHERE target_name_or_path = ?", (target,), self.path)
+            # Hub repo ids are case-insensitive (the Hub redirects Meta-Llama/... to meta-llama/...).
+            return queries.load(conn, "WHERE lower(target_name_or_path) = lower(?)", (target,), self.path)
 
     def lineage(self, drafter_id: str) -> list[LineageEdge]:
         with self._reading() as conn:
