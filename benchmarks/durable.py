@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import DEFAULT_WORK  # noqa: E402
 from measure import cli_entry, evict  # noqa: E402
+from peers import before_cli  # noqa: E402
 
 
 def drop_caches(sources: list[Path], data_only: bool) -> str:
@@ -84,10 +85,9 @@ def main() -> int:
                 "cpf": (["sh", "-c", f'cp -r "{src}" "{out}" && sync "{out}"/* "{out}"'], env),
                 "convert": ([*cli, "--to", "sglang", "--quiet", str(src), str(out)], env),
                 "off": ([*cli, "--to", "sglang", "--quiet", str(src), str(out)], off)}
-        if args.before:
-            old = [sys.executable, "-c", "from eagle3_convert.cli import main; main()"]
-            cmds["before"] = ([*old, "--to", "sglang", "--quiet", str(src), str(out)],
-                              {**env, "PYTHONPATH": str(args.before.resolve())})
+        if args.before:  # first on sys.path: PYTHONPATH would come after '' (the cwd: the repo, from its root)
+            cmds["before"] = ([*before_cli(args.before.resolve()), "--to", "sglang", "--quiet", str(src), str(out)],
+                              env)
         subprocess.run([*cli, "--to", "sglang", "--quiet", str(src), str(out)], env=env, capture_output=True)
         for _ in range(args.runs):
             for key, (cmd, e) in cmds.items():
