@@ -96,8 +96,9 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
                 "checkpoint (d2t offsets, t2d mask)", code="E-VOCAB-MISSING")
         return None
     key = _memo_key(d2t, t2d, vocab_size, draft_vocab_size)
-    if key is not None and _last_read[0] == key:
-        return VocabMap(_last_read[1], vocab_size, d2t, t2d)
+    last_key, last_ids = _last_read  # one read of the pair: another thread may replace it meanwhile
+    if key is not None and last_key == key:
+        return VocabMap(last_ids, vocab_size, d2t, t2d)
     from_d2t = from_t2d = None
     if d2t is not None:
         if len(d2t.shape) != 1 or d2t.shape[0] != draft_vocab_size:
@@ -148,14 +149,19 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
                                   "in ascending order", "re-export the vocab map", code="E-VOCAB-ORDER")
         target_ids = tuple(from_d2t)
         if key is not None:
-            _last_read[:] = [key, target_ids]
+            _remember(key, target_ids)
         return VocabMap(target_ids, vocab_size, d2t, t2d)
     return VocabMap(tuple(from_t2d), vocab_size, None, t2d)
 
 
 # The last consistent d2t + t2d pair read, by content: header-level validate and inspect read the same map up to
 # three times (the checks, the reader cross-check, the drafter), each decode ~6 ms on a 32000-token draft vocab.
-_last_read: list = [None, None]
+_last_read: tuple = (None, None)
+
+
+def _remember(key: tuple, target_ids: tuple[int, ...]) -> None:
+    global _last_read
+    _last_read = (key, target_ids)
 
 
 def _memo_key(d2t: TensorSource | None, t2d: TensorSource | None, vocab_size: int,
