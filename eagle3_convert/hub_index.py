@@ -17,7 +17,7 @@ from typing import Any
 from .errors import Eagle3Error
 from .records import RegistryArg, opened
 from .registry.models import Location
-from .registry.recording import record_facts
+from .registry.recording import FINGERPRINT, conflict_message, disagreements, record_facts
 
 STATUSES = ("added", "unchanged", "new-location", "updated", "conflict", "broken")
 
@@ -102,17 +102,21 @@ def _pinned_lineage(facts: dict[str, Any], repo_id: str, uri: str) -> list[Any]:
 
 
 def _conflicts(known: Any, facts: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the Hub says against the record. A file that names no capture layers does not contradict a record
-    that knows them (the export lost them; the record keeps the training truth)."""
-    out = []
-    said = facts.get("capture_boundaries")
-    if said is not None and said != known.capture_boundaries:
-        out.append({"field": "capture_boundaries", "hub": said, "registry": known.capture_boundaries})
-    name, _ = _target_of(facts)
-    recorded = known.target.name_or_path if known.target else None
-    if name and recorded and name != recorded:
-        out.append({"field": "target", "hub": name, "registry": recorded})
-    return out
+    """What the Hub says against the record (recording.disagreements: the rule convert's merges use too)."""
+    return disagreements(known, facts.get("capture_boundaries"), _target_of(facts)[0])
+
+
+def _owner(store: Any, fingerprint: str, uri: str) -> str | None:
+    """The content-identified record a drafter read by its Hub fingerprint belongs to: the one a record of that
+    fingerprint was merged into (its alias), else the one holding this very commit (converted or added from it)."""
+    merged = store.aliased(fingerprint)
+    if merged is not None:
+        return merged
+    for drafter_id in store.holding(uri):
+        record = store.get(drafter_id) if drafter_id != fingerprint else None
+        if record is not None and record.drafter_id == drafter_id and record.id_kind != FINGERPRINT:
+            return drafter_id
+    return None
 
 
 def _record(store: Any, read: Any) -> SyncEntry:
@@ -127,19 +131,33 @@ def _record(store: Any, read: Any) -> SyncEntry:
     entry.target, entry.target_revision = _target_of(facts)
     entry.capture_boundaries = facts.get("capture_boundaries")
     location = Location(layout=read.layout, uri=repo.uri)
+    twins: list[str] = []
     with store.transaction():
+        owner = _owner(store, entry.drafter_id, repo.uri) if read.identity == FINGERPRINT else None
+        if owner is not None:  # one drafter, one record: the one under its content id
+            entry.notes.append(f"recorded under drafter {owner[:12]}, the content id of this drafter's record "
+                               f"(hub fingerprint {entry.drafter_id[:12]})")
+            twins, entry.drafter_id = [entry.drafter_id], owner
+            facts["drafter_id"] = owner
+        elif read.identity == FINGERPRINT:
+            facts["id_kind"] = FINGERPRINT
         known = store.get(entry.drafter_id)
         if known is not None and known.drafter_id != entry.drafter_id:
             known = None  # a prefix match of another id
         if known is not None:
             entry.conflicts = _conflicts(known, facts)
+            twin = store.get(twins[0]) if twins else None
+            if not entry.conflicts and twin is not None and twin.drafter_id == twins[0]:
+                entry.conflicts = disagreements(known, twin.capture_boundaries,
+                                                twin.target.name_or_path if twin.target else None)
             if entry.conflicts:
                 entry.status, entry.code = "conflict", "E-SYNC-CONFLICT"
-                entry.message = "; ".join(f"the Hub says {c['field']} {c['hub']}, the registry {c['registry']}"
-                                          for c in entry.conflicts)
+                entry.message = conflict_message(entry.conflicts)
                 return entry
         before = known.model_dump(mode="json") if known is not None else None
-        record, notes = record_facts(store, facts, locations=[location])
+        record, notes = record_facts(store, facts, locations=[location], twins=twins)
+        if owner is not None:
+            store.add_alias(twins[0], owner)
     entry.notes += notes
     if known is not None and facts.get("capture_boundaries") is None and known.capture_boundaries is not None:
         entry.notes.append(f"the files name no capture layers; the record's {known.capture_boundaries} stand")

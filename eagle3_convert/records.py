@@ -40,6 +40,8 @@ class Recorded:
     record: DrafterRecord
     location: Location  # the copy just recorded
     notes: list[str] = field(default_factory=list)
+    # Hub-fingerprint records of the same drafter that were not merged into it, as sync reports a conflict
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
 
 
 @contextmanager
@@ -91,9 +93,10 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
     if source.sidecar and not history:
         notes.append(f"imported eagle3-convert.json: target, provenance and {len(facts['lineage'])} lineage edge(s)")
     location = Location(layout=source.detection.layout, uri=source.uri)
+    conflicts: list[dict[str, Any]] = []
     with opened(registry) as store:
-        record, more = record_facts(store, facts, locations=[location], claimed=claimed)
-    return Recorded(record, location, notes + more)
+        record, more = record_facts(store, facts, locations=[location], claimed=claimed, conflicts=conflicts)
+    return Recorded(record, location, notes + more, conflicts)
 
 
 def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Recorded:
@@ -104,8 +107,9 @@ def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Re
         with store.transaction():
             # --force may have replaced another drafter there: that copy is gone.
             store.forget_location(dest.uri, keep=result.drafter_id)
-            record, notes = record_facts(store, result.facts, locations=[source, dest])
-    return Recorded(record, dest, notes)
+            conflicts: list[dict[str, Any]] = []
+            record, notes = record_facts(store, result.facts, locations=[source, dest], conflicts=conflicts)
+    return Recorded(record, dest, notes, conflicts)
 
 
 def list_records(target: str | None = None, registry: RegistryArg = None) -> list[DrafterRecord]:

@@ -187,6 +187,15 @@ def warn_unrecorded(action: str, error: Any, where: str) -> None:
                f"record it later with `eagle3-convert registry add {where}`", err=True)
 
 
+def warn_twin(conflict: dict[str, Any]) -> None:
+    """A Hub-fingerprint record of the same drafter that was not merged into its record: they disagree."""
+    click.echo(f"warning: the registry also holds this drafter as {conflict['drafter_id'][:12]}, synced from "
+               f"{conflict['uri']}, and did not merge the two: {conflict['message']} [{conflict['code']}] — hint: "
+               "check which is true; `eagle3-convert registry add SRC --capture-layers ... --convention ...` states "
+               f"the training truth, `eagle3-convert registry remove {conflict['drafter_id'][:12]}` forgets the "
+               "synced record", err=True)
+
+
 @contextmanager
 def hub_progress_bars(wanted: bool) -> Iterator[None]:
     """huggingface_hub draws its own download/upload bars: only on a terminal, never with --quiet or --json."""

@@ -19,6 +19,7 @@ from .common import (
     parse_ids,
     registry_option,
     run_guarded,
+    warn_twin,
     warn_unrecorded,
 )
 
@@ -200,6 +201,9 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
             store.close()
     if record_error is not None:
         warn_unrecorded("converted", record_error, dst)
+    conflicts = recorded.conflicts if recorded else []
+    for conflict in conflicts:  # DST is written and recorded; the user must still hear of the disagreement
+        warn_twin(conflict)
     drafter = result.source.drafter
     size = sum(t.nbytes for t in result.plan.tensors.values())
     capture = capture_rows(drafter, options.target)
@@ -209,7 +213,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         "capture": capture, "notes": result.notes + (recorded.notes if recorded else []),
         "drafter_id": result.drafter_id, "recorded_in": str(store.path) if recorded else None,
         "serves": {engine: v.to_dict() for engine, v in result.serves.items()},
-        "from_registry": result.facts.get("from_registry"),
+        "from_registry": result.facts.get("from_registry"), "registry_conflicts": conflicts,
         "trtllm_serve": (trtllm_serve(capture, str(result.dest), result.serves.get("trtllm"))
                          if result.layout == "modelopt" else None),
     }

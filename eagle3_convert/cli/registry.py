@@ -103,14 +103,24 @@ def add_cmd(src: str, target: str | None, capture_layers: str | None, convention
     added = add_checkpoint(src, target=target, capture_layers=parse_ids(capture_layers), convention=convention,
                            trained_with=trained_with, revision=revision, from_layout=from_layout,
                            registry=registry_path, endpoint=endpoint, token=token)
+    doc = {"drafter_id": added.record.drafter_id, "location": added.location.model_dump(mode="json"),
+           "notes": added.notes, "record": added.record.model_dump(mode="json"), "conflicts": added.conflicts}
+    if not as_json:
+        click.echo(f"recorded {added.location.uri} ({added.location.layout})")
+        print_record(added.record)
+        for note in added.notes:
+            click.echo(f"note: {note}")
+    if added.conflicts:  # recorded, but one drafter now has two records that disagree: as sync, exit 1
+        from .common import fail
+
+        first = added.conflicts[0]
+        fail(f"recorded, but the registry's record synced from {first['uri']} (hub fingerprint "
+             f"{first['drafter_id'][:12]}) is this drafter and disagrees: {first['message']}; both records kept",
+             "check which is true; --capture-layers/--convention or --target state the training truth, "
+             f"`eagle3-convert registry remove {first['drafter_id'][:12]}` forgets the synced record",
+             "E-SYNC-CONFLICT", 1, **doc)
     if as_json:
-        emit_json({"drafter_id": added.record.drafter_id, "location": added.location.model_dump(mode="json"),
-                   "notes": added.notes, "record": added.record.model_dump(mode="json")})
-        return
-    click.echo(f"recorded {added.location.uri} ({added.location.layout})")
-    print_record(added.record)
-    for note in added.notes:
-        click.echo(f"note: {note}")
+        emit_json(doc)
 
 
 @registry_group.command("list")

@@ -54,6 +54,7 @@ class RegistryStore(ABC):
         hidden_size: int | None | _Unset = _UNSET,
         flags: dict[str, bool] | _Unset = _UNSET,
         trained_with: str | None | _Unset = _UNSET,
+        id_kind: str | _Unset = _UNSET,
         locations: Iterable[Location] = (),
         lineage: Iterable[LineageEdge] = (),
     ) -> DrafterRecord:
@@ -72,6 +73,7 @@ class RegistryStore(ABC):
             "hidden_size": hidden_size,
             "flags": flags,
             "trained_with": trained_with,
+            "id_kind": id_kind,
         }
         given = {name: value for name, value in given.items() if value is not _UNSET}
         try:
@@ -103,6 +105,23 @@ class RegistryStore(ABC):
     @abstractmethod
     def forget_location(self, uri: str, keep: str | None = None) -> int:
         """A directory was overwritten: drop `uri` from every drafter but `keep`; how many were dropped."""
+
+    @abstractmethod
+    def holding(self, uri: str) -> list[str]:
+        """The ids of the drafters with a copy at `uri` (a Hub uri's repo id compared ignoring case)."""
+
+    @abstractmethod
+    def aliased(self, alias: str) -> str | None:
+        """The drafter that `alias` (the Hub fingerprint of a record merged into it) names, or None."""
+
+    @abstractmethod
+    def add_alias(self, alias: str, drafter_id: str) -> bool:
+        """Remember that `alias` names the known `drafter_id`; False if it named a drafter already."""
+
+    @abstractmethod
+    def absorb(self, twin: str, into: str) -> None:
+        """Merge the record `twin` into `into` (both full ids): its copies and lineage move to `into`, `twin`
+        becomes an alias of it and is forgotten. Fields are the caller's to merge first (upsert_drafter)."""
 
     @abstractmethod
     def get(self, drafter_id: str) -> DrafterRecord | None:
@@ -195,6 +214,25 @@ class SQLStore(RegistryStore):
             if added:
                 writes.touch(conn, found)
             return added
+
+    def holding(self, uri: str) -> list[str]:
+        with self._reading() as conn:
+            return queries.holding(conn, uri)
+
+    def aliased(self, alias: str) -> str | None:
+        with self._reading() as conn:
+            return queries.aliased(conn, alias)
+
+    def add_alias(self, alias: str, drafter_id: str) -> bool:
+        with self._writing() as conn:
+            return writes.add_alias(conn, alias.strip().lower(), queries.require(conn, drafter_id, self.path))
+
+    def absorb(self, twin: str, into: str) -> None:
+        with self._writing() as conn:
+            twin, into = queries.require(conn, twin, self.path), queries.require(conn, into, self.path)
+            if twin == into:
+                raise RegistryError(f"cannot merge drafter {twin} into itself", hint="name two different drafters")
+            writes.absorb(conn, twin, into)
 
     def get(self, drafter_id: str) -> DrafterRecord | None:
         with self._reading() as conn:

@@ -178,6 +178,8 @@ class DrafterRecord(_Model):
     hidden_size: PositiveInt | None = None
     flags: dict[NonBlank, bool] = Field(default_factory=dict)
     trained_with: str | None = None
+    # how drafter_id was computed: "content" (fingerprint.py) or "hub-fingerprint" (registry sync, no weights)
+    id_kind: Literal["content", "hub-fingerprint"] = "content"
     created_at: UTCDateTime = Field(default_factory=utcnow)
     updated_at: UTCDateTime = Field(default_factory=utcnow)
     locations: list[Location] = Field(default_factory=list)

@@ -95,3 +95,19 @@ def lineage_of(conn: Any, drafter_id: str) -> list[LineageEdge]:
         "SELECT * FROM lineage WHERE drafter_id = ? ORDER BY created_at, id", (drafter_id,)
     ).fetchall()
     return [LineageEdge.model_validate(edge_fields(row)) for row in rows]
+
+
+def aliased(conn: Any, alias: str) -> str | None:
+    """The drafter an alias names (a Hub fingerprint of a record merged into it), or None."""
+    row = conn.execute("SELECT drafter_id FROM aliases WHERE alias = ?", (alias.strip().lower(),)).fetchone()
+    return None if row is None else row[0]
+
+
+def holding(conn: Any, uri: str) -> list[str]:
+    """The drafters with a copy at `uri`; a Hub uri's repo id compared ignoring case (as the Hub does)."""
+    if uri.startswith("hf://"):
+        rows = conn.execute("SELECT DISTINCT drafter_id FROM locations WHERE lower(uri) = lower(?) ORDER BY drafter_id",
+                            (uri,))
+    else:
+        rows = conn.execute("SELECT DISTINCT drafter_id FROM locations WHERE uri = ? ORDER BY drafter_id", (uri,))
+    return [row[0] for row in rows]

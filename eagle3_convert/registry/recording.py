@@ -19,10 +19,13 @@ from ..errors import UsageError
 from .models import DrafterRecord, LineageEdge, Location, TargetInfo
 from .store import RegistryStore
 
+CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (canonical config, tensor bytes, vocab)
+FINGERPRINT = "hub-fingerprint"  # id_kind: registry sync's id of a Hub repo read without its weights
 BOUNDARY = "boundary"  # ids given as canonical boundaries (docs/formats.md §4)
 CONVENTIONS = (BOUNDARY, *ENGINES)
 
-_SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with")
+_SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind")
+_GAPS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with")
 
 
 def record_fields(facts: dict[str, Any]) -> dict[str, Any]:
@@ -62,15 +65,98 @@ def lineage_edges(raw: object) -> tuple[list[LineageEdge], list[str]]:
     return edges, notes
 
 
+def disagreements(known: DrafterRecord, boundaries: list[int] | None, target: str | None) -> list[dict[str, Any]]:
+    """What a reading of the Hub (`boundaries`, `target` name) says against the record `known`: sync's conflict
+    rule. A file that names no capture layers does not contradict a record that knows them (the export lost them;
+    the record keeps the training truth), nor does a target the Hub does not name."""
+    out = []
+    if boundaries is not None and boundaries != known.capture_boundaries:
+        out.append({"field": "capture_boundaries", "hub": boundaries, "registry": known.capture_boundaries})
+    recorded = known.target.name_or_path if known.target else None
+    if target and recorded and target != recorded:
+        out.append({"field": "target", "hub": target, "registry": recorded})
+    return out
+
+
+def conflict_message(found: list[dict[str, Any]]) -> str:
+    return "; ".join(f"the Hub says {c['field']} {c['hub']}, the registry {c['registry']}" for c in found)
+
+
+def hub_uri(record: DrafterRecord) -> str:
+    return next((loc.uri for loc in record.locations if loc.kind == "hub"), "the Hub")
+
+
+def _gaps(record: DrafterRecord, twin: DrafterRecord) -> dict[str, Any]:
+    """upsert_drafter fields that fill what `record` does not know with what `twin` knows; record's values win."""
+    fields: dict[str, Any] = {name: getattr(twin, name) for name in _GAPS
+                              if getattr(record, name) is None and getattr(twin, name) is not None}
+    if twin.target is not None:
+        filled = _filled(record.target, twin.target.model_dump()) if record.target else twin.target.model_dump()
+        if record.target is None or filled != record.target.model_dump():
+            fields["target"] = filled
+    for name in ("ids_as_written", "flags"):  # upsert merges these key by key
+        missing = {k: v for k, v in getattr(twin, name).items() if k not in getattr(record, name)}
+        if missing:
+            fields[name] = missing
+    return fields
+
+
+def merge_twins(store: RegistryStore, record: DrafterRecord, uris: Iterable[str], twins: Iterable[str] = (),
+                conflicts: list[dict[str, Any]] | None = None) -> tuple[DrafterRecord, list[str]]:
+    """Merge into `record` (content-identified) each record `registry sync` named by a Hub fingerprint that holds
+    one of the Hub commits `uris` (or is named in `twins`): one drafter, one record. Its copies and lineage move,
+    its facts fill only the record's gaps, its id becomes an alias. A twin whose capture boundaries or target
+    contradict the record is not merged: both stay as they are, and the disagreement is appended to `conflicts`
+    ({drafter_id, uri, code, message, conflicts}, as sync reports one) and to the notes. Runs in the caller's
+    transaction."""
+    candidates = list(twins)
+    for uri in uris:
+        if uri.startswith("hf://") and "@" in uri:
+            candidates += store.holding(uri)
+    notes: list[str] = []
+    merged = False
+    for twin_id in dict.fromkeys(candidates):
+        twin = store.get(twin_id) if twin_id != record.drafter_id else None
+        if twin is None or twin.drafter_id != twin_id or twin.id_kind != FINGERPRINT:
+            continue
+        where = hub_uri(twin)
+        found = disagreements(record, twin.capture_boundaries, twin.target.name_or_path if twin.target else None)
+        if found:
+            message = conflict_message(found)
+            if conflicts is not None:
+                conflicts.append({"drafter_id": twin_id, "uri": where, "code": "E-SYNC-CONFLICT",
+                                  "message": message, "conflicts": found})
+            notes.append(f"NOT merged: the record registry sync made of {where} (hub fingerprint {twin_id[:12]}) "
+                         f"is this drafter, but {message}; both records kept [E-SYNC-CONFLICT]")
+            continue
+        gaps = _gaps(record, twin)
+        if gaps:
+            store.upsert_drafter(record.drafter_id, **gaps)
+        store.absorb(twin_id, record.drafter_id)
+        merged = True
+        notes.append(f"merged the record registry sync made of {where} (hub fingerprint {twin_id[:12]}) into this "
+                     f"one: {len(twin.locations)} location(s), {len(twin.lineage)} lineage edge(s)"
+                     + (f", filled {', '.join(sorted(gaps))}" if gaps else ""))
+    if merged:
+        again = store.get(record.drafter_id)
+        assert again is not None  # written in this transaction
+        record = again
+    return record, notes
+
+
 def record_facts(store: RegistryStore, facts: dict[str, Any], *, locations: Iterable[Location] = (),
-                 claimed: Iterable[str] = ()) -> tuple[DrafterRecord, list[str]]:
+                 claimed: Iterable[str] = (), twins: Iterable[str] = (),
+                 conflicts: list[dict[str, Any]] | None = None) -> tuple[DrafterRecord, list[str]]:
     """Record a drafter's facts, its copies at `locations` and the lineage the facts carry.
 
     Facts named in `claimed` (target, capture_boundaries, trained_with) are what the user
     asserts: they replace recorded values. The others only fill what the registry does not
-    know. One transaction: a concurrent writer never sees half of it.
+    know. A content-identified drafter absorbs the Hub-fingerprint records of the same Hub
+    commits (merge_twins; a disagreement goes to `conflicts`). One transaction: a concurrent
+    writer never sees half of it.
     """
     claimed = frozenset(claimed)
+    locations = list(locations)
     fields = record_fields(facts)
     edges, notes = lineage_edges(facts.get("lineage"))
     with store.transaction():
@@ -83,6 +169,9 @@ def record_facts(store: RegistryStore, facts: dict[str, Any], *, locations: Iter
             if known.target is not None and "target" in fields and "target" not in claimed:
                 fields["target"] = _filled(known.target, fields["target"])
         record = store.upsert_drafter(facts["drafter_id"], **fields, locations=locations, lineage=edges)
+        if record.id_kind == CONTENT:
+            record, merged = merge_twins(store, record, [loc.uri for loc in locations], twins, conflicts)
+            notes += merged
     return record, notes
 
 

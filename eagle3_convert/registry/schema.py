@@ -68,6 +68,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "DROP INDEX lineage_drafter",  # lineage_edge's leading column serves those lookups
         "CREATE INDEX drafters_target ON drafters(target_name_or_path)",
     ),
+    # v3: how each drafter id was computed, and the ids a merged record was known by. Every record
+    # before v3 is taken as content-identified (fingerprint.py); a record `registry sync` named by a
+    # Hub fingerprint is marked as such when the next sync reads its repo again.
+    (
+        "ALTER TABLE drafters ADD COLUMN id_kind TEXT NOT NULL DEFAULT 'content'",  # or 'hub-fingerprint'
+        """CREATE TABLE aliases (
+            alias      TEXT PRIMARY KEY NOT NULL,
+            drafter_id TEXT NOT NULL REFERENCES drafters(drafter_id) ON DELETE CASCADE,
+            added_at   TEXT NOT NULL
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -98,6 +109,7 @@ DRAFTER_COLUMNS = (
     "hidden_size",
     "flags",
     "trained_with",
+    "id_kind",
     "created_at",
     "updated_at",
 )
@@ -134,6 +146,7 @@ def to_row(record: DrafterRecord) -> dict[str, Any]:
         "hidden_size": record.hidden_size,
         "flags": dumps(record.flags),
         "trained_with": record.trained_with,
+        "id_kind": record.id_kind,
         "created_at": ts(record.created_at),
         "updated_at": ts(record.updated_at),
     }
@@ -184,6 +197,7 @@ def to_record(row: Any, locations: list[dict[str, Any]], lineage: list[dict[str,
             "hidden_size": row["hidden_size"],
             "flags": loads(row["flags"]),
             "trained_with": row["trained_with"],
+            "id_kind": row["id_kind"],
             "created_at": row["created_at"],
             "updated_at": row["updated_at"],
             "locations": locations,

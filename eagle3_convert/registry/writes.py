@@ -80,3 +80,27 @@ def forget_location(conn: Any, uri: str, keep: str | None) -> int:
 def delete(conn: Any, drafter_id: str) -> None:
     # Locations and lineage go with it (ON DELETE CASCADE, foreign_keys on).
     conn.execute("DELETE FROM drafters WHERE drafter_id = ?", (drafter_id,))
+
+
+def absorb(conn: Any, twin: str, into: str) -> None:
+    """Merge the record `twin` into `into`: its copies and lineage edges move, `twin` becomes an alias of `into`
+    (as do the aliases it had), and `twin` is deleted. The caller has merged the fields it keeps."""
+    for statement in (
+        "INSERT INTO locations (drafter_id, layout, uri, added_at) SELECT ?, layout, uri, added_at FROM locations"
+        " WHERE drafter_id = ? ON CONFLICT DO NOTHING",
+        "INSERT INTO lineage (drafter_id, source_uri, source_layout, dest_uri, dest_layout, tool, created_at)"
+        " SELECT ?, source_uri, source_layout, dest_uri, dest_layout, tool, created_at FROM lineage"
+        " WHERE drafter_id = ? ORDER BY id ON CONFLICT DO NOTHING",
+        "UPDATE aliases SET drafter_id = ? WHERE drafter_id = ?",
+    ):
+        conn.execute(statement, (into, twin))
+    add_alias(conn, twin, into)
+    delete(conn, twin)  # after the alias: the twin's own aliases would go with it (ON DELETE CASCADE)
+    touch(conn, into)
+
+
+def add_alias(conn: Any, alias: str, drafter_id: str) -> bool:
+    """Remember that `alias` (a Hub fingerprint) names `drafter_id`; False if it already named a drafter."""
+    cursor = conn.execute("INSERT INTO aliases (alias, drafter_id, added_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                          (alias, drafter_id, ts(utcnow())))
+    return cursor.rowcount == 1
