@@ -83,14 +83,14 @@ def make_options(verifier: str | None = None, target: str | None = None, repair_
 def state_capture(options: ConvertOptions, ids: list[int] | None, convention: str | None) -> None:
     """--capture-layers IDS --convention C: the boundaries the training used, read for the target in
     `options`; they fill a config that lost its ids and settle an ambiguous or conflicting list."""
-    from .converters.layer_ids import target_family
-    from .registry.recording import training_boundaries
-
     if (ids is None) != (convention is None):
         raise UsageError("--capture-layers and --convention go together",
                          "e.g. --capture-layers 1,15,28 --convention specforge")
     if ids is None:
         return
+    from .converters.layer_ids import target_family
+    from .registry.recording import training_boundaries  # (which imports the store: only when ids are given)
+
     target = options.target
     boundaries = training_boundaries(ids, convention, family=target_family(target.model_type if target else None),
                                      num_layers=target.num_hidden_layers if target else None)

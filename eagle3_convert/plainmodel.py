@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 import sys
+from datetime import datetime
 from typing import Any, Callable, ClassVar, Iterator
 
 _MISSING = object()
 REQUIRED = _MISSING  # the default of a field that has none
+UNDECIDED = _MISSING  # what a check answers for a value it does not take as given: the twin decides
 Check = Callable[[Any], Any]  # value -> the value pydantic would hold, or _MISSING: let pydantic decide
 
 
@@ -115,7 +117,13 @@ class PlainModel:
         return True
 
     @classmethod
+    def _before(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """What pydantic's mode="before" field validators do to the input, on the plain path and the twin's."""
+        return data
+
+    @classmethod
     def _fast(cls, data: dict[str, Any]) -> dict[str, Any] | None:
+        data = cls._before(data)
         if any(k not in cls.FIELDS for k in data):
             return None  # extra="forbid": the twin names the key
         values = {}
@@ -147,7 +155,7 @@ class PlainModel:
 
     @classmethod
     def _from_twin(cls, data: dict[str, Any]) -> dict[str, Any]:
-        checked = cls.twin()(**{k: _to_twin(v) for k, v in data.items()})  # raises pydantic's ValidationError
+        checked = cls.twin()(**{k: _to_twin(v) for k, v in cls._before(data).items()})  # raises pydantic's ValidationError
         return {name: _from_twin(getattr(checked, name)) for name in cls.FIELDS}
 
     @classmethod
@@ -200,6 +208,8 @@ class _Unplain(Exception):
 def _dump(v: Any, mode: str) -> Any:
     if v is None or type(v) in (str, int, bool):
         return v
+    if type(v) is datetime and mode == "python":
+        return v  # kept as it is (JSON spells it the twin's way)
     if type(v) is float:
         if mode == "json" and not math.isfinite(v):
             raise _Unplain
@@ -217,9 +227,12 @@ def _dump(v: Any, mode: str) -> Any:
 
 
 def _to_twin(v: Any) -> Any:
-    """A value for the pydantic twin: nested plain models as dicts of their fields (valid: they validate again)."""
+    """A value for the pydantic twin: nested plain models as dicts of their fields (valid: they validate again),
+    also inside lists; a list holding none is passed on as it is."""
     if isinstance(v, PlainModel):
         return {k: _to_twin(x) for k, x in v.__dict__.items()}
+    if type(v) is list and any(isinstance(x, PlainModel) for x in v):
+        return [_to_twin(x) for x in v]
     return v
 
 
@@ -228,4 +241,6 @@ def _from_twin(v: Any) -> Any:
     cls = _REGISTRY.get(type(v).__name__)
     if cls is not None and type(v).__module__ == cls.TWIN[0]:
         return cls._new({name: _from_twin(getattr(v, name)) for name in cls.FIELDS})
+    if type(v) is list and any(type(x).__name__ in _REGISTRY for x in v):
+        return [_from_twin(x) for x in v]
     return v

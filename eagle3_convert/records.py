@@ -28,7 +28,8 @@ from .fingerprint import drafter_id, tensor_digests
 from .registry.errors import RegistryError
 from .registry.models import DrafterRecord, LineageEdge, Location
 from .registry.recording import record_facts, training_boundaries
-from .registry.store import RegistryStore, open_registry, registry_exists
+from .registry.paths import registry_exists
+from .registry.store import RegistryStore, open_registry
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None
 

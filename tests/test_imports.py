@@ -2,8 +2,8 @@
 command on a small drafter and the test fails when a heavy module is imported where it is not needed:
 torch anywhere (the `.bin` reader is torch-free), huggingface_hub on local paths (only the Hub needs it),
 jsonschema where no schema violation is worded (a valid config is decided by schemas.quick; jsonschema words
-the violations of an invalid one), pydantic where no registry is opened and no config value needs its coercion
-or its error (drafter.DrafterConfig is a plain model; its pydantic twin is imported for those only), gguf
+the violations of an invalid one), pydantic where no value needs its coercion or its error (drafter.DrafterConfig
+and the registry's records are plain models; their pydantic twins are imported for those only), gguf
 unless converting to or from GGUF, tqdm off a terminal (progress bars are drawn on a TTY only). Imports are
 checked, never timings.
 """
@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,22 +33,24 @@ ALLOWED = {
     "convert --help": set(),
     "inspect": set(),  # the schema is checked (schemas.quick: valid), the config read as a plain model
     "inspect .bin": set(),
-    "validate": {"pydantic"},  # the registry lookup (records -> registry: pydantic models); no jsonschema
-    "validate .bin": {"pydantic"},
-    "convert": {"pydantic"},  # the registry records it; no schema is checked, no Hub, no terminal: no tqdm
-    "convert .bin": {"pydantic"},
-    "registry list": {"pydantic"},
+    "validate": set(),  # no registry here: not even asked (below, with one: read without pydantic)
+    "validate .bin": set(),
+    "convert": set(),  # the registry is opened, asked and written with plain records; no schema, no Hub, no tqdm
+    "convert .bin": set(),
+    "registry list": set(),
 }
+RECORDS = ("eagle3_convert.registry.store", "eagle3_convert.registry.models", "eagle3_convert.records")
 
 
-def imported_modules(*argv: str, cwd: Path) -> set[str]:
+def imported_modules(*argv: str, cwd: Path, with_stdout: bool = False) -> Any:
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
     env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO), EAGLE3_CONVERT_REGISTRY=str(cwd / "registry.db"))
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "eagle3_convert", *argv], cwd=cwd, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert done.returncode in (0, 1), done.stderr[-3000:]  # validate exits 1 on findings: it still ran
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    modules = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    return (modules, done.stdout) if with_stdout else modules
 
 
 def heavy(modules: set[str]) -> set[str]:
@@ -84,3 +87,39 @@ def test_the_import_check_sees_a_heavy_import(drafters: Path, tmp_path: Path) ->
     (broken / "config.json").write_text(json.dumps(config))
     for verb in ("validate", "inspect"):
         assert "jsonschema" in heavy(imported_modules(verb, str(broken), cwd=tmp_path)), verb
+
+
+def test_validate_without_a_registry_asks_no_registry(drafters: Path, tmp_path: Path) -> None:
+    """No registry file: validate checks that it is missing and imports no store, no record model, no pydantic
+    (and creates no file)."""
+    modules = imported_modules("validate", str(drafters / "st"), cwd=tmp_path)
+    assert not modules.intersection(RECORDS) and not heavy(modules), sorted(modules.intersection(RECORDS))
+    assert not (tmp_path / "registry.db").exists()
+
+
+def test_convert_no_record_without_a_registry_asks_no_registry(drafters: Path, tmp_path: Path) -> None:
+    modules = imported_modules("--to", "sglang", "--no-record", str(drafters / "st"), str(tmp_path / "out"),
+                               cwd=tmp_path)
+    assert not modules.intersection(RECORDS) and not heavy(modules)
+    assert (tmp_path / "out" / "config.json").exists() and not (tmp_path / "registry.db").exists()
+
+
+def test_a_registry_is_read_and_written_without_pydantic(drafters: Path, tmp_path: Path) -> None:
+    """With a registry: convert opens it before the copy, asks it for SRC's capture layers and records the
+    conversion after the copy; validate finds the record (here one that names other layers than the config: the
+    finding quotes it, so the record was read). Neither process imports pydantic at all, so convert does not
+    before its copy either (-X importtime lists every module a process imported); nor jsonschema."""
+    src = tmp_path / "src"
+    shutil.copytree(drafters / "st", src)
+    modules = imported_modules("--to", "sglang", str(src), str(tmp_path / "out"), cwd=tmp_path)
+    assert "eagle3_convert.records" in modules and not heavy(modules), sorted(heavy(modules))
+    assert (tmp_path / "registry.db").exists() and (tmp_path / "out" / "config.json").exists()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "EAGLE3_CONVERT_REGISTRY": str(tmp_path / "registry.db")}
+    claimed = subprocess.run([sys.executable, "-m", "eagle3_convert", "registry", "add", str(src), "--capture-layers",
+                              "1,2,3", "--convention", "boundary"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert claimed.returncode == 0, claimed.stderr
+    for checked in (src, tmp_path / "out"):
+        modules, stdout = imported_modules("validate", str(checked), cwd=tmp_path, with_stdout=True)
+        assert "the registry's record of drafter" in stdout, stdout  # the record was read, and it disagrees
+        assert not heavy(modules), (checked, sorted(heavy(modules)))

@@ -57,6 +57,12 @@ def parse_size(text: str | None) -> int | None:
     return int(float(m.group(1)) * (1024 if m.group(3) else 1000) ** power)
 
 
+def _registry_exists(registry_path: str | None) -> bool:
+    from ..registry.paths import registry_exists
+
+    return registry_exists(registry_path)
+
+
 def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
     from ..converters.layer_ids import convention_table, target_family
 
@@ -149,19 +155,21 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     (drafter id, both copies, lineage) unless --no-record.
     """
     from ..convert import convert, make_options, state_capture
-    from ..registry import RegistryError, open_registry
-    from ..records import record_conversion
+    from ..registry.errors import RegistryError
 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
     state_capture(options, parse_ids(capture_layers), convention)
     options.target_gguf, options.outtype = target_gguf, outtype
     store, from_registry = None, None
     if not (no_record or no_registry):
+        from ..registry.store import open_registry
+
         try:  # before any byte is written: an unusable registry should not cost a conversion
             store = open_registry(registry_path)
         except RegistryError as exc:
             raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
-    if options.training_capture is None and not no_registry and Path(src).is_dir():
+    if options.training_capture is None and not no_registry and Path(src).is_dir() and (
+            store is not None or _registry_exists(registry_path)):  # none: nothing to ask, nothing imported for it
         from ..records import stated_capture
 
         # Only ids the record states, never a default derived from what another conversion recorded.
@@ -190,6 +198,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
                              registry_facts=from_registry)
         recorded, record_error = None, None
         if store is not None:
+            from ..records import record_conversion
+
             try:
                 recorded = record_conversion(result, store)
             except RegistryError as exc:  # DST is complete and its sidecar holds the facts: warn, exit 0

@@ -47,10 +47,15 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
         path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
     # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
-    from ..records import recorded_capture
+    # No registry, no lookup: asking whether there is one imports no store, no record model, no pydantic.
+    from ..registry.paths import registry_exists
 
-    recorded = recorded_capture(path, registry_path, uri=f"hf://{src}@{commit}" if commit else None, by_content=deep,
-                                target_depth=facts.identity.num_hidden_layers if facts else None)
+    recorded = None
+    if registry_exists(registry_path):
+        from ..records import recorded_capture
+
+        recorded = recorded_capture(path, registry_path, uri=f"hf://{src}@{commit}" if commit else None,
+                                    by_content=deep, target_depth=facts.identity.num_hidden_layers if facts else None)
     expected, record_label = recorded or (None, "")  # the label is used only with boundaries
     bars: list[Progress] = []
 

@@ -13,13 +13,11 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from pydantic import ValidationError
-
+from ..plainmodel import is_validation_error
 from . import queries, writes
 from .errors import RegistryError
 from .models import DrafterRecord, LineageEdge, Location, TargetInfo
-
-ENV_VAR = "EAGLE3_CONVERT_REGISTRY"
+from .paths import ENV_VAR  # noqa: F401  (postgres.py imports it from here)
 
 
 class _Unset(enum.Enum):
@@ -29,7 +27,10 @@ class _Unset(enum.Enum):
 _UNSET = _Unset.UNSET
 
 
-def invalid(exc: ValidationError) -> RegistryError:
+def invalid(exc: Exception) -> RegistryError:
+    """A pydantic ValidationError (the plain models' twin raised it) as a RegistryError; any other error as it is."""
+    if not is_validation_error(exc):
+        raise exc
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "value"
     return RegistryError(
@@ -80,7 +81,7 @@ class RegistryStore(ABC):
             record = DrafterRecord.model_validate({"drafter_id": drafter_id, **given})
             new_locations = [Location.model_validate(loc) for loc in locations]
             new_edges = [LineageEdge.model_validate(edge) for edge in lineage]
-        except ValidationError as exc:
+        except ValueError as exc:  # pydantic's ValidationError is one
             raise invalid(exc) from exc
         return self._upsert(record, frozenset(given), new_locations, new_edges)
 
@@ -190,7 +191,7 @@ class SQLStore(RegistryStore):
     def add_location(self, drafter_id: str, location: Location) -> bool:
         try:
             location = Location.model_validate(location)
-        except ValidationError as exc:
+        except ValueError as exc:
             raise invalid(exc) from exc
         with self._writing() as conn:
             found = queries.require(conn, drafter_id, self.path)
@@ -206,7 +207,7 @@ class SQLStore(RegistryStore):
     def add_lineage(self, drafter_id: str, edge: LineageEdge) -> bool:
         try:
             edge = LineageEdge.model_validate(edge)
-        except ValidationError as exc:
+        except ValueError as exc:
             raise invalid(exc) from exc
         with self._writing() as conn:
             found = queries.require(conn, drafter_id, self.path)

@@ -10,8 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
+from ..plainmodel import is_validation_error
 from .errors import RegistryError
 from .models import DrafterRecord, LineageEdge
 from .schema import edge_fields, to_record
@@ -77,7 +76,9 @@ def load(conn: Any, where: str, params: tuple[Any, ...], path: str | Path) -> li
         edges[row["drafter_id"]].append(edge_fields(row))
     try:
         return [to_record(row, locations[row["drafter_id"]], edges[row["drafter_id"]]) for row in rows]
-    except ValidationError as exc:
+    except ValueError as exc:  # pydantic's ValidationError, from the plain models' twin
+        if not is_validation_error(exc):
+            raise
         raise RegistryError(
             f"the registry {path} holds a record it cannot read: {exc.errors()[0]['msg']}",
             hint="remove that drafter, or move the file aside to start a new registry",

@@ -12,59 +12,21 @@ the writes in writes.py.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from .base import ENV_VAR, RegistryStore, SQLStore
+from .base import RegistryStore, SQLStore
 from .errors import RegistryError
+from .paths import ENV_VAR, default_registry, default_registry_path, is_url, registry_exists, url_scheme
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["ENV_VAR", "RegistryStore", "SQLiteStore", "default_registry", "default_registry_path",
            "is_url", "open_registry", "registry_exists"]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
-
-
-def is_url(registry: object) -> bool:
-    """A registry named by URL (`postgresql://...`) rather than by file path."""
-    return isinstance(registry, str) and _URL.match(registry) is not None
-
-
-def default_registry_path() -> Path:
-    """`$EAGLE3_CONVERT_REGISTRY`, else `$XDG_DATA_HOME/eagle3-convert/registry.db`
-    (XDG_DATA_HOME defaulting to ~/.local/share)."""
-    explicit = os.environ.get(ENV_VAR)
-    if explicit:
-        return Path(explicit).expanduser().absolute()
-    xdg = os.environ.get("XDG_DATA_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
-        base = Path(xdg)
-    else:
-        try:
-            base = Path.home() / ".local" / "share"
-        except RuntimeError as exc:
-            raise RegistryError(
-                "cannot find a home directory for the default registry",
-                hint=f"set {ENV_VAR} to the registry file to use",
-            ) from exc
-    return base / "eagle3-convert" / "registry.db"
-
-
-def default_registry() -> str | Path:
-    """`$EAGLE3_CONVERT_REGISTRY` when it holds a URL, else `default_registry_path()`."""
-    explicit = os.environ.get(ENV_VAR, "").strip()
-    return explicit if is_url(explicit) else default_registry_path()
-
-
-def registry_exists(registry: str | os.PathLike[str] | None) -> bool:
-    """Whether opening `registry` would find one rather than create a file (a server always counts)."""
-    target = default_registry() if registry is None else registry
-    return is_url(target) or os.path.exists(target)
 
 
 def open_registry(path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> RegistryStore:
@@ -73,7 +35,7 @@ def open_registry(path: str | os.PathLike[str] | None = None, *, timeout: float 
     target = default_registry() if path is None else path
     if not is_url(target):
         return SQLiteStore(target, timeout=timeout)
-    scheme = _URL.match(str(target)).group(1).lower()  # type: ignore[union-attr]
+    scheme = url_scheme(str(target))
     if scheme not in POSTGRES_SCHEMES:
         raise RegistryError(f"registry URLs are postgresql:// or postgres://, not {scheme}://",
                             hint="give a file path for SQLite, or a postgresql://user@host/database URL")
