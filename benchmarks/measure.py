@@ -111,8 +111,12 @@ def supports_mla(cli: list[str], scratch: Path) -> bool:
                      "v_head_dim": 8})
     probe = scratch / "mla-probe"
     shutil.rmtree(probe, ignore_errors=True)
-    generate(tiny, probe)
-    ok = subprocess.run([*cli, "inspect", str(probe)], capture_output=True).returncode == 0
+    generate(tiny, probe / "generated")
+    # As prepare_size makes its home copy: the speculators layout cannot hold an MLA drafter (inspect of the
+    # generated copy refuses it, E-ENGINE-UNSUPPORTED, on every build), vLLM's can.
+    ok = (subprocess.run([*cli, "--to", "vllm", "--quiet", "--verifier", tiny.verifier, str(probe / "generated"),
+                          str(probe / "vllm")], capture_output=True).returncode == 0
+          and subprocess.run([*cli, "inspect", str(probe / "vllm")], capture_output=True).returncode == 0)
     shutil.rmtree(probe)
     return ok
 
