@@ -5,7 +5,7 @@
     python benchmarks/durable.py --runs 3                         # then this, on the kept drafters
 
 Each round, interleaved so that load on the shared machine touches every row alike: `cp -r && sync`,
-`convert --to sglang` (writeback started during the copy), and the same convert with
+`convert --to sglang` (from the speculators copy, or vLLM's for an MLA drafter: kimi) (writeback started during the copy), and the same convert with
 EAGLE3_CONVERT_NO_WRITEBACK=1 (the final fsync does all the writing, as before issue 16). Before every
 command: the previous output removed, `sync`, and the page cache dropped (`echo 3 > /proc/sys/vm/drop_caches`,
 root only; otherwise the sources are evicted with posix_fadvise(DONTNEED), and the report says which).
@@ -75,6 +75,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in [s.strip() for s in args.sizes.split(",") if s.strip()]:
         src = work / name / "speculators"
+        if not (src / "config.json").is_file() and (work / name / "vllm" / "config.json").is_file():
+            src = work / name / "vllm"  # an MLA drafter's home (cases.home_layout: speculators has no MLA class)
         if not (src / "config.json").is_file():
             raise SystemExit(f"{src}: no drafter; generate it with run.py --keep (see the docstring)")
         gb = sum(f.stat().st_size for f in src.rglob("*") if f.is_file()) / 1e9

@@ -1,0 +1,71 @@
+"""Start-up of the header-level commands (issue 16): `--help`, `inspect` and `validate` of a kept drafter, with no
+registry and with one that holds the drafter's record, median of N rounds run interleaved, `python -c pass` in the
+same rounds as the baseline. Warm page cache and bytecode (cached under the work dir, as run.py does).
+
+    python benchmarks/run.py --sizes 8b --runs 1 --layouts speculators,sglang --inputs safetensors --keep
+    python benchmarks/startup.py --runs 11 [--before DIR_OF_A_GIT_ARCHIVE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cases import DEFAULT_WORK  # noqa: E402
+from measure import cli_entry  # noqa: E402
+from peers import before_cli  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, default=DEFAULT_WORK, help="run.py's --work with --keep drafters")
+    parser.add_argument("--size", default="8b")
+    parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--before", type=Path, metavar="TREE", help="also time the CLI of this source tree")
+    args = parser.parse_args()
+    work = args.work.resolve()
+    src = work / args.size / "speculators"
+    if not (src / "config.json").is_file():
+        raise SystemExit(f"{src}: no drafter; generate it with run.py --keep (see the docstring)")
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    base.update(HF_HUB_OFFLINE="1", PYTHONPYCACHEPREFIX=str(work / "pycache"))
+    absent = work / "startup-no-registry.db"
+    absent.unlink(missing_ok=True)
+    none, held = {**base, "EAGLE3_CONVERT_REGISTRY": str(absent)}, {**base, "EAGLE3_CONVERT_REGISTRY": str(
+        work / "startup-registry.db")}
+    subprocess.run([*cli_entry(), "--to", "sglang", "--quiet", "--force", str(src), str(work / "startup-out")],
+                   env=held, check=True, capture_output=True)  # the registry now holds the drafter's record
+    clis = {"": cli_entry(), **({" (--before)": before_cli(args.before.resolve())} if args.before else {})}
+    rows: dict[str, tuple[list[str], dict[str, str]]] = {"python -c pass": ([sys.executable, "-c", "pass"], none)}
+    for label, cli in clis.items():
+        rows[f"--help{label}"] = ([*cli, "--help"], none)
+        rows[f"inspect {args.size}{label}"] = ([*cli, "inspect", str(src)], none)
+        rows[f"validate {args.size}, no registry{label}"] = ([*cli, "validate", str(src)], none)
+        rows[f"validate {args.size}, registry holding its record{label}"] = ([*cli, "validate", str(src)], held)
+    samples: dict[str, list[float]] = {name: [] for name in rows}
+    for cmd, env in rows.values():  # untimed: bytecode and page cache warmed
+        subprocess.run(cmd, env=env, capture_output=True)
+    for _ in range(args.runs):
+        for name, (cmd, env) in rows.items():
+            t = time.perf_counter()
+            done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            samples[name].append(time.perf_counter() - t)
+            if done.returncode not in (0, 1):  # validate exits 1 on findings
+                raise SystemExit(f"{cmd} failed: {done.stderr.strip()[-500:]}")
+    print("| command | wall s (median) | min |\n|---|---|---|")
+    for name, values in samples.items():
+        print(f"| {name} | {statistics.median(values):.3f} | {min(values):.3f} |")
+    shutil.rmtree(work / "startup-out", ignore_errors=True)
+    print(f"\nmedian of {args.runs}, interleaved, warm; CLI: {' '.join(cli_entry())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
