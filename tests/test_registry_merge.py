@@ -100,6 +100,9 @@ def test_sync_then_convert_from_the_hub_is_one_record(hub: HubServer, registry_u
                                                                                      str(out.resolve()))]
     assert record["capture_boundaries"] == [1, 3, 6] and record["target"]["name_or_path"] == TARGET
     assert sql(registry_url, "SELECT alias, drafter_id FROM aliases") == [(fingerprint, record["drafter_id"])]
+    for old_id in (fingerprint, fingerprint[:10]):  # the id sync printed still names the drafter, now merged
+        shown = json.loads(run_cli("registry", "show", old_id, "--registry", registry_url, "--json").stdout)
+        assert shown["record"]["drafter_id"] == record["drafter_id"]
     found = json.loads(run_cli("search", "--target", TARGET, "--registry", registry_url, "--json").stdout)
     assert [d["drafter_id"] for d in found["drafters"]] == [record["drafter_id"]]  # listed once
 

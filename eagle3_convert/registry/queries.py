@@ -31,8 +31,10 @@ def resolve(conn: Any, drafter_id: str) -> str | None:
     # a range both databases answer from the primary key index.
     span = (prefix, prefix + "g")
     count = conn.execute("SELECT count(*) FROM drafters WHERE drafter_id >= ? AND drafter_id < ?", span).fetchone()[0]
-    if count == 0:
-        return None
+    if count == 0:  # an id merged into another record (a Hub fingerprint) still names it
+        merged = conn.execute("SELECT DISTINCT drafter_id FROM aliases WHERE alias >= ? AND alias < ? LIMIT 2",
+                              span).fetchall()
+        return merged[0][0] if len(merged) == 1 else None
     first = conn.execute(
         "SELECT drafter_id FROM drafters WHERE drafter_id >= ? AND drafter_id < ? ORDER BY drafter_id LIMIT 3", span
     ).fetchall()
