@@ -238,18 +238,20 @@ def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: 
     return None
 
 
-def record_publication(plan: Any, published: Any, registry: RegistryArg = None) -> DrafterRecord:
+def record_publication(plan: Any, published: Any, registry: RegistryArg = None) -> Recorded:
     """Record a `publish` (hub.PublishPlan, hub.Published): the Hub copy at its commit and the edge from the
-    copy it was published from."""
+    copy it was published from; with the synced twins it disagrees with (not merged, to be told)."""
     hub = Location.hub(published.repo_id, plan.layout, published.commit)
     source = Location(layout=plan.source.detection.layout, uri=plan.source.uri)
     # The sidecar could only name the repo; the registry knows the commit.
     lineage = [_at_commit(edge, f"hf://{published.repo_id}", hub.uri) for edge in plan.facts.get("lineage") or []
                if isinstance(edge, dict)]
     lineage.append(LineageEdge(source=source, dest=hub, tool=sidecar.tool_name()).model_dump(mode="json"))
+    conflicts: list[dict[str, Any]] = []
     with opened(registry) as store:
-        record, _ = record_facts(store, {**plan.facts, "lineage": lineage}, locations=[source, hub])
-    return record
+        record, notes = record_facts(store, {**plan.facts, "lineage": lineage}, locations=[source, hub],
+                                     conflicts=conflicts)
+    return Recorded(record, hub, notes, conflicts)
 
 
 def _at_commit(edge: dict[str, Any], plain: str, pinned: str) -> dict[str, Any]:

@@ -235,3 +235,34 @@ def test_a_version_2_registry_is_migrated_and_its_synced_record_merged(hub: HubS
     [record] = dump(registry_url)
     assert record["drafter_id"] == json.loads(result.stdout)["drafter_id"] and record["id_kind"] == "content"
     assert len(record["locations"]) == 2 and len(record["lineage"]) == 1
+
+
+def test_publish_of_a_synced_commit_tells_of_a_twin_it_disagrees_with(hub: HubServer, registry_url: Path | str,
+                                                                      tmp_path: Path):
+    """publish from a Hub commit that sync recorded under its fingerprint, where that record names another target
+    than the checkpoint's own (speculators names its verifier; other capture layers are refused before the upload,
+    E-CAPTURE-RECORD): the commit is made and recorded, and the disagreement is a warning line and
+    `registry_conflicts` (it was a note nobody printed)."""
+    from eagle3_convert.registry import TargetInfo
+
+    repo = f"{ORG}/publish-twin-{backend(registry_url)}"
+    src = build_drafter(tmp_path / "src", "speculators", DrafterSpec(capture_boundaries=(1, 3, 6), seed=503))
+    hub.create_repo(repo)
+    hub.commit(repo, {p.name: p.read_bytes() for p in src.iterdir() if p.is_file()})
+    assert sync(hub, registry_url, repo)[0] == 0
+    [synced] = dump(registry_url)
+    assert synced["id_kind"] == "hub-fingerprint" and synced["target"]["name_or_path"] == TARGET
+    with open_registry(registry_url) as store:
+        store.upsert_drafter(synced["drafter_id"], target=TargetInfo(name_or_path="other-org/other-target"))
+    dest_repo = f"{ORG}/published-{backend(registry_url)}"
+    result = run_cli("publish", repo, dest_repo, "--endpoint", hub.url, "--token", TOKEN, "--registry",
+                     registry_url, "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
+    assert "[E-SYNC-CONFLICT]" in line and synced["drafter_id"][:12] in line
+    [conflict] = doc["registry_conflicts"]
+    assert conflict["drafter_id"] == synced["drafter_id"] and conflict["uri"] == uri_of(hub, repo)
+    records = {r["drafter_id"]: r for r in dump(registry_url)}
+    assert len(records) == 2 and records[synced["drafter_id"]]["target"]["name_or_path"] == "other-org/other-target"
+    assert f"hf://{dest_repo}@{doc['commit']}" in {loc["uri"] for loc in records[doc["drafter_id"]]["locations"]}

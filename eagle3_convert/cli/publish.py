@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from . import main
-from .common import emit_json, hub_options, hub_progress_bars, human_bytes, registry_option, run_guarded, warn_unrecorded
+from .common import (emit_json, hub_options, hub_progress_bars, human_bytes, registry_option, run_guarded,
+                     warn_twin, warn_unrecorded)
 from .convert import LAYOUT_NAMES, _layout_choice
 from .validate import _counts, _print_report
 
@@ -92,7 +93,10 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
             store.close()
     if record_error is not None:
         warn_unrecorded("published", record_error, repo_id)
-    _report(plan, published, str(store.path) if recorded else None, as_json)
+    conflicts = recorded.conflicts if recorded else []
+    for conflict in conflicts:  # the commit is made and recorded; the user must still hear of the disagreement
+        warn_twin(conflict)
+    _report(plan, published, str(store.path) if recorded else None, as_json, conflicts)
 
 
 def _consulted(store: Any, registry_path: str | None, no_record: bool) -> Any:
@@ -105,7 +109,8 @@ def _consulted(store: Any, registry_path: str | None, no_record: bool) -> Any:
     return registry_path or default_registry()  # --dry-run, --no-record: read if it exists, never create it
 
 
-def _report(plan: Any, published: Any, recorded_in: str | None, as_json: bool) -> None:
+def _report(plan: Any, published: Any, recorded_in: str | None, as_json: bool,
+            conflicts: list[dict[str, Any]] = ()) -> None:
     from ..publish import CARD_NAME
 
     report = plan.report
@@ -121,7 +126,7 @@ def _report(plan: Any, published: Any, recorded_in: str | None, as_json: bool) -
     else:
         summary.update({"commit": published.commit, "commit_url": published.commit_url,
                         "pr_url": published.pr_url, "pr_revision": published.pr_revision,
-                        "recorded_in": recorded_in})
+                        "recorded_in": recorded_in, "registry_conflicts": list(conflicts)})
     if as_json:
         emit_json(summary)
         return
