@@ -170,6 +170,7 @@ def test_a_disagreement_is_reported_and_nothing_is_lost(hub: HubServer, registry
     before = rows(registry_url)
     added = run_cli("registry", "add", repo, "--endpoint", hub.url, "--registry", registry_url, "--json")
     assert added.exit_code == 1 and json.loads(added.stdout)["error"]["code"] == "E-SYNC-CONFLICT"
+    assert "Fetching" not in added.stderr and "%|" not in added.stderr  # no download bar off a terminal
     assert json.loads(added.stdout)["conflicts"][0]["drafter_id"] == synced["drafter_id"]
     assert rows(registry_url) == before
 
@@ -258,6 +259,7 @@ def test_publish_of_a_synced_commit_tells_of_a_twin_it_disagrees_with(hub: HubSe
     result = run_cli("publish", repo, dest_repo, "--endpoint", hub.url, "--token", TOKEN, "--registry",
                      registry_url, "--json")
     assert result.exit_code == 0, result.stderr
+    assert "Fetching" not in result.stderr and "%|" not in result.stderr  # no download bar off a terminal
     doc = json.loads(result.stdout)
     [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
     assert "[E-SYNC-CONFLICT]" in line and synced["drafter_id"][:12] in line

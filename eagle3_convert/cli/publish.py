@@ -66,16 +66,17 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
         except RegistryError as exc:
             raise RegistryError(exc.message, f"{exc.hint}; or publish with --no-registry") from exc
     try:
-        with prepared_publish(src, repo_id, layout=layout, from_layout=from_layout, verifier=verifier,
-                              target=target, branch=branch, create_pr=create_pr, message=message,
-                              license=license_id,
-                              registry=None if no_registry else _consulted(store, registry_path, no_record),
-                              endpoint=endpoint, token=token, target_gguf=target_gguf, outtype=outtype) as plan:
+        # a Hub SRC is downloaded, the files uploaded: huggingface_hub's bars only on a terminal
+        with hub_progress_bars(not (quiet or as_json)), \
+                prepared_publish(src, repo_id, layout=layout, from_layout=from_layout, verifier=verifier,
+                                 target=target, branch=branch, create_pr=create_pr, message=message,
+                                 license=license_id,
+                                 registry=None if no_registry else _consulted(store, registry_path, no_record),
+                                 endpoint=endpoint, token=token, target_gguf=target_gguf, outtype=outtype) as plan:
             if dry_run:
                 _report(plan, None, None, as_json)
                 return
-            with hub_progress_bars(not (quiet or as_json)):
-                published = upload(plan, private=private, endpoint=endpoint, token=token)
+            published = upload(plan, private=private, endpoint=endpoint, token=token)
             recorded, record_error = None, None
             if store is not None:
                 try:

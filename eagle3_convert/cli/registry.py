@@ -11,6 +11,7 @@ from .common import (
     CAPTURE_CONVENTIONS,
     emit_json,
     hub_options,
+    hub_progress_bars,
     parse_ids,
     registry_option,
     run_guarded,
@@ -100,9 +101,10 @@ def add_cmd(src: str, target: str | None, capture_layers: str | None, convention
     """
     from ..records import add_checkpoint
 
-    added = add_checkpoint(src, target=target, capture_layers=parse_ids(capture_layers), convention=convention,
-                           trained_with=trained_with, revision=revision, from_layout=from_layout,
-                           registry=registry_path, endpoint=endpoint, token=token)
+    with hub_progress_bars(not as_json):  # a Hub SRC is downloaded: its bars only on a terminal
+        added = add_checkpoint(src, target=target, capture_layers=parse_ids(capture_layers), convention=convention,
+                               trained_with=trained_with, revision=revision, from_layout=from_layout,
+                               registry=registry_path, endpoint=endpoint, token=token)
     doc = {"drafter_id": added.record.drafter_id, "location": added.location.model_dump(mode="json"),
            "notes": added.notes, "record": added.record.model_dump(mode="json"), "conflicts": added.conflicts}
     if not as_json:
