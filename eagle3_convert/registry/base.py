@@ -189,29 +189,24 @@ class SQLStore(RegistryStore):
             return writes.upsert(conn, record, fields, locations, lineage, self.path)
 
     def add_location(self, drafter_id: str, location: Location) -> bool:
-        try:
-            location = Location.model_validate(location)
-        except ValueError as exc:
-            raise invalid(exc) from exc
-        with self._writing() as conn:
-            found = queries.require(conn, drafter_id, self.path)
-            added = writes.insert_location(conn, found, location)
-            if added:
-                writes.touch(conn, found)
-            return added
+        return self._add_to(drafter_id, Location, location, writes.insert_location)
 
     def forget_location(self, uri: str, keep: str | None = None) -> int:
         with self._writing() as conn:
             return writes.forget_location(conn, uri, keep)
 
     def add_lineage(self, drafter_id: str, edge: LineageEdge) -> bool:
+        return self._add_to(drafter_id, LineageEdge, edge, writes.insert_edge)
+
+    def _add_to(self, drafter_id: str, model: Any, item: Any, insert: Any) -> bool:
+        """Validate `item` as `model` and insert it for a known drafter; touch the record if it was new."""
         try:
-            edge = LineageEdge.model_validate(edge)
+            item = model.model_validate(item)
         except ValueError as exc:
             raise invalid(exc) from exc
         with self._writing() as conn:
             found = queries.require(conn, drafter_id, self.path)
-            added = writes.insert_edge(conn, found, edge)
+            added = insert(conn, found, item)
             if added:
                 writes.touch(conn, found)
             return added
