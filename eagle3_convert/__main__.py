@@ -1,7 +1,14 @@
 """`python -m eagle3_convert ...` is the `eagle3-convert` command."""
 
-import signal
 import sys
+
+INTERRUPTED = "interrupted: nothing was written to the destination"
+
+try:  # a Ctrl-C this early (Python is still finding modules) is no traceback either
+    import signal
+except KeyboardInterrupt:
+    print(INTERRUPTED, file=sys.stderr)
+    sys.exit(130)
 
 
 def run() -> None:
@@ -9,7 +16,7 @@ def run() -> None:
     try:
         from .cli import main
     except KeyboardInterrupt:  # nothing has been read or written yet
-        print("interrupted: nothing was written to the destination", file=sys.stderr)
+        print(INTERRUPTED, file=sys.stderr)
         sys.exit(130)
     try:
         main(prog_name="eagle3-convert")
