@@ -212,8 +212,8 @@ def sync_cmd(sources: tuple[str, ...], verify: bool, endpoint: str | None, token
              registry_path: str | None, as_json: bool) -> None:
     """Record the drafters on the Hub: every model of an org or user, or the repos named (org/name).
 
-    Reads card, config.json, eagle3-convert.json and the safetensors headers, never the weights. A fact the
-    registry holds is never overwritten: where the Hub disagrees (capture boundaries, target) the repo is
+    Reads card, config.json, eagle3-convert.json, and the safetensors headers with the d2t/t2d vocabulary map
+    (HTTP Range), never the weight matrices. A fact the registry holds is never overwritten: where the Hub disagrees (capture boundaries, target) the repo is
     reported as a conflict, nothing of it is recorded, and the exit status is 1. Broken repos are listed with
     their finding code and do not fail the sync.
     """

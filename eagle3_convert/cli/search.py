@@ -12,7 +12,7 @@ ENGINE_NAMES = ("speculators", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamac
 
 
 @main.command("search")
-@click.option("--target", required=True, metavar="NAME", help="The target model (Hub repo id, as recorded).")
+@click.option("--target", required=True, metavar="NAME", help="The target model as recorded (a Hub repo id: case does not matter).")
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Only this engine's verdict.")
 @click.option("--hub", is_flag=True, help="Also search the Hub (repos whose card names the target as base_model).")
 @hub_options
