@@ -40,6 +40,8 @@ class Source:
     uri: str  # the local path, or hf://org/name@commit
     commit: str | None = None
     sidecar: dict | None = None  # eagle3-convert.json, when it was written with this config.json
+    stored_config: dict | None = None  # config.json as stored, and the stored tensor names: what engines read
+    stored_names: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -129,7 +131,7 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
         if problem is not None:
             raise problem
     uri = f"hf://{src}@{commit}" if commit else str(path.resolve())
-    return Source(drafter, detection, path, uri, commit, ckpt.sidecar)
+    return Source(drafter, detection, path, uri, commit, ckpt.sidecar, ckpt.config, list(ckpt.tensors))
 
 
 def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Drafter | None = None,

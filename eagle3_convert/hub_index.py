@@ -186,17 +186,16 @@ def _judge(config: dict[str, Any], names: list[str], cfg: Any, target: Any, trut
 
 def _local_copy(path: str, truth: list[int] | None, engines: tuple[str, ...]) -> dict[str, Any]:
     from .convert import read_source
-    from .converters.checkpoint import load_checkpoint
 
     if not Path(path).exists():
         return {"serves": None, "why": "this copy is no longer there"}
     try:
-        ckpt = load_checkpoint(path)
         source = read_source(path)
     except Eagle3Error as exc:
         return {"serves": None, "why": f"unreadable: {exc.message} [{exc.code}]"}
     cfg = source.drafter.config
-    return {"serves": _judge(ckpt.config, list(ckpt.tensors), cfg, cfg.target, truth, engines), "why": None}
+    return {"serves": _judge(source.stored_config or {}, source.stored_names, cfg, cfg.target, truth, engines),
+            "why": None}
 
 
 def _hub_copy(read: Any, truth: list[int] | None, engines: tuple[str, ...]) -> dict[str, Any]:

@@ -201,7 +201,7 @@ class HubReader:
         facts = sidecar_facts(drafter, options, None)
         facts["ids_as_written"] = ids_as_written(drafter.config, options, [layout])
         facts["drafter_id"] = fingerprint(drafter, repo)
-        out.names = sorted(source_names(root))
+        out.names = sorted(source.stored_names)
         out.drafter, out.target = drafter, target
         if out.facts is not None:  # a trusted sidecar: the readers must agree with what it says
             said = out.facts.get("capture_boundaries")
@@ -240,13 +240,6 @@ def _format(message: str, code: str) -> Eagle3Error:
     from .errors import FormatError
 
     return FormatError(message, "the file on the Hub is damaged: upload it again", code=code)
-
-
-def source_names(root: Path) -> list[str]:
-    """Stored tensor names of the sparse copy (headers only)."""
-    from .safetensors_io import read_tensor_table
-
-    return list(read_tensor_table(root)[0])
 
 
 def _card_target(card: dict[str, Any]) -> str | None:
