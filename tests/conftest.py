@@ -8,6 +8,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import peer_venv
 import pytest
 from click.testing import CliRunner
 
@@ -89,7 +90,8 @@ def pg_server():
 
     why = pg.why_unavailable()
     if why:
-        pytest.skip(f"PostgreSQL registry tests: {why}")
+        pytest.skip(f"{POSTGRESQL_TIER}: {why}")  # a failure all the same (pytest_runtest_makereport)
+    pg.ensure_server_binaries()
     server = pg.start()
     yield server
     server.stop()
@@ -103,7 +105,44 @@ def registry_url(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
     return request.getfixturevalue("pg_server").new_database()
 
 
+# The tiers that run real peer code or servers. Each builds what it needs on first run (cached after); a tier may skip
+# only when the package index cannot be reached (peer_venv.unavailable). Any other skip of a tier test is a failure
+# here: a green summary must mean the tier ran.
+TIER_MARKERS = ("interop", "engines", "llamacpp")
+POSTGRESQL_TIER = "PostgreSQL registry tests"  # how the pg_server fixture's skips begin (it is reached dynamically)
+TIER_SKIPPED = "tier skipped (package index unreachable)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped:
+        return
+    reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
+    tier = next((name for name in TIER_MARKERS if item.get_closest_marker(name)), None)
+    tier = tier or ("postgresql" if POSTGRESQL_TIER in reason else None)
+    if tier is None:
+        return
+    if peer_venv.INDEX_UNREACHABLE in reason:
+        report.tier_skipped = True
+    else:
+        report.outcome = "failed"
+        report.longrepr = (f"the {tier} tier must run on every machine, and may skip only when the package index is "
+                           f"unreachable; it skipped because: {reason}")
+
+
+def pytest_report_teststatus(report, config):
+    """Tier skips are counted apart in pytest's closing line, so a reader of the summary sees them."""
+    if getattr(report, "tier_skipped", False):
+        return TIER_SKIPPED, "s", "SKIPPED (package index unreachable)"
+    return None
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
+    for report in terminalreporter.stats.get(TIER_SKIPPED, []):
+        reason = report.longrepr[2].removeprefix("Skipped: ")
+        terminalreporter.write_line(f"TIER SKIPPED {report.nodeid}: {reason}")
     import pg_server as pg
 
     if pg.STATE:

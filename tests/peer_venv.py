@@ -5,8 +5,8 @@ order), and a constraints file that pins what must never move (torch's CPU build
 The venv is built once under a file lock into $<env_var>, else
 ~/.cache/eagle3-convert/<name>-<hash of the pins>, and marked complete by a READY file that
 holds the pins; an interrupted build leaves a BUILDING file and is rebuilt. A build step that
-fails removes the partial venv and skips the tier with pip's own error as the reason (no
-package index reachable, ...).
+fails removes the partial venv; the tier is skipped only when the package index cannot be reached
+(`unavailable`), and fails on any other error, which tests/conftest.py enforces for every tier.
 """
 
 from __future__ import annotations
@@ -61,6 +61,23 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
+# Every tier skip says this, and only a skip that says it is allowed (tests/conftest.py fails the others).
+INDEX_UNREACHABLE = "package index unreachable"
+# What pip (urllib3, requests) and apt print when they cannot reach an index; anything else is a real failure.
+NETWORK_ERRORS = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution",
+                  "Name or service not known", "Network is unreachable", "ConnectTimeoutError", "Read timed out",
+                  "Connection refused", "ProxyError", "Max retries exceeded", "Could not resolve", "Failed to fetch",
+                  "Unable to fetch some archives", "connection broken by")
+
+
+def unavailable(tier: str, what: str, output: str) -> None:
+    """A tier's build step failed: skip when the failure is an unreachable package index, else fail with its error."""
+    if any(marker in output for marker in NETWORK_ERRORS):
+        pytest.skip(f"{tier}: {INDEX_UNREACHABLE}: `{what}`: {pip_error(output)}")
+    pytest.fail(f"{tier}: `{what}` failed although the package index answered: {pip_error(output)}\n"
+                f"{output[-3000:]}", pytrace=False)
+
+
 def pip_error(text: str) -> str:
     """pip's ERROR lines (its last line is often only a help link), else the last line it printed."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -69,17 +86,17 @@ def pip_error(text: str) -> str:
 
 
 def build_step(argv: list[str], what: str, venv: Path, deadline: float, spec: PeerVenv) -> None:
-    """Run one build command; any failure removes the partial venv and skips with pip's own words."""
+    """Run one build command; a failure removes the partial venv, then skips (no index) or fails (anything else)."""
     try:
         proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=subprocess_env(),
                               timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         shutil.rmtree(venv, ignore_errors=True)
-        pytest.skip(f"{spec.name} venv not built: `{what}` did not finish within the "
-                    f"{spec.build_timeout_s:.0f} s build limit")
+        pytest.fail(f"{spec.name} venv not built: `{what}` did not finish within the "
+                    f"{spec.build_timeout_s:.0f} s build limit", pytrace=False)
     if proc.returncode != 0:
         shutil.rmtree(venv, ignore_errors=True)
-        pytest.skip(f"{spec.name} venv not built: `{what}` failed: {pip_error(proc.stderr or proc.stdout)}")
+        unavailable(f"{spec.name} tier", what, proc.stderr + proc.stdout)
 
 
 def ensure_venv(spec: PeerVenv, venv: Path) -> Path:

@@ -18,6 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import peer_venv
+import pytest
+
 NOBODY = 65534
 PASSWORD_USER = "alice"
 PASSWORD = "Sup3r-s3cret-pw"  # deliberately odd, so a grep for it finds nothing else
@@ -34,14 +37,30 @@ def find_bin() -> Path | None:
     return Path(found[-1]).parent if found else None
 
 
+def ensure_server_binaries() -> None:
+    """Debian's PostgreSQL server where the machine has none (what .ci/run used to do): as root, through apt, once.
+    Skips only when Debian's package index cannot be reached; any other failure fails the tier."""
+    if find_bin() is not None:
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.fail("PostgreSQL registry tests: no PostgreSQL server binaries (initdb) on PATH or in "
+                    "/usr/lib/postgresql/*/bin, and no root apt-get to install them: install Debian's `postgresql` "
+                    "(or your system's) and run the tests again", pytrace=False)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"]):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)
+        if done.returncode:
+            peer_venv.unavailable("PostgreSQL registry tests", " ".join(argv), done.stderr + done.stdout)
+    if find_bin() is None:
+        pytest.fail("PostgreSQL registry tests: apt-get installed postgresql but no initdb was found", pytrace=False)
+
+
 def why_unavailable() -> str | None:
-    """Why the PostgreSQL tests cannot run here, or None."""
+    """Why the PostgreSQL tests cannot run here (a failure of the tier, see tests/conftest.py), or None."""
     try:
         import psycopg  # noqa: F401
     except ImportError:
         return "psycopg is not installed (pip install -e '.[test]' installs it)"
-    if find_bin() is None:
-        return "no PostgreSQL server binaries (initdb) on PATH or in /usr/lib/postgresql/*/bin; .ci/run installs them"
     if os.geteuid() == 0 and not (shutil.which("setpriv") or shutil.which("runuser")):
         return "running as root without setpriv or runuser: PostgreSQL refuses to run as root"
     return None
