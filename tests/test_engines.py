@@ -19,7 +19,9 @@ Engine readings: sglang (the nested ids through resolve_spec_aux_hidden_state_co
 target's set_eagle3_layers_to_capture), vllm-v1 (GPUModelRunner._get_eagle3_aux_layers_from_config),
 vllm-v2 (spec_decode/eagle/eagle3_utils.get_eagle3_aux_layers_from_config). The whole matrix is
 printed (pytest -s, and the -ra summary of the matrix test) and written to <tmp>/engines/matrix.txt.
-When the venv cannot be built (no package index reachable, ...) the tier is skipped with pip's error.
+The tier is skipped only when the package index cannot be reached (tests/peer_venv.py). The engines' plain torch
+path is taken on every CPU: they are told it has no AMX (tests/engines/_engine.py lists that stand-in with the
+others), and test_the_engines_take_their_plain_torch_path_whatever_the_cpu replays AMX and AVX2-only CPUs here.
 """
 
 from __future__ import annotations
@@ -404,7 +406,7 @@ def matrix(engines_python: Path, engines_dir: Path) -> dict:
     for name, case in extras.items():
         case["vllm"] = probes["vllm"]["results"].get(name)
     return {"cells": cells, "converted": converted, "probes": probes, "verifier_cases": extras,
-            "controls": controls}
+            "controls": controls, "jobs": jobs, "inputs": inputs}
 
 
 def negative_controls(root: Path, jobs: list[dict]) -> dict:
@@ -493,6 +495,46 @@ def printed_matrix(matrix: dict, engines_dir: Path) -> str:
 
 
 # --------------------------------------------------------------------------- the tests
+
+def test_the_engines_take_their_plain_torch_path_whatever_the_cpu(matrix: dict, engines_python: Path,
+                                                                   engines_dir: Path):
+    """On a CPU with AMX, vLLM routes small bf16 GEMMs and MLA attention to CPU kernels its wheel does not ship
+    (tests/engines/_engine.py says where): the probes tell the engines the CPU has no AMX. Proven on any machine by
+    changing what the CPU claims beneath that answer: with AMX claimed, and with no AVX-512 at all, the MLA cells
+    (the ones AMX broke) are judged as on this CPU, served as trained; with the answer left to the AMX claim they
+    fail as they did on an AMX machine, so the replay does reach that code."""
+    mla = [job for job in matrix["jobs"] if job["family"].startswith("mla") and job["layout"] in ("vllm", "sglang")]
+    assert {job["family"] for job in mla} == {family for family in FAMILIES if family.startswith("mla")}, mla
+    (engines_dir / "jobs-isa.json").write_text(json.dumps(mla))
+    here = matrix["probes"]["vllm"]
+    assert here["cpu"]["engines_see_amx"] is False, here["cpu"]
+    seen = {"amx": {"cpu_claims_amx": True, "cpu_claims_avx512": here["cpu"]["cpu_claims_avx512"],
+                    "engines_see_amx": False, "engines_see_avx512": here["cpu"]["cpu_claims_avx512"]},
+            "avx2": {"cpu_claims_amx": False, "cpu_claims_avx512": False, "engines_see_amx": False,
+                     "engines_see_avx512": False},
+            "amx-unshimmed": {"cpu_claims_amx": True, "cpu_claims_avx512": here["cpu"]["cpu_claims_avx512"],
+                              "engines_see_amx": True, "engines_see_avx512": here["cpu"]["cpu_claims_avx512"]}}
+    for isa, cpu in seen.items():
+        out = engines_dir / f"probe-out-{isa}"
+        out.mkdir()
+        got = peer_venv.run_probe(engines_python, ENGINES / "probe_vllm.py", engines_dir / "jobs-isa.json", out,
+                                  cwd=engines_dir, timeout_s=PROBE_TIMEOUT_S,
+                                  env={"PYTHONPATH": str(SITE), "EAGLE3_ENGINES_CPU_ISA": isa})
+        assert got["cpu"] == cpu, (isa, got["cpu"])
+        for job in mla:
+            now = got["results"][job["id"]]
+            if isa == "amx-unshimmed":
+                assert not now["ok"] and "convert_weight_packed" in now["error"], now
+                continue
+            spec = FAMILIES[job["family"]][1]
+            for reading in ("vllm-v1", "vllm-v2"):  # judged as the matrix judges its cells
+                cell, plain = Cell(job["layout"], job["family"], reading), matrix["cells"][(job["layout"],
+                                                                                           job["family"], reading)]
+                judge(cell, "vllm", reading, now, spec, trained_weights(spec), trained_d2t(spec),
+                      matrix["inputs"][job["family"]])
+                assert plain.outcome == "SERVED", plain.line()
+                assert (cell.outcome, cell.captured) == (plain.outcome, plain.captured), (isa, cell.line())
+
 
 def test_engines_are_the_pinned_versions(matrix: dict):
     seen = {**matrix["probes"]["sglang"]["versions"], **matrix["probes"]["vllm"]["versions"]}

@@ -15,6 +15,7 @@ import socket
 import sys
 import traceback
 from collections.abc import Callable
+from types import MappingProxyType
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # nothing may reach a hub
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -22,8 +23,41 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import torch
 
 # Allowed stand-in: the loaders call torch.accelerator.empty_cache(), which raises on a machine
-# without an accelerator. Nothing else of torch is touched.
+# without an accelerator.
 torch.accelerator.empty_cache = lambda: None
+
+# The engines' plain torch path on any x86-64 CPU. vLLM and SGLang ask torch.cpu.get_capabilities() whether the
+# CPU has AMX and, where it does, route small bf16/fp16 GEMMs and MLA attention to their own CPU extensions
+# (vLLM 0.33.0: model_executor/layers/utils.py check_cpu_sgl_kernel -> torch.ops._C.convert_weight_packed,
+# platforms/cpu.py -> the AMX_MLA backend; SGLang 0.5.23: srt/utils/common.py cpu_has_amx_support), which the
+# wheels from the package index do not carry for CPU: on an AMX machine every vLLM MLA cell failed at init with
+# "'_C' object has no attribute 'convert_weight_packed'". Those extensions are fast paths of the same maths, not
+# the loading and capture rules this tier checks, so the engines are told the CPU has no AMX.
+# EAGLE3_ENGINES_CPU_ISA replays other CPUs on this one by changing what the CPU itself claims (torch's C probe,
+# beneath what the engines ask): `amx` claims AMX and AVX512-BF16 (a Sapphire Rapids), `avx2` claims neither AMX nor
+# any AVX-512 (an older or smaller x86-64), and `amx-unshimmed` claims AMX and also leaves the engines' question to
+# that claim, which reproduces the failure above. tests/test_engines.py runs all three.
+AMX = ("amx_tile", "amx_bf16", "amx_int8", "amx_fp16")
+CLAIMS = {"amx": {**dict.fromkeys(AMX, True), "avx512_bf16": True},
+          "amx-unshimmed": {**dict.fromkeys(AMX, True), "avx512_bf16": True}}
+_CPU_ISA = os.environ.get("EAGLE3_ENGINES_CPU_ISA", "")
+if _CPU_ISA:
+    _probed = torch._C._cpu._get_cpu_capability
+    if _CPU_ISA == "avx2":
+        torch._C._cpu._get_cpu_capability = lambda: {
+            **_probed(), **{key: False for key in _probed() if key.startswith(("amx", "avx512", "avx10"))}}
+    else:
+        torch._C._cpu._get_cpu_capability = lambda: {**_probed(), **CLAIMS[_CPU_ISA]}
+if _CPU_ISA != "amx-unshimmed":
+    _capabilities = torch.cpu.get_capabilities
+    torch.cpu.get_capabilities = lambda: MappingProxyType({**_capabilities(), **dict.fromkeys(AMX, False)})
+
+
+def cpu_isa() -> dict:
+    """Whether the CPU claims AMX, and whether the engines are told it has it (reported beside each probe's results)."""
+    claimed = torch._C._cpu._get_cpu_capability()
+    return {"cpu_claims_amx": bool(claimed.get("amx_tile")), "cpu_claims_avx512": bool(claimed.get("avx512_f")),
+            "engines_see_amx": torch.cpu._is_amx_tile_supported(), "engines_see_avx512": torch.cpu._is_avx512_supported()}
 
 
 def free_port() -> int:

@@ -17,6 +17,7 @@ model_runner_components.spec_aux_hidden_state.resolve_spec_aux_hidden_state_conf
 target's capture ids come from). Stand-ins, for the forward only: causal SDPA in place of
 RadixAttention (the paged attention op), forward_native for SGLang's fused ops, and a forward
 batch that carries only what the drafter's forward reads (spec_info.hidden_states, the mode).
+On every CPU: SGLang is told the CPU has no AMX, as vLLM is (tests/engines/_engine.py).
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def main(jobs_file: str, out_dir: str) -> None:
                                  distributed_init_method=f"tcp://127.0.0.1:{_engine.free_port()}")
     initialize_model_parallel(backend="gloo")
     _engine.run_jobs(jobs_file, lambda job, stage: run(job, stage, out_dir),
-                     {"versions": _engine.versions("sglang", "transformers", "torch")})
+                     {"versions": _engine.versions("sglang", "transformers", "torch"), "cpu": _engine.cpu_isa()})
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ speculators format included, and check the verifier), VllmConfig, init_distribut
 and ensure_model_parallel_initialized (world size 1, gloo), get_model (the registry, the
 model's __init__ and its load_weights). Stand-ins, for the forward only: causal SDPA in place
 of the paged attention op, and forward_native for vLLM's custom ops (their CPU kernels live in
-vllm._C, which the CUDA wheel does not ship for CPU).
+vllm._C, which the CUDA wheel does not ship for CPU). On every CPU: vLLM is told the CPU has no
+AMX, so that it takes its plain torch path instead of kernels the wheel lacks (tests/engines/_engine.py).
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def main(jobs_file: str, out_dir: str) -> None:
                                      distributed_init_method=f"tcp://127.0.0.1:{_engine.free_port()}")
         ensure_model_parallel_initialized(1, 1)
     _engine.run_jobs(jobs_file, lambda job, stage: run(job, stage, out_dir),
-                     {"versions": _engine.versions("vllm", "transformers", "torch")})
+                     {"versions": _engine.versions("vllm", "transformers", "torch"), "cpu": _engine.cpu_isa()})
 
 
 if __name__ == "__main__":
