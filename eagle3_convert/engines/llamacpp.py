@@ -17,6 +17,7 @@ from . import Reading, TargetContext
 from .common import IDS_KEY, architectures, flag, has, id_list, nested, num_layers
 
 LABEL = "llama.cpp's converter (from source)"
+RELEASE = "llama.cpp b11434"  # the build these rules were read from (docs/formats.md §7)
 ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel"}
 
 

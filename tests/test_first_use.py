@@ -1,0 +1,90 @@
+"""What a new user hit (issue 25), each case run as the user ran it: the real CLI on real files, the
+loopback Hub of tests/hub_server.py for publish, and what is printed, written or left untouched."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from huggingface_hub import ModelCard, snapshot_download
+
+from conftest import EXAMPLE, run_cli
+from eagle3_convert.engines import SERVING, release
+from hub_server import HubServer, isolated_hub
+
+# huggingface_hub PUTs LFS content with `data=<file>`, which httpx deprecates; not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
+
+TOKEN = "hf_first_use_token"
+REPO = "test-user/first-drafter"
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubServer]:
+    with isolated_hub(monkeypatch, tmp_path / "hf-home") as server:
+        yield server
+
+
+# ---------------------------------------------------------------------------------- 1. the model card
+
+# The card's section for each engine (the speculators library is served through vLLM's command).
+CARD_SECTIONS = {"vllm-v1": "### vLLM", "vllm-v2": "### vLLM", "sglang": "### SGLang",
+                 "trtllm": "### TensorRT-LLM", "llamacpp": "### llama.cpp"}
+
+
+def _serving(layout: str, tmp_path: Path) -> set[str]:
+    """The engines convert says serve the example in `layout` as trained (its `--json` verdicts)."""
+    result = run_cli("--to", layout, EXAMPLE, tmp_path / f"as-{layout}", "--no-registry", "--json")
+    assert result.exit_code == 0, result.stderr
+    return {engine for engine, v in json.loads(result.stdout)["serves"].items() if v["verdict"] in SERVING}
+
+
+def _section(card: str, heading: str) -> str:
+    return card.split(heading, 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+
+
+@pytest.mark.parametrize("layout", ["speculators", "sglang", "vllm", "modelopt"])
+def test_the_card_has_a_serve_command_for_every_engine_that_serves_it(hub: HubServer, tmp_path: Path, layout: str):
+    serving = _serving(layout, tmp_path)
+    result = run_cli("publish", EXAMPLE, REPO, "--layout", layout, "--endpoint", hub.url, "--token", TOKEN,
+                     "--no-record", "--dry-run", "--json")
+    assert result.exit_code == 0, result.stderr
+    card = json.loads(result.stdout)["card"]
+    for engine, heading in CARD_SECTIONS.items():
+        shown = heading in card
+        assert shown == any(e in serving for e, h in CARD_SECTIONS.items() if h == heading), (engine, layout)
+        if shown:  # each command names the release it was judged for
+            assert f"Judged for {release(engine)}" in _section(card, heading), (heading, layout)
+    assert ("### vLLM" in card) and ("vllm serve example-org/tiny-llama-target" in card)  # every layout: vLLM serves
+    if "sglang" in serving:
+        assert "--speculative-draft-model-path test-user/first-drafter" in _section(card, "### SGLang")
+    if "trtllm" in serving:
+        assert "eagle3_layers_to_capture: [1, 3, 4]" in _section(card, "### TensorRT-LLM")
+    if "llamacpp" in serving:
+        llama = _section(card, "### llama.cpp")
+        assert "eagle3-convert --to gguf test-user/first-drafter first-drafter-gguf --target-gguf TARGET.gguf" in llama
+        assert "llama-server -m TARGET.gguf -md first-drafter-gguf/eagle3-first-drafter-BF16.gguf" in llama
+        assert "--spec-type draft-eagle3" in llama
+
+
+def test_the_published_card_names_the_releases_and_reads_as_english(hub: HubServer, tmp_path: Path):
+    result = run_cli("publish", EXAMPLE, REPO, "--layout", "sglang", "--endpoint", hub.url, "--token", TOKEN,
+                     "--no-record")
+    assert result.exit_code == 0, result.stderr
+    snapshot = Path(snapshot_download(REPO, endpoint=hub.url, token=TOKEN, cache_dir=tmp_path / "dl"))
+    card = ModelCard.load(snapshot / "README.md").text
+    assert "Judged for vLLM 0.33.0 (V1 and V2 runners): captures [2, 4, 5], trained maths." in card
+    assert "Judged for SGLang 0.5.23: captures [2, 4, 5], trained maths." in card
+    assert "Judged for llama.cpp b11434:" in card and "Judged for TensorRT-LLM, 2026 sources:" in card
+    assert "replaying how SGLang loads them:" in card and "load them" not in card.replace("loads them", "")
+
+
+def test_a_card_for_two_engines_says_load(hub: HubServer):
+    result = run_cli("publish", EXAMPLE, REPO, "--endpoint", hub.url, "--token", TOKEN, "--no-record", "--dry-run",
+                     "--json")
+    assert result.exit_code == 0, result.stderr
+    card = json.loads(result.stdout)["card"]
+    assert "replaying how speculators and vLLM load them:" in card
+    assert "### SGLang" not in card  # SGLang refuses a speculators config: no command that would fail
