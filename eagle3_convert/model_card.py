@@ -243,6 +243,7 @@ def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_r
     """How llama.cpp serves the drafter (`--spec-type draft-eagle3`): a GGUF as published, any other layout
     once converted to GGUF against the target's own GGUF (llama.cpp drafts only from a GGUF)."""
     from .engines import release
+    from .engines.llamacpp import serve_argv
 
     ggufs = [f for f in files if f.endswith(".gguf")]
     judged = _judged(release("llamacpp"), [verdict])
@@ -252,17 +253,14 @@ def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_r
         dest = f"{repo_id.split('/')[-1]}-gguf"
         convert = ["eagle3-convert", "--to", "gguf", repo_id, dest, "--target-gguf", "TARGET.gguf",
                    "--outtype", "bf16", *(["--revision", drafter_revision] if drafter_revision else [])]
-        serve = ["llama-server", "-m", "TARGET.gguf", "-md", f"{dest}/{file_name(Path(dest), 'BF16')}",
-                 "--spec-type", "draft-eagle3", "--spec-draft-n-max", "3", "--spec-draft-p-min", "0.0", "-np", "1",
-                 "-fa", "on"]
+        serve = serve_argv("TARGET.gguf", f"{dest}/{file_name(Path(dest), 'BF16')}")
         return ["### llama.cpp", "", judged, "", "```bash", shlex.join(convert), _shell(serve), "```", "",
                 "`TARGET.gguf` is the target model's own GGUF: its tokenizer, depth and width go into the drafter's "
                 "GGUF.", ""]
     name = ggufs[0]
     download = ["hf", "download", repo_id, name, "--local-dir", ".",
                 *(["--revision", drafter_revision] if drafter_revision else [])]
-    serve = ["llama-server", "-m", "TARGET.gguf", "-md", name, "--spec-type", "draft-eagle3",
-             "--spec-draft-n-max", "3", "--spec-draft-p-min", "0.0", "-np", "1", "-fa", "on"]
+    serve = serve_argv("TARGET.gguf", name)
     return ["### llama.cpp", "", judged, "", "```bash", _shell(download), _shell(serve), "```", "",
             "`TARGET.gguf` is the target model's own GGUF, the one this drafter was converted against (its "
             "tokenizer is copied into the drafter). `llama-server -hfd "

@@ -88,3 +88,36 @@ def test_a_card_for_two_engines_says_load(hub: HubServer):
     card = json.loads(result.stdout)["card"]
     assert "replaying how speculators and vLLM load them:" in card
     assert "### SGLang" not in card  # SGLang refuses a speculators config: no command that would fail
+
+
+# ---------------------------------------------------------------------------- 2. what --to gguf wrote
+
+def test_to_gguf_names_the_file_it_wrote_and_the_llama_server_line(tmp_path: Path):
+    pytest.importorskip("gguf", reason="--to gguf needs the gguf package (eagle3-convert[gguf])")
+    from gguf_target import write_target_gguf
+
+    from eagle3_convert.schemas import output_violations
+
+    target = write_target_gguf(tmp_path / "target.gguf", layers=8, hidden=64, vocab=512)
+    dst = tmp_path / "tiny-gguf"
+    result = run_cli("--to", "gguf", EXAMPLE, dst, "--target-gguf", target, "--no-registry")
+    assert result.exit_code == 0, result.stderr
+    written = dst / "eagle3-tiny-BF16.gguf"
+    assert written.is_file()
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"wrote {written} (gguf): 14 tensors, 130.0 KiB"
+    assert (f"serve it with the target's GGUF: llama-server -m {target} -md {written} --spec-type draft-eagle3 "
+            "--spec-draft-n-max 3 --spec-draft-p-min 0.0 -np 1 -fa on") in lines
+    # The engines that cannot open a GGUF say so once, without repeating their own name.
+    assert "  SGLang                             refuses it loudly: a GGUF is llama.cpp's format, not one this " \
+           "engine loads" in lines
+
+    again = run_cli("--to", "gguf", EXAMPLE, dst, "--target-gguf", target, "--no-registry", "--force", "--json")
+    assert again.exit_code == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert output_violations(summary) == []
+    assert summary["llama_server"]["gguf"] == str(written)
+    assert summary["llama_server"]["argv"][:5] == ["llama-server", "-m", str(target), "-md", str(written)]
+
+    other = run_cli("--to", "vllm", EXAMPLE, tmp_path / "vllm", "--no-registry", "--json")
+    assert json.loads(other.stdout)["llama_server"] is None

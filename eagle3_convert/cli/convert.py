@@ -91,6 +91,18 @@ def trtllm_serve(capture: dict[str, Any], model_dir: str, verdict: Any = None,
     return out
 
 
+def llama_server(result: Any, target_gguf: str) -> dict[str, Any]:
+    """The GGUF `--to gguf` wrote (`eagle3-<name>-<TYPE>.gguf` in DST) and the llama-server command that
+    drafts with it for the `--target-gguf` it was written against."""
+    import shlex
+
+    from ..engines.llamacpp import serve_argv
+
+    gguf = str(result.dest / next(name for name in result.files if name.endswith(".gguf")))
+    argv = serve_argv(target_gguf, gguf)
+    return {"gguf": gguf, "argv": argv, "command": shlex.join(argv)}
+
+
 def trtllm_lines(serve: dict[str, Any]) -> list[str]:
     head = "TensorRT-LLM (from source, not loaded) takes the capture layers at serve time; its YAML:"
     return [f"note: {serve['note']}"] * bool(serve["note"]) + [head, *serve["yaml"].splitlines()]
@@ -226,11 +238,13 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         "from_registry": result.facts.get("from_registry"), "registry_conflicts": conflicts,
         "trtllm_serve": (trtllm_serve(capture, str(result.dest), result.serves.get("trtllm"))
                          if result.layout == "modelopt" else None),
+        "llama_server": llama_server(result, target_gguf) if result.layout == "gguf" else None,
     }
     if as_json:
         emit_json(summary)
         return
-    click.echo(f"wrote {result.dest} ({result.layout}): {len(result.plan.tensors)} tensors, {human_bytes(size)}")
+    written = summary["llama_server"]["gguf"] if summary["llama_server"] else result.dest
+    click.echo(f"wrote {written} ({result.layout}): {len(result.plan.tensors)} tensors, {human_bytes(size)}")
     per_engine = capture["per_engine"]
 
     def spelled(layout: str) -> Any:  # a layout named after no engine (gguf) spells its engine's convention
@@ -246,6 +260,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     if summary["trtllm_serve"]:
         for line in trtllm_lines(summary["trtllm_serve"]):
             click.echo(line)
+    if summary["llama_server"]:
+        click.echo(f"serve it with the target's GGUF: {summary['llama_server']['command']}")
     if recorded:
         click.echo(f"recorded drafter {result.drafter_id[:12]} in {store.path}")
     for note in summary["notes"]:

@@ -151,7 +151,7 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
     if meta is not None:  # a GGUF file: only llama.cpp opens it
         config = {"gguf": meta}
         return {e: readers[e](config, names, ctx) if e == "llamacpp" else
-                Reading(e, LABELS[e], refusal=f"{LABELS[e]} does not load GGUF files (llama.cpp's format)")
+                Reading(e, LABELS[e], refusal="a GGUF is llama.cpp's format, not one this engine loads")
                 for e in engines}
     return {e: readers[e](config, names, ctx) for e in engines}
 
