@@ -121,3 +121,69 @@ def test_to_gguf_names_the_file_it_wrote_and_the_llama_server_line(tmp_path: Pat
 
     other = run_cli("--to", "vllm", EXAMPLE, tmp_path / "vllm", "--no-registry", "--json")
     assert json.loads(other.stdout)["llama_server"] is None
+
+
+# ------------------------------------------------------------------------- 3. lines that say things once
+
+def _capture_line(result) -> str:
+    assert result.exit_code == 0, result.stderr
+    return next(line for line in result.stdout.splitlines() if line.startswith("capture layers:"))
+
+
+def test_convert_names_each_layout_once_and_only_configs_that_hold_ids(tmp_path: Path, sample):
+    same = run_cli("--to", "speculators", EXAMPLE, tmp_path / "same", "--no-registry")
+    assert _capture_line(same) == "capture layers: boundaries [2, 4, 5]; as written for speculators: [2, 4, 5]"
+    other = run_cli("--to", "sglang", EXAMPLE, tmp_path / "sglang", "--no-registry")
+    assert _capture_line(other) == ("capture layers: boundaries [2, 4, 5]; as read from speculators: [2, 4, 5]; "
+                                    "as written for sglang: [1, 3, 4]")
+    # EAGLE's config holds no ids (it hard-codes the defaults, the trained layers on this 8-layer target).
+    from conftest import DATA
+
+    eagle = run_cli("--to", "eagle", EXAMPLE, tmp_path / "eagle", "--target", DATA / "targets" / "llama-tiny",
+                    "--no-registry")
+    line = _capture_line(eagle)
+    assert "as written for eagle" not in line and "the eagle config holds none" in line
+    assert "eagle_aux_hidden_state_layer_ids" not in (tmp_path / "eagle" / "config.json").read_text()
+
+    # A SpecForge export that lost its ids: they come from --capture-layers, and the source is not said to spell them.
+    src = sample("specforge-sglang")
+    config = json.loads((src / "config.json").read_text())
+    del config["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    (src / "config.json").write_text(json.dumps(config))
+    given = run_cli("--to", "sglang", src, tmp_path / "given", "--capture-layers", "1,3,4", "--convention",
+                    "specforge", "--no-registry")
+    assert _capture_line(given) == "capture layers: boundaries [2, 4, 5]; as written for sglang: [1, 3, 4]"
+    assert "taken from --capture-layers (specforge ids [1, 3, 4]): config.json names none" in given.stdout
+
+
+def test_search_prints_one_line_per_copy_and_details_under_verbose(tmp_path: Path):
+    registry = tmp_path / "registry.db"
+    for layout in ("speculators", "sglang", "vllm", "modelopt"):
+        assert run_cli("--to", layout, EXAMPLE, tmp_path / layout, "--registry", registry).exit_code == 0
+    short = run_cli("search", "--target", "example-org/tiny-llama-target", "--registry", registry)
+    assert short.exit_code == 0, short.stderr
+    lines = short.stdout.splitlines()
+    assert len(lines) == 1 + 5  # the drafter, and its five copies (the example and four conversions)
+    assert lines[0].startswith("drafter ") and "boundaries [2, 4, 5]" in lines[0]
+    sglang = next(line for line in lines if line.startswith("  sglang "))
+    assert sglang.endswith("as-trained: vllm-v1 vllm-v2 sglang llamacpp; runtime-layers: trtllm; refuses: speculators")
+
+    verbose = run_cli("search", "--target", "example-org/tiny-llama-target", "--registry", registry, "--verbose")
+    assert verbose.exit_code == 0, verbose.stderr
+    detail = verbose.stdout.splitlines()
+    assert len(detail) == 1 + 5 * (1 + 6)  # each copy, and a line per engine
+    assert "    vLLM (V1 runner)             as-trained      captures [2, 4, 5], trained maths" in detail
+    assert not any(line.count("[2, 4, 5]") > 1 for line in detail)  # the layers are named once per line
+
+
+def test_inspect_calls_a_gguf_s_metadata_its_keys(tmp_path: Path):
+    pytest.importorskip("gguf", reason="--to gguf needs the gguf package (eagle3-convert[gguf])")
+    from gguf_target import write_target_gguf
+
+    target = write_target_gguf(tmp_path / "target.gguf", layers=8, hidden=64, vocab=512)
+    assert run_cli("--to", "gguf", EXAMPLE, tmp_path / "d", "--target-gguf", target, "--no-registry").exit_code == 0
+    shown = run_cli("inspect", tmp_path / "d")
+    assert shown.exit_code == 0, shown.stderr
+    assert "config.json" not in shown.stdout and "    _gguf:" not in shown.stdout
+    assert "  metadata     eagle3-d-BF16.gguf's keys as stored (19 keys; 512 tokenizer tokens not shown)" in shown.stdout
+    assert "    eagle3.target_layers: [2, 4, 5]" in shown.stdout
