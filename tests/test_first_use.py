@@ -187,3 +187,73 @@ def test_inspect_calls_a_gguf_s_metadata_its_keys(tmp_path: Path):
     assert "config.json" not in shown.stdout and "    _gguf:" not in shown.stdout
     assert "  metadata     eagle3-d-BF16.gguf's keys as stored (19 keys; 512 tokenizer tokens not shown)" in shown.stdout
     assert "    eagle3.target_layers: [2, 4, 5]" in shown.stdout
+
+
+# ------------------------------------------------------------------------------- 4. a read never writes
+
+def _tables(registry) -> list[str]:
+    from registry_backends import is_postgres, sql
+
+    if is_postgres(registry):
+        return sorted(r[0] for r in sql(registry, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"))
+    return sorted(r[0] for r in sql(registry, "SELECT name FROM sqlite_master WHERE type = 'table'"))
+
+
+LOOKUPS = [("registry", "list"), ("registry", "list", "--json"), ("registry", "show", "abcd"),
+           ("registry", "lineage", "abcd"), ("registry", "remove", "abcd"), ("search", "--target", "org/model"),
+           ("search", "--target", "org/model", "--json"), ("validate", EXAMPLE)]
+
+
+def _look_everywhere(registry) -> None:
+    from eagle3_convert.schemas import output_violations
+
+    for args in LOOKUPS:
+        result = run_cli(*args, "--registry", registry)
+        said = result.stdout + result.stderr
+        assert "Traceback" not in said
+        if args[0] == "validate":  # its lookup finds no record: the checkpoint is valid as before
+            assert result.exit_code == 0, said
+        elif args[1] in ("show", "lineage", "remove"):  # no drafter can be found: one line, exit 1
+            assert result.exit_code == 1 and "no registry here:" in result.stderr, said
+            assert "[E-REGISTRY-NONE]" in result.stderr and "hint:" in result.stderr
+        else:  # an answer: nothing is recorded there
+            assert result.exit_code == 0 and "no registry here:" in result.stdout, said
+            if "--json" in args:
+                doc = json.loads(result.stdout)
+                assert output_violations(doc) == [] and doc["no_registry"].startswith("no registry here:")
+
+
+def test_a_lookup_where_there_is_no_registry_creates_nothing(registry_url, tmp_path: Path):
+    from registry_backends import is_postgres, sql
+
+    _look_everywhere(registry_url)
+    if is_postgres(registry_url):
+        assert _tables(registry_url) == []  # the empty database is left empty
+    else:
+        assert not registry_url.parent.exists()  # no file, not even its folder
+
+    # A database (or SQLite file) holding someone else's tables: looked at, not touched.
+    if not is_postgres(registry_url):
+        registry_url.parent.mkdir()
+    sql(registry_url, "CREATE TABLE bookmarks (url TEXT)", "INSERT INTO bookmarks VALUES ('https://example.org')")
+    before = None if is_postgres(registry_url) else registry_url.read_bytes()
+    _look_everywhere(registry_url)
+    assert _tables(registry_url) == ["bookmarks"]
+    assert sql(registry_url, "SELECT url FROM bookmarks") == [("https://example.org",)]
+    if before is not None:
+        assert registry_url.read_bytes() == before and sorted(p.name for p in registry_url.parent.iterdir()) == [
+            registry_url.name]  # not switched to WAL: no -wal or -shm beside it
+
+
+def test_only_a_writing_command_creates_the_registry(registry_url, tmp_path: Path):
+    from registry_backends import is_postgres
+
+    assert run_cli("registry", "list", "--registry", registry_url).exit_code == 0
+    written = run_cli("--to", "sglang", EXAMPLE, tmp_path / "out", "--registry", registry_url)
+    assert written.exit_code == 0, written.stderr
+    assert {"drafters", "locations", "lineage", "aliases"} <= set(_tables(registry_url))
+    listed = run_cli("registry", "list", "--registry", registry_url)
+    assert listed.exit_code == 0 and "no registry here" not in listed.stdout
+    assert "example-org/tiny-llama-target" in listed.stdout
+    if not is_postgres(registry_url):
+        assert registry_url.is_file()

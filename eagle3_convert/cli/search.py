@@ -33,7 +33,9 @@ def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None,
     if as_json:
         emit_json(found)
         return
-    if not found["drafters"]:
+    if found["no_registry"]:
+        click.echo(found["no_registry"])
+    if not found["drafters"] and (hub or not found["no_registry"]):
         click.echo(f"no drafters found for {target}" + ("" if hub else " in the registry (--hub also asks the Hub)"))
         if found["similar_targets"]:
             click.echo(f"recorded targets with a similar name: {', '.join(found['similar_targets'])}")
