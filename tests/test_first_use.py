@@ -257,3 +257,49 @@ def test_only_a_writing_command_creates_the_registry(registry_url, tmp_path: Pat
     assert "example-org/tiny-llama-target" in listed.stdout
     if not is_postgres(registry_url):
         assert registry_url.is_file()
+
+
+# ----------------------------------------------------------------- 5. one message, one exit code per mistake
+
+def _kinds_of_wrong_target_gguf(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    from gguf_target import write_target_gguf
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    write_target_gguf(folder / "target.gguf", layers=8, hidden=64, vocab=512)
+    bogus = tmp_path / "notes.gguf"
+    bogus.write_text("not a gguf\n")
+    drafter = tmp_path / "drafter"
+    assert run_cli("--to", "gguf", EXAMPLE, drafter, "--target-gguf", folder / "target.gguf",
+                   "--no-registry").exit_code == 0
+    return {
+        "folder": (folder, f"--target-gguf {folder} is a folder, not a GGUF file"),
+        "missing": (tmp_path / "nowhere.gguf", f"--target-gguf {tmp_path / 'nowhere.gguf'}: no such file"),
+        "not a GGUF": (bogus, f"--target-gguf {bogus} is not a GGUF file"),
+        "a drafter": (drafter / "eagle3-drafter-BF16.gguf",
+                      f"--target-gguf {drafter / 'eagle3-drafter-BF16.gguf'} is an EAGLE-3 drafter, not a target model"),
+    }
+
+
+@pytest.mark.parametrize("command", ["convert", "publish"])
+def test_every_wrong_target_gguf_is_bad_input_with_its_own_line(hub: HubServer, tmp_path: Path, command: str):
+    pytest.importorskip("gguf", reason="--to gguf needs the gguf package (eagle3-convert[gguf])")
+    dst = tmp_path / "out"
+
+    def run(*extra):
+        if command == "convert":
+            return run_cli("--to", "gguf", EXAMPLE, dst, "--no-registry", *extra)
+        return run_cli("publish", EXAMPLE, REPO, "--layout", "gguf", "--endpoint", hub.url, "--token", TOKEN,
+                       "--no-record", "--dry-run", *extra)
+
+    for kind, (path, message) in _kinds_of_wrong_target_gguf(tmp_path).items():
+        result = run("--target-gguf", path)
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 1, (kind, result.exit_code, result.stderr)  # bad input, whatever the kind
+        assert lines[-1].startswith(f"error: {message} [E-GGUF-TARGET] — hint: pass the target model's .gguf file"), \
+            (kind, lines)
+        assert "Traceback" not in result.stderr and not dst.exists()
+    hinted = run("--target-gguf", tmp_path / "models").stderr
+    assert f"e.g. {tmp_path / 'models' / 'target.gguf'}" in hinted  # the folder's GGUF is named
+    absent = run()  # leaving the option out is a usage error
+    assert absent.exit_code == 2 and "[E-GGUF-TARGET]" in absent.stderr and "--target-gguf PATH" in absent.stderr
