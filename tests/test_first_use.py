@@ -303,3 +303,39 @@ def test_every_wrong_target_gguf_is_bad_input_with_its_own_line(hub: HubServer, 
     assert f"e.g. {tmp_path / 'models' / 'target.gguf'}" in hinted  # the folder's GGUF is named
     absent = run()  # leaving the option out is a usage error
     assert absent.exit_code == 2 and "[E-GGUF-TARGET]" in absent.stderr and "--target-gguf PATH" in absent.stderr
+
+
+# -------------------------------------------------------------------- 6. the Python API and the CLI
+
+def _readme_api_example() -> list[str]:
+    from conftest import REPO
+
+    text = (REPO / "README.md").read_text()
+    block = text.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    return block.splitlines()
+
+
+def test_the_readme_api_example_runs_and_records_only_when_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]):
+    import shutil
+
+    from eagle3_convert.registry import open_registry
+
+    shutil.copytree(EXAMPLE, tmp_path / "examples" / "tiny-llama-speculators")
+    monkeypatch.chdir(tmp_path)
+    registry = tmp_path / "api-registry.db"
+    monkeypatch.setenv("EAGLE3_CONVERT_REGISTRY", str(registry))
+    lines = _readme_api_example()
+    assert any(line.startswith("record_conversion(result)") for line in lines)  # said beside the example
+    exec("\n".join(line for line in lines if not line.startswith("record_conversion")), {})
+    assert (tmp_path / "build" / "api-sglang" / "config.json").is_file() and not registry.exists()  # no record
+    exec("\n".join(lines), {})
+    with open_registry(registry) as store:
+        [record] = store.list()
+    assert {location.layout for location in record.locations} == {"speculators", "sglang"}
+    assert record.drafter_id in capsys.readouterr().out
+
+    # The CLI, by contrast, records by default.
+    cli_registry = tmp_path / "cli-registry.db"
+    assert run_cli("--to", "vllm", EXAMPLE, tmp_path / "cli-vllm", "--registry", cli_registry).exit_code == 0
+    assert cli_registry.is_file()
