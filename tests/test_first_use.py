@@ -339,3 +339,62 @@ def test_the_readme_api_example_runs_and_records_only_when_asked(monkeypatch: py
     cli_registry = tmp_path / "cli-registry.db"
     assert run_cli("--to", "vllm", EXAMPLE, tmp_path / "cli-vllm", "--registry", cli_registry).exit_code == 0
     assert cli_registry.is_file()
+
+
+# ---------------------------------------------------- 7. a ModelOpt export's YaRN, into SGLang (SpecForge)
+
+EXPORTED_YARN = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 2048}  # ModelOpt's default
+
+
+def _modelopt_export(tmp_path: Path) -> Path:
+    from builders import DrafterSpec, build_drafter
+
+    src = build_drafter(tmp_path / "modelopt-export", "modelopt", DrafterSpec())
+    config = json.loads((src / "config.json").read_text())
+    config.pop("rope_parameters", None)
+    config["rope_scaling"] = dict(EXPORTED_YARN)
+    (src / "config.json").write_text(json.dumps(config, indent=2))
+    return src
+
+
+def test_sglang_gets_yarn_written_out_and_the_export_s_yarn_is_said(tmp_path: Path):
+    from conftest import tree_digest
+    from eagle3_convert.convert import read_source
+
+    src = _modelopt_export(tmp_path)
+    before = tree_digest(src)
+    said = "which ModelOpt's exporter injects (eagle_export_rope_scaling) into drafters trained without rope scaling"
+
+    checked = run_cli("validate", src, "--json")
+    assert checked.exit_code == 0, checked.stdout
+    [finding] = [f for f in json.loads(checked.stdout)["findings"] if f["code"] == "I-ROPE-EXPORT-YARN"]
+    assert said in finding["message"] and finding["where"] == "$.rope_scaling"
+    assert said in run_cli("validate", src).stdout
+
+    dst = tmp_path / "sglang"
+    converted = run_cli("--to", "sglang", src, dst, "--no-registry")
+    assert converted.exit_code == 0, converted.stderr
+    assert f"note: the config's rope scaling is YaRN (factor 32.0, original_max_position_embeddings 2048), {said}" \
+        in converted.stdout
+    written = json.loads((dst / "config.json").read_text())["rope_scaling"]
+    assert written == {**EXPORTED_YARN, "beta_fast": 32.0, "beta_slow": 1.0}  # transformers' defaults, explicit
+    assert tree_digest(src) == before  # SRC untouched
+
+    # The same maths and the same drafter: the id is unchanged and --to modelopt gives the export's config back.
+    assert read_source(str(dst)).drafter.config.rope == read_source(str(src)).drafter.config.rope
+    back = tmp_path / "back"
+    assert run_cli("--to", "modelopt", dst, back, "--no-registry").exit_code == 0
+    assert json.loads((back / "config.json").read_text())["rope_scaling"] == EXPORTED_YARN
+    ids = {json.loads((p / "eagle3-convert.json").read_text())["drafter_id"] for p in (dst, back)}
+    assert len(ids) == 1
+
+    # A non-ModelOpt source with YaRN is not said to carry ModelOpt's injection; its betas are kept as they are.
+    vllm = tmp_path / "vllm"
+    assert run_cli("--to", "vllm", src, vllm, "--no-registry").exit_code == 0
+    assert "I-ROPE-EXPORT-YARN" not in run_cli("validate", vllm, "--json").stdout
+    explicit = {**EXPORTED_YARN, "beta_fast": 16.0, "beta_slow": 2.0}
+    config = json.loads((vllm / "config.json").read_text())
+    config["rope_scaling"] = explicit
+    (vllm / "config.json").write_text(json.dumps(config))
+    assert run_cli("--to", "sglang", vllm, tmp_path / "sglang2", "--no-registry").exit_code == 0
+    assert json.loads((tmp_path / "sglang2" / "config.json").read_text())["rope_scaling"] == explicit
