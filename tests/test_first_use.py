@@ -398,3 +398,25 @@ def test_sglang_gets_yarn_written_out_and_the_export_s_yarn_is_said(tmp_path: Pa
     (vllm / "config.json").write_text(json.dumps(config))
     assert run_cli("--to", "sglang", vllm, tmp_path / "sglang2", "--no-registry").exit_code == 0
     assert json.loads((tmp_path / "sglang2" / "config.json").read_text())["rope_scaling"] == explicit
+
+
+# ------------------------------------------------------------------- 8. the README's benchmark command
+
+def test_the_readme_leads_with_the_quick_benchmark_and_says_what_the_full_one_costs(monkeypatch: pytest.MonkeyPatch):
+    import importlib
+
+    from conftest import REPO
+
+    section = (REPO / "README.md").read_text().split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    commands = section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert commands[0].startswith("python benchmarks/run.py --quick ")
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    run = importlib.import_module("run")
+    # What the comment beside --quick says is what --quick runs.
+    assert run.QUICK["sizes"] == "8b" and run.QUICK["runs"] == 1
+    assert "1 run, " + " <-> ".join(run.QUICK["layouts"].split(",")) in commands[0]
+    assert "under 2 minutes" in commands[0] and "under 2 minutes" in run.__doc__
+    # The plain command is the full run, and the text says what it costs.
+    assert commands[1].startswith("python benchmarks/run.py ") and "--" not in commands[1].split("#")[0]
+    assert run.FULL["sizes"] == "8b,8b-embed,kimi" and run.FULL["runs"] == 3 and "bin" in run.FULL["inputs"]
+    assert "about 25 GB" in section and "3 times each" in section and "half an hour" in section
