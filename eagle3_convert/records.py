@@ -28,7 +28,6 @@ from .fingerprint import drafter_id, tensor_digests
 from .registry.errors import NoRegistry, RegistryError
 from .registry.models import DrafterRecord, LineageEdge, Location
 from .registry.recording import record_facts, training_boundaries
-from .registry.paths import registry_exists
 from .registry.store import RegistryStore, open_registry
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None
@@ -160,10 +159,9 @@ def recorded_capture(path: str | os.PathLike[str], registry: RegistryArg = None,
     Found by the drafter id of its trusted eagle3-convert.json, else by where it was recorded
     (`path`, or `uri` such as hf://org/name@commit: an edited config is the case worth catching),
     else, with `by_content`, by the id of its bytes (reads every tensor; unreadable: not found).
-    A registry file that does not exist is not created: looking up writes nothing.
+    Where there is no registry (no file, or a database without our tables) nothing is created: looking up
+    writes nothing.
     """
-    if not isinstance(registry, RegistryStore) and not registry_exists(registry):
-        return None
     root = Path(path)
     try:
         with opened(registry, create=False) as store:
@@ -205,10 +203,8 @@ def stated_capture(path: str | os.PathLike[str], registry: RegistryArg = None) -
 
     Only boundaries the record names: a record of "engine default" adds nothing (the file already
     says as much), so an earlier conversion that merely recorded the target's depth cannot turn an
-    output's "engine default" into explicit ids. A missing registry file is not created.
+    output's "engine default" into explicit ids. A missing registry is not created.
     """
-    if not isinstance(registry, RegistryStore) and not registry_exists(registry):
-        return None
     try:
         with opened(registry, create=False) as store:
             record = _recorded_at(store, Path(path), None, False)
@@ -221,10 +217,8 @@ def stated_capture(path: str | os.PathLike[str], registry: RegistryArg = None) -
 
 
 def record_of(drafter_id: str | None, registry: RegistryArg = None) -> DrafterRecord | None:
-    """The record of exactly this drafter, or None (a registry file that does not exist is not created)."""
+    """The record of exactly this drafter, or None (a missing registry is not created)."""
     if not drafter_id:
-        return None
-    if not isinstance(registry, RegistryStore) and not registry_exists(registry):
         return None
     try:
         with opened(registry, create=False) as store:
