@@ -69,6 +69,8 @@ def engine_modules() -> dict[str, Any]:
 
 
 ENGINES = ("speculators", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamacpp")
+LABELS = {"speculators": "speculators library", "vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)",
+          "sglang": "SGLang", "trtllm": "TensorRT-LLM (from source)", "llamacpp": "llama.cpp"}
 
 
 def release(engine: str) -> str:
@@ -77,8 +79,6 @@ def release(engine: str) -> str:
 
     modules = {"speculators": speculators, "vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp}
     return modules[engine.split("-")[0]].RELEASE
-LABELS = {"speculators": "speculators library", "vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)",
-          "sglang": "SGLang", "trtllm": "TensorRT-LLM (from source)", "llamacpp": "llama.cpp"}
 
 
 def trained_boundaries(cfg: DrafterConfig, depth: int | None) -> list[int] | None:
