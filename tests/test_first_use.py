@@ -377,7 +377,9 @@ def test_sglang_gets_yarn_written_out_and_the_export_s_yarn_is_said(tmp_path: Pa
     assert f"note: the config's rope scaling is YaRN (factor 32.0, original_max_position_embeddings 2048), {said}" \
         in converted.stdout
     written = json.loads((dst / "config.json").read_text())["rope_scaling"]
-    assert written == {**EXPORTED_YARN, "beta_fast": 32.0, "beta_slow": 1.0}  # transformers' defaults, explicit
+    # transformers' reading spelled out: betas 32/1, and mscale 1 over mscale_all_dim 0, the same attention factor
+    # 0.1 ln(factor) + 1 (SpecForge 0.2.0 fails on any of the four absent: it passes None over its defaults)
+    assert written == {**EXPORTED_YARN, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
     assert tree_digest(src) == before  # SRC untouched
 
     # The same maths and the same drafter: the id is unchanged and --to modelopt gives the export's config back.
@@ -388,7 +390,7 @@ def test_sglang_gets_yarn_written_out_and_the_export_s_yarn_is_said(tmp_path: Pa
     ids = {json.loads((p / "eagle3-convert.json").read_text())["drafter_id"] for p in (dst, back)}
     assert len(ids) == 1
 
-    # A non-ModelOpt source with YaRN is not said to carry ModelOpt's injection; its betas are kept as they are.
+    # A non-ModelOpt source with YaRN is not said to carry ModelOpt's injection; the values it gives are kept.
     vllm = tmp_path / "vllm"
     assert run_cli("--to", "vllm", src, vllm, "--no-registry").exit_code == 0
     assert "I-ROPE-EXPORT-YARN" not in run_cli("validate", vllm, "--json").stdout
@@ -397,7 +399,8 @@ def test_sglang_gets_yarn_written_out_and_the_export_s_yarn_is_said(tmp_path: Pa
     config["rope_scaling"] = explicit
     (vllm / "config.json").write_text(json.dumps(config))
     assert run_cli("--to", "sglang", vllm, tmp_path / "sglang2", "--no-registry").exit_code == 0
-    assert json.loads((tmp_path / "sglang2" / "config.json").read_text())["rope_scaling"] == explicit
+    assert json.loads((tmp_path / "sglang2" / "config.json").read_text())["rope_scaling"] == {
+        **explicit, "mscale": 1.0, "mscale_all_dim": 0.0}
 
 
 # ------------------------------------------------------------------- 8. the README's benchmark command

@@ -298,9 +298,11 @@ def source_config(ckpt: Checkpoint) -> dict[str, Any]:
     return config
 
 
-# transformers' YaRN defaults (`_compute_yarn_parameters`: `beta_fast or 32`, `beta_slow or 1`), which SGLang and
-# vLLM apply too; SpecForge's YaRN rotary embedding takes them from the config and fails without them.
-YARN_DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0}
+# What a YaRN rope object means when it leaves these out, spelled out: transformers' `_compute_yarn_parameters`
+# takes `beta_fast or 32`, `beta_slow or 1` and, without both mscales, the attention factor 0.1 ln(factor) + 1,
+# which mscale 1 over mscale_all_dim 0 also gives (SGLang, vLLM and SpecForge divide the two). SpecForge passes
+# each key as read, None when absent, over its own defaults, and fails on None (docs/formats.md §2.2).
+YARN_DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
 
 
 def is_yarn(rope: Any) -> bool:
