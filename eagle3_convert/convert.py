@@ -295,6 +295,9 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
             registry_facts: dict | None = None) -> ConvertResult:
     """Convert the drafter at `src` (directory or Hub repo id) into layout `to` at `dest`.
 
+    Writes `dest` and nothing else: it neither records in the registry (records.record_conversion does, as
+    the CLI does after every conversion) nor asks it for lost capture ids (pass options.training_capture).
+
     `registry_facts` (a registry.RegistryFact as a dict) names where `options.training_capture` came
     from when the registry supplied it: the sidecar keeps it as `from_registry` when it was used.
     """

@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import Eagle3Error
 from .records import RegistryArg, opened
+from .registry.errors import NoRegistry
 from .registry.models import Location
 from .registry.recording import FINGERPRINT, conflict_message, disagreements, record_facts
 
@@ -213,9 +214,13 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
     from .engines import ENGINES
 
     engines = (engine,) if engine else ENGINES
-    with opened(registry) as store:
-        records = store.list(target)
-        similar = [] if records else similar_targets(target, store.list())
+    try:
+        with opened(registry, create=False) as store:
+            records = store.list(target)
+            similar = [] if records else similar_targets(target, store.list())
+        no_registry = None
+    except NoRegistry as exc:  # a search writes nothing: the Hub may still answer
+        records, similar, no_registry = [], [], exc.message
     hub_reader = reader(endpoint, token) if hub else None
     drafters: dict[str, dict[str, Any]] = {}
     for record in records:
@@ -263,7 +268,7 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
             item["copies"].append({"layout": read.layout, "uri": uri,
                                    **_hub_copy(read, item["capture_boundaries"], engines)})
     return {"target": target, "engines": list(engines), "hub": hub, "drafters": list(drafters.values()),
-            "similar_targets": similar}
+            "similar_targets": similar, "no_registry": no_registry}
 
 
 def similar_targets(target: str, records: list[Any]) -> list[str]:

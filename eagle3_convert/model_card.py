@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from .converters.base import capture_context
@@ -30,10 +31,11 @@ def card_tags(layout: str, engines: Sequence[str]) -> list[str]:
 
 
 def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[str, Any], report: Any,
-               engines: Sequence[str], license: str | None = None, drafter_revision: str | None = None,
-               files: Sequence[str] = ()) -> str:
+               engines: Sequence[str], serves: Mapping[str, Any], license: str | None = None,
+               drafter_revision: str | None = None, files: Sequence[str] = ()) -> str:
     """README.md for `repo_id`: `facts` are the published sidecar's, `report` the validation of the
-    published files, `engines` those that serve `layout`."""
+    published files, `engines` those that serve `layout` (the tags), `serves` every engine's verdict on
+    the published files (engines.serve_verdicts), which decides the serve commands."""
     from huggingface_hub import ModelCard, ModelCardData
 
     target = TargetIdentity.model_validate(facts["target"]) if facts.get("target") else config.target
@@ -52,8 +54,7 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
         *_target_section(target, target_name, facts.get("from_registry")),
         *_capture_section(config, facts, target),
         *_drafter_section(config, facts),
-        *_serve_section(repo_id, layout, engines, target, target_name, drafter_revision, config, facts),
-        *_llamacpp_section(repo_id, layout, files, drafter_revision),
+        *_serve_section(repo_id, layout, serves, target, target_name, drafter_revision, config, facts, files),
         *_lineage_section(facts, repo_id),
         *_validation_section(report),
         "---",
@@ -161,35 +162,49 @@ def _drafter_section(config: DrafterConfig, facts: dict[str, Any]) -> list[str]:
     return ["## Drafter", "", *_table(("", ""), [(k, v) for k, v in rows if v is not None]), ""]
 
 
-def _serve_section(repo_id: str, layout: str, engines: Sequence[str], target: TargetIdentity | None,
+def _serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target: TargetIdentity | None,
                    target_name: str | None, drafter_revision: str | None, config: DrafterConfig,
-                   facts: dict[str, Any]) -> list[str]:
+                   facts: dict[str, Any], files: Sequence[str]) -> list[str]:
+    """A serve command (or YAML) for every engine whose verdict on the published files is that it serves
+    them as trained, each naming the engine release it was judged for."""
+    from .engines import REFUSES, SERVING, release
+
+    serving = {engine: v for engine, v in serves.items() if v.verdict in SERVING}
     model = target_name or TARGET_PLACEHOLDER
     target_revision = target.revision if target else None
     lines = ["## Serve", ""]
+    if not serving:
+        return lines + ["No engine this tool knows serves these files as trained: see the validation below.", ""]
     if not target_name and _local_name(target):
         lines += [f"The target was a local copy (`{_cell(_local_name(target))}`): replace `{TARGET_PLACEHOLDER}` "
                   "with the model it was trained on.", ""]
     elif not target_name:
         lines += [f"The target is not recorded: replace `{TARGET_PLACEHOLDER}` with the model it was trained on.",
                   ""]
-    if "vllm" in engines or "speculators" in engines:
+    runners = [e for e in ("vllm-v1", "vllm-v2") if e in serving]
+    if runners:
         spec = {"method": "eagle3", "model": repo_id, "num_speculative_tokens": NUM_SPECULATIVE_TOKENS}
         if drafter_revision:
             spec["revision"] = drafter_revision
         argv = ["vllm", "serve", model, *(["--revision", target_revision] if target_revision else []),
                 "--speculative-config", json.dumps(spec)]
-        lines += ["### vLLM", "", "```bash", _shell(argv), "```", ""]
+        lines += ["### vLLM", "", _judged(release("vllm"), [serving[e] for e in runners]), "",
+                  "```bash", _shell(argv), "```", ""]
+        other = next((serves[e] for e in VLLM_RUNNERS if e in serves and e not in serving), None)
+        if other is not None:
+            lines += [f"Only with the {VLLM_RUNNERS[runners[0]]}: the {VLLM_RUNNERS[other.engine]} "
+                      f"{'refuses it' if other.verdict == REFUSES else 'serves it WRONG'} ({_cell(other.why)}).", ""]
         if layout == "speculators" and target_name and not drafter_revision:
             lines += [f"Its config names the target, so `vllm serve {repo_id}` alone also starts it.", ""]
-    if "sglang" in engines:
+    if "sglang" in serving:
         argv = ["python", "-m", "sglang.launch_server", "--model-path", model,
                 *(["--revision", target_revision] if target_revision else []),
                 "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", repo_id,
                 *(["--speculative-draft-model-revision", drafter_revision] if drafter_revision else []),
                 "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
-        lines += ["### SGLang", "", "```bash", _shell(argv), "```", ""]
-    if "trtllm" in engines:
+        lines += ["### SGLang", "", _judged(release("sglang"), [serving["sglang"]]), "",
+                  "```bash", _shell(argv), "```", ""]
+    if "trtllm" in serving:
         from .engines.trtllm import serve_snippet
 
         boundaries = facts.get("capture_boundaries", config.capture_boundaries)
@@ -198,24 +213,55 @@ def _serve_section(repo_id: str, layout: str, engines: Sequence[str], target: Ta
         _, depth = capture_context(config.family, target, config.target)
         snippet = serve_snippet(boundaries, depth, repo_id)
         lines += ["### TensorRT-LLM (from source, not loaded)", "",
+                  _judged(release("trtllm"), [serving["trtllm"]]), "",
                   ("TensorRT-LLM takes the capture layers from its runtime configuration, not from this "
                    "checkpoint (`eagle3_layers_to_capture`, its output-of-block convention). Put this in the YAML "
                    f"given to `trtllm-serve {model} --extra_llm_api_options`:"), "",
                   "```yaml", snippet["yaml"], "```", ""]
+    if "llamacpp" in serving:
+        lines += _llamacpp_section(repo_id, layout, files, drafter_revision, serving["llamacpp"])
     return lines
 
 
-def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_revision: str | None) -> list[str]:
-    """How llama.cpp serves a GGUF drafter (`--spec-type draft-eagle3`, llama.cpp b11434)."""
+VLLM_RUNNERS = {"vllm-v1": "V1 runner", "vllm-v2": "V2 runner"}
+
+
+def _judged(engine_release: str, verdicts: Sequence[Any]) -> str:
+    """The line under each serve command: the release the verdict was judged for, and the verdict (vLLM's
+    runners named when there are two)."""
+    whys = {v.why for v in verdicts}
+    if len(verdicts) == 1:
+        return f"Judged for {engine_release}: {_cell(verdicts[0].why)}."
+    if len(whys) == 1:
+        return f"Judged for {engine_release} (V1 and V2 runners): {_cell(whys.pop())}."
+    return (f"Judged for {engine_release}: "
+            + "; ".join(f"{VLLM_RUNNERS[v.engine]}: {_cell(v.why)}" for v in verdicts) + ".")
+
+
+def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_revision: str | None,
+                      verdict: Any) -> list[str]:
+    """How llama.cpp serves the drafter (`--spec-type draft-eagle3`): a GGUF as published, any other layout
+    once converted to GGUF against the target's own GGUF (llama.cpp drafts only from a GGUF)."""
+    from .engines import release
+    from .engines.llamacpp import serve_argv
+
     ggufs = [f for f in files if f.endswith(".gguf")]
-    if layout != "gguf" or not ggufs:
-        return []
+    judged = _judged(release("llamacpp"), [verdict])
+    if layout != "gguf" or not ggufs:  # llama.cpp drafts from a GGUF: written against the target's own GGUF
+        from .converters.gguf_file import file_name
+
+        dest = f"{repo_id.split('/')[-1]}-gguf"
+        convert = ["eagle3-convert", "--to", "gguf", repo_id, dest, "--target-gguf", "TARGET.gguf",
+                   "--outtype", "bf16", *(["--revision", drafter_revision] if drafter_revision else [])]
+        serve = serve_argv("TARGET.gguf", f"{dest}/{file_name(Path(dest), 'BF16')}")
+        return ["### llama.cpp", "", judged, "", "```bash", shlex.join(convert), _shell(serve), "```", "",
+                "`TARGET.gguf` is the target model's own GGUF: its tokenizer, depth and width go into the drafter's "
+                "GGUF.", ""]
     name = ggufs[0]
     download = ["hf", "download", repo_id, name, "--local-dir", ".",
                 *(["--revision", drafter_revision] if drafter_revision else [])]
-    serve = ["llama-server", "-m", "TARGET.gguf", "-md", name, "--spec-type", "draft-eagle3",
-             "--spec-draft-n-max", "3", "--spec-draft-p-min", "0.0", "-np", "1", "-fa", "on"]
-    return ["### llama.cpp", "", "```bash", _shell(download), _shell(serve), "```", "",
+    serve = serve_argv("TARGET.gguf", name)
+    return ["### llama.cpp", "", judged, "", "```bash", _shell(download), _shell(serve), "```", "",
             "`TARGET.gguf` is the target model's own GGUF, the one this drafter was converted against (its "
             "tokenizer is copied into the drafter). `llama-server -hfd "
             f"{repo_id}` downloads the drafter directly; a file named `eagle3-*.gguf` beside the target's GGUF in "
@@ -249,13 +295,22 @@ def _validation_section(report: Any) -> list[str]:
     counts = ", ".join(f"{report.count(s)} {s}{'s' if report.count(s) != 1 and s != 'info' else ''}"
                        for s in ("error", "warning", "info"))
     lines = ["## Validation", "",
-             (f"`eagle3-convert validate` on the published files, replaying how "
-              f"{', '.join(ENGINE_TITLES.get(e, e) for e in report.engines) or 'the engines'} load them: {counts}.")]
+             (f"`eagle3-convert validate` on the published files, replaying how {_engines_load(report.engines)} "
+              f"them: {counts}.")]
     shown = [f for f in report.findings if f.severity != "error"]
     if shown:
         lines.append("")
         lines += [f"- `{f.code}`{f' ({f.engine})' if f.engine else ''}: {_cell(f.message)}" for f in shown]
     return lines + [""]
+
+
+def _engines_load(engines: Sequence[str]) -> str:
+    """'SGLang loads', 'speculators and vLLM load', 'the engines load'."""
+    titles = [ENGINE_TITLES.get(e, e) for e in engines]
+    if not titles:
+        return "the engines load"
+    names = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
+    return f"{names} {'loads' if len(titles) == 1 else 'load'}"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:

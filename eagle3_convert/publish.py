@@ -136,12 +136,14 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
             sidecar_bytes, facts = _relocated_sidecar(staged, repo_id)
             report = _validate(staged, f"{label} as {layout}", layout, checked_against, registry, None)
         facts, from_registry = _with_registry_facts(facts, registry)
+        published = source if workdir is None else read_source(str(staged), layout)
         if from_registry:
             sidecar_bytes = (json.dumps(facts, indent=2) + "\n").encode()
             notes = [*notes, from_registry]
         in_repo = {name: _gguf_name(name, root, repo_id) if layout == "gguf" else name for name in names}
         card = build_card(repo_id=repo_id, layout=layout, config=source.drafter.config, facts=facts, report=report,
-                          engines=_serving_engines(layout), license=license or _license_of(path),
+                          engines=_serving_engines(layout), serves=_published_verdicts(published, facts, options),
+                          license=license or _license_of(path),
                           drafter_revision=branch if branch and branch != "main" else None,
                           files=list(in_repo.values()))
         sidecar_bytes, facts = _without_local_paths(sidecar_bytes, facts)
@@ -294,6 +296,19 @@ def _without_local_paths(data: bytes, facts: dict[str, Any]) -> tuple[bytes, dic
     if changed == facts:
         return data, facts
     return (json.dumps(changed, indent=2) + "\n").encode(), changed
+
+
+def _published_verdicts(published: Any, facts: dict[str, Any], options: Any) -> dict[str, Any]:
+    """Every engine's verdict on the files as published, judged against the layers the training captured
+    (the registry's, when the files name none)."""
+    from .engines import serve_verdicts, target_context
+
+    cfg = published.drafter.config
+    truth = facts.get("capture_boundaries") or (facts.get("from_registry") or {}).get("capture_boundaries")
+    if cfg.capture_boundaries is None and truth is not None:
+        cfg = cfg.model_copy(update={"capture_boundaries": list(truth)})
+    return serve_verdicts(published.stored_config or {}, published.stored_names, cfg,
+                          target_context(cfg, options.target))
 
 
 def _serving_engines(layout: str) -> tuple[str, ...]:

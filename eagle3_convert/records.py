@@ -25,10 +25,9 @@ from .converters.base import CONFIG_NAME, capture_context
 from .converters.layer_ids import default_boundaries
 from .errors import Eagle3Error, UsageError
 from .fingerprint import drafter_id, tensor_digests
-from .registry.errors import RegistryError
+from .registry.errors import NoRegistry, RegistryError
 from .registry.models import DrafterRecord, LineageEdge, Location
 from .registry.recording import record_facts, training_boundaries
-from .registry.paths import registry_exists
 from .registry.store import RegistryStore, open_registry
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None
@@ -46,11 +45,13 @@ class Recorded:
 
 
 @contextmanager
-def opened(registry: RegistryArg) -> Iterator[RegistryStore]:
+def opened(registry: RegistryArg, *, create: bool = True) -> Iterator[RegistryStore]:
+    """The registry, opened for this block. `create` False for a lookup: a place without a registry is left
+    untouched and NoRegistry raised (only a writing command creates the file or the tables)."""
     if isinstance(registry, RegistryStore):
         yield registry
         return
-    store = open_registry(registry)
+    store = open_registry(registry, create=create)
     try:
         yield store
     finally:
@@ -114,8 +115,9 @@ def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Re
 
 
 def list_records(target: str | None = None, registry: RegistryArg = None) -> list[DrafterRecord]:
-    """Every recorded drafter, oldest first; only those trained on `target` (name_or_path) if given."""
-    with opened(registry) as store:
+    """Every recorded drafter, oldest first; only those trained on `target` (name_or_path) if given.
+    NoRegistry where there is none (nothing is created)."""
+    with opened(registry, create=False) as store:
         return store.list(target)
 
 
@@ -129,19 +131,19 @@ def _known(store: RegistryStore, drafter_id: str) -> DrafterRecord:
 
 def show(drafter_id: str, registry: RegistryArg = None) -> DrafterRecord:
     """The drafter with this id or unique id prefix; RegistryError if there is none."""
-    with opened(registry) as store:
+    with opened(registry, create=False) as store:
         return _known(store, drafter_id)
 
 
 def lineage(drafter_id: str, registry: RegistryArg = None) -> list[LineageEdge]:
     """The conversions recorded for a drafter, oldest first; RegistryError if it is unknown."""
-    with opened(registry) as store:
+    with opened(registry, create=False) as store:
         return _known(store, drafter_id).lineage
 
 
 def remove(drafter_id: str, registry: RegistryArg = None) -> str:
     """Forget a drafter with its locations and lineage; returns its full id (RegistryError if unknown)."""
-    with opened(registry) as store, store.transaction():
+    with opened(registry, create=False) as store, store.transaction():  # nothing to forget where none is
         found = _known(store, drafter_id).drafter_id
         store.remove(found)
         return found
@@ -157,13 +159,15 @@ def recorded_capture(path: str | os.PathLike[str], registry: RegistryArg = None,
     Found by the drafter id of its trusted eagle3-convert.json, else by where it was recorded
     (`path`, or `uri` such as hf://org/name@commit: an edited config is the case worth catching),
     else, with `by_content`, by the id of its bytes (reads every tensor; unreadable: not found).
-    A registry file that does not exist is not created: looking up writes nothing.
+    Where there is no registry (no file, or a database without our tables) nothing is created: looking up
+    writes nothing.
     """
-    if not isinstance(registry, RegistryStore) and not registry_exists(registry):
-        return None
     root = Path(path)
-    with opened(registry) as store:
-        record = _recorded_at(store, root, uri, by_content)
+    try:
+        with opened(registry, create=False) as store:
+            record = _recorded_at(store, root, uri, by_content)
+    except NoRegistry:
+        return None
     if record is None:
         return None
     boundaries = record.capture_boundaries
@@ -199,12 +203,13 @@ def stated_capture(path: str | os.PathLike[str], registry: RegistryArg = None) -
 
     Only boundaries the record names: a record of "engine default" adds nothing (the file already
     says as much), so an earlier conversion that merely recorded the target's depth cannot turn an
-    output's "engine default" into explicit ids. A missing registry file is not created.
+    output's "engine default" into explicit ids. A missing registry is not created.
     """
-    if not isinstance(registry, RegistryStore) and not registry_exists(registry):
+    try:
+        with opened(registry, create=False) as store:
+            record = _recorded_at(store, Path(path), None, False)
+    except NoRegistry:
         return None
-    with opened(registry) as store:
-        record = _recorded_at(store, Path(path), None, False)
     if record is None or record.capture_boundaries is None:
         return None
     when = record.updated_at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
@@ -212,13 +217,14 @@ def stated_capture(path: str | os.PathLike[str], registry: RegistryArg = None) -
 
 
 def record_of(drafter_id: str | None, registry: RegistryArg = None) -> DrafterRecord | None:
-    """The record of exactly this drafter, or None (a registry file that does not exist is not created)."""
+    """The record of exactly this drafter, or None (a missing registry is not created)."""
     if not drafter_id:
         return None
-    if not isinstance(registry, RegistryStore) and not registry_exists(registry):
+    try:
+        with opened(registry, create=False) as store:
+            return store.get(drafter_id)
+    except NoRegistry:
         return None
-    with opened(registry) as store:
-        return store.get(drafter_id)
 
 
 def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: bool) -> DrafterRecord | None:

@@ -493,7 +493,8 @@ def test_publish_layout_gguf_uploads_the_sidecar_name_and_a_llama_server_card(mo
         card = ModelCard.load(snapshot / "README.md")
         assert card.data.library_name == "gguf" and "llamacpp" in card.data.tags
         assert "llama-server -m TARGET.gguf -md eagle3-tiny-drafter-BF16.gguf" in card.text
-        assert "--spec-type draft-eagle3" in card.text
+        assert "--spec-type draft-eagle3" in card.text and "Judged for llama.cpp b11434:" in card.text
+        assert "### vLLM" not in card.text  # only llama.cpp opens a GGUF
         # what was published reads back as the drafter it was made from
         convert(str(snapshot), tmp_path / "back", "speculators")
         assert tensor_hashes(tmp_path / "back") == tensor_hashes(EXAMPLE)

@@ -252,7 +252,7 @@ def test_search_gives_each_engines_verdict_as_the_engine_tier_found_it(org: HubS
     assert len(copies) == 16 and all(copy["serves"] is None and "--hub" in copy["why"] for copy in copies)
 
     human = run_cli("search", "--target", TARGET, "--engine", "vllm-v2", "--hub", "--endpoint", org.url,
-                    "--registry", registry)
+                    "--registry", registry, "--verbose")
     assert human.exit_code == 0, human.stderr
     print("\n" + "\n".join(human.stdout.splitlines()[:9]))
     labels = {line[4:].split("  ")[0] for line in human.stdout.splitlines() if line.startswith("    ")

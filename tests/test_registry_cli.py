@@ -166,7 +166,7 @@ def test_no_record_leaves_the_registry_untouched(chain: dict, example_dir: Path,
 
 def test_unusable_registry_is_a_one_line_error_and_nothing_is_written(example_dir: Path, tmp_path: Path) -> None:
     under_a_file = example_dir / "config.json" / "registry.db"
-    line = one_line_error(run_cli("registry", "list", "--registry", under_a_file), "E-REGISTRY")
+    line = one_line_error(run_cli("registry", "add", example_dir, "--registry", under_a_file), "E-REGISTRY")
     assert "cannot create the registry's folder" in line
 
     line = one_line_error(run_cli("registry", "list", "--registry", tmp_path), "E-REGISTRY")

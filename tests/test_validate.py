@@ -345,6 +345,9 @@ CASES: dict[str, Case] = {
     "W-CAPTURE-CONVENTION": Case(built("vllm"), _ids(nested=[3, 5, 6])),  # SGLang: boundaries [4, 6, 7]
     "I-CAPTURE-DEFAULT": Case(built("speculators"), _ids(top=None)),
     "I-CAPTURE-RUNTIME": Case(built("modelopt"), lambda p: None, with_engines("trtllm")),
+    # ModelOpt's exporter default (eagle_export_rope_scaling), injected into drafters trained without scaling
+    "I-ROPE-EXPORT-YARN": Case(built("modelopt"), edit_config(lambda c: c.update(rope_scaling={
+        "rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 2048}))),
     # llama.cpp's converter reads only the top-level list: nested non-default ids become its defaults.
     "E-ENGINE-WRONG": Case(built("sglang"), _ids(nested=[0, 3, 4]), with_engines("llamacpp")),
     # the target

@@ -91,6 +91,43 @@ def trtllm_serve(capture: dict[str, Any], model_dir: str, verdict: Any = None,
     return out
 
 
+def llama_server(result: Any, target_gguf: str) -> dict[str, Any]:
+    """The GGUF `--to gguf` wrote (`eagle3-<name>-<TYPE>.gguf` in DST) and the llama-server command that
+    drafts with it for the `--target-gguf` it was written against."""
+    import shlex
+
+    from ..engines.llamacpp import serve_argv
+
+    gguf = str(result.dest / next(name for name in result.files if name.endswith(".gguf")))
+    argv = serve_argv(target_gguf, gguf)
+    return {"gguf": gguf, "argv": argv, "command": shlex.join(argv)}
+
+
+def holds_ids(config: dict[str, Any]) -> bool:
+    """Whether a config as stored (or planned) names capture ids anywhere an engine reads them."""
+    from ..converters.layer_ids import IDS_KEY
+    from ..engines import gguf_metadata
+
+    meta = gguf_metadata(config)
+    if meta is not None:
+        return isinstance(meta.get("eagle3.target_layers"), list)
+    nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
+    return any(isinstance(c.get(IDS_KEY), list) and c.get(IDS_KEY) for c in (config, nested))
+
+
+def capture_line(boundaries: Any, source: str, dest: str, spelled: Any, source_held: bool, dest_holds: bool) -> str:
+    """One line: the boundaries and each config's spelling of them on disk. A layout is named once; a config
+    that holds no ids is not said to spell them (where ids came from instead, a note says)."""
+    parts = []
+    if source_held and source != dest:
+        parts.append(f"as read from {source}: {spelled(source)}")
+    if dest_holds:
+        parts.append(f"as written for {dest}: {spelled(dest)}")
+    elif boundaries != "engine default":
+        parts.append(f"the {dest} config holds none: its engines capture their defaults, the trained layers")
+    return f"capture layers: boundaries {boundaries}" + "".join(f"; {part}" for part in parts)
+
+
 def trtllm_lines(serve: dict[str, Any]) -> list[str]:
     head = "TensorRT-LLM (from source, not loaded) takes the capture layers at serve time; its YAML:"
     return [f"note: {serve['note']}"] * bool(serve["note"]) + [head, *serve["yaml"].splitlines()]
@@ -226,11 +263,13 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         "from_registry": result.facts.get("from_registry"), "registry_conflicts": conflicts,
         "trtllm_serve": (trtllm_serve(capture, str(result.dest), result.serves.get("trtllm"))
                          if result.layout == "modelopt" else None),
+        "llama_server": llama_server(result, target_gguf) if result.layout == "gguf" else None,
     }
     if as_json:
         emit_json(summary)
         return
-    click.echo(f"wrote {result.dest} ({result.layout}): {len(result.plan.tensors)} tensors, {human_bytes(size)}")
+    written = summary["llama_server"]["gguf"] if summary["llama_server"] else result.dest
+    click.echo(f"wrote {written} ({result.layout}): {len(result.plan.tensors)} tensors, {human_bytes(size)}")
     per_engine = capture["per_engine"]
 
     def spelled(layout: str) -> Any:  # a layout named after no engine (gguf) spells its engine's convention
@@ -238,14 +277,15 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
 
         return per_engine.get(layout) or per_engine.get(get_layout(layout).engine, "?")
 
-    click.echo(f"capture layers: boundaries {capture['boundaries']}; as written for "
-               f"{result.source.detection.layout}: {spelled(result.source.detection.layout)}, "
-               f"for {result.layout}: {spelled(result.layout)}")
+    click.echo(capture_line(capture["boundaries"], result.source.detection.layout, result.layout, spelled,
+                            holds_ids(result.source.stored_config or {}), holds_ids(result.plan.config)))
     for line in serve_lines(result.serves):
         click.echo(line)
     if summary["trtllm_serve"]:
         for line in trtllm_lines(summary["trtllm_serve"]):
             click.echo(line)
+    if summary["llama_server"]:
+        click.echo(f"serve it with the target's GGUF: {summary['llama_server']['command']}")
     if recorded:
         click.echo(f"recorded drafter {result.drafter_id[:12]} in {store.path}")
     for note in summary["notes"]:

@@ -121,8 +121,13 @@ def _print(label: str, data: dict[str, Any]) -> None:
     if data["config"] is None:
         click.echo("  config.json  unreadable (see the findings)")
     else:
-        click.echo(f"  config.json  as stored ({len(data['config'])} keys)")
+        gguf = data["config"].get("_gguf")  # a GGUF has no config.json: its keys (the tokenizer's left out)
+        click.echo(f"  metadata     {gguf['file']}'s keys as stored ({len(data['config']) - 1} keys; "
+                   f"{gguf['tokenizer_size']} tokenizer tokens not shown)" if isinstance(gguf, dict) else
+                   f"  config.json  as stored ({len(data['config'])} keys)")
         for key, value in data["config"].items():
+            if key == "_gguf":  # our note of the file, not one of its keys
+                continue
             text = json.dumps(value, default=str)
             click.echo(f"    {key}: {text if len(text) <= 160 else text[:157] + '...'}")
     view = data["drafter"]

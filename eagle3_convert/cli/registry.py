@@ -131,12 +131,19 @@ def add_cmd(src: str, target: str | None, capture_layers: str | None, convention
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @run_guarded
 def list_cmd(target: str | None, registry_path: str | None, as_json: bool) -> None:
-    """Every recorded drafter, oldest first."""
+    """Every recorded drafter, oldest first. Where there is no registry it says so and creates none."""
     from ..records import list_records
+    from ..registry.errors import NoRegistry
 
-    records = list_records(target, registry_path)
+    try:
+        records, no_registry = list_records(target, registry_path), None
+    except NoRegistry as exc:  # nothing recorded there: an answer, not a failure
+        records, no_registry = [], exc.message
     if as_json:
-        emit_json({"records": [record.model_dump(mode="json") for record in records]})
+        emit_json({"records": [record.model_dump(mode="json") for record in records], "no_registry": no_registry})
+        return
+    if no_registry:
+        click.echo(no_registry)
         return
     if not records:
         click.echo("no drafters recorded" + (f" for target {target}" if target else ""))

@@ -17,12 +17,15 @@ ENGINE_NAMES = ("speculators", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamac
 @click.option("--hub", is_flag=True, help="Also search the Hub (repos whose card names the target as base_model).")
 @hub_options
 @registry_option
+@click.option("--verbose", "-v", is_flag=True, help="One line per engine and copy: the layers it captures and why.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @run_guarded
 def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None, token: str | None,
-               registry_path: str | None, as_json: bool) -> None:
+               registry_path: str | None, verbose: bool, as_json: bool) -> None:
     """The drafters trained for TARGET, from the registry (and the Hub with --hub), with the layers each
-    engine captures from each copy and whether it serves it as trained. Reads no weights."""
+    engine captures from each copy and whether it serves it as trained. Reads no weights.
+
+    One line per copy, its engines grouped by verdict; --verbose (or --json) for each engine's reading."""
     from ..engines import LABELS
     from ..hub_index import search
 
@@ -30,7 +33,9 @@ def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None,
     if as_json:
         emit_json(found)
         return
-    if not found["drafters"]:
+    if found["no_registry"]:
+        click.echo(found["no_registry"])
+    if not found["drafters"] and (hub or not found["no_registry"]):
         click.echo(f"no drafters found for {target}" + ("" if hub else " in the registry (--hub also asks the Hub)"))
         if found["similar_targets"]:
             click.echo(f"recorded targets with a similar name: {', '.join(found['similar_targets'])}")
@@ -43,10 +48,30 @@ def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None,
             click.echo(f"drafter {item['drafter_id'][:12]}  boundaries {'engine default' if bounds is None else bounds}"
                        f"  ({where})")
         for copy in item["copies"]:
-            click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}")
             if copy["serves"] is None:
-                click.echo(f"    not judged: {copy['why']}")
+                click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}  not judged: {copy['why']}")
                 continue
+            if not verbose:
+                click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}  {by_verdict(copy['serves'])}")
+                continue
+            click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}")
             for name, v in copy["serves"].items():
-                captures = "-" if v["captures"] is None else v["captures"]
-                click.echo(f"    {LABELS[name]:<28} {v['verdict']:<15} captures {captures}: {v['why']}")
+                click.echo(f"    {LABELS[name]:<28} {v['verdict']:<15} {reading(v)}")
+
+
+def by_verdict(serves: dict[str, dict]) -> str:
+    """'as-trained: sglang vllm-v1; refuses: speculators': the engines (as --engine names them) per verdict,
+    best first."""
+    from ..engines import AS_TRAINED, DEFAULT_LAYERS, REFUSES, RUNTIME_LAYERS, WRONG
+
+    order = (AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS, WRONG, REFUSES)
+    groups = {verdict: [name for name, v in serves.items() if v["verdict"] == verdict] for verdict in order}
+    return "; ".join(f"{verdict.upper() if verdict == WRONG else verdict}: {' '.join(names)}"
+                     for verdict, names in groups.items() if names)
+
+
+def reading(v: dict) -> str:
+    """What an engine captures and why, naming the layers once."""
+    if v["captures"] is None or str(v["captures"]) in v["why"]:
+        return v["why"]
+    return f"captures {v['captures']}: {v['why']}"

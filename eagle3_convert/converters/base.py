@@ -288,9 +288,38 @@ def read_vocab(ckpt: Checkpoint, vocab_size: int, draft_vocab_size: int, options
 
 
 def source_config(ckpt: Checkpoint) -> dict[str, Any]:
-    """config.json less the keys our own writer derived for an engine (the sidecar lists them)."""
+    """config.json less the keys our own writer derived for an engine (the sidecar lists them; `a.b` is key b
+    of the object a)."""
     derived = (ckpt.sidecar or {}).get("derived_config_keys") or []
-    return {k: v for k, v in ckpt.config.items() if k not in derived}
+    config = {k: v for k, v in ckpt.config.items() if k not in derived}
+    for parent, _, child in (k.partition(".") for k in derived if "." in k):
+        if isinstance(config.get(parent), dict):
+            config[parent] = {k: v for k, v in config[parent].items() if k != child}
+    return config
+
+
+# What a YaRN rope object means when it leaves these out, spelled out: transformers' `_compute_yarn_parameters`
+# takes `beta_fast or 32`, `beta_slow or 1` and, without both mscales, the attention factor 0.1 ln(factor) + 1,
+# which mscale 1 over mscale_all_dim 0 also gives (SGLang, vLLM and SpecForge divide the two). SpecForge passes
+# each key as read, None when absent, over its own defaults, and fails on None (docs/formats.md §2.2).
+YARN_DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
+
+
+def is_yarn(rope: Any) -> bool:
+    return isinstance(rope, dict) and str(rope.get("rope_type") or rope.get("type") or "").lower() == "yarn"
+
+
+def with_yarn_defaults(config: dict[str, Any]) -> list[str]:
+    """Write transformers' YaRN defaults into `config`'s YaRN rope objects that leave them out (the same maths
+    for every reader); returns the keys added, as `rope_scaling.beta_fast`, for derived_config_keys."""
+    added = []
+    for parent in ("rope_scaling", "rope_parameters"):
+        rope = config.get(parent)
+        if is_yarn(rope):
+            missing = {k: v for k, v in YARN_DEFAULTS.items() if k not in rope}
+            config[parent] = {**rope, **missing}
+            added += [f"{parent}.{k}" for k in missing]
+    return added
 
 
 def build_drafter(ckpt: Checkpoint, fields: dict[str, Any], tensors: dict[str, TensorSource],

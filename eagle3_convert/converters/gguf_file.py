@@ -188,10 +188,17 @@ class TargetGGUF:
 
 
 def read_target_gguf(path: str) -> TargetGGUF:
+    """The target's GGUF. Every file that is not one (missing, a folder, another format, a drafter) is bad input:
+    E-GGUF-TARGET, exit 1, one message per kind; only leaving --target-gguf out is a usage error (exit 2)."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise UsageError(f"--target-gguf {path}: no such file", "pass the target model's .gguf file",
-                         code="E-GGUF-TARGET")
+    if p.is_dir():
+        inside = sorted(f.name for f in p.glob("*.gguf") if not f.name.lower().startswith("eagle3-"))[:3]
+        raise FormatError(f"--target-gguf {path} is a folder, not a GGUF file",
+                          f"pass the target model's .gguf file{f', e.g. {p / inside[0]}' if inside else ''}",
+                          code="E-GGUF-TARGET")
+    if not p.exists():
+        raise FormatError(f"--target-gguf {path}: no such file", "pass the target model's .gguf file",
+                          code="E-GGUF-TARGET")
     try:
         scan = scan_gguf(p, "--target-gguf")
     except FormatError as exc:
@@ -204,8 +211,8 @@ def read_target_gguf(path: str) -> TargetGGUF:
                           "tokenizer.ggml.tokens", "pass the target model's own GGUF (made by llama.cpp's "
                           "convert_hf_to_gguf.py)", code="E-GGUF-TARGET")
     if arch == ARCH:
-        raise UsageError(f"--target-gguf {path} is an EAGLE-3 drafter, not a target model",
-                         "pass the target model's .gguf", code="E-GGUF-TARGET")
+        raise FormatError(f"--target-gguf {path} is an EAGLE-3 drafter, not a target model",
+                          "pass the target model's .gguf file", code="E-GGUF-TARGET")
     return TargetGGUF(p, arch, block_count, width, scan.tokens, scan.raw)
 
 

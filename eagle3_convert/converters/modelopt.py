@@ -35,6 +35,7 @@ from .base import (
     flat_markers,
     infer_num_aux,
     int_list,
+    is_yarn,
     refuse_uncaptured_states,
     refuse_unless,
     source_config,
@@ -109,6 +110,7 @@ class ModelOptLayout(Layout):
         eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         refuse_modelopt_module(eagle, archs)
+        notes += [note] if (note := exported_yarn(raw)) else []
         fields = flat_fields(raw, MODELED, ckpt.tensors, notes)
         first_layer_norm = eagle.get("use_input_layernorm_in_first_layer")
         if markers.midlayer:
@@ -205,6 +207,19 @@ class ModelOptLayout(Layout):
         if "embed_tokens.weight" in drafter.tensors:
             notes.append("embed_tokens.weight kept: ModelOpt's exporter leaves it out, vLLM loads it if present")
         return WritePlan(self.name, dict(sorted(config.items())), tensors, notes, derived_keys=derived)
+
+
+def exported_yarn(config: dict[str, Any]) -> str | None:
+    """ModelOpt's exporter writes its `eagle_export_rope_scaling` (default YaRN, factor 32, 2048 original
+    positions) into the config of a drafter trained WITHOUT rope scaling (rope_type default): the export then
+    carries a scaling the training did not use. Said when converting or validating such an export."""
+    rope = next((config[k] for k in ("rope_scaling", "rope_parameters") if is_yarn(config.get(k))), None)
+    if rope is None:
+        return None
+    return (f"the config's rope scaling is YaRN (factor {rope.get('factor')}, original_max_position_embeddings "
+            f"{rope.get('original_max_position_embeddings')}), which ModelOpt's exporter injects "
+            "(eagle_export_rope_scaling) into drafters trained without rope scaling: unless the training set YaRN "
+            "itself, it did not use it; the engines apply it as written")
 
 
 LAYOUT = ModelOptLayout()

@@ -43,6 +43,7 @@ from .base import (
     split_decoder_extra,
     to_stored,
     with_both_later_norms,
+    with_yarn_defaults,
     write_capture_ids,
 )
 from ..engines import sglang as engine
@@ -199,6 +200,7 @@ class SGLangLayout(Layout):
             # SpecForge writes both spellings; SGLang reads the transformers-4 one.
             config["rope_theta"] = cfg.rope_normalized()["rope_theta"]
             derived.append("rope_theta")
+        derived += with_yarn_defaults(config)  # SpecForge's YaRN needs beta_fast/beta_slow written out
         if cfg.target_hidden_size is not None:
             config["target_hidden_size"] = cfg.target_hidden_size  # SGLang checks presence only: never null
         if cfg.num_aux_hidden_states != 3:

@@ -23,6 +23,7 @@ DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defa
 RUNTIME_LAYERS = "runtime-layers"  # layers come from a serve-time argument: right when given the ids shown
 REFUSES = "refuses"  # the engine fails loudly on this file
 WRONG = "wrong"  # the engine loads it and serves something else, without a word
+SERVING = frozenset({AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS})  # the verdicts under which it serves as trained
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,14 @@ def engine_modules() -> dict[str, Any]:
 ENGINES = ("speculators", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamacpp")
 LABELS = {"speculators": "speculators library", "vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)",
           "sglang": "SGLang", "trtllm": "TensorRT-LLM (from source)", "llamacpp": "llama.cpp"}
+
+
+def release(engine: str) -> str:
+    """The engine release its module's rules were read from (and its verdicts judged for)."""
+    from . import llamacpp, sglang, speculators, trtllm, vllm
+
+    modules = {"speculators": speculators, "vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp}
+    return modules[engine.split("-")[0]].RELEASE
 
 
 def trained_boundaries(cfg: DrafterConfig, depth: int | None) -> list[int] | None:
@@ -128,12 +137,21 @@ def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict
     return Verdict(name, AS_TRAINED, reading.captures, f"captures {reading.captures}, trained maths{approx}")
 
 
+def gguf_metadata(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A GGUF's keys: `--to gguf`'s plan ({"gguf": keys}) or a GGUF read from disk (its keys, with `_gguf`)."""
+    if isinstance(config.get("gguf"), dict):
+        return config["gguf"]
+    return config if isinstance(config.get("_gguf"), dict) else None
+
+
 def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext,
              engines: Collection[str] = ENGINES) -> dict[str, Reading]:
     readers = engine_modules()
-    if isinstance(config.get("gguf"), dict):  # a GGUF file: only llama.cpp opens it
+    meta = gguf_metadata(config)
+    if meta is not None:  # a GGUF file: only llama.cpp opens it
+        config = {"gguf": meta}
         return {e: readers[e](config, names, ctx) if e == "llamacpp" else
-                Reading(e, LABELS[e], refusal=f"{LABELS[e]} does not load GGUF files (llama.cpp's format)")
+                Reading(e, LABELS[e], refusal="a GGUF is llama.cpp's format, not one this engine loads")
                 for e in engines}
     return {e: readers[e](config, names, ctx) for e in engines}
 

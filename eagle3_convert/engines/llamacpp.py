@@ -17,6 +17,17 @@ from . import Reading, TargetContext
 from .common import IDS_KEY, architectures, flag, has, id_list, nested, num_layers
 
 LABEL = "llama.cpp's converter (from source)"
+RELEASE = "llama.cpp b11434"  # the build these rules were read from (docs/formats.md §7)
+# llama-server's flags for an EAGLE-3 drafter (b11434; -md is --model-draft; the draft flags from PR #24593).
+SERVE_FLAGS = ("--spec-type", "draft-eagle3", "--spec-draft-n-max", "3", "--spec-draft-p-min", "0.0", "-np", "1",
+               "-fa", "on")
+
+
+def serve_argv(target_gguf: str, drafter_gguf: str) -> list[str]:
+    """The llama-server command that drafts for the target's GGUF with our drafter GGUF."""
+    return ["llama-server", "-m", target_gguf, "-md", drafter_gguf, *SERVE_FLAGS]
+
+
 ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel"}
 
 

@@ -23,6 +23,7 @@ from . import Reading, TargetContext
 from .common import IDS_KEY, architectures, dropped, flag, has, id_list, nested, num_layers, unread_later_norms
 
 LABEL = "SGLang"
+RELEASE = "SGLang 0.5.23"  # the release these rules were read from and the engine tier loads
 CLASSES = {"LlamaForCausalLMEagle3": "llama", "Eagle3DeepseekV2ForCausalLM": "deepseek_mla"}
 ARCHITECTURE = {family: arch for arch, family in CLASSES.items()}
 IDS_FROM = "nested"

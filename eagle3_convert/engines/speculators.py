@@ -14,6 +14,7 @@ from . import FLAGS, Reading, TargetContext
 from .common import IDS_KEY, flag, id_list
 
 LABEL = "speculators library"
+RELEASE = "speculators 0.9.0"
 MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
 
 

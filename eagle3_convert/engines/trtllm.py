@@ -20,6 +20,7 @@ from . import Reading, TargetContext
 from .common import dropped, flag, has, nested
 
 LABEL = "TensorRT-LLM"
+RELEASE = "TensorRT-LLM, 2026 sources"  # read from source, no release loaded (docs/formats.md §8)
 
 
 def built_family(config: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ from . import FLAGS, Reading, TargetContext
 from .common import IDS_KEY, architectures, dropped, flag, has, id_list, nested, num_layers, unread_later_norms
 
 LABEL = "vLLM"
+RELEASE = "vLLM 0.33.0"  # the release these rules were read from and the engine tier loads
 CLASSES = {
     "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "Eagle3Qwen2_5vlForCausalLM": "llama",
     "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama",

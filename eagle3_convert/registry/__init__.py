@@ -16,7 +16,7 @@ _WHERE = {
     "MIGRATIONS": "schema", "SCHEMA_VERSION": "schema",
     "DrafterRecord": "models", "LineageEdge": "models", "Location": "models", "LocationRef": "models",
     "TargetInfo": "models", "split_uri": "models",
-    "RegistryError": "errors", "RegistryStore": "base",
+    "RegistryError": "errors", "NoRegistry": "errors", "RegistryStore": "base",
     "SQLiteStore": "store", "open_registry": "store",
     "default_registry": "paths", "default_registry_path": "paths", "registry_exists": "paths",
 }

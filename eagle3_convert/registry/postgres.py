@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from .base import ENV_VAR, SQLStore
-from .errors import RegistryError
+from .errors import NoRegistry, RegistryError
 from .schema import MIGRATIONS, SCHEMA_VERSION, for_postgres
 
 VERSION_TABLE = "eagle3_registry_version"  # one row: the schema version, as SQLite's user_version
@@ -115,8 +115,9 @@ class _Connection:
 class PostgresStore(SQLStore):
     """The registry in one PostgreSQL database, safe for many processes and machines at once."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0):
+    def __init__(self, url: str, *, timeout: float = 30.0, create: bool = True):
         self._url = url
+        self._create = create
         self.path = redact(url)
         self.timeout = timeout
         self._conn: _Connection | None = None
@@ -227,6 +228,8 @@ class PostgresStore(SQLStore):
             version = self._version(conn)
         if version is not None and version == SCHEMA_VERSION:
             return
+        if version is None and not self._create:  # a lookup: the database is not ours to fill
+            raise NoRegistry(self.path, "holds no eagle3-convert tables")
         with self._txn(write=True) as conn:
             # Read again under the write lock: another process may have migrated meanwhile.
             version = self._version(conn)

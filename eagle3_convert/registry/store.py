@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .base import RegistryStore, SQLStore
-from .errors import RegistryError
+from .errors import NoRegistry, RegistryError
 from .paths import ENV_VAR, default_registry, default_registry_path, is_url, registry_exists, url_scheme
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -29,28 +29,32 @@ __all__ = ["ENV_VAR", "RegistryStore", "SQLiteStore", "default_registry", "defau
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
-def open_registry(path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> RegistryStore:
+def open_registry(path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0,
+                  create: bool = True) -> RegistryStore:
     """Open (creating and migrating as needed) the registry at `path` (a file or a
-    `postgresql://` URL) or the default one."""
+    `postgresql://` URL) or the default one. With `create` False (a lookup) a place holding no
+    registry is left as it is and NoRegistry is raised: no file, no table is created."""
     target = default_registry() if path is None else path
     if not is_url(target):
-        return SQLiteStore(target, timeout=timeout)
+        return SQLiteStore(target, timeout=timeout, create=create)
     scheme = url_scheme(str(target))
     if scheme not in POSTGRES_SCHEMES:
         raise RegistryError(f"registry URLs are postgresql:// or postgres://, not {scheme}://",
                             hint="give a file path for SQLite, or a postgresql://user@host/database URL")
     from .postgres import PostgresStore  # psycopg is imported only when a server is asked for
 
-    return PostgresStore(str(target), timeout=timeout)
+    return PostgresStore(str(target), timeout=timeout, create=create)
 
 
 class SQLiteStore(SQLStore):
     """The registry in one SQLite file, safe for several processes at once."""
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0):
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0, create: bool = True):
         self.path = Path(path)
         self.timeout = timeout
         self._conn: sqlite3.Connection | None = None
+        if not create and not self.path.is_dir() and not self.path.exists():
+            raise NoRegistry(self.path, "does not exist")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -70,6 +74,8 @@ class SQLiteStore(SQLStore):
         conn.row_factory = sqlite3.Row
         self._conn = conn
         try:
+            if not create and not self._holds_registry(conn):
+                raise NoRegistry(self.path, "holds no eagle3-convert tables")
             with self._errors():
                 self._use_wal(conn)
                 conn.execute("PRAGMA foreign_keys = ON")  # per connection, outside transactions
@@ -82,6 +88,11 @@ class SQLiteStore(SQLStore):
         return f"SQLiteStore({str(self.path)!r})"
 
     # -- plumbing ---------------------------------------------------------------------
+
+    def _holds_registry(self, conn: sqlite3.Connection) -> bool:
+        """Whether the file has our schema version: read before anything (WAL, migrations) writes to it."""
+        with self._errors():
+            return conn.execute("PRAGMA user_version").fetchone()[0] != 0
 
     def _use_wal(self, conn: sqlite3.Connection) -> None:
         # Switching a new file to WAL needs an exclusive lock and SQLite answers BUSY at

@@ -101,6 +101,18 @@ def _num_aux(ctx: Context, fields: dict[str, Any]) -> int:
     return k
 
 
+def check_rope(ctx: Context) -> None:
+    """A ModelOpt export's YaRN scaling, which its exporter injects into drafters trained without one."""
+    from ..converters.base import is_yarn
+    from ..converters.modelopt import exported_yarn
+
+    said = exported_yarn(ctx.config) if ctx.layout.name == "modelopt" else None
+    if said:
+        key = next(k for k in ("rope_scaling", "rope_parameters") if is_yarn(ctx.config.get(k)))
+        ctx.add("I-ROPE-EXPORT-YARN", said, "nothing to fix: it is ModelOpt's choice for long contexts "
+                "(eagle_export_rope_scaling={} at export leaves it out)", where=f"$.{key}")
+
+
 def check_schema(ctx: Context) -> None:
     named = {f.where for f in ctx.out if f.where}
     for v in schemas.violations(ctx.layout.name, ctx.config) or []:

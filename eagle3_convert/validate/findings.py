@@ -41,6 +41,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-CONFIG-TARGET-HIDDEN-NULL": ("error", "target_hidden_size is null, and SGLang checks presence only"),
     "W-CONFIG-DEFAULTS-DIFFER": ("warning", "an absent key the engines default differently"),
     "W-CONFIG-CONTEXT": ("warning", "max_position_embeddings below the target's context length"),
+    "I-ROPE-EXPORT-YARN": ("info", "a ModelOpt export carries the YaRN rope scaling its exporter injects"),
     "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),

@@ -13,7 +13,7 @@ from ..converters.layout import ConvertOptions, Layout
 from ..converters.registry import detect, get_layout
 from ..errors import Eagle3Error, FormatError
 from .capture import check_capture, check_capture_record, read_capture_ids
-from .config import check_schema, read_config
+from .config import check_rope, check_schema, read_config
 from .context import LOCATIONS, Context
 from .deep import deep_scan
 from .engine import check_engine, check_engine_verdicts
@@ -160,6 +160,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 def run_checks(ctx: Context) -> None:
     """Every check, in order: the config first (later checks read `ctx.cfg`), the schema last."""
     ctx.cfg = read_config(ctx)
+    check_rope(ctx)
     read_capture_ids(ctx)
     if ctx.cfg is not None:
         if ctx.raw.complete:  # with a weight file unreadable, absent tensors prove nothing
