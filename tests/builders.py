@@ -33,6 +33,8 @@ Other helpers:
     draft_vocab(spec)           the sorted target ids of the draft vocab (None when Vd == V)
     expected_refusal(layout, spec)  the error code the tool must give when asked to write `spec`
                                 in `layout` (None when the layout can hold it), with the reason
+    capture_refusal(layout, spec)   the code for a drafter the layout can hold but whose capture layers
+                                its engine cannot read back (SGLang's rules); such a file can still be built
     LAYOUTS                     the five built-in layout names
 """
 
@@ -335,6 +337,24 @@ def expected_refusal(layout: str, spec: DrafterSpec) -> tuple[str, str] | None:
     for applies, code, why in rules[layout]:
         if applies:
             return code, why
+    return None
+
+
+# SGLang's DeepSeek/Kimi rule (docs/formats.md §4): ids + 1 only when ids[0] == 1, else the ids as they are.
+SGLANG_DEEPSEEK_TARGETS = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+
+
+def capture_refusal(layout: str, spec: DrafterSpec) -> tuple[str, str] | None:
+    """(error code, why) when converting `spec` TO `layout` must be refused because the layout's engine would not
+    capture the trained boundaries; else None. build_drafter still writes such a file (a trainer may)."""
+    b = spec.capture_boundaries
+    if layout != "sglang" or b is None or spec.target_model_type == "gpt_oss":
+        return None
+    if max(b) >= spec.target_layers:
+        return "E-CAPTURE-UNREACHABLE", "SGLang never sees the last block's output (boundary L)"
+    if spec.target_model_type in SGLANG_DEEPSEEK_TARGETS and b[0] == 1:
+        # ids [0, ...] are read as they are (first boundary 0), ids [1, ...] as +1 (first boundary 2)
+        return "E-CAPTURE-UNEXPRESSIBLE", "no SGLang id list on a DeepSeek target reads as first boundary 1"
     return None
 
 
