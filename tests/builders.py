@@ -13,6 +13,7 @@ a test can compare what the tool writes against what the layout is, not against 
     num_layers            decoder layers (>= 1)
     hidden_size ... head_dim, intermediate_size, mla_*   dimensions (tiny by default)
     vocab_size            target vocab V; draft_vocab_size Vd (None = V: no draft->target map)
+    vocab_ids             the draft vocab as sorted target ids (None: Vd ids drawn with `seed`)
     num_aux               k, captured target states fused by fc
     capture_boundaries    FORMATS §4 boundaries, or None = engine default {2, L//2, L-3}
     target_layers         target depth L; target_model_type (llama, deepseek_v3, ...)
@@ -86,6 +87,7 @@ class DrafterSpec:
     seed: int = 0
     pickled: bool = False
     verifier: str = "org/target-model"
+    vocab_ids: tuple[int, ...] | None = None  # Vd must be len(vocab_ids)
     extra: dict[str, Any] = field(default_factory=dict)  # decoder-config keys written verbatim
 
     @property
@@ -170,6 +172,9 @@ def canonical_tensors(spec: DrafterSpec) -> dict[str, RawTensor]:
 def draft_vocab(spec: DrafterSpec) -> list[int] | None:
     if spec.vd == spec.vocab_size:
         return None
+    if spec.vocab_ids is not None:
+        assert len(spec.vocab_ids) == spec.vd and list(spec.vocab_ids) == sorted(set(spec.vocab_ids)), spec.vocab_ids
+        return list(spec.vocab_ids)
     return sorted(random.Random(spec.seed).sample(range(spec.vocab_size), spec.vd))
 
 
