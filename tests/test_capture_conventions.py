@@ -122,7 +122,7 @@ def test_what_sglang_cannot_capture_is_refused_naming_the_block(tmp_path: Path):
                      tmp_path / "out")
     assert result.exit_code == 1 and "[E-CAPTURE-UNREACHABLE]" in result.stderr
     assert "boundary 8 (the output of block 7) on a 8-layer target" in result.stderr
-    assert "serve it with vLLM" in result.stderr
+    assert "hint: retrain the drafter on capturable layers, or serve it with vLLM" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -132,5 +132,5 @@ def test_what_sglang_cannot_spell_on_a_deepseek_target_is_refused(tmp_path: Path
     result = run_cli("--to", "sglang", "--target", write_target(tmp_path / "target", spec), "--no-record", src,
                      tmp_path / "out")
     assert result.exit_code == 1 and "[E-CAPTURE-UNEXPRESSIBLE]" in result.stderr
-    assert "serve with vLLM" in result.stderr
+    assert "hint: this engine's id convention cannot express these capture layers; serve with vLLM" in result.stderr
     assert not (tmp_path / "out").exists()
