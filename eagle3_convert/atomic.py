@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from .errors import DestinationError
 from .safetensors_io import TensorSource, write_tensor_files
+from .writeback import write_durably
 
 try:
     import fcntl
@@ -195,7 +196,7 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
             files = write_tensor_files(tmp, tensors, {"format": "pt"}, max_shard_bytes, on_progress)
         extra = extra_files() if callable(extra_files) else extra_files
         for name, data in ({**extra} if writer is not None else {CONFIG_NAME: json_bytes(config), **extra}).items():
-            _write_durably(tmp / name, data)
+            write_durably(tmp / name, data)
             files.append(name)
         # Why this is still atomic and durable although the weights' writeback starts during the copy
         # (safetensors_io.write_safetensors, eagle3_convert/writeback.py): sync_file_range only starts writing
@@ -221,19 +222,6 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
             os.close(lock)
     _fsync_dir(parent)
     return files
-
-
-def _write_durably(path: Path, data: bytes) -> None:
-    """Write a small file (config.json, the sidecar) and fsync it: the directory fsync makes its entry
-    durable, not its bytes, and a crash after the rename must not leave an empty config.json."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _lock_dir(path: Path) -> int:

@@ -338,8 +338,20 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     layout's plan, and every engine's verdict on it. Raises what convert would refuse with."""
     layout = get_layout(to)
     apply_training_capture(source.drafter, options)
+    check_capture_range(source.drafter.config, options)
     plan = layout.plan(source.drafter, options)
     return plan, judge_output(plan, source.drafter, options, layout.home_engines)
+
+
+def check_capture_range(cfg: DrafterConfig, options: ConvertOptions) -> None:
+    """Boundaries outside [0, L] of a known target are no layer: no engine captures them (validate: E-CAPTURE-RANGE)."""
+    _, depth = capture_context(cfg.family, options.target, cfg.target)
+    outside = [b for b in cfg.capture_boundaries or () if depth is not None and not 0 <= b <= depth]
+    if outside:
+        raise RefusalError(f"capture boundaries {cfg.capture_boundaries} include {outside}, outside [0, {depth}] of "
+                           f"the {depth}-layer target: no engine captures them",
+                           "check --target is the model the drafter was trained for, and the ids' convention",
+                           code="E-CAPTURE-RANGE")
 
 
 def judge_output(plan: WritePlan, drafter: Drafter, options: ConvertOptions,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from .errors import DestinationError, FormatError
-from .writeback import WINDOW, Writeback
+from .writeback import WINDOW, Writeback, write_durably
 
 # Bytes per element, safetensors spelling. Sub-byte float formats are not EAGLE-3 drafter dtypes.
 DTYPE_SIZES: dict[str, int] = {
@@ -490,5 +490,5 @@ def write_tensor_files(
         weight_map.update({m: fname for m in members})
     total = sum(src.nbytes for src in entries.values())
     index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
-    (root / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    write_durably(root / INDEX_NAME, (json.dumps(index, indent=2) + "\n").encode())
     return names + [INDEX_NAME]

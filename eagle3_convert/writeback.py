@@ -9,7 +9,8 @@ EAGLE3_CONVERT_NO_WRITEBACK=1 asks for that too (benchmarks/durable.py times bot
 
 It is a hint for speed only: it gives no durability guarantee (no metadata, no disk-cache flush). Durability
 still comes from the fsync of every file, the fsync of the temp dir and of the parent around the rename
-(eagle3_convert/atomic.py), all unchanged: see the note there.
+(eagle3_convert/atomic.py), all unchanged: see the note there. The small files beside the weights (an index,
+config.json, the sidecar) are written and fsynced by `write_durably`.
 """
 
 from __future__ import annotations
@@ -61,3 +62,16 @@ class Writeback:
             self.fn = None  # EINVAL/ESPIPE/ENOSYS: this file cannot; the final fsync still writes it all
             return
         self.started = upto
+
+
+def write_durably(path: str | os.PathLike, data: bytes) -> None:
+    """Write a small file and fsync it: the temp dir's fsync makes its entry durable, not its bytes, and a crash
+    after the rename must not leave an empty index or config.json."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -13,6 +13,7 @@ a test can compare what the tool writes against what the layout is, not against 
     num_layers            decoder layers (>= 1)
     hidden_size ... head_dim, intermediate_size, mla_*   dimensions (tiny by default)
     vocab_size            target vocab V; draft_vocab_size Vd (None = V: no draft->target map)
+    vocab_ids             the draft vocab as sorted target ids (None: Vd ids drawn with `seed`)
     num_aux               k, captured target states fused by fc
     capture_boundaries    FORMATS §4 boundaries, or None = engine default {2, L//2, L-3}
     target_layers         target depth L; target_model_type (llama, deepseek_v3, ...)
@@ -33,6 +34,8 @@ Other helpers:
     draft_vocab(spec)           the sorted target ids of the draft vocab (None when Vd == V)
     expected_refusal(layout, spec)  the error code the tool must give when asked to write `spec`
                                 in `layout` (None when the layout can hold it), with the reason
+    capture_refusal(layout, spec)   the code for a drafter the layout can hold but whose capture layers
+                                its engine cannot read back (SGLang's rules); such a file can still be built
     LAYOUTS                     the five built-in layout names
 """
 
@@ -84,6 +87,7 @@ class DrafterSpec:
     seed: int = 0
     pickled: bool = False
     verifier: str = "org/target-model"
+    vocab_ids: tuple[int, ...] | None = None  # Vd must be len(vocab_ids)
     extra: dict[str, Any] = field(default_factory=dict)  # decoder-config keys written verbatim
 
     @property
@@ -168,6 +172,9 @@ def canonical_tensors(spec: DrafterSpec) -> dict[str, RawTensor]:
 def draft_vocab(spec: DrafterSpec) -> list[int] | None:
     if spec.vd == spec.vocab_size:
         return None
+    if spec.vocab_ids is not None:
+        assert len(spec.vocab_ids) == spec.vd and list(spec.vocab_ids) == sorted(set(spec.vocab_ids)), spec.vocab_ids
+        return list(spec.vocab_ids)
     return sorted(random.Random(spec.seed).sample(range(spec.vocab_size), spec.vd))
 
 
@@ -335,6 +342,24 @@ def expected_refusal(layout: str, spec: DrafterSpec) -> tuple[str, str] | None:
     for applies, code, why in rules[layout]:
         if applies:
             return code, why
+    return None
+
+
+# SGLang's DeepSeek/Kimi rule (docs/formats.md §4): ids + 1 only when ids[0] == 1, else the ids as they are.
+SGLANG_DEEPSEEK_TARGETS = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+
+
+def capture_refusal(layout: str, spec: DrafterSpec) -> tuple[str, str] | None:
+    """(error code, why) when converting `spec` TO `layout` must be refused because the layout's engine would not
+    capture the trained boundaries; else None. build_drafter still writes such a file (a trainer may)."""
+    b = spec.capture_boundaries
+    if layout != "sglang" or b is None or spec.target_model_type == "gpt_oss":
+        return None
+    if max(b) >= spec.target_layers:
+        return "E-CAPTURE-UNREACHABLE", "SGLang never sees the last block's output (boundary L)"
+    if spec.target_model_type in SGLANG_DEEPSEEK_TARGETS and b[0] == 1:
+        # ids [0, ...] are read as they are (first boundary 0), ids [1, ...] as +1 (first boundary 2)
+        return "E-CAPTURE-UNEXPRESSIBLE", "no SGLang id list on a DeepSeek target reads as first boundary 1"
     return None
 
 

@@ -21,12 +21,65 @@ from eagle3_convert.errors import Eagle3Error
 ALL_ENGINES = ["speculators", "vllm", "sglang", "trtllm", "llamacpp"]
 COMMAND = re.compile(r"`(eagle3-convert [^`]*)`")
 TO_FRAGMENT = re.compile(r"`(--to [a-z]+)`")
-HAZARDS = ["h2-d2t-absolute", "h4-missing-lm_head", "h6-truncated", "h8-sglang-ids-toplevel-only",
-           "specforge-sglang", "speculators-trained", "speculators-fullvocab-qwen3"]
 
 
-def hint_commands(findings) -> list[str]:
-    return sorted({cmd for f in findings if f.hint for cmd in COMMAND.findall(f.hint)})
+# What each case's hints tell the user to run, without the paths (SRC as validate was given it, DST): every one
+# is run and must succeed, and the list is asserted, so a hint that stops naming its command (or a test that stops
+# running it) fails. A case not listed names no command: its hints are statements.
+VALIDATE_HINT_COMMANDS = {
+    "E-CAPTURE-EMBEDDING": ("--to sglang",),
+    "E-CAPTURE-FC-BYPASSED": ("--to vllm",),
+    "E-CAPTURE-MISMATCH": ("--to sglang",),
+    "E-CAPTURE-RANGE": ("--to modelopt", "--to sglang"),
+    "E-CAPTURE-RECORD": ("--to vllm",),
+    "E-CAPTURE-UNREACHABLE": ("--to vllm",),
+    "E-CONFIG-TARGET-HIDDEN-NULL": ("--to vllm",),
+    "E-DEEP-NONFINITE": ("--to vllm",),
+    "E-DEEP-ZERO": ("--to vllm",),
+    "E-DTYPE": ("--to modelopt", "--to sglang"),
+    "E-ENGINE-UNSUPPORTED": ("--to vllm",),
+    "E-ENGINE-WRONG": ("--to vllm",),
+    "E-KEY-UNKNOWN": ("inspect",),
+    "E-SCHEMA": ("--to modelopt", "--to sglang"),
+    "E-TARGET-HIDDEN": ("--to modelopt", "--to sglang"),
+    "E-TARGET-VOCAB": ("--to modelopt", "--to sglang"),
+    "E-VOCAB-ABSOLUTE": ("--repair-d2t-absolute --to modelopt",),
+    "E-VOCAB-NO-D2T": ("--to modelopt", "--to sglang", "--to vllm"),
+    "E-VOCAB-NO-T2D": ("--to modelopt", "--to sglang", "--to speculators"),
+    "I-CAPTURE-DEFAULT": ("--to modelopt", "--to sglang"),
+    "I-CAPTURE-RUNTIME": ("--to vllm",),
+    "W-CAPTURE-CONVENTION": ("--to sglang",),
+    "W-CAPTURE-IDS-IGNORED": ("--to vllm",),
+    "W-CONFIG-CONTEXT": ("--to modelopt", "--to sglang"),
+    "W-CONFIG-KEY-FOREIGN": ("--to modelopt", "--to sglang"),
+    "W-CONFIG-KEY-UNKNOWN": ("--to vllm",),
+    "W-DEEP-INIT-NORMS": ("--to vllm",),
+    "W-TARGET-FAMILY": ("--to modelopt", "--to sglang"),
+}
+HAZARD_HINT_COMMANDS = {
+    "h2-d2t-absolute": ("--repair-d2t-absolute --to sglang",),
+    "h4-missing-lm_head": (),
+    "h6-truncated": (),
+    "h8-sglang-ids-toplevel-only": ("--from sglang --capture-layers 1,3,4 --convention sglang --to sglang",
+                                    "--from sglang --capture-layers 1,3,4 --convention sglang --to vllm",
+                                    "--from vllm --to sglang"),
+    "specforge-sglang": ("--to vllm",),
+    "speculators-trained": ("--to vllm",),
+    "speculators-fullvocab-qwen3": ("--to vllm",),
+}
+HOSTILE_HINT_COMMANDS = {"tensor-unknown": ("inspect",)}
+HOSTILE_REFUSED = {"src-is-file": "E-SRC-MISSING", "src-missing": "E-SRC-MISSING"}  # no findings: one error
+
+
+def hint_commands(hints: list[str]) -> list[str]:
+    return sorted({cmd for hint in hints if hint for cmd in COMMAND.findall(hint)})
+
+
+def without_paths(command: str, label: str) -> str:
+    words = shlex.split(command)[1:]
+    if "--to" in words:
+        words = words[:-1]  # DST
+    return " ".join(w for w in words if w != label)
 
 
 def run_hint(command: str, src: Path, label: str, out: Path) -> tuple[int, str]:
@@ -41,13 +94,18 @@ def run_hint(command: str, src: Path, label: str, out: Path) -> tuple[int, str]:
     return result.exit_code, result.stderr
 
 
-def check_hints(path: Path, tmp_path: Path, **options) -> int:
-    report = validate_checkpoint(path, engines=ALL_ENGINES, source_label=str(path), **options)
-    commands = hint_commands(report.findings)
+def run_hints(hints: list[str], path: Path, tmp_path: Path) -> tuple[str, ...]:
+    """Run every command `hints` name on `path`; each must succeed. The commands run, without their paths."""
+    commands = hint_commands(hints)
     for i, command in enumerate(commands):
         code, err = run_hint(command, path, str(path), tmp_path / f"hint{i}")
         assert code == 0, f"the hint command `{command}` fails: {err}"
-    return len(commands)
+    return tuple(without_paths(c, str(path)) for c in commands)
+
+
+def check_hints(path: Path, tmp_path: Path, **options) -> tuple[str, ...]:
+    report = validate_checkpoint(path, engines=ALL_ENGINES, source_label=str(path), **options)
+    return run_hints([f.hint for f in report.findings], path, tmp_path)
 
 
 @pytest.mark.parametrize("code", sorted(CASES))
@@ -57,28 +115,34 @@ def test_every_validate_hint_command_succeeds(code: str, tmp_path: Path):
     case.change(path)
     options = case.changed_options(tmp_path) if case.changed_options else case.options(tmp_path)
     options.pop("engines", None)
-    check_hints(path, tmp_path, **options)
+    assert check_hints(path, tmp_path, **options) == VALIDATE_HINT_COMMANDS.get(code, ())
 
 
-@pytest.mark.parametrize("name", HAZARDS)
+def test_the_command_table_names_only_cases_that_exist():
+    assert set(VALIDATE_HINT_COMMANDS) <= set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(HAZARD_HINT_COMMANDS))
 def test_every_hazard_hint_command_succeeds(name: str, tmp_path: Path):
-    if name == "eagle-original":
-        pytest.importorskip("torch")
     src = tmp_path / name
     shutil.copytree(DATA / name / "checkpoint", src)
-    check_hints(src, tmp_path)
+    assert check_hints(src, tmp_path) == HAZARD_HINT_COMMANDS[name]
 
 
 def test_every_hostile_hint_names_no_failing_command(tmp_path: Path):
-    checked = 0
+    ran, refused = {}, {}
     for case in hostile_cases():
         dest = tmp_path / case.name
         case.build(dest)
         try:
-            checked += check_hints(dest, tmp_path / f"{case.name}-out")
-        except Eagle3Error:
-            continue  # refused before any finding (not a directory, ...): its one-line error is tested elsewhere
-    print(f"hostile corpus: {len(hostile_cases())} cases, {checked} hint commands run")
+            commands = check_hints(dest, tmp_path / f"{case.name}-out")
+        except Eagle3Error as exc:  # refused before any finding: its code is asserted, its own hint is held to the rule
+            refused[case.name] = exc.code
+            commands = run_hints([exc.hint], dest, tmp_path / f"{case.name}-out")
+        if commands:
+            ran[case.name] = commands
+    assert refused == HOSTILE_REFUSED
+    assert ran == HOSTILE_HINT_COMMANDS
 
 
 CONVERT_REFUSALS = [  # (sample, --to): refusals whose hint suggests another layout

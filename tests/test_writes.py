@@ -109,7 +109,7 @@ def _point(kind: str, out: Path, dst: Path, convert_s: float):
         swapped = _swapped(dst)
         return lambda proc: _wait(proc, swapped)
     fraction = float(kind.split("-")[1])
-    return lambda proc: time.sleep(fraction * 1.2 * convert_s)
+    return lambda proc: time.sleep(fraction * convert_s)
 
 
 PHASES = [f"{p}-{i}" for p in ("temp-dir", "mid-copy", "sidecar", "swapped") for i in range(3)]
@@ -119,42 +119,52 @@ POINTS = [(force, point) for point in PHASES + TIMED for force in (True,)] + \
                                        *TIMED[::4])]
 
 
+# A run the interrupt reached too late (the conversion had finished) proves nothing about interrupts: it is run
+# again, a timed point earlier; the test fails if no run of the point was interrupted.
+ATTEMPTS = 3
+
+
 @pytest.mark.parametrize("force, point", POINTS, ids=[f"{'force' if f else 'new'}-{p}" for f, p in POINTS])
 def test_sigint_message_is_true_and_nothing_is_left(outputs, tmp_path: Path, force: bool, point: str):
     out = tmp_path / "out"
     out.mkdir()
     dst = out / "dst"
-    if force:  # DST holds another drafter's complete output
-        shutil.copytree(outputs["ref_old"], dst, copy_function=os.link)
-    wait = _point(point.rsplit("-", 1)[0] if not point.startswith("time-") else point, out, dst, outputs["convert_s"])
+    kind = point.rsplit("-", 1)[0] if not point.startswith("time-") else point
     argv = cli("--to", "sglang", str(outputs["src"]), str(dst), "--quiet", *(("--force",) if force else ()))
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=subprocess_env(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        wait(proc)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=PROCESS_LIMIT_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    for attempt in range(ATTEMPTS):
+        if dst.exists():  # the new output of a run that was not interrupted
+            shutil.rmtree(dst)
+        if force:  # DST holds another drafter's complete output
+            shutil.copytree(outputs["ref_old"], dst, copy_function=os.link)
+        wait = _point(kind, out, dst, outputs["convert_s"] * 0.5 ** attempt)
+        proc = subprocess.Popen(argv, cwd=tmp_path, env=subprocess_env(tmp_path), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            wait(proc)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=PROCESS_LIMIT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if proc.returncode != 0:
+            break
     rc = proc.returncode
-    where = f"{point} (exit {rc}): {stderr.strip()!r}"
+    where = f"{point} (exit {rc}, run {attempt + 1}): {stderr.strip()!r}"
+    assert rc != 0, f"{where}: the conversion finished before the interrupt in {ATTEMPTS} runs"
     if "Fatal Python error: init_import_site" in stderr:  # the interpreter itself, before any line of ours ran
         assert not dst.exists() or digest(dst) == outputs["digest"]["old"], where
         assert sorted(p.name for p in out.iterdir() if p.name != "dst") == [], f"{where}: left behind"
         return
     assert "Traceback" not in stdout + stderr, where
     # -SIGINT: interrupted before Python's handler was installed; 1: click's parser turned it into E-INTERRUPTED
-    assert rc in (0, 1, 130, -signal.SIGINT), where
+    assert rc in (1, 130, -signal.SIGINT), where
     has = digest(dst) if dst.exists() else None
     old = outputs["digest"]["old"] if force else None
     state = "new" if has == outputs["digest"]["new"] else "old" if has else "absent"
     print(f"OUTCOME {point} exit={rc} dst={state} leftovers={len(list(out.iterdir())) - dst.exists()}")  # with -s
-    if rc == 0:
-        assert has == outputs["digest"]["new"], where
-    elif rc == 130:
+    if rc == 130:
         last = stderr.strip().splitlines()[-1]
         assert last.startswith("interrupted: "), where
         if "nothing was written" in last:

@@ -25,9 +25,9 @@ def check_vocab(ctx: Context) -> None:
         found = from_error(exc, where="t2d" if about_t2d else "d2t")
         if exc.code == "E-VOCAB-ABSOLUTE":
             found = Finding(found.code, found.severity, found.message,
-                            "only if you confirm it, repair it: "
+                            "only if you confirm it, repair it: `"
                             + ctx.command(ctx.layout.name, "--repair-d2t-absolute") +
-                            " (d2t := d2t - arange(Vd))", "d2t")
+                            "` (d2t := d2t - arange(Vd))", "d2t")
         ctx.out.append(found)
 
 

@@ -1,0 +1,176 @@
+"""Mutation testing of the core (issue 26): mutmut mutates one module at a time and runs a fast selection of
+the tests that exercise it against every mutant; a mutant no test kills is a change of behaviour the suite
+would let through. Writes a report: module, mutants, killed, survived (and the other outcomes), score.
+
+    pip install -e ".[dev]"                                           # mutmut, pinned
+    python tools/mutation.py eagle3_convert/converters/layer_ids.py   # one module
+    python tools/mutation.py                                          # every module of MODULES (hours)
+    python tools/mutation.py --list                                   # the modules and their tests
+
+It is not part of the test command: each selected test runs once per mutant that reaches it. Each module runs
+in its own copy of the repository's tracked files under build/mutation/<module>/ (mutmut reads its settings
+from the pyproject.toml of the directory it runs in, and writes mutants/ there); the report goes to
+build/mutation/report.md and report.json, the surviving mutants' diffs to build/mutation/<module>/survivors.txt.
+
+What mutmut cannot see: tests that run the CLI as a subprocess (python -m eagle3_convert) import the installed
+package, not the mutant, so only in-process tests (run_cli, direct calls) are selected below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "build" / "mutation"
+
+# module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
+# reach the mutated function)
+MODULES: dict[str, list[str]] = {
+    "eagle3_convert/converters/layer_ids.py": ["tests/test_capture_conventions.py", "tests/test_engine_rules.py",
+                                               "tests/test_validate.py", "tests/test_determinism.py"],
+    "eagle3_convert/converters/vocab.py": ["tests/test_caught_bugs.py", "tests/test_validate.py",
+                                           "tests/test_convert_roundtrip.py"],
+    "eagle3_convert/converters/layout.py": ["tests/test_caught_bugs.py", "tests/test_layouts_matrix.py"],
+    "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", "tests/test_config_mutations.py"],
+    "eagle3_convert/converters/sglang.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
+    "eagle3_convert/converters/vllm.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
+    "eagle3_convert/converters/speculators.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
+    "eagle3_convert/converters/eagle.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
+    "eagle3_convert/converters/modelopt.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
+    "eagle3_convert/validate/tensors.py": ["tests/test_caught_bugs.py", "tests/test_validate.py"],
+    "eagle3_convert/validate/vocab.py": ["tests/test_caught_bugs.py", "tests/test_validate.py"],
+    "eagle3_convert/validate/capture.py": ["tests/test_validate.py", "tests/test_engine_rules.py"],
+    "eagle3_convert/validate/config.py": ["tests/test_validate.py", "tests/test_config_mutations.py"],
+    "eagle3_convert/validate/engine.py": ["tests/test_validate.py", "tests/test_engine_rules.py"],
+    "eagle3_convert/engines/__init__.py": ["tests/test_engine_rules.py", "tests/test_validate.py"],
+    "eagle3_convert/engines/sglang.py": ["tests/test_engine_rules.py", "tests/test_validate.py"],
+    "eagle3_convert/engines/vllm.py": ["tests/test_engine_rules.py", "tests/test_validate.py"],
+    "eagle3_convert/atomic.py": ["tests/test_convert_roundtrip.py", "tests/test_caught_bugs.py"],
+    "eagle3_convert/registry/writes.py": ["tests/test_caught_bugs.py", "tests/test_registry_store.py",
+                                          "tests/test_registry_cli.py"],
+}
+# Survivors that are equivalent to the original (no behaviour differs), with the reason: the report lists them
+# apart, and the score counts them neither way. Every other survivor is a missing test.
+_DEFAULT_FAMILY = "any family name but deepseek/gpt_oss selects the default rules: another default string is the same"
+EQUIVALENT: dict[str, str] = {
+    **{f"eagle3_convert.converters.layer_ids.x_{fn}__mutmut_{n}": _DEFAULT_FAMILY
+       for fn in ("engine_boundaries", "ids_for_engine", "convention_table") for n in (1, 2)},
+    "eagle3_convert.converters.layer_ids.x_engine_boundaries__mutmut_47":
+        "the message of an unknown engine name: the engines are a closed set, no input reaches it",
+    "eagle3_convert.converters.layer_ids.x_ids_for_engine__mutmut_31":
+        "for b = x engines only the unshifted list reads back, so the order the two are tried in changes nothing",
+    "eagle3_convert.converters.layer_ids.x_ids_for_engine__mutmut_37":
+        "only gpt-oss's raw rule reads the depth, and the shifted list (tried first) always reads back +1: "
+        "capturable() already bounds b <= L, so max(b - 1) < L",
+    "eagle3_convert.converters.layer_ids.x_ids_for_engine__mutmut_41": "the same call as mutant 37 (depth left out)",
+}
+TIERS = "not engines and not interop and not llamacpp"
+ALSO_COPY = ["examples", "docs", "README.md"]  # what the tests read besides tests/ (mutmut copies those itself)
+OUTCOMES = ("killed", "survived", "no_tests", "timeout", "suspicious", "skipped", "segfault")
+
+
+def copy_repo(dest: Path) -> None:
+    """The tracked and untracked-but-not-ignored files, as the tests see them (no build/, no mutants/)."""
+    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
+def mutmut_settings(module: str, tests: list[str]) -> str:
+    def toml_list(items: list[str]) -> str:
+        return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+    return ("\n[tool.mutmut]\n"
+            'source_paths = ["eagle3_convert"]\n'
+            f"only_mutate = {toml_list([module])}\n"
+            f"also_copy = {toml_list(ALSO_COPY)}\n"
+            f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
+            f"pytest_add_cli_args = {toml_list(['-p', 'no:cacheprovider', '-m', TIERS])}\n")
+
+
+def run_module(module: str, tests: list[str], max_children: int) -> dict:
+    work = OUT / module.replace("/", "_").removesuffix(".py")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    copy_repo(work)
+    with open(work / "pyproject.toml", "a", encoding="utf-8") as f:
+        f.write(mutmut_settings(module, tests))
+    # mutmut puts its mutants/ first on sys.path itself; a PYTHONPATH naming the original would hide the mutants
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)], cwd=work,
+                         env=env, capture_output=True, text=True)
+    took = time.monotonic() - started
+    (work / "mutmut-run.log").write_text(run.stdout + run.stderr)
+    if run.returncode != 0:
+        raise SystemExit(f"mutmut failed on {module} (exit {run.returncode}); see {work / 'mutmut-run.log'}")
+    subprocess.run([sys.executable, "-m", "mutmut", "export-cicd-stats"], cwd=work, env=env, check=True,
+                   capture_output=True)
+    stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
+    survivors = survivor_diffs(work, env)
+    (work / "survivors.txt").write_text("\n".join(survivors))
+    names = [s.split(":")[0].removeprefix("# ") for s in survivors]
+    equivalent = {n: EQUIVALENT[n] for n in names if n in EQUIVALENT}
+    killed, counted = stats["killed"], stats["total"] - len(equivalent)
+    return {"module": module, "mutants": stats["total"], **{k: stats[k] for k in OUTCOMES},
+            "equivalent": len(equivalent), "score": round(100 * killed / counted, 1) if counted else None,
+            "seconds": round(took), "tests": tests, "equivalent_survivors": equivalent,
+            "missing_tests": [n for n in names if n not in EQUIVALENT]}
+
+
+def survivor_diffs(work: Path, env: dict[str, str]) -> list[str]:
+    listed = subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work, env=env, check=True,
+                            capture_output=True, text=True).stdout
+    names = [m.group(1) for m in re.finditer(r"^\s+(\S+): survived$", listed, re.M)]
+    return [subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env, check=True,
+                           capture_output=True, text=True).stdout for name in names]
+
+
+def write_report(rows: list[dict], path: Path) -> None:
+    lines = ["score = killed / (mutants - equivalent survivors)", "",
+             "| module | mutants | killed | survived | of them equivalent | no tests | timeout | score % | seconds |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['module']} | {r['mutants']} | {r['killed']} | {r['survived']} | {r['equivalent']} "
+                     f"| {r['no_tests']} | {r['timeout']} | {r['score']} | {r['seconds']} |")
+    for r in rows:
+        lines += [f"\n{r['module']}: surviving, no test kills them (see survivors.txt):",
+                  *(f"- {n}" for n in r["missing_tests"]), "equivalent:",
+                  *(f"- {n}: {why}" for n, why in r["equivalent_survivors"].items())]
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    path.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help="modules to mutate (default: all of MODULES)")
+    parser.add_argument("--max-children", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    parser.add_argument("--report", type=Path, default=OUT / "report")
+    parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
+    args = parser.parse_args()
+    if args.list:
+        for module, tests in MODULES.items():
+            print(module, " ".join(tests))
+        return
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        raise SystemExit(f"not in MODULES: {', '.join(unknown)} (see --list)")
+    rows = [run_module(m, MODULES[m], args.max_children) for m in (args.modules or MODULES)]
+    write_report(rows, args.report)
+
+
+if __name__ == "__main__":
+    main()
