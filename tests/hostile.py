@@ -48,9 +48,12 @@ def isolated_env(work: Path) -> dict[str, str]:
 
 
 def subprocess_env(work: Path) -> dict[str, str]:
-    """This process' environment, without Hub tokens, isolated into `work`."""
+    """This process' environment, without Hub tokens, isolated into `work`; `python -m eagle3_convert` imports this
+    checkout (the code under test), wherever the package was installed from."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
     env.update(isolated_env(work))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
+                                                      os.environ.get("PYTHONPATH")]))
     return env
 
 

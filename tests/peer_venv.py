@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +77,23 @@ def unavailable(tier: str, what: str, output: str) -> None:
         pytest.skip(f"{tier}: {INDEX_UNREACHABLE}: `{what}`: {pip_error(output)}")
     pytest.fail(f"{tier}: `{what}` failed although the package index answered: {pip_error(output)}\n"
                 f"{output[-3000:]}", pytrace=False)
+
+
+def debian_package(tier: str, package: str, installed: Callable[[], bool]) -> None:
+    """A system package a tier needs, from Debian's index as root when `installed()` says it is missing (once per
+    machine). Skips only when that index cannot be reached; no root apt-get, or any other failure, fails the tier."""
+    if installed():
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.fail(f"{tier}: Debian's `{package}` is not installed and there is no root apt-get to install it: "
+                    f"install it (or your system's equivalent) and run the tests again", pytrace=False)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", package]):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)
+        if done.returncode:
+            unavailable(tier, " ".join(argv), done.stderr + done.stdout)
+    if not installed():
+        pytest.fail(f"{tier}: apt-get installed {package}, and it is still not found", pytrace=False)
 
 
 def pip_error(text: str) -> str:

@@ -38,21 +38,8 @@ def find_bin() -> Path | None:
 
 
 def ensure_server_binaries() -> None:
-    """Debian's PostgreSQL server where the machine has none (what .ci/run used to do): as root, through apt, once.
-    Skips only when Debian's package index cannot be reached; any other failure fails the tier."""
-    if find_bin() is not None:
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.fail("PostgreSQL registry tests: no PostgreSQL server binaries (initdb) on PATH or in "
-                    "/usr/lib/postgresql/*/bin, and no root apt-get to install them: install Debian's `postgresql` "
-                    "(or your system's) and run the tests again", pytrace=False)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"]):
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)
-        if done.returncode:
-            peer_venv.unavailable("PostgreSQL registry tests", " ".join(argv), done.stderr + done.stdout)
-    if find_bin() is None:
-        pytest.fail("PostgreSQL registry tests: apt-get installed postgresql but no initdb was found", pytrace=False)
+    """Debian's PostgreSQL server where the machine has none."""
+    peer_venv.debian_package("PostgreSQL registry tests", "postgresql", lambda: find_bin() is not None)
 
 
 def why_unavailable() -> str | None:

@@ -11,8 +11,8 @@ A conversion is durable and atomic when, in this order:
    instant DST is the old output or the new one; two renames leave an instant with no DST),
 4. DST's parent was fsynced (the rename is).
 
-strace is a system tool (Debian: `apt-get install strace`); without it these tests fail, saying so: a
-durability check that skips where it cannot look proves nothing.
+strace is a system tool: where it is missing, these tests install Debian's (as the PostgreSQL tier does its server)
+and fail if they cannot: a durability check that skips where it cannot look proves nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import peer_venv
 import pytest
 
 from builders import DrafterSpec, build_drafter
@@ -60,10 +61,9 @@ class Call:
 
 
 def strace() -> str:
+    # these tests watch the writer's fsync and rename calls from outside the process
+    peer_venv.debian_package("durability tests (strace)", "strace", lambda: shutil.which("strace") is not None)
     path = shutil.which("strace")
-    if path is None:
-        pytest.fail("strace is not installed: these tests watch the writer's fsync and rename calls from outside "
-                    "the process (Debian/Ubuntu: `apt-get install strace`)")
     probe = subprocess.run([path, "-o", "/dev/null", "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.fail(f"strace cannot trace here (ptrace not permitted?): {probe.stderr.strip()}")
