@@ -48,6 +48,7 @@ VALIDATE_HINT_COMMANDS = {
     "E-VOCAB-NO-T2D": ("--to modelopt", "--to sglang", "--to speculators"),
     "I-CAPTURE-DEFAULT": ("--to modelopt", "--to sglang"),
     "I-CAPTURE-RUNTIME": ("--to vllm",),
+    "I-ROPE-EXPORT-YARN": ("--to vllm",),
     "W-CAPTURE-CONVENTION": ("--to sglang",),
     "W-CAPTURE-IDS-IGNORED": ("--to vllm",),
     "W-CONFIG-CONTEXT": ("--to modelopt", "--to sglang"),
