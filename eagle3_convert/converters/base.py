@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
 from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS, Drafter, DrafterConfig,
                        TargetIdentity)
-from ..errors import FormatError, RefusalError, UsageError
+from ..errors import CaptureConflict, FormatError, RefusalError, UsageError
 from ..safetensors_io import TensorSource
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
 from .layer_ids import IDS_KEY, ids_for_engine
@@ -446,14 +446,10 @@ def check_top_level_copy(raw: Mapping[str, Any], boundaries: list[int] | None, n
     given = given_capture(options)
     if given is not None and sorted(given) in (sorted(top), sorted(boundaries)):
         return given
-    raise FormatError(
+    raise CaptureConflict(
         f"the top-level eagle_aux_hidden_state_layer_ids {top} (vLLM reads them as boundaries {top}) and "
         f"eagle_config.eagle_aux_hidden_state_layer_ids (read by {nested_reader} as boundaries {boundaries}) "
-        "name different layers", f"say which the drafter was trained on: add `--capture-layers "
-        f"{','.join(map(str, sorted(boundaries)))} --convention boundary` (the {nested_reader} reading) or "
-        f"`--capture-layers {','.join(map(str, sorted(top)))} --convention boundary` (the vLLM reading); a file "
-        "written for vLLM (boundaries in both places) reads right with --from vllm", code="E-CAPTURE-CONFLICT")
-
+        "name different layers", [(nested_reader, sorted(boundaries)), ("vLLM", sorted(top))])
 
 
 # Vocabulary sizes that name a DeepSeek/Kimi target, whose SGLang capture path reads ids its own way.
