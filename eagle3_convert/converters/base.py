@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
 from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS, Drafter, DrafterConfig,
-                       TargetIdentity)
+                       TargetIdentity, wrong_target_width)
 from ..errors import CaptureConflict, FormatError, RefusalError, UsageError
 from ..safetensors_io import TensorSource
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
@@ -226,6 +226,9 @@ def infer_num_aux(fc: TensorSource | None, cfg_fields: Mapping[str, Any], declar
     if fc is None or len(fc.shape) != 2:
         return declared or (len(ids) if ids else 3)
     width = fc.shape[1]
+    wrong = wrong_target_width(width, len(ids) if ids else declared, declared_ht, cfg_fields["hidden_size"])
+    if wrong:
+        raise FormatError(*wrong, code="E-TARGET-HIDDEN-SIZE")
     if width % ht:
         raise FormatError(f"fc.weight has {width} input columns, not a multiple of the target hidden size {ht}",
                           "check target_hidden_size in config.json", code="E-SHAPE-FC")
