@@ -87,11 +87,12 @@ def _refuse_force(dest: Path, strays: list[str], force: bool = True) -> Destinat
     shown = ", ".join(strays[:6]) + (f" (and {len(strays) - 6} more)" if len(strays) > 6 else "")
     what = "holds files no checkpoint writer writes"
     hint = f"move {'it' if len(strays) == 1 else 'them'} out of {dest}, or choose another destination"
+    only = ("only what a checkpoint writer writes (config.json, weights and index, eagle3-convert.json, generation "
+            "and tokenizer files)")
     if not force:  # --force would be refused too: the hint must not send the user there
-        return DestinationError(f"destination {dest} is not empty and {what}: {shown}", hint)
-    return DestinationError(f"--force would delete {dest}, which {what}: {shown}",
-                            f"{hint}; --force replaces only what a checkpoint writer writes (config.json, weights "
-                            "and index, eagle3-convert.json, generation and tokenizer files)",
+        return DestinationError(f"destination {dest} is not empty and {what}: {shown}",
+                                f"{hint} (--force would refuse too: it replaces {only})")
+    return DestinationError(f"--force would delete {dest}, which {what}: {shown}", f"{hint}; --force replaces {only}",
                             code="E-DEST-NOT-CHECKPOINT")
 
 

@@ -100,4 +100,4 @@ def test_without_force_the_refusal_names_what_force_would_replace(converted: Pat
     assert "pass --force" in result.stderr
     (converted / "run.log").write_text("epoch 1")
     refused = run_cli("--to", "sglang", "--no-record", EXAMPLE, converted)
-    assert refused.exit_code == 1 and "run.log" in refused.stderr and "--force" not in refused.stderr
+    assert refused.exit_code == 1 and "run.log" in refused.stderr and "--force would refuse too" in refused.stderr
