@@ -6,6 +6,7 @@ per case) and the hazard samples; the commands' flags are read from the click co
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shlex
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import click
 import pytest
-from conftest import DATA, EXAMPLE, run_cli
+from conftest import DATA, EXAMPLE, REPO, run_cli
 from test_validate import CASES
 
 from eagle3_convert.cli import main
@@ -112,3 +113,23 @@ def test_the_check_catches_a_flag_of_another_command():
                        "validate") == []
     assert wrong_flags("repair it: eagle3-convert --repair-d2t-absolute --to vllm SRC DST (d2t := d2t - 1); "
                        "or validate --deep", "inspect") == ["--deep (on inspect)"]
+
+
+def _source_texts(path: Path) -> list[str]:
+    """Every string literal of a module, an f-string's fields read as X."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.JoinedStr):
+            out.append("".join(v.value if isinstance(v, ast.Constant) else "X" for v in node.values))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append(node.value)
+    return out
+
+
+def test_every_quoted_command_in_the_source_names_flags_of_that_command():
+    """The hints no corpus above reaches (Hub, registry, publish, sync): each `eagle3-convert ...` they quote."""
+    commands = [cmd for path in sorted((REPO / "eagle3_convert").rglob("*.py")) for text in _source_texts(path)
+                for cmd in QUOTED_COMMAND.findall(text)]
+    assert len(commands) > 20
+    wrong = {cmd: found for cmd in commands if (found := wrong_flags(f"`{cmd}`", "convert"))}
+    assert wrong == {}
