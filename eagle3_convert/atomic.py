@@ -5,10 +5,10 @@ the old directory or the complete new one, never a half-written one."""
 from __future__ import annotations
 
 import errno
+import fnmatch
 import glob
 import json
 import os
-import re
 import shutil
 import signal
 import tempfile
@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from .errors import DestinationError
 from .safetensors_io import TensorSource, write_tensor_files
+from .sidecar import SIDECAR_NAME
 from .writeback import write_durably
 
 try:
@@ -50,51 +51,49 @@ def _umask() -> int:
     return mask
 
 
-# What a checkpoint directory may hold besides config.json and its weights: `--force` replaces a
-# directory only when every entry is one of these, so it never deletes a user's other files.
-_CHECKPOINT_ENTRY = re.compile(
-    r"^(.+\.(json|safetensors|bin|pt|pth|md|model|tiktoken|gguf)|\.gitattributes|merges\.txt|vocab\.txt"
-    r"|(configuration|modeling|tokenization)_[\w.-]+\.py|LICENSE(\.\w+)?|NOTICE)$")
-_CHECKPOINT_DIRS = (".cache",)  # huggingface_hub's metadata in a --local-dir download
+# The files a checkpoint writer puts in its directory: ours (config.json, the weights and their index, the
+# sidecar, a GGUF) and the peers' (HF save_pretrained: generation_config.json, remote code, tokenizer files;
+# EAGLE: pytorch_model.bin; ModelOpt: hf_quant_config.json; speculators: config.py). `--force` replaces a
+# directory only when every entry matches one of these, and names each; anything else (training state such as
+# optimizer.pt or training_args.json, logs, notes, a README.md, a subdirectory) is the user's and is refused.
+CHECKPOINT_FILES = (
+    CONFIG_NAME, "generation_config.json", SIDECAR_NAME, "hf_quant_config.json", "config.py",
+    "model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",
+    "pytorch_model.bin", "pytorch_model-*-of-*.bin", "pytorch_model.bin.index.json", "*.gguf",
+    "configuration_*.py", "modeling_*.py",
+    "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json", "added_tokens.json",
+    "vocab.json", "merges.txt", "chat_template.jinja",
+)
 
 
-def _holds_checkpoint(entries: list[Path]) -> bool:
-    names = {p.name for p in entries if p.is_file()}
-    if any(n.endswith(".gguf") for n in names):  # a GGUF drafter written by --to gguf
-        return True
-    return "config.json" in names and any(n.endswith(".safetensors") or re.match(r"pytorch_model.*\.bin$", n)
-                                          for n in names)
+def _written_by_a_checkpoint_writer(path: Path) -> bool:
+    return (path.is_file() and not path.is_symlink()
+            and any(fnmatch.fnmatchcase(path.name, pattern) for pattern in CHECKPOINT_FILES))
 
 
 def force_would_delete(dest: Path) -> list[str]:
-    """What `--force` would delete in `dest` that is not part of a checkpoint ([] when it may replace it).
+    """What `--force` would delete in `dest` that no checkpoint writer writes ([] when it may replace it)."""
+    return [p.name + ("/" if p.is_dir() and not p.is_symlink() else "")
+            for p in sorted(dest.iterdir()) if not _written_by_a_checkpoint_writer(p)]
 
-    A directory is replaced only when it is empty, or holds a checkpoint (config.json and weights)
-    and nothing but the files that come with one (index, sidecar, card, tokenizer, remote code).
-    """
-    entries = sorted(dest.iterdir())
-    if not entries:
+
+def force_replaces(dest: Path) -> list[str]:
+    """The files `--force` replaces in `dest` (each one a checkpoint writer writes); [] when there is none."""
+    if not dest.is_dir() or dest.is_symlink():
         return []
-    if not _holds_checkpoint(entries):
-        return [p.name + ("/" if p.is_dir() else "") for p in entries]
-    strays = []
-    for p in entries:
-        if p.is_dir() and not p.is_symlink():
-            if p.name not in _CHECKPOINT_DIRS:
-                strays.append(p.name + "/")
-        elif not _CHECKPOINT_ENTRY.match(p.name):
-            strays.append(p.name)
-    return strays
+    return [p.name for p in sorted(dest.iterdir()) if _written_by_a_checkpoint_writer(p)]
 
 
-def _refuse_force(dest: Path, strays: list[str], all_of_it: bool, force: bool = True) -> DestinationError:
+def _refuse_force(dest: Path, strays: list[str], force: bool = True) -> DestinationError:
     shown = ", ".join(strays[:6]) + (f" (and {len(strays) - 6} more)" if len(strays) > 6 else "")
-    what = "holds no checkpoint" if all_of_it else "holds files that are not part of a checkpoint"
-    hint = ("choose another destination, or move those out; --force replaces only a drafter directory "
-            "(config.json + weights) or an empty one")
+    what = "holds files no checkpoint writer writes"
+    hint = f"move {'it' if len(strays) == 1 else 'them'} out of {dest}, or choose another destination"
+    only = ("only what a checkpoint writer writes (config.json, weights and index, eagle3-convert.json, generation "
+            "and tokenizer files)")
     if not force:  # --force would be refused too: the hint must not send the user there
-        return DestinationError(f"destination {dest} is not empty and {what}: {shown}", hint)
-    return DestinationError(f"--force would delete {dest}, which {what}: {shown}", hint,
+        return DestinationError(f"destination {dest} is not empty and {what}: {shown}",
+                                f"{hint} (--force would refuse too: it replaces {only})")
+    return DestinationError(f"--force would delete {dest}, which {what}: {shown}", f"{hint}; --force replaces {only}",
                             code="E-DEST-NOT-CHECKPOINT")
 
 
@@ -120,10 +119,10 @@ def check_destination(dest: Path, src: Path | None, force: bool) -> None:
     if dest.is_dir() and any(dest.iterdir()):
         strays = force_would_delete(dest)
         if strays:
-            raise _refuse_force(dest, strays, not _holds_checkpoint(list(dest.iterdir())), force)
+            raise _refuse_force(dest, strays, force)
         if not force:
-            raise DestinationError(f"destination {dest} is not empty (it holds a checkpoint)",
-                                   "pass --force to replace it, or choose a new path")
+            raise DestinationError(f"destination {dest} is not empty (it holds {', '.join(force_replaces(dest))})",
+                                   "pass --force to replace those files, or choose a new path")
     if dest_abs.parent.exists() and not dest_abs.parent.is_dir():
         raise DestinationError(f"{dest_abs.parent} is not a directory", "choose a destination inside a directory")
 
@@ -285,7 +284,7 @@ def _swap_into_place(tmp: Path, dest: Path, force: bool) -> None:
     if dest.is_dir() and force and any(dest.iterdir()):
         strays = force_would_delete(dest)  # again: something may have been put there since the check
         if strays:
-            raise _refuse_force(dest, strays, not _holds_checkpoint(list(dest.iterdir())))
+            raise _refuse_force(dest, strays)
         # One atomic exchange: a kill at any instant leaves either the old or the new output at dest. The old
         # one is then in our temp dir, unlocked, and the next writer's cleanup removes it if we die here.
         if _exchange(tmp, dest):

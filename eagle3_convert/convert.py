@@ -11,7 +11,7 @@ from typing import Callable
 
 
 from . import sidecar
-from .atomic import json_bytes, write_directory
+from .atomic import force_replaces, json_bytes, write_directory
 from .converters.base import (
     ConvertOptions,
     Detection,
@@ -55,6 +55,7 @@ class ConvertResult:
     drafter_id: str = ""
     facts: dict = field(default_factory=dict)  # what the sidecar records
     serves: dict[str, Verdict] = field(default_factory=dict)  # each engine's verdict on the output
+    replaced: list[str] = field(default_factory=list)  # the files of DST that --force replaced
 
 
 def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetIdentity | None:
@@ -326,11 +327,12 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
             return {sidecar.SIDECAR_NAME: sidecar.build(layout=layout.name, config_bytes=json_bytes(plan.config),
                                                         facts=facts)}
 
+        replaced = force_replaces(Path(dest)) if force else []  # write_directory refuses if anything else is there
         files = write_directory(Path(dest), plan.config, plan.tensors, sidecar_files,
                                 src=source.path if not source.commit else None, force=force,
                                 max_shard_bytes=max_shard_bytes, on_progress=on_progress, writer=plan.writer)
     return ConvertResult(source, Path(dest), layout.name, files, plan,
-                         source.drafter.notes + plan.notes + history_notes, facts["drafter_id"], facts, serves)
+                         source.drafter.notes + plan.notes + history_notes, facts["drafter_id"], facts, serves, replaced)
 
 
 def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[WritePlan, dict[str, Verdict]]:

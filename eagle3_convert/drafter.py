@@ -191,6 +191,25 @@ class Drafter:
 _LAYER_RE = re.compile(r"^layers\.(\d+)\.(.+)$")
 
 
+def wrong_target_width(fc_width: int, count: int | None, declared_ht: int | None, hidden_size: int,
+                       target_width: int | None = None) -> tuple[str, str] | None:
+    """(message, hint) when config.json's target_hidden_size contradicts fc.weight, else None.
+
+    `count` states (the capture ids', or num_aux_hidden_states) split fc's input columns into another width
+    than the declared one: the width is wrong, not the count, when that width is the drafter's own or the
+    target's, or when the declared one divides the columns into no whole number of states.
+    """
+    if not declared_ht or not count or fc_width % count or fc_width // count == declared_ht:
+        return None
+    width = fc_width // count
+    if fc_width % declared_ht == 0 and width not in (hidden_size, target_width):
+        return None  # as likely a wrong number of capture ids (E-CAPTURE-COUNT)
+    known = f"; the target's hidden_size is {target_width}" if target_width else ""
+    default = " (or remove it: it defaults to hidden_size)" if width == hidden_size else ""
+    return (f"target_hidden_size is {declared_ht}, but fc.weight's {fc_width} input columns fuse {count} captured "
+            f"states of width {width}{known}", f"set target_hidden_size in config.json to {width}{default}")
+
+
 def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor the config implies (embed_tokens excluded: it is optional everywhere)."""
     H, Ht, k = cfg.hidden_size, cfg.resolved_target_hidden_size, cfg.num_aux_hidden_states

@@ -6,6 +6,8 @@ else escaping is a bug in this tool, not bad input.
 
 from __future__ import annotations
 
+from typing import Callable
+
 
 class Eagle3Error(Exception):
     """Base class: bad input, a refused conversion, an unusable destination."""
@@ -28,6 +30,22 @@ class FormatError(Eagle3Error):
     """A file that is not what it claims to be (corrupt, truncated, hostile)."""
 
     code = "E-FORMAT"
+
+
+class CaptureConflict(FormatError):
+    """Two id lists in one config name different layers: the user must say which the drafter was trained on.
+    `readings` holds each (reader, boundaries); `hint_with` words the way out with the printing command's own
+    flags (convert takes --capture-layers; validate and inspect name the whole convert command)."""
+
+    def __init__(self, message: str, readings: list[tuple[str, list[int]]]):
+        self.readings = readings
+        super().__init__(message, self.hint_with(lambda flags: f"add `{' '.join(flags)}`"), code="E-CAPTURE-CONFLICT")
+
+    def hint_with(self, command: Callable[[tuple[str, ...]], str]) -> str:
+        ways = " or ".join(f"{command(('--capture-layers', ','.join(map(str, ids)), '--convention', 'boundary'))} "
+                           f"(the {reader} reading)" for reader, ids in self.readings)
+        return (f"say which the drafter was trained on: {ways}; a file written for vLLM (boundaries in both "
+                "places) reads right with --from vllm")
 
 
 class RefusalError(Eagle3Error):

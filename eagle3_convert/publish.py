@@ -16,6 +16,7 @@ from typing import Any
 from . import sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
 from .errors import Eagle3Error
+from .registry.models import ELSEWHERE_SCHEME
 from .sidecar import SIDECAR_NAME
 from .sources import (
     HubError,
@@ -124,6 +125,9 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
         if layout == source.detection.layout and not pickled:
             root, names = path, (list(weights) if gguf_source else _published_names(path, weights))
             sidecar_bytes, facts, notes = _sidecar_for(source, layout, options)
+            moved_bytes, moved = _relocated_sidecar(path, repo_id, facts)
+            if moved != facts:  # SRC was written by a conversion: the Hub copy is where that edge now leads
+                sidecar_bytes, facts = moved_bytes, moved
         else:
             workdir = Path(tempfile.mkdtemp(prefix="eagle3-publish-"))
             # a GGUF is named after the directory it is written into: eagle3-<repo name>-<TYPE>.gguf
@@ -227,13 +231,16 @@ def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[st
     return data, json.loads(data), notes
 
 
-def _relocated_sidecar(staged: Path, repo_id: str) -> tuple[bytes, dict[str, Any]]:
-    """The converted copy's sidecar, its last lineage edge leading to the repo instead of the temporary
-    directory that is about to vanish (the commit is not known yet; the registry records it)."""
-    data = json.loads((staged / SIDECAR_NAME).read_text(encoding="utf-8"))
-    here = os.path.normpath(staged.resolve())
+def _relocated_sidecar(copy: Path, repo_id: str, data: dict[str, Any] | None = None) -> tuple[bytes, dict[str, Any]]:
+    """The published copy's sidecar (`data`, else the one in `copy`), the lineage edge that wrote `copy` leading to
+    the repo instead: the files a reader gets from the Hub are that copy (the commit is not known yet; the
+    registry records it). A staging directory about to vanish is thus named nowhere."""
+    data = json.loads((copy / SIDECAR_NAME).read_text(encoding="utf-8")) if data is None else json.loads(
+        json.dumps(data))
+    here = os.path.normpath(copy.resolve())
     for edge in data.get("lineage") or []:
-        if os.path.normpath(str(edge.get("dest", {}).get("uri"))) == here:
+        if isinstance(edge, dict) and isinstance(edge.get("dest"), dict) and \
+                os.path.normpath(str(edge["dest"].get("uri"))) == here:
             edge["dest"]["uri"] = f"hf://{repo_id}"
     encoded = (json.dumps(data, indent=2) + "\n").encode()
     return encoded, data
@@ -276,8 +283,8 @@ def _with_registry_facts(facts: dict[str, Any], registry: Any) -> tuple[dict[str
 def _without_local_paths(data: bytes, facts: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
     """A published sidecar names local copies by directory name only: the uploader's paths stay private."""
     def public(uri: object) -> object:
-        if isinstance(uri, str) and not uri.startswith("hf://"):
-            return f"local:{Path(uri).name}"
+        if isinstance(uri, str) and not uri.startswith(("hf://", ELSEWHERE_SCHEME)):
+            return f"{ELSEWHERE_SCHEME}{Path(uri).name}"
         return uri
 
     changed = json.loads(json.dumps(facts))

@@ -26,7 +26,7 @@ from .converters.layer_ids import default_boundaries
 from .errors import Eagle3Error, UsageError
 from .fingerprint import drafter_id, tensor_digests
 from .registry.errors import NoRegistry, RegistryError
-from .registry.models import DrafterRecord, LineageEdge, Location
+from .registry.models import ELSEWHERE_SCHEME, DrafterRecord, LineageEdge, Location
 from .registry.recording import record_facts, training_boundaries
 from .registry.store import RegistryStore, open_registry
 
@@ -250,14 +250,21 @@ def record_publication(plan: Any, published: Any, registry: RegistryArg = None) 
     hub = Location.hub(published.repo_id, plan.layout, published.commit)
     source = Location(layout=plan.source.detection.layout, uri=plan.source.uri)
     # The sidecar could only name the repo; the registry knows the commit.
+    # An edge the published sidecar names by `local:NAME` is one this uploader knows by path (recorded when it
+    # converted, and the edge appended below): recording the private-name twin would count it twice.
     lineage = [_at_commit(edge, f"hf://{published.repo_id}", hub.uri) for edge in plan.facts.get("lineage") or []
-               if isinstance(edge, dict)]
+               if isinstance(edge, dict) and not _names_a_private_copy(edge)]
     lineage.append(LineageEdge(source=source, dest=hub, tool=sidecar.tool_name()).model_dump(mode="json"))
     conflicts: list[dict[str, Any]] = []
     with opened(registry) as store:
         record, notes = record_facts(store, {**plan.facts, "lineage": lineage}, locations=[source, hub],
                                      conflicts=conflicts)
     return Recorded(record, hub, notes, conflicts)
+
+
+def _names_a_private_copy(edge: dict[str, Any]) -> bool:
+    return any(isinstance(end, dict) and str(end.get("uri")).startswith(ELSEWHERE_SCHEME)
+               for end in (edge.get("source"), edge.get("dest")))
 
 
 def _at_commit(edge: dict[str, Any], plain: str, pinned: str) -> dict[str, Any]:

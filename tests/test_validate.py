@@ -310,7 +310,8 @@ CASES: dict[str, Case] = {
         lambda t: t.__setitem__("layers.0.input_layernorm.weight", t["midlayer.input_layernorm.weight"]))),
     "E-SHAPE": Case(built("speculators"), edit_header(
         lambda h: h["layers.0.mlp.down_proj.weight"].__setitem__("shape", [64, 32]))),
-    "E-SHAPE-FC": Case(built("speculators"), edit_config(lambda c: c.__setitem__("target_hidden_size", 40))),
+    "E-SHAPE-FC": Case(built("speculators"), edit_header(lambda h: h["fc.weight"].__setitem__("shape", [64, 48]))),
+    "E-TARGET-HIDDEN-SIZE": Case(built("speculators"), edit_config(lambda c: c.__setitem__("target_hidden_size", 40))),
     "E-DTYPE": Case(built("speculators"), edit_header(lambda h: h["norm.weight"].__setitem__("dtype", "I16"))),
     # vocabulary map
     "E-VOCAB-MISSING": Case(built("speculators"), drop_tensor("d2t", "t2d")),

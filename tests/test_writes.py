@@ -212,10 +212,10 @@ def test_force_refuses_a_checkpoint_with_files_of_the_user_beside_it(tmp_path: P
 def test_force_replaces_a_checkpoint_and_an_empty_directory(tmp_path: Path):
     ckpt = tmp_path / "ckpt"
     shutil.copytree(EXAMPLE, ckpt)
-    (ckpt / "README.md").write_text("card")
+    (ckpt / "tokenizer.json").write_text("{}")  # a checkpoint writer's file: replaced (a README.md is refused)
     proc = _convert("--to", "sglang", "--force", "--no-record", EXAMPLE, ckpt, cwd=tmp_path, work=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert (ckpt / "model.safetensors").is_file() and not (ckpt / "README.md").exists()
+    assert (ckpt / "model.safetensors").is_file() and not (ckpt / "tokenizer.json").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
     proc = _convert("--to", "sglang", "--force", "--no-record", EXAMPLE, empty, cwd=tmp_path, work=tmp_path)

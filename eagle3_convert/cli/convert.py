@@ -256,7 +256,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     capture = capture_rows(drafter, options.target)
     summary = {
         "source": result.source.uri, "from": result.source.detection.layout, "to": result.layout,
-        "dest": str(result.dest), "files": result.files, "tensors": len(result.plan.tensors), "bytes": size,
+        "dest": str(result.dest), "files": result.files, "replaced": result.replaced, "tensors": len(result.plan.tensors), "bytes": size,
         "capture": capture, "notes": result.notes + (recorded.notes if recorded else []),
         "drafter_id": result.drafter_id, "recorded_in": str(store.path) if recorded else None,
         "serves": {engine: v.to_dict() for engine, v in result.serves.items()},
@@ -270,6 +270,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         return
     written = summary["llama_server"]["gguf"] if summary["llama_server"] else result.dest
     click.echo(f"wrote {written} ({result.layout}): {len(result.plan.tensors)} tensors, {human_bytes(size)}")
+    if result.replaced:
+        click.echo(f"--force replaced: {', '.join(result.replaced)}")
     per_engine = capture["per_engine"]
 
     def spelled(layout: str) -> Any:  # a layout named after no engine (gguf) spells its engine's convention

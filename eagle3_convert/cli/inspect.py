@@ -55,7 +55,9 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
             findings.insert(0, Finding(exc.code, "error", exc.message, exc.hint))
     verdict = None
     if refusal is not None:  # the reader's own words first: they say why nothing could be converted
-        verdict = (refusal.message, refusal.hint, refusal.code, 1)
+        # with validate's hint when it has one: worded (and planned) for a command that is not convert
+        found = next((f for f in findings if f.code == refusal.code and f.severity == "error"), None)
+        verdict = (refusal.message, found.hint if found else refusal.hint, refusal.code, 1)
     elif report.failed():
         worst = next(f for f in findings if f.severity == "error")
         verdict = (worst.message, worst.hint or "see the findings above", worst.code, 1)

@@ -10,8 +10,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
 from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS, Drafter, DrafterConfig,
-                       TargetIdentity)
-from ..errors import FormatError, RefusalError, UsageError
+                       TargetIdentity, wrong_target_width)
+from ..errors import CaptureConflict, FormatError, RefusalError, UsageError
 from ..safetensors_io import TensorSource
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
 from .layer_ids import IDS_KEY, ids_for_engine
@@ -226,6 +226,9 @@ def infer_num_aux(fc: TensorSource | None, cfg_fields: Mapping[str, Any], declar
     if fc is None or len(fc.shape) != 2:
         return declared or (len(ids) if ids else 3)
     width = fc.shape[1]
+    wrong = wrong_target_width(width, len(ids) if ids else declared, declared_ht, cfg_fields["hidden_size"])
+    if wrong:
+        raise FormatError(*wrong, code="E-TARGET-HIDDEN-SIZE")
     if width % ht:
         raise FormatError(f"fc.weight has {width} input columns, not a multiple of the target hidden size {ht}",
                           "check target_hidden_size in config.json", code="E-SHAPE-FC")
@@ -446,14 +449,10 @@ def check_top_level_copy(raw: Mapping[str, Any], boundaries: list[int] | None, n
     given = given_capture(options)
     if given is not None and sorted(given) in (sorted(top), sorted(boundaries)):
         return given
-    raise FormatError(
+    raise CaptureConflict(
         f"the top-level eagle_aux_hidden_state_layer_ids {top} (vLLM reads them as boundaries {top}) and "
         f"eagle_config.eagle_aux_hidden_state_layer_ids (read by {nested_reader} as boundaries {boundaries}) "
-        "name different layers", f"say which the drafter was trained on: add `--capture-layers "
-        f"{','.join(map(str, sorted(boundaries)))} --convention boundary` (the {nested_reader} reading) or "
-        f"`--capture-layers {','.join(map(str, sorted(top)))} --convention boundary` (the vLLM reading); a file "
-        "written for vLLM (boundaries in both places) reads right with --from vllm", code="E-CAPTURE-CONFLICT")
-
+        "name different layers", [(nested_reader, sorted(boundaries)), ("vLLM", sorted(top))])
 
 
 # Vocabulary sizes that name a DeepSeek/Kimi target, whose SGLang capture path reads ids its own way.

@@ -142,7 +142,8 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
                 raise FormatError(
                     f"arange(Vd) + d2t gives {len(bad)} target id(s) outside [0, {vocab_size}), e.g. {bad[0]} "
                     "(d2t stored as absolute ids?)",
-                    "d2t must hold offsets; if it holds absolute ids use --repair-d2t-absolute",
+                    "d2t must hold offsets (target id - draft id) into the target vocab; re-export the vocab map "
+                    "from the trainer",
                     code="E-VOCAB-RANGE")
             if any(b <= a for a, b in zip(from_d2t, from_d2t[1:])):
                 raise FormatError("arange(Vd) + d2t is not strictly increasing: draft ids are not the target ids "

@@ -20,6 +20,8 @@ from ..plainmodel import (REQUIRED, UNDECIDED, Check, PlainModel, exact, int_, l
                           str_dict)
 
 HUB_SCHEME = "hf://"
+# A published sidecar names the uploader's local copies by directory name only (their paths stay private).
+ELSEWHERE_SCHEME = "local:"
 TWINS = "eagle3_convert.registry.models_checked"
 
 # Hub repo ids: "name" (legacy, unowned) or "org/name".
@@ -54,11 +56,11 @@ def non_blank(value: str) -> str:
     return stripped
 
 
-def split_uri(uri: str) -> tuple[Literal["local", "hub"], str, str | None]:
+def split_uri(uri: str) -> tuple[Literal["local", "hub", "elsewhere"], str, str | None]:
     """Split a location uri into (kind, path or repo id, revision).
 
-    `hf://ORG/NAME@REV` is a Hub repo at a revision (branch, tag or commit; optional);
-    anything else must be an absolute local path.
+    `hf://ORG/NAME@REV` is a Hub repo at a revision (branch, tag or commit; optional); `local:NAME` a copy
+    on the machine that published a sidecar (a lineage end only); anything else must be an absolute local path.
     """
     if uri.startswith(HUB_SCHEME):
         repo, at, revision = uri[len(HUB_SCHEME) :].partition("@")
@@ -67,9 +69,21 @@ def split_uri(uri: str) -> tuple[Literal["local", "hub"], str, str | None]:
         if at and (not revision or any(c.isspace() for c in revision)):
             raise ValueError(f"{uri!r} has an empty or blank revision after '@'")
         return "hub", repo, revision or None
+    if uri.startswith(ELSEWHERE_SCHEME):
+        name = uri[len(ELSEWHERE_SCHEME):]
+        if not name.strip() or "/" in name:
+            raise ValueError(f"{uri!r} is not local:NAME")
+        return "elsewhere", name, None
     if not os.path.isabs(uri):
         raise ValueError(f"a local location must be an absolute path, got {uri!r}")
     return "local", uri, None
+
+
+def copy_uri(uri: str) -> str:
+    """A location the registry can find again: `local:NAME` names only another machine's copy."""
+    if split_uri(uri)[0] == "elsewhere":
+        raise ValueError(f"{uri!r} names a copy on the machine that published it, not a location")
+    return uri
 
 
 # ------------------------------------------------------------------ field checks (plainmodel's, for these types)
@@ -151,7 +165,7 @@ class LocationRef(PlainModel):
     uri: str
 
     @property
-    def kind(self) -> Literal["local", "hub"]:
+    def kind(self) -> Literal["local", "hub", "elsewhere"]:
         return split_uri(self.uri)[0]
 
     @property
@@ -167,7 +181,8 @@ class Location(LocationRef):
     """A copy of a drafter and when the registry learned of it."""
 
     TWIN = (TWINS, "Location")
-    FIELDS = {**LocationRef.FIELDS, "added_at": (REQUIRED, utcnow, _utc_time)}
+    FIELDS = {**LocationRef.FIELDS, "uri": (REQUIRED, None, _validated(lambda v: _uri(copy_uri(v)))),
+              "added_at": (REQUIRED, utcnow, _utc_time)}
     added_at: datetime
 
     @classmethod

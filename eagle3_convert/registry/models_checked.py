@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from .models import as_utc, drafter_id_value, non_blank, split_uri, utcnow
+from .models import as_utc, copy_uri, drafter_id_value, non_blank, split_uri, utcnow
 
 UTCDateTime = Annotated[datetime, AfterValidator(as_utc)]
 DrafterId = Annotated[str, AfterValidator(drafter_id_value)]
@@ -64,6 +64,11 @@ class Location(LocationRef):
     """A copy of a drafter and when the registry learned of it."""
 
     added_at: UTCDateTime = Field(default_factory=utcnow)
+
+    @field_validator("uri")
+    @classmethod
+    def _a_copy_here(cls, value: str) -> str:
+        return copy_uri(value)
 
 
 class LineageEdge(_Model):

@@ -9,7 +9,7 @@ from .. import schemas
 from ..converters.base import decoder_fields
 from ..converters.config_keys import key_issues
 from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, to_canonical
-from ..drafter import FAMILY_BY_MODEL_TYPE, MLA_KEYS, DrafterConfig
+from ..drafter import FAMILY_BY_MODEL_TYPE, MLA_KEYS, DrafterConfig, wrong_target_width
 from ..errors import FormatError
 from .context import IDS_KEY, Context
 from .findings import from_error, int_list, positive
@@ -89,6 +89,13 @@ def _num_aux(ctx: Context, fields: dict[str, Any]) -> int:
     fc = ctx.tensor("fc.weight")
     if fc is None or len(fc.shape) != 2:
         return fallback
+    count = len(lists[0]) if lists else (declared if positive(declared) else None)
+    wrong = wrong_target_width(fc.shape[1], count, fields["target_hidden_size"], fields["hidden_size"],
+                               ctx.target.hidden_size if ctx.target else None)
+    if wrong:  # said once; the later checks judge the drafter at the width its weights have
+        ctx.add("E-TARGET-HIDDEN-SIZE", *wrong, where="$.target_hidden_size")
+        fields["target_hidden_size"] = fc.shape[1] // count
+        return count
     if fc.shape[1] % ht or not fc.shape[1]:
         ctx.add("E-SHAPE-FC", f"fc.weight has {fc.shape[1]} input columns, not a multiple of the target hidden "
                 f"size Ht={ht}", "set target_hidden_size in config.json to the target's hidden size",

@@ -51,6 +51,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-KEY-DUPLICATE": ("error", "two stored names hold the same weight"),
     "E-SHAPE": ("error", "a tensor's shape disagrees with the config"),
     "E-SHAPE-FC": ("error", "fc.weight's width is no multiple of the target hidden size"),
+    "E-TARGET-HIDDEN-SIZE": ("error", "config.json's target_hidden_size is not the width of the states fc.weight fuses"),
     "E-DTYPE": ("error", "a weight tensor is not a float tensor"),
     # vocabulary map
     "E-VOCAB-MISSING": ("error", "Vd != V and neither d2t nor t2d is present"),

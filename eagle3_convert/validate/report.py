@@ -11,7 +11,7 @@ from typing import Any
 from ..atomic import CONFIG_NAME
 from ..converters.layout import ConvertOptions, Layout
 from ..converters.registry import detect, get_layout
-from ..errors import Eagle3Error, FormatError
+from ..errors import CaptureConflict, Eagle3Error, FormatError
 from .capture import check_capture, check_capture_record, read_capture_ids
 from .config import check_rope, check_schema, read_config
 from .context import LOCATIONS, Context
@@ -182,4 +182,6 @@ def reader_cross_check(ctx: Context) -> None:
     except Eagle3Error as exc:
         explained = ctx.codes() & (READER_CODES_EXPLAINED.get(exc.code, set()) | {exc.code})
         if not explained:
+            if isinstance(exc, CaptureConflict):  # validate takes no --capture-layers: name the whole conversion
+                exc.hint = exc.hint_with(lambda flags: f"`{ctx.command(ctx.layout.name, *flags)}`")
             ctx.out.append(from_error(exc))
