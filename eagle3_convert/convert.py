@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from pydantic import ValidationError
+
 
 from . import sidecar
 from .atomic import json_bytes, write_directory
@@ -25,7 +27,6 @@ from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .engines import LABELS, REFUSES, WRONG, Verdict, serve_verdicts, target_context
 from .errors import FormatError, RefusalError, UsageError
 from .fingerprint import drafter_id, tensor_digests
-from .plainmodel import is_validation_error
 from .sources import resolve_source
 from .targets import load_target
 
@@ -118,10 +119,7 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
         if from_layout != "auto":
             raise judge_explicit_from(ckpt, detection.layout, options, error=exc) or exc from None
         raise
-    except ValueError as exc:
-        if not is_validation_error(exc):
-            raise
-        # pydantic's: a config value of the wrong type reached the canonical model
+    except ValidationError as exc:  # a config value of the wrong type reached the canonical model
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "config"
         raise FormatError(f"config.json: {where}: {first['msg']} (got {str(first.get('input'))[:60]!r})",
@@ -182,9 +180,7 @@ def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertO
         other = get_layout(detected.layout).read(ckpt, options)
     except Eagle3Error:
         return
-    except ValueError as exc:
-        if not is_validation_error(exc):
-            raise
+    except ValidationError:
         return
     differences = reading_differences(drafter, other, (given, detected.layout))
     if differences:

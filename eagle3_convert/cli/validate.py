@@ -47,7 +47,7 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
         path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
     # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
-    # No registry, no lookup: asking whether there is one imports no store, no record model, no pydantic.
+    # No registry, no lookup: asking whether there is one opens no store.
     from ..registry.paths import registry_exists
 
     recorded = None

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..converters.layer_ids import ENGINES, engine_boundaries
 from ..errors import UsageError
-from ..plainmodel import is_validation_error
 from .models import DrafterRecord, LineageEdge, Location, TargetInfo
 from .store import RegistryStore
 
@@ -39,7 +40,7 @@ def record_fields(facts: dict[str, Any]) -> dict[str, Any]:
     target = facts.get("target")
     if isinstance(target, dict) and any(value not in (None, []) for value in target.values()):
         # TargetIdentity also knows model_type, which the record does not keep; the store validates the rest.
-        fields["target"] = {key: value for key, value in target.items() if key in TargetInfo.FIELDS}
+        fields["target"] = {key: value for key, value in target.items() if key in TargetInfo.model_fields}
     return fields
 
 
@@ -59,9 +60,7 @@ def lineage_edges(raw: object) -> tuple[list[LineageEdge], list[str]]:
     for i, item in enumerate(raw if isinstance(raw, list) else []):
         try:
             edges.append(LineageEdge.model_validate(item))
-        except ValueError as exc:  # pydantic's ValidationError, from the plain models' twin
-            if not is_validation_error(exc):
-                raise
+        except ValidationError as exc:
             notes.append(f"lineage entry {i} of eagle3-convert.json was not recorded: {exc.errors()[0]['msg']}")
     return edges, notes
 
