@@ -24,9 +24,10 @@ from .converters.base import (
 from .converters.layer_ids import default_boundaries, ids_for_engine
 from .converters.registry import detect, get_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
-from .engines import LABELS, REFUSES, WRONG, Verdict, serve_verdicts, target_context
+from .engines import REFUSES, WRONG, Verdict, serve_verdicts, target_context
 from .errors import FormatError, RefusalError, UsageError
 from .fingerprint import drafter_id, tensor_digests
+from .names import LABELS
 from .sources import resolve_source
 from .targets import load_target
 

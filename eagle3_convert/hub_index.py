@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Eagle3Error
+from .names import RUNNERS, runners_of
 from .records import RegistryArg, opened
 from .registry.models import Location
 from .registry.recording import FINGERPRINT, conflict_message, disagreements, record_facts
@@ -209,10 +210,9 @@ def _hub_copy(read: Any, truth: list[int] | None, engines: tuple[str, ...]) -> d
 
 def search(target: str, registry: RegistryArg = None, *, engine: str | None = None, hub: bool = False,
            endpoint: str | None = None, token: str | None = None) -> dict[str, Any]:
-    """The drafters of `target`: from the registry and, with `hub`, from the Hub; each copy with its verdicts."""
-    from .engines import ENGINES
-
-    engines = (engine,) if engine else ENGINES
+    """The drafters of `target`: from the registry and, with `hub`, from the Hub; each copy with its verdicts
+    (`engine`: one engine's, or one runner's, as names.ENGINE_SPELLINGS spells them)."""
+    engines = runners_of(engine) if engine else RUNNERS
     with opened(registry) as store:
         records = store.list(target)
         similar = [] if records else similar_targets(target, store.list())

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .converters.base import capture_context
-from .converters.layer_ids import ENGINES, convention_table
+from .converters.layer_ids import convention_table
+from .names import CONVENTIONS
 from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
 from .sources import REPO_ID_RE
 from .sidecar import tool_name
@@ -127,7 +128,7 @@ def _capture_section(config: DrafterConfig, facts: dict[str, Any], target: Targe
              (f"The drafter fuses {config.num_aux_hidden_states} hidden states of the target, taken at {where}. "
               "Each engine spells the same layers its own way; a config that names other layers loads without "
               "error and drafts badly. As each engine reads them:"), "",
-             *_table([ENGINE_TITLES.get(e, e) for e in ENGINES], [[f"`{_cell(table[e])}`" for e in ENGINES]])]
+             *_table([ENGINE_TITLES.get(e, e) for e in CONVENTIONS], [[f"`{_cell(table[e])}`" for e in CONVENTIONS]])]
     recorded = (facts.get("from_registry") or {}).get("capture_boundaries")
     if boundaries is None and recorded:
         record = str((facts.get("from_registry") or {}).get("drafter_id", ""))[:12]

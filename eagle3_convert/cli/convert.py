@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
+from ..names import CAPTURE_CONVENTIONS, LABELS, LAYOUTS
 from . import main
 from .common import (
-    CAPTURE_CONVENTIONS,
     Progress,
     emit_json,
     hub_options,
@@ -22,8 +22,6 @@ from .common import (
     warn_twin,
     warn_unrecorded,
 )
-
-LAYOUT_NAMES = ("speculators", "sglang", "vllm", "eagle", "modelopt", "gguf")  # static: --help imports no layout
 
 
 class LayoutChoice(click.Choice):
@@ -43,7 +41,7 @@ class LayoutChoice(click.Choice):
 
 
 def _layout_choice(with_auto: bool) -> click.Choice:
-    return LayoutChoice((("auto",) if with_auto else ()) + LAYOUT_NAMES)
+    return LayoutChoice((("auto",) if with_auto else ()) + LAYOUTS)
 
 
 def parse_size(text: str | None) -> int | None:
@@ -103,8 +101,6 @@ SERVE_WORDS = {"as-trained": "serves as trained", "default-layers": "serves with
 
 def serve_lines(serves: dict[str, Any]) -> list[str]:
     """One line per engine: where the output can be served, and why not elsewhere."""
-    from ..engines import LABELS
-
     return [f"  {LABELS[engine]:<34} {SERVE_WORDS[v.verdict]}: {v.why}" for engine, v in serves.items()]
 
 

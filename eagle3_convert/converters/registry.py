@@ -8,9 +8,9 @@ import sys
 from importlib import import_module
 
 from ..errors import FormatError, UsageError
+from ..names import LAYOUTS
 from .base import Checkpoint, Detection, Layout
 
-BUILTIN = ("speculators", "sglang", "vllm", "eagle", "modelopt", "gguf")
 ENTRY_POINT_GROUP = "eagle3_convert.layouts"
 
 _layouts: dict[str, Layout] = {}
@@ -24,7 +24,7 @@ def register(layout: Layout) -> None:
 def layouts() -> dict[str, Layout]:
     """Every known layout by name, loaded once."""
     if not _layouts:
-        for name in BUILTIN:
+        for name in LAYOUTS:
             register(import_module(f"{__package__}.{name}").LAYOUT)
         for ep in _entry_points():
             try:

@@ -15,6 +15,7 @@ from typing import Any, Collection, Mapping
 
 from ..converters.layer_ids import default_boundaries
 from ..drafter import NORM_FLAGS, DrafterConfig
+from ..names import LABELS, RUNNERS
 
 FLAGS = NORM_FLAGS
 # Verdicts, from best to worst.
@@ -65,11 +66,6 @@ def engine_modules() -> dict[str, Any]:
 
     return {"speculators": speculators.read, "vllm-v1": vllm.read_v1, "vllm-v2": vllm.read_v2,
             "sglang": sglang.read, "trtllm": trtllm.read, "llamacpp": llamacpp.read}
-
-
-ENGINES = ("speculators", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamacpp")
-LABELS = {"speculators": "speculators library", "vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)",
-          "sglang": "SGLang", "trtllm": "TensorRT-LLM (from source)", "llamacpp": "llama.cpp"}
 
 
 def trained_boundaries(cfg: DrafterConfig, depth: int | None) -> list[int] | None:
@@ -129,7 +125,7 @@ def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict
 
 
 def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext,
-             engines: Collection[str] = ENGINES) -> dict[str, Reading]:
+             engines: Collection[str] = RUNNERS) -> dict[str, Reading]:
     readers = engine_modules()
     if isinstance(config.get("gguf"), dict):  # a GGUF file: only llama.cpp opens it
         return {e: readers[e](config, names, ctx) if e == "llamacpp" else
@@ -139,7 +135,7 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
 
 
 def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: DrafterConfig, ctx: TargetContext,
-                   engines: Collection[str] = ENGINES) -> dict[str, Verdict]:
+                   engines: Collection[str] = RUNNERS) -> dict[str, Verdict]:
     """Every engine's verdict on a checkpoint with this config.json and these stored tensor names."""
     return {e: verdict(r, cfg, ctx) for e, r in read_all(config, names, ctx, engines).items()}
 

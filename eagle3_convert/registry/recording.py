@@ -14,15 +14,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..converters.layer_ids import ENGINES, engine_boundaries
+from ..converters.layer_ids import engine_boundaries
 from ..errors import UsageError
+from ..names import BOUNDARY, CAPTURE_CONVENTIONS
 from .models import DrafterRecord, LineageEdge, Location, TargetInfo
 from .store import RegistryStore
 
 CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (canonical config, tensor bytes, vocab)
 FINGERPRINT = "hub-fingerprint"  # id_kind: registry sync's id of a Hub repo read without its weights
-BOUNDARY = "boundary"  # ids given as canonical boundaries (docs/formats.md §4)
-CONVENTIONS = (BOUNDARY, *ENGINES)
 
 _SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind")
 _GAPS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with")
@@ -178,8 +177,9 @@ def record_facts(store: RegistryStore, facts: dict[str, Any], *, locations: Iter
 def training_boundaries(ids: Sequence[int], convention: str, *, family: str = "default",
                         num_layers: int | None = None, num_aux: int | None = None) -> list[int]:
     """The boundaries the training captured, from ids given in `convention` (docs/formats.md §4)."""
-    if convention not in CONVENTIONS:
-        raise UsageError(f"unknown capture-id convention {convention!r}", f"choose one of: {', '.join(CONVENTIONS)}")
+    if convention not in CAPTURE_CONVENTIONS:
+        raise UsageError(f"unknown capture-id convention {convention!r}",
+                         f"choose one of: {', '.join(CAPTURE_CONVENTIONS)}")
     boundaries = list(ids) if convention == BOUNDARY else engine_boundaries(convention, ids, family, num_layers)
     if boundaries is None or any(b < 0 for b in boundaries):
         raise UsageError(f"{convention} ids {list(ids)} capture no hidden state (target family: {family})",

@@ -29,12 +29,12 @@ from .capture import check_capture_record
 from .context import Context
 from .deep import TensorScan, deep_scan, scan_tensor
 from .findings import CODES, SEVERITIES, Finding, Severity, finding, from_error
-from .profiles import ENGINE_LAYOUT, ENGINE_READERS, ENGINES, LAYOUT_ENGINES, EngineProfile, engine_profiles
+from .profiles import ENGINE_LAYOUT, LAYOUT_ENGINES, EngineProfile, engine_profiles
 from .raw import RawCheckpoint, read_raw
 from .report import Report, validate_checkpoint
 from .target import TargetFacts, load_target_facts
 
-__all__ = ["CODES", "ENGINES", "ENGINE_LAYOUT", "ENGINE_READERS", "LAYOUT_ENGINES", "SEVERITIES", "Context",
+__all__ = ["CODES", "ENGINE_LAYOUT", "LAYOUT_ENGINES", "SEVERITIES", "Context",
            "EngineProfile", "Finding", "RawCheckpoint", "Report", "Severity", "TargetFacts", "TensorScan",
            "check_capture_record", "deep_scan", "engine_profiles", "finding", "from_error", "load_target_facts",
            "read_raw", "scan_tensor", "validate_checkpoint"]

@@ -14,8 +14,9 @@ from typing import Any
 
 from ..converters.base import target_betrayed_by
 from ..converters.layout import Layout
-from ..converters.layer_ids import BOUNDARY_ENGINES, IDS_KEY, engine_boundaries, target_family
+from ..converters.layer_ids import IDS_KEY, engine_boundaries, target_family
 from ..drafter import DrafterConfig
+from ..names import BOUNDARY_CONVENTIONS
 from ..safetensors_io import TensorSource
 from .findings import Finding, finding
 from .raw import RawCheckpoint
@@ -91,7 +92,7 @@ class Context:
     @property
     def home(self) -> str:
         """Where this layout keeps its ids (and so in which convention they are written)."""
-        return "top" if self.layout.engine in BOUNDARY_ENGINES else "nested"
+        return "top" if self.layout.engine in BOUNDARY_CONVENTIONS else "nested"
 
     def meaning(self, convention: str, ids: list[int]) -> list[int] | None:
         try:

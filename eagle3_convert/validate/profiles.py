@@ -128,10 +128,6 @@ def engine_profiles() -> dict[str, EngineProfile]:
     return _profiles
 
 
-ENGINES = ("speculators", "vllm", "sglang", "trtllm", "llamacpp")
-# validate's engine names -> the readers of eagle3_convert.engines (vLLM's two runners read ids differently)
-ENGINE_READERS = {"speculators": ("speculators",), "vllm": ("vllm-v1", "vllm-v2"), "sglang": ("sglang",),
-                  "trtllm": ("trtllm",), "llamacpp": ("llamacpp",)}
 # The layout whose file each engine reads right, for hints (llama.cpp's converter reads vLLM's top-level ids).
 ENGINE_LAYOUT = {"speculators": "speculators", "vllm": "vllm", "sglang": "sglang", "trtllm": "modelopt",
                  "llamacpp": "vllm"}
