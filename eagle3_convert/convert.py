@@ -18,10 +18,9 @@ from .converters.base import (
     ConvertOptions,
     Detection,
     WritePlan,
-    capture_context,
     load_checkpoint,
 )
-from .converters.layer_ids import default_boundaries, ids_for_engine
+from .capture_ids import capture_context, default_boundaries, ids_for_engine
 from .converters.registry import detect, get_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .engines import REFUSES, WRONG, Verdict, serve_verdicts, target_context
@@ -92,7 +91,7 @@ def state_capture(options: ConvertOptions, ids: list[int] | None, convention: st
                          "e.g. --capture-layers 1,15,28 --convention specforge")
     if ids is None:
         return
-    from .converters.layer_ids import target_family
+    from .capture_ids import target_family
     from .registry.recording import training_boundaries  # (which imports the store: only when ids are given)
 
     target = options.target

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .converters.vocab import VocabMap
+from .vocab_map import VocabMap
 from .safetensors_io import TensorSource
 
 Family = Literal["llama", "qwen3", "deepseek_mla"]

@@ -4,7 +4,7 @@ One repo at one commit: its metadata (`model_info`: commit sha, card front matte
 sha256), config.json, the eagle3-convert.json sidecar, and, where the layout readers are needed, each
 safetensors file's HEADER and its d2t/t2d vocabulary map, fetched by HTTP Range into a sparse local copy that
 has the real file's size. The layout detection and readers then run on that copy unchanged; they read no
-tensor bytes besides d2t/t2d (converters/vocab.py), so no weight matrix is ever downloaded.
+tensor bytes besides d2t/t2d (vocab_map.py), so no weight matrix is ever downloaded.
 
 A repo whose trusted sidecar (written by us with this very config.json) names its drafter id is taken from the
 sidecar, config.json and the card alone; `headers=True` reads it with the layout readers too and compares.

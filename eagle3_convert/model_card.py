@@ -12,8 +12,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from .converters.base import capture_context
-from .converters.layer_ids import convention_table
+from .capture_ids import capture_context, convention_table
 from .names import CONVENTIONS
 from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
 from .sources import REPO_ID_RE

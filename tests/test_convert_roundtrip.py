@@ -14,7 +14,7 @@ from conftest import run_cli, tensor_hashes, tree_digest
 from eagle3_convert.convert import make_options, read_source
 from eagle3_convert.converters.base import ConvertOptions, write_directory
 from eagle3_convert.converters.registry import get_layout
-from eagle3_convert.converters.vocab import VocabMap, decode_ints, decode_mask
+from eagle3_convert.vocab_map import VocabMap, decode_ints, decode_mask
 from eagle3_convert.drafter import Drafter, DrafterConfig, TargetIdentity, expected_shapes
 from eagle3_convert.safetensors_io import FLOAT_DTYPES, InMemoryTensor, observe_reads, read_tensor_table
 

@@ -62,7 +62,7 @@ def _registry_exists(registry_path: str | None) -> bool:
 
 
 def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
-    from ..converters.layer_ids import convention_table, target_family
+    from ..capture_ids import convention_table, target_family
 
     cfg = drafter.config
     who = target or cfg.target

@@ -14,7 +14,7 @@ from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROP
 from ..errors import FormatError, RefusalError, UsageError
 from ..safetensors_io import TensorSource
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
-from .layer_ids import IDS_KEY, ids_for_engine
+from ..capture_ids import IDS_KEY, capture_context, ids_for_engine
 from .layout import (  # noqa: F401 (re-exported)
     ARCHITECTURE_FAMILY, EAGLE3_ARCHITECTURES, KNOWN_CANONICAL, LATER_NORMS, MODELOPT_EAGLE_FIELDS, VOCAB_TENSORS,
     ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, WritePlan, canonical_tensors,
@@ -268,7 +268,7 @@ def check_tensor_table(drafter: Drafter) -> None:
 
 
 def read_vocab(ckpt: Checkpoint, vocab_size: int, draft_vocab_size: int, options: ConvertOptions):
-    from .vocab import read_vocab_map, repair_absolute_d2t
+    from ..vocab_map import read_vocab_map, repair_absolute_d2t
 
     d2t, t2d = ckpt.tensors.get("d2t"), ckpt.tensors.get("t2d")
     if options.repair_d2t_absolute:
@@ -370,18 +370,6 @@ def int_list(value: Any, where: str) -> list[int] | None:
     return value
 
 
-def capture_context(drafter_family: str, *targets: TargetIdentity | None) -> tuple[str, int | None]:
-    """The target family (SGLang's id quirks depend on it) and depth (bounds what can be captured).
-
-    The first known target wins; an MLA drafter with no known target serves a DeepSeek/Kimi one.
-    """
-    from .layer_ids import target_family
-
-    target = next((t for t in targets if t is not None), None) or TargetIdentity()
-    model_type = target.model_type or ("deepseek_v3" if drafter_family == "deepseek_mla" else None)
-    return target_family(model_type), target.num_hidden_layers
-
-
 def write_capture_ids(config: dict[str, Any], eagle: dict[str, Any], cfg: DrafterConfig, options: ConvertOptions,
                       nested_convention: str, nested_required: bool) -> None:
     """The capture layers where every engine reads them: BOUNDARIES at the top level (vLLM's V1 and V2
@@ -452,7 +440,7 @@ def infer_target(ckpt: Checkpoint, raw: Mapping[str, Any], drafter_family: str,
 def target_betrayed_by(raw: Mapping[str, Any], drafter_family: str) -> tuple[TargetIdentity, str] | None:
     """A DeepSeek/Kimi target the drafter's own config names (a DeepSeek/Kimi model_type on a Llama-style
     drafter, or such a vocabulary size), and what names it; None when the config says nothing of it."""
-    from .layer_ids import DEEPSEEK_FAMILY
+    from ..capture_ids import DEEPSEEK_FAMILY
 
     model_type, vocab = raw.get("model_type"), raw.get("vocab_size")
     if drafter_family != "deepseek_mla" and model_type in DEEPSEEK_FAMILY:

@@ -13,6 +13,7 @@ from .. import sidecar
 from ..atomic import CONFIG_NAME
 from ..errors import FormatError
 from ..safetensors_io import INDEX_NAME, TensorSource, read_tensor_table, reject_duplicate_keys
+from .gguf_file import gguf_file, read_gguf_drafter
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a drafter config is a few KB; anything this big is hostile
 
@@ -70,12 +71,8 @@ def missing_config_hint(root: Path) -> str:
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     root = Path(path)
-    from .gguf_file import gguf_file
-
     if gguf_file(root) is not None:  # a .gguf, or a directory holding one and no config.json
-        from .gguf_file import load_gguf_checkpoint
-
-        return load_gguf_checkpoint(root)
+        return Checkpoint(*read_gguf_drafter(root), [])
     if not root.is_dir():
         raise FormatError(f"{root}: not a directory", "pass the directory that holds config.json and the weights",
                           code="E-SRC-MISSING")

@@ -48,8 +48,8 @@ from .base import (
     modelopt_first_layer_note,
     refuse_unless,
 )
-from .gguf_file import (  # noqa: F401 (gguf_file, load_gguf_checkpoint, scan_gguf: re-exported)
-    ARCH, FILE_TYPE, RECORD_KEY, file_name, gguf_file, key_types, load_gguf_checkpoint, read_target_gguf, scan_gguf,
+from .gguf_file import (  # noqa: F401 (gguf_file, scan_gguf: re-exported)
+    ARCH, FILE_TYPE, RECORD_KEY, file_name, gguf_file, key_types, read_target_gguf, scan_gguf,
     write_gguf)
 from .gguf_tensors import ELEMENT, StreamedTensor, exactly_back, llama3_rope_factors
 
@@ -183,7 +183,7 @@ class GGUFLayout(Layout):
                 rec = None
             if rec is not None:
                 depth = rec.target.num_hidden_layers if rec.target else None
-                from .layer_ids import default_boundaries
+                from ..capture_ids import default_boundaries
 
                 rec_ids = rec.capture_boundaries if rec.capture_boundaries is not None else (
                     default_boundaries(depth) if depth else None)
@@ -235,7 +235,7 @@ class GGUFLayout(Layout):
                 notes.append("rope_freqs differs from the factors the config's llama3 rope_scaling gives; the "
                              "config's rope_scaling is kept")
 
-        from .vocab import VocabMap, encode_d2t
+        from ..vocab_map import VocabMap, encode_d2t
         from ..safetensors_io import read_tensor_bytes
 
         vmap = None
@@ -324,7 +324,7 @@ class GGUFLayout(Layout):
         known = next((t.num_hidden_layers for t in (options.target, cfg.target) if t and t.num_hidden_layers), None)
         refuse_unless(known in (None, L), f"the drafter was trained on a {known}-layer target; the target GGUF has "
                       f"{L} blocks", "pass the GGUF of the target the drafter was trained for", "E-GGUF-TARGET")
-        from .layer_ids import default_boundaries
+        from ..capture_ids import default_boundaries
 
         boundaries = sorted(cfg.capture_boundaries) if cfg.capture_boundaries is not None else default_boundaries(L)
         refuse_unless(target.arch in LAYER_INP_ARCHS, f"llama.cpp's {target.arch} graph exposes no layer inputs: "
@@ -423,51 +423,6 @@ class GGUFLayout(Layout):
             return [name]
 
         return WritePlan(self.name, plan_config, tensors, notes, writer=write)
-
-
-def validate_gguf(raw: Any, engines: Any, label: str, deep: bool = False,
-                  progress: Callable[[int], Callable[[int], None]] | None = None, target: Any = None) -> Any:
-    """`validate` on a GGUF drafter: our reader's checks (names, shapes, d2t, keys), then llama.cpp's reading
-    of the file (engines/llamacpp.read_gguf): the capture boundaries it takes, or its refusal."""
-    from ..validate import Finding, Report, deep_scan, from_error
-    from ..engines.llamacpp import read_gguf
-    from ..errors import Eagle3Error
-
-    findings: list[Any] = []
-    report = Report(label, "gguf", "general.architecture eagle3 (a GGUF)", ["llamacpp"], findings, candidates=["gguf"])
-    for engine in engines or ():
-        if engine != "llamacpp":
-            findings.append(Finding("E-ENGINE-REFUSES", "error", f"{engine} does not load GGUF drafters",
-                                    "check a GGUF with --engine llamacpp, or convert it (--to vllm)", engine=engine))
-    ckpt = raw.checkpoint()
-    drafter = None
-    try:
-        drafter = LAYOUT.read(ckpt, ConvertOptions())
-    except Eagle3Error as exc:
-        findings.append(from_error(exc, where=raw.files[0] if raw.files else None))
-    meta = {k: v for k, v in ckpt.config.items() if not k.startswith("_")}
-    reading = read_gguf(meta, list(ckpt.tensors))
-    if reading.refusal:
-        findings.append(Finding("E-ENGINE-REFUSES", "error", f"llama.cpp refuses it: {reading.refusal}",
-                                "rewrite it with `eagle3-convert --to gguf` from the source drafter", engine="llamacpp"))
-    else:
-        for why in reading.silent:
-            findings.append(Finding("W-ENGINE-SILENT", "warning", why, "rewrite it with `eagle3-convert --to gguf`",
-                                    engine="llamacpp"))
-        findings.append(Finding("I-CAPTURE-GGUF", "info", f"llama.cpp captures boundaries {reading.captures} "
-                                "(eagle3.target_layers, the input of each block)", None, "eagle3.target_layers",
-                                "llamacpp"))
-    if target is not None and drafter is not None:
-        depth = getattr(getattr(target, "identity", None), "num_hidden_layers", None)
-        if depth is not None and reading.captures and max(reading.captures) > depth:
-            findings.append(Finding("E-CAPTURE-UNREACHABLE", "error", f"eagle3.target_layers {reading.captures} "
-                                    f"reach past the target's {depth} layers: llama.cpp aborts", None,
-                                    "eagle3.target_layers", "llamacpp"))
-    if deep:
-        total = sum(t.nbytes for t in raw.tensors.values())
-        report.manifest, more = deep_scan(raw.tensors, set(), on_bytes=progress(total) if progress else None)
-        findings.extend(more)
-    return report
 
 
 LAYOUT = GGUFLayout()

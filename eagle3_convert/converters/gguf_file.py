@@ -17,7 +17,6 @@ from typing import Any, Callable
 from .. import sidecar as sidecar_mod
 from ..errors import FormatError, RefusalError, UsageError
 from ..safetensors_io import TensorRef, TensorSource, iter_tensor_chunks
-from .checkpoint import Checkpoint
 from .gguf_tensors import CHUNK, ELEMENT
 
 ARCH = "eagle3"
@@ -209,9 +208,10 @@ def read_target_gguf(path: str) -> TargetGGUF:
     return TargetGGUF(p, arch, block_count, width, scan.tokens, scan.raw)
 
 
-def load_gguf_checkpoint(root: Path) -> Checkpoint:
-    """A GGUF as a Checkpoint: `config` holds its non-tokenizer keys (plus `_gguf` facts), tensors its raw
-    byte ranges by GGUF name."""
+def read_gguf_drafter(root: Path) -> tuple[Path, dict[str, Any], dict[str, TensorSource], list[str],
+                                           dict[str, Any] | None]:
+    """A GGUF drafter as a Checkpoint's path, config, tensors, files and sidecar: `config` holds its
+    non-tokenizer keys (plus `_gguf` facts), tensors its raw byte ranges by GGUF name."""
     gguf = _gguf()
     path = gguf_file(root)
     assert path is not None
@@ -249,7 +249,7 @@ def load_gguf_checkpoint(root: Path) -> Checkpoint:
         if isinstance(data, dict) and data.get("sidecar_version") == sidecar_mod.SIDECAR_VERSION and \
                 data.get("config_sha256") == sidecar_mod.config_digest(record_text.encode()):
             side = data  # written with this very GGUF's record
-    return Checkpoint(path, config, tensors, [path.name], side, [])
+    return path, config, tensors, [path.name], side
 
 
 def file_name(dest: Path, dtype: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..converters.layer_ids import engine_boundaries
+from ..capture_ids import engine_boundaries
 from ..errors import UsageError
 from ..names import BOUNDARY, CAPTURE_CONVENTIONS
 from .models import DrafterRecord, LineageEdge, Location, TargetInfo

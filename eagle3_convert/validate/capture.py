@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..converters.layer_ids import default_boundaries, ids_for_engine
+from ..capture_ids import default_boundaries, ids_for_engine
 from ..errors import RefusalError
 from ..names import BOUNDARY_CONVENTIONS
 from .context import ABSENT, IDS_KEY, LOCATIONS, MAX_CAPTURE_IDS, Context

@@ -16,7 +16,7 @@ FLAGS = NORM_FLAGS
 class EngineProfile:
     """How one serving engine reads a drafter checkpoint (docs/formats.md §5)."""
 
-    name: str  # also its capture-id convention in converters.layer_ids
+    name: str  # also its capture-id convention in capture_ids
     label: str
     layout: str  # the layout eagle3-convert writes for it
     ids_from: str | None  # "top" or "nested" config location; None = a runtime argument

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..converters.layer_ids import target_family
+from ..capture_ids import target_family
 from ..drafter import TargetIdentity
 from .findings import show
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..converters.vocab import read_vocab_map
+from ..vocab_map import read_vocab_map
 from ..errors import FormatError
 from .context import Context
 from .findings import Finding, from_error

@@ -13,8 +13,8 @@ from itertools import compress
 from operator import add
 from dataclasses import dataclass
 
-from ..errors import FormatError
-from ..safetensors_io import INT_DTYPES, InMemoryTensor, TensorSource, read_tensor_bytes
+from .errors import FormatError
+from .safetensors_io import INT_DTYPES, InMemoryTensor, TensorSource, read_tensor_bytes
 
 _INT_CODES = {"I64": "q", "I32": "i", "I16": "h", "I8": "b", "U64": "Q", "U32": "I", "U16": "H", "U8": "B"}
 

@@ -9,10 +9,10 @@ the ids that make that engine capture the wanted boundaries (or says it cannot).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
-from ..errors import RefusalError
-from ..names import BLOCK_OUTPUT_CONVENTIONS, BOUNDARY_CONVENTIONS, CONVENTIONS
+from .errors import RefusalError
+from .names import BLOCK_OUTPUT_CONVENTIONS, BOUNDARY_CONVENTIONS, CONVENTIONS
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # the config key every layout writes its capture ids under
 
@@ -32,6 +32,16 @@ def target_family(model_type: str | None) -> str:
     if model_type in GPT_OSS_FAMILY:
         return "gpt_oss"
     return "default"
+
+
+def capture_context(drafter_family: str, *targets: Any) -> tuple[str, int | None]:
+    """The target family (SGLang's id quirks depend on it) and depth (bounds what can be captured) of the first
+    known target (a TargetIdentity); an MLA drafter with no known target serves a DeepSeek/Kimi one."""
+    target = next((t for t in targets if t is not None), None)
+    model_type = target.model_type if target else None
+    if model_type is None and drafter_family == "deepseek_mla":
+        model_type = "deepseek_v3"
+    return target_family(model_type), target.num_hidden_layers if target else None
 
 
 def engine_boundaries(engine: str, ids: Sequence[int], family: str = "default",
