@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from . import sidecar
 from .atomic import json_bytes, write_directory
 from .converters.base import (
+    Checkpoint,
     ConvertOptions,
     Detection,
     WritePlan,
@@ -102,10 +103,13 @@ def state_capture(options: ConvertOptions, ids: list[int] | None, convention: st
 
 
 def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | None = None,
-                revision: str | None = None, endpoint: str | None = None, token: str | None = None) -> Source:
+                revision: str | None = None, endpoint: str | None = None, token: str | None = None,
+                load: Callable[[Path], Checkpoint] = load_checkpoint) -> Source:
+    """SRC read into the canonical drafter (`load`: a caller that reads SRC more than once keeps what it loaded,
+    with what was read of it: its detection, its vocab map)."""
     options = options or ConvertOptions()
     path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
-    ckpt = load_checkpoint(path)
+    ckpt = load(path)
     if from_layout == "auto":
         detection = detect(ckpt)
     else:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping
 
 from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
+from ..capture_ids import IDS_KEY, capture_context, ids_for_engine
 from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS, Drafter, DrafterConfig,
                        TargetIdentity)
 from ..errors import FormatError, RefusalError, UsageError
 from ..safetensors_io import TensorSource
+from ..vocab_map import VocabMap, read_vocab_map, repair_absolute_d2t
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
-from ..capture_ids import IDS_KEY, capture_context, ids_for_engine
 from .layout import (  # noqa: F401 (re-exported)
     ARCHITECTURE_FAMILY, EAGLE3_ARCHITECTURES, KNOWN_CANONICAL, LATER_NORMS, MODELOPT_EAGLE_FIELDS, VOCAB_TENSORS,
     ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, WritePlan, canonical_tensors,
@@ -268,23 +269,28 @@ def check_tensor_table(drafter: Drafter) -> None:
 
 
 def read_vocab(ckpt: Checkpoint, vocab_size: int, draft_vocab_size: int, options: ConvertOptions):
-    from ..vocab_map import read_vocab_map, repair_absolute_d2t
-
-    d2t, t2d = ckpt.tensors.get("d2t"), ckpt.tensors.get("t2d")
+    """The checkpoint's vocab map (None: the full target vocab), repaired when --repair-d2t-absolute asks."""
     if options.repair_d2t_absolute:
-        try:  # the repair is for one fault only: a d2t that holds absolute ids
-            read_vocab_map(d2t, t2d, vocab_size, draft_vocab_size)
-        except FormatError as exc:
-            if exc.code != "E-VOCAB-ABSOLUTE":
-                raise
-        else:
-            raise UsageError("--repair-d2t-absolute was given, but d2t already holds offsets"
-                             + (" that agree with t2d" if t2d is not None else "")
-                             + ": subtracting arange(Vd) would break a healthy vocabulary map",
-                             "drop --repair-d2t-absolute", code="E-REPAIR-NOT-NEEDED")
-        d2t = repair_absolute_d2t(d2t) if d2t is not None else d2t
-    vocab = read_vocab_map(d2t, t2d, vocab_size, draft_vocab_size)
+        vocab = _repaired_vocab(ckpt, vocab_size, draft_vocab_size)
+    else:
+        vocab = ckpt.vocab_map(vocab_size, draft_vocab_size)
     return None if vocab is None or vocab.is_identity else vocab
+
+
+def _repaired_vocab(ckpt: Checkpoint, vocab_size: int, draft_vocab_size: int) -> VocabMap | None:
+    d2t, t2d = ckpt.tensors.get("d2t"), ckpt.tensors.get("t2d")
+    try:  # the repair is for one fault only: a d2t that holds absolute ids
+        ckpt.vocab_map(vocab_size, draft_vocab_size)
+    except FormatError as exc:
+        if exc.code != "E-VOCAB-ABSOLUTE":
+            raise
+    else:
+        raise UsageError("--repair-d2t-absolute was given, but d2t already holds offsets"
+                         + (" that agree with t2d" if t2d is not None else "")
+                         + ": subtracting arange(Vd) would break a healthy vocabulary map",
+                         "drop --repair-d2t-absolute", code="E-REPAIR-NOT-NEEDED")
+    d2t = repair_absolute_d2t(d2t) if d2t is not None else d2t
+    return read_vocab_map(d2t, t2d, vocab_size, draft_vocab_size)
 
 
 def source_config(ckpt: Checkpoint) -> dict[str, Any]:

@@ -93,7 +93,14 @@ def get_layout(name: str) -> Layout:
 
 
 def detect(ckpt: Checkpoint) -> Detection:
-    """The one layout this checkpoint is in, or an error that says why it cannot be decided."""
+    """The one layout this checkpoint is in, or an error that says why it cannot be decided. Decided once per
+    checkpoint: the answer is kept on it."""
+    if ckpt.detection is None:
+        ckpt.detection = _detect(ckpt)
+    return ckpt.detection
+
+
+def _detect(ckpt: Checkpoint) -> Detection:
     written_as = (ckpt.sidecar or {}).get("layout")  # present only while config.json is the one we wrote
     if written_as in layouts():
         return Detection(written_as, True, f"eagle3-convert wrote it as {written_as} (eagle3-convert.json matches "

@@ -28,8 +28,14 @@ class RawCheckpoint:
     sidecar: dict[str, Any] | None = None
     complete: bool = True  # every weight file's tensor table was read (else "missing" would be a guess)
 
+    _checkpoint: Checkpoint | None = field(default=None, repr=False, compare=False)
+
     def checkpoint(self) -> Checkpoint:
-        return Checkpoint(self.path, self.config or {}, dict(self.tensors), list(self.files), self.sidecar)
+        """The checkpoint as the layouts read it, one object per validation: what it reads once is kept on it."""
+        if self._checkpoint is None:
+            self._checkpoint = Checkpoint(self.path, self.config or {}, dict(self.tensors), list(self.files),
+                                          self.sidecar)
+        return self._checkpoint
 
 
 _HINT_REDOWNLOAD = "the file is damaged: download or copy the checkpoint again"

@@ -62,9 +62,9 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         report.manifest, deep_findings = deep_scan(raw.tensors, raw.cut,
                                                    on_bytes=progress(total) if progress else None)
         findings.extend(deep_findings)
-    from ..hints import checked
+    from ..hints import Planned, checked
 
-    planned: dict = {}  # one plan per distinct command across the report's hints
+    planned = Planned()
     report.findings = [replace(f, hint=checked(f.hint, label, root, planned)) for f in _dedupe(findings)]
     return report
 
