@@ -6,6 +6,7 @@ Run `python -m pytest -q tests/test_package_shape.py` after adding or growing a 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,39 @@ def test_the_registry_imports_no_pipeline():
                            if any(m == p or m.startswith(p + ".") for p in PIPELINES))
               for name, path in MODULES.items() if name.startswith("eagle3_convert.registry")}
     assert not {name: found for name, found in upward.items() if found}
+
+
+# The layers of docs/architecture.md, top to bottom: a module imports only from its own layer or below.
+LAYERS = [
+    ("cli", ("cli", "__main__")),
+    ("pipelines", ("convert", "validate", "schemas", "publish", "model_card", "sources", "targets", "records",
+                   "hints", "hub_read", "hub_index")),
+    ("layouts / engines / registry", ("converters", "engines", "registry", "sidecar", "fingerprint")),
+    ("model", ("drafter", "vocab_map", "capture_ids", "names")),
+    ("I/O", ("safetensors_io", "atomic", "writeback", "torch_zip", "torch_pickle", "bin_reader", "errors", "")),
+]
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _layer(module: str) -> int:
+    top = module.removeprefix("eagle3_convert").lstrip(".").split(".")[0]  # "": the package's own __init__
+    return next(i for i, (_, tops) in enumerate(LAYERS) if top in tops)
+
+
+def test_every_module_has_a_layer_and_imports_flow_downwards():
+    upward = [f"{name} ({LAYERS[_layer(name)][0]}) imports {m} ({LAYERS[_layer(m)][0]})"
+              for name, path in MODULES.items() for m in sorted(_imports(name, path, in_functions=True))
+              if _layer(m) < _layer(name)]
+    assert not upward, upward
+
+
+def test_the_architecture_map_names_every_module():
+    """docs/architecture.md's map of the layers names each module (as `name.py`, or by name in its package's
+    list), so that a newcomer finds every file there."""
+    block = ARCHITECTURE.read_text(encoding="utf-8").split("## The layers", 1)[1].split("```", 2)[1]
+    unnamed = [str(path.relative_to(ROOT)) for path in MODULES.values()
+               if path.stem not in ("__init__", "__main__")
+               and not re.search(rf"(?<![\w/]){re.escape(path.stem)}(\.py)?\b", block)]
+    assert not unnamed, f"docs/architecture.md does not name: {unnamed}"
+    for title, _ in LAYERS:
+        assert title.split(" ")[0] in block, title
