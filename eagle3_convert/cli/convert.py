@@ -104,6 +104,37 @@ def serve_lines(serves: dict[str, Any]) -> list[str]:
     return [f"  {LABELS[engine]:<34} {SERVE_WORDS[v.verdict]}: {v.why}" for engine, v in serves.items()]
 
 
+def _open_registry(registry_path: str | None) -> Any:
+    """The registry the conversion is recorded in, opened before any byte is written: an unusable registry
+    should not cost a conversion."""
+    from ..registry.errors import RegistryError
+    from ..registry.store import open_registry
+
+    try:
+        return open_registry(registry_path)
+    except RegistryError as exc:
+        raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
+
+
+def _registry_capture(src: str, options: Any, store: Any, registry_path: str | None) -> dict[str, Any] | None:
+    """The capture layers the registry's record of SRC states, into `options` (and returned for the sidecar);
+    only ids the record states, never a default derived from what another conversion recorded."""
+    if options.training_capture is not None or not Path(src).is_dir() or (
+            store is None and not _registry_exists(registry_path)):  # none: nothing to ask, nothing imported for it
+        return None
+    from ..records import stated_capture
+    from ..registry.errors import RegistryError
+
+    try:
+        fact = stated_capture(src, store if store is not None else registry_path)
+    except RegistryError as exc:
+        raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
+    if fact is None:
+        return None
+    options.training_capture = (fact.capture_boundaries, fact.label)
+    return fact.as_dict()
+
+
 @main.command("convert")
 @click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True,
               help="Source layout; auto detects it and says how.")
@@ -156,26 +187,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
     state_capture(options, parse_ids(capture_layers), convention)
     options.target_gguf, options.outtype = target_gguf, outtype
-    store, from_registry = None, None
-    if not (no_record or no_registry):
-        from ..registry.store import open_registry
-
-        try:  # before any byte is written: an unusable registry should not cost a conversion
-            store = open_registry(registry_path)
-        except RegistryError as exc:
-            raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
-    if options.training_capture is None and not no_registry and Path(src).is_dir() and (
-            store is not None or _registry_exists(registry_path)):  # none: nothing to ask, nothing imported for it
-        from ..records import stated_capture
-
-        # Only ids the record states, never a default derived from what another conversion recorded.
-        try:
-            fact = stated_capture(src, store if store is not None else registry_path)
-        except RegistryError as exc:
-            raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
-        if fact is not None:
-            options.training_capture = (fact.capture_boundaries, fact.label)
-            from_registry = fact.as_dict()
+    store = None if no_record or no_registry else _open_registry(registry_path)
+    from_registry = None if no_registry else _registry_capture(src, options, store, registry_path)
     bars: list[Progress] = []
 
     def progress(total: int):
