@@ -21,15 +21,17 @@ from .converters.base import (
     WritePlan,
     load_checkpoint,
 )
-from .capture_ids import capture_context, default_boundaries, ids_for_engine
+from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family
+from .converters.config_keys import foreign_semantic_keys
 from .converters.registry import detect, get_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .engines import REFUSES, WRONG, Verdict, serve_verdicts, target_context
-from .errors import FormatError, RefusalError, UsageError
-from .fingerprint import drafter_id, tensor_digests
+from .engines.vllm import local_verifier
+from .errors import Eagle3Error, FormatError, RefusalError, UsageError
+from .fingerprint import drafter_id, reading_differences, tensor_digests
 from .names import LABELS
 from .sources import resolve_source
-from .targets import load_target
+from .targets import load_target, read_target_config
 
 
 @dataclass
@@ -65,9 +67,6 @@ def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetI
         return None
     local = Path(spec)
     if local.is_dir() and (local / "config.json").is_file() or local.is_file():
-        from .engines.vllm import local_verifier
-        from .targets import read_target_config
-
         # vLLM refuses a speculators verifier that is a local path: name the repo the config says it came from.
         named = read_target_config(spec)[0].get("_name_or_path")
         repo = named if isinstance(named, str) and named and not local_verifier(named) else spec
@@ -92,7 +91,6 @@ def state_capture(options: ConvertOptions, ids: list[int] | None, convention: st
                          "e.g. --capture-layers 1,15,28 --convention specforge")
     if ids is None:
         return
-    from .capture_ids import target_family
     from .registry.recording import training_boundaries  # (which imports the store: only when ids are given)
 
     target = options.target
@@ -115,7 +113,6 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
     else:
         layout = get_layout(from_layout)
         detection = Detection(layout.name, True, "given with --from")
-    from .errors import Eagle3Error
 
     try:
         drafter = get_layout(detection.layout).read(ckpt, options)
@@ -141,9 +138,6 @@ def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Draf
     """The one judgement convert and validate make of an explicit --from (issue 12): where detection
     confidently prefers another layout, a --from whose reader fails, leaves keys of the file unread that the
     detected layout's engines read, or reads another drafter, is refused, naming the detected layout."""
-    from .converters.config_keys import foreign_semantic_keys
-    from .errors import Eagle3Error
-
     try:
         detected = detect(ckpt)
     except Eagle3Error:
@@ -171,9 +165,6 @@ def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Draf
 def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertOptions) -> None:
     """An explicit --from must read the drafter that detection's layout reads, or nothing: otherwise the
     drafter (and its id) would depend on --from. Ambiguous or unreadable detection: --from settles it."""
-    from .errors import Eagle3Error
-    from .fingerprint import reading_differences
-
     try:
         detected = detect(ckpt)
     except Eagle3Error:

@@ -15,7 +15,8 @@ from typing import Any
 from .capture_ids import capture_context, convention_table
 from .names import CONVENTIONS
 from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
-from .sources import REPO_ID_RE
+from .engines.trtllm import serve_snippet
+from .sources import REPO_ID_RE, is_repo_id
 from .sidecar import tool_name
 
 ENGINE_TITLES = {"speculators": "speculators", "vllm": "vLLM", "eagle": "EAGLE (original)", "sglang": "SGLang",
@@ -68,8 +69,6 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
 
 def hub_repo_id(name: str | None) -> str | None:
     """`name` when it is a Hub repo id (org/name shape, and no local path here), else None."""
-    from .sources import is_repo_id
-
     return name if isinstance(name, str) and REPO_ID_RE.match(name) and is_repo_id(name) else None
 
 
@@ -190,8 +189,6 @@ def _serve_section(repo_id: str, layout: str, engines: Sequence[str], target: Ta
                 "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
         lines += ["### SGLang", "", "```bash", _shell(argv), "```", ""]
     if "trtllm" in engines:
-        from .engines.trtllm import serve_snippet
-
         boundaries = facts.get("capture_boundaries", config.capture_boundaries)
         if boundaries is None:  # the file lost them; TensorRT-LLM takes them at serve time, so the record's serve
             boundaries = (facts.get("from_registry") or {}).get("capture_boundaries")

@@ -231,3 +231,36 @@ def test_the_architecture_map_names_every_module():
     assert not unnamed, f"docs/architecture.md does not name: {unnamed}"
     for title, _ in LAYERS:
         assert title.split(" ")[0] in block, title
+
+
+# First-party imports inside a function, outside cli/ (whose commands import their pipeline when run, so that
+# --help imports none): each defers a module a command may not need, and says so here.
+DEFERRED_IMPORTS = {
+    ("eagle3_convert.__main__", "eagle3_convert.cli"): "python -m eagle3_convert: the CLI when run as a program",
+    ("eagle3_convert.convert", "eagle3_convert.registry.recording"): "the registry store, only when ids are given",
+    ("eagle3_convert.converters.checkpoint", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
+    ("eagle3_convert.validate.raw", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
+    ("eagle3_convert.hints", "eagle3_convert.convert"): "the convert pipeline, only for a hint naming a command",
+    ("eagle3_convert.registry.store", "eagle3_convert.registry.postgres"): "psycopg, only for a postgresql:// URL",
+    ("eagle3_convert.validate.report", "eagle3_convert.hints"): "the convert pipeline, only for a hint naming a command",
+    ("eagle3_convert.validate.report", "eagle3_convert.convert"): "the convert pipeline, only for an explicit --from",
+}
+
+
+def test_first_party_imports_are_at_the_top_of_the_module():
+    """A module's header says what it depends on: a first-party import inside a function is in cli/ or listed
+    in DEFERRED_IMPORTS with why."""
+    found = set()
+    for name, path in MODULES.items():
+        if name.startswith("eagle3_convert.cli"):
+            continue
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(function):
+                    if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
+                            "eagle3_convert")):
+                        target = _target(name, path.name == "__init__.py", node.level, node.module)
+                        found |= {(name, f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target)
+                                  for a in node.names}
+    assert found <= set(DEFERRED_IMPORTS), sorted(found - set(DEFERRED_IMPORTS))
+    assert set(DEFERRED_IMPORTS) <= found, f"no longer deferred: {sorted(set(DEFERRED_IMPORTS) - found)}"

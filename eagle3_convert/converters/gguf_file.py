@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import sidecar as sidecar_mod
-from ..errors import FormatError, RefusalError, UsageError
-from ..safetensors_io import TensorRef, TensorSource, iter_tensor_chunks
+from ..errors import DestinationError, FormatError, RefusalError, UsageError
+from ..safetensors_io import TensorRef, TensorSource, _inside, iter_tensor_chunks
 from .gguf_tensors import CHUNK, ELEMENT
 
 ARCH = "eagle3"
@@ -43,8 +43,7 @@ def gguf_file(path: Path) -> Path | None:
     if path.is_file() and path.suffix == ".gguf":
         return path
     if path.is_dir() and not (path / "config.json").exists():
-        from ..safetensors_io import _inside  # a symlink may lead into an HF cache's blobs/, nowhere else
-
+        # _inside: a symlink may lead into an HF cache's blobs/, nowhere else
         found = sorted(p for p in path.glob("*.gguf") if p.is_file() and _inside(path, p))
         if len(found) == 1:
             return found[0]
@@ -340,8 +339,6 @@ def write_gguf(path: Path, metadata: dict[str, Any], types: dict[str, str], reco
         fout.flush()
         os.fsync(fout.fileno())
     except OSError as exc:
-        from ..errors import DestinationError
-
         raise DestinationError(f"writing {path.name} failed: {exc.strerror or exc}",
                                "check free space (df -h) and permissions of the destination") from None
     finally:

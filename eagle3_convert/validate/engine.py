@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
+from ..engines import WRONG, TargetContext, serve_verdicts
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
 from .context import ABSENT, Context
@@ -48,8 +49,6 @@ def check_engine(ctx: Context, p: EngineProfile) -> None:
 def check_engine_verdicts(ctx: Context) -> None:
     """The engine modules' verdict on this file, as a last word: an engine that would serve it wrong is
     never left unsaid, even where no finding above names the cause."""
-    from ..engines import WRONG, TargetContext, serve_verdicts
-
     readers = [r for name in ctx.engines for r in ENGINE_RUNNERS.get(name, ())]
     cfg = ctx.cfg.model_copy(update={"capture_boundaries": ctx.intended})
     serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth), readers)

@@ -6,8 +6,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..converters import sglang, speculators, vllm
 from ..converters.layout import Rename
 from ..drafter import NORM_FLAGS, DrafterConfig, layer_index
+from ..engines import (sglang as sglang_rules, speculators as speculators_rules, trtllm as trtllm_rules,
+                       vllm as vllm_rules)
 
 FLAGS = NORM_FLAGS
 
@@ -89,12 +92,6 @@ _profiles: dict[str, EngineProfile] = {}
 def engine_profiles() -> dict[str, EngineProfile]:
     """speculators (the library), vLLM, SGLang, TensorRT-LLM; key rules shared with their layouts."""
     if not _profiles:
-        from ..converters import sglang, speculators, vllm
-        from ..engines import sglang as sglang_rules
-        from ..engines import speculators as speculators_rules
-        from ..engines import trtllm as trtllm_rules
-        from ..engines import vllm as vllm_rules
-
         _profiles.update({
             "speculators": EngineProfile(
                 name="speculators", label="the speculators library", layout="speculators",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..atomic import CONFIG_NAME
 from ..converters.layout import ConvertOptions, Layout
-from ..converters.registry import detect, get_layout
+from ..converters.registry import detect, get_layout, layouts
 from ..errors import Eagle3Error, FormatError
 from .capture import check_capture, check_capture_record, read_capture_ids
 from .config import check_schema, read_config
@@ -71,8 +71,6 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
 
 def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layout]:
     """The layout to check the checkpoint in; every confident candidate when detection cannot choose."""
-    from ..converters.registry import layouts
-
     if from_layout != "auto":
         report.detected_by = "given with --from"
         return [get_layout(from_layout)]
