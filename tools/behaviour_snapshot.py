@@ -1,10 +1,10 @@
 """Every CLI command over every checkpoint we hold, in one text file: the proof that a restructuring
 changed no behaviour (`diff` of two snapshots must be empty).
 
-    git archive HEAD | tar -x -C /tmp/before            # the tree before the change
-    PYTHONPATH=/tmp/before python tools/behaviour_snapshot.py > /tmp/snap-before.txt
-    PYTHONPATH=$PWD python tools/behaviour_snapshot.py > /tmp/snap-after.txt
-    diff /tmp/snap-before.txt /tmp/snap-after.txt
+    mkdir "$BEFORE" && git archive HEAD | tar -x -C "$BEFORE"     # the tree before the change
+    PYTHONPATH="$BEFORE" python tools/behaviour_snapshot.py > before.txt  # keep both outside the repository
+    PYTHONPATH=$PWD python tools/behaviour_snapshot.py > after.txt
+    diff before.txt after.txt
 
 The package comes from PYTHONPATH (so an older tree can be snapshot); the checkpoints come from THIS
 repository (tests/data, examples, the builder matrix of tests/builders.py, the hostile corpus of
