@@ -20,7 +20,6 @@ from typing import Any, Callable, Iterator, Mapping
 
 from .errors import DestinationError
 from .safetensors_io import TensorSource, write_tensor_files
-from .sidecar import SIDECAR_NAME
 from .writeback import write_durably
 
 try:
@@ -29,6 +28,7 @@ except ImportError:  # not POSIX: no temp-dir locks, so a dead writer's temp dir
     fcntl = None
 
 CONFIG_NAME = "config.json"
+SIDECAR_NAME = "eagle3-convert.json"  # what we know of a drafter's training, beside its config (sidecar.py)
 _EMPTY_TEMP_DIR_AGE_S = 60  # an unlocked empty temp dir this old is a writer killed before its lock
 
 

@@ -9,25 +9,29 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from pydantic import ValidationError
+
 
 from . import sidecar
 from .atomic import force_replaces, json_bytes, write_directory
 from .converters.base import (
+    Checkpoint,
     ConvertOptions,
     Detection,
     WritePlan,
-    capture_context,
     load_checkpoint,
 )
-from .converters.layer_ids import default_boundaries, ids_for_engine
+from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family
+from .converters.config_keys import foreign_semantic_keys
 from .converters.registry import detect, get_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
-from .engines import LABELS, REFUSES, WRONG, Verdict, serve_verdicts, target_context
-from .errors import FormatError, RefusalError, UsageError
-from .fingerprint import drafter_id, tensor_digests
-from .plainmodel import is_validation_error
+from .engines import REFUSES, WRONG, Verdict, serve_verdicts, target_context
+from .engines.vllm import local_verifier
+from .errors import Eagle3Error, FormatError, RefusalError, UsageError
+from .fingerprint import drafter_id, reading_differences, tensor_digests
+from .names import LABELS
 from .sources import resolve_source
-from .targets import load_target
+from .targets import load_target, read_target_config
 
 
 @dataclass
@@ -64,9 +68,6 @@ def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetI
         return None
     local = Path(spec)
     if local.is_dir() and (local / "config.json").is_file() or local.is_file():
-        from .engines.vllm import local_verifier
-        from .targets import read_target_config
-
         # vLLM refuses a speculators verifier that is a local path: name the repo the config says it came from.
         named = read_target_config(spec)[0].get("_name_or_path")
         repo = named if isinstance(named, str) and named and not local_verifier(named) else spec
@@ -91,7 +92,6 @@ def state_capture(options: ConvertOptions, ids: list[int] | None, convention: st
                          "e.g. --capture-layers 1,15,28 --convention specforge")
     if ids is None:
         return
-    from .converters.layer_ids import target_family
     from .registry.recording import training_boundaries  # (which imports the store: only when ids are given)
 
     target = options.target
@@ -102,16 +102,18 @@ def state_capture(options: ConvertOptions, ids: list[int] | None, convention: st
 
 
 def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | None = None,
-                revision: str | None = None, endpoint: str | None = None, token: str | None = None) -> Source:
+                revision: str | None = None, endpoint: str | None = None, token: str | None = None,
+                load: Callable[[Path], Checkpoint] = load_checkpoint) -> Source:
+    """SRC read into the canonical drafter (`load`: a caller that reads SRC more than once keeps what it loaded,
+    with what was read of it: its detection, its vocab map)."""
     options = options or ConvertOptions()
     path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
-    ckpt = load_checkpoint(path)
+    ckpt = load(path)
     if from_layout == "auto":
         detection = detect(ckpt)
     else:
         layout = get_layout(from_layout)
         detection = Detection(layout.name, True, "given with --from")
-    from .errors import Eagle3Error
 
     try:
         drafter = get_layout(detection.layout).read(ckpt, options)
@@ -119,10 +121,7 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
         if from_layout != "auto":
             raise judge_explicit_from(ckpt, detection.layout, options, error=exc) or exc from None
         raise
-    except ValueError as exc:
-        if not is_validation_error(exc):
-            raise
-        # pydantic's: a config value of the wrong type reached the canonical model
+    except ValidationError as exc:  # a config value of the wrong type reached the canonical model
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "config"
         raise FormatError(f"config.json: {where}: {first['msg']} (got {str(first.get('input'))[:60]!r})",
@@ -140,9 +139,6 @@ def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Draf
     """The one judgement convert and validate make of an explicit --from (issue 12): where detection
     confidently prefers another layout, a --from whose reader fails, leaves keys of the file unread that the
     detected layout's engines read, or reads another drafter, is refused, naming the detected layout."""
-    from .converters.config_keys import foreign_semantic_keys
-    from .errors import Eagle3Error
-
     try:
         detected = detect(ckpt)
     except Eagle3Error:
@@ -170,9 +166,6 @@ def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Draf
 def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertOptions) -> None:
     """An explicit --from must read the drafter that detection's layout reads, or nothing: otherwise the
     drafter (and its id) would depend on --from. Ambiguous or unreadable detection: --from settles it."""
-    from .errors import Eagle3Error
-    from .fingerprint import reading_differences
-
     try:
         detected = detect(ckpt)
     except Eagle3Error:
@@ -183,9 +176,7 @@ def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertO
         other = get_layout(detected.layout).read(ckpt, options)
     except Eagle3Error:
         return
-    except ValueError as exc:
-        if not is_validation_error(exc):
-            raise
+    except ValidationError:
         return
     differences = reading_differences(drafter, other, (given, detected.layout))
     if differences:

@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .converters.vocab import VocabMap
-from .plainmodel import REQUIRED, PlainModel, exact, int_, list_of, literal, model, optional, str_dict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .vocab_map import VocabMap
 from .safetensors_io import TensorSource
 
 Family = Literal["llama", "qwen3", "deepseek_mla"]
@@ -39,27 +40,18 @@ ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_fa
 MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
-class TargetIdentity(PlainModel):
-    """The target (verifier) model the drafter proposes tokens for. Its pydantic twin, which states its fields as
-    types (and checks what this class does not take as given), is drafter_checked.TargetIdentity."""
+class TargetIdentity(BaseModel):
+    """The target (verifier) model the drafter proposes tokens for."""
 
-    TWIN = ("eagle3_convert.drafter_checked", "TargetIdentity")
-    FIELDS = {
-        "name_or_path": (None, None, optional(exact(str))),
-        "architectures": (REQUIRED, list, list_of(exact(str))),
-        "revision": (None, None, optional(exact(str))),
-        "model_type": (None, None, optional(exact(str))),
-        "num_hidden_layers": (None, None, optional(int_())),
-        "hidden_size": (None, None, optional(int_())),
-        "vocab_size": (None, None, optional(int_())),
-    }
-    name_or_path: str | None
-    architectures: list[str]
-    revision: str | None
-    model_type: str | None
-    num_hidden_layers: int | None
-    hidden_size: int | None
-    vocab_size: int | None
+    model_config = ConfigDict(extra="forbid")
+
+    name_or_path: str | None = None
+    architectures: list[str] = Field(default_factory=list)
+    revision: str | None = None
+    model_type: str | None = None
+    num_hidden_layers: int | None = None
+    hidden_size: int | None = None
+    vocab_size: int | None = None
 
     @staticmethod
     def merged(identity: "TargetIdentity | None", more: "TargetIdentity | None") -> "TargetIdentity | None":
@@ -73,76 +65,52 @@ class TargetIdentity(PlainModel):
         return TargetIdentity.model_validate(merged)
 
 
-_POSITIVE = int_(0, gt=True)
-_OPTIONAL_BOOL = exact(bool)
+class DrafterConfig(BaseModel):
+    """Canonical drafter configuration; capture layers as boundaries (docs/formats.md §4)."""
 
+    model_config = ConfigDict(extra="forbid")
 
-class DrafterConfig(PlainModel):
-    """Canonical drafter configuration; capture layers as boundaries (docs/formats.md §4).
+    family: Family = "llama"
+    hidden_size: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0)
+    head_dim: int | None = Field(default=None, gt=0)
+    num_layers: int = Field(default=1, ge=1)
+    rms_norm_eps: float = 1e-5
+    hidden_act: str = "silu"
+    max_position_embeddings: int | None = None
+    rope: dict[str, Any] = Field(default_factory=dict, description="rope fields, verbatim as the source spelled them")
+    mla: dict[str, int] | None = None
 
-    Its fields, their types, constraints and meaning are stated by its pydantic twin,
-    drafter_checked.DrafterConfig; this class takes the values that twin keeps as given and hands it the rest.
-    """
+    vocab_size: int = Field(gt=0, description="target vocab V")
+    draft_vocab_size: int = Field(gt=0, description="draft vocab Vd")
+    target_hidden_size: int | None = Field(default=None, description="Ht; None when equal to hidden_size")
+    num_aux_hidden_states: int = Field(default=3, ge=1, description="k, the number of captured target states")
+    capture_boundaries: list[int] | None = Field(default=None, description="None: the engine default {2, L//2, L-3}")
 
-    TWIN = ("eagle3_convert.drafter_checked", "DrafterConfig")
-    FIELDS = {
-        "family": ("llama", None, literal(*FAMILIES)),
-        "hidden_size": (REQUIRED, None, _POSITIVE),
-        "intermediate_size": (REQUIRED, None, _POSITIVE),
-        "num_attention_heads": (REQUIRED, None, _POSITIVE),
-        "num_key_value_heads": (REQUIRED, None, _POSITIVE),
-        "head_dim": (None, None, optional(_POSITIVE)),
-        "num_layers": (1, None, int_(1)),
-        "rms_norm_eps": (1e-5, None, exact(float)),
-        "hidden_act": ("silu", None, exact(str)),
-        "max_position_embeddings": (None, None, optional(int_())),
-        "rope": (REQUIRED, dict, str_dict()),
-        "mla": (None, None, optional(str_dict(int_()))),
-        "vocab_size": (REQUIRED, None, _POSITIVE),
-        "draft_vocab_size": (REQUIRED, None, _POSITIVE),
-        "target_hidden_size": (None, None, optional(int_())),
-        "num_aux_hidden_states": (3, None, int_(1)),
-        "capture_boundaries": (None, None, optional(list_of(int_()))),
-        **{flag: (False, None, _OPTIONAL_BOOL) for flag in (
-            *NORM_FLAGS, "input_layernorm_on_hidden", "attention_bias", "mlp_bias", "tie_word_embeddings")},
-        "target": (None, None, optional(model("TargetIdentity"))),
-        "hf_extra": (REQUIRED, dict, str_dict()),
-        "top_extra": (REQUIRED, dict, str_dict()),
-        "layout_extra": (REQUIRED, dict, str_dict(str_dict())),
-    }
-    family: Family
-    hidden_size: int
-    intermediate_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int | None
-    num_layers: int
-    rms_norm_eps: float
-    hidden_act: str
-    max_position_embeddings: int | None
-    rope: dict[str, Any]
-    mla: dict[str, int] | None
-    vocab_size: int
-    draft_vocab_size: int
-    target_hidden_size: int | None
-    num_aux_hidden_states: int
-    capture_boundaries: list[int] | None
-    norm_before_residual: bool
-    norm_before_fc: bool
-    fc_norm: bool
-    norm_output: bool
-    input_layernorm_on_hidden: bool
-    attention_bias: bool
-    mlp_bias: bool
-    tie_word_embeddings: bool
-    target: TargetIdentity | None
-    hf_extra: dict[str, Any]
-    top_extra: dict[str, Any]
-    layout_extra: dict[str, dict[str, Any]]
+    norm_before_residual: bool = False
+    norm_before_fc: bool = False
+    fc_norm: bool = False
+    norm_output: bool = False
+    # ModelOpt's HF trainer runs input_layernorm over h before hidden_norm in the first layer:
+    # hidden_norm(input_layernorm(h)) where every engine computes hidden_norm(h).
+    input_layernorm_on_hidden: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    tie_word_embeddings: bool = False
 
-    def check(self) -> bool:
-        """The twin's model validator (`_mla_widths_stated`): an MLA drafter states every latent width."""
-        return not (self.family == "deepseek_mla" and not (self.mla and all(k in self.mla for k in MLA_KEYS)))
+    target: TargetIdentity | None = None
+    hf_extra: dict[str, Any] = Field(default_factory=dict, description="decoder-config keys carried verbatim")
+    top_extra: dict[str, Any] = Field(default_factory=dict, description="top-level keys every layout keeps (dtype)")
+    layout_extra: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="keys only one layout has, re-emitted when writing that layout")
+
+    @model_validator(mode="after")
+    def _mla_widths_stated(self) -> "DrafterConfig":
+        if self.family == "deepseek_mla" and not (self.mla and all(k in self.mla for k in MLA_KEYS)):
+            raise ValueError(f"an MLA drafter needs every latent width: {', '.join(MLA_KEYS)}")
+        return self
 
     @property
     def resolved_head_dim(self) -> int:

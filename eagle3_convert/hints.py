@@ -9,15 +9,32 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from .converters.checkpoint import Checkpoint, load_checkpoint
 from .errors import Eagle3Error
 
 COMMAND = re.compile(r"`(eagle3-convert [^`]*--to [^`]+)`")
 _VALUE_FLAGS = {"--from", "--to", "--target", "--verifier", "--capture-layers", "--convention", "--revision"}
 
 
-def conversion_problem(command: str, source_label: str, root: Path) -> Eagle3Error | None:
+@dataclass
+class Planned:
+    """The plans of one report's hints: a command several findings name is planned once, and the source
+    is loaded once for all of them."""
+
+    answers: dict[str, Eagle3Error | None] = field(default_factory=dict)
+    source: Checkpoint | None = None
+
+    def load(self, root: Path) -> Checkpoint:
+        if self.source is None:
+            self.source = load_checkpoint(root)
+        return self.source
+
+
+def conversion_problem(command: str, source_label: str, root: Path, planned: Planned | None = None
+                       ) -> Eagle3Error | None:
     """What `command` (a convert command line) would be refused with, or None when it would succeed."""
     from .convert import make_options, plan_conversion, read_source, state_capture
 
@@ -36,30 +53,31 @@ def conversion_problem(command: str, source_label: str, root: Path) -> Eagle3Err
         i += 1
     if "--to" not in flags or not args:
         return None
-    src = str(root) if args[0] == source_label else args[0]
+    own = args[0] == source_label  # the source the report is about (else a path the hint names)
+    src = str(root) if own else args[0]
     try:
         options = make_options(flags.get("--verifier"), flags.get("--target"), bool(flags.get("--repair-d2t-absolute")))
         if "--capture-layers" in flags:
             state_capture(options, [int(x) for x in str(flags["--capture-layers"]).split(",")],
                           flags.get("--convention"))
-        source = read_source(src, str(flags.get("--from", "auto")), options)
+        load = (planned or Planned()).load if own else load_checkpoint
+        source = read_source(src, str(flags.get("--from", "auto")), options, load=load)
         plan_conversion(source, str(flags["--to"]), options)
     except Eagle3Error as exc:
         return exc
     return None
 
 
-def checked(hint: str | None, source_label: str, root: Path,
-            planned: dict[str, Eagle3Error | None] | None = None) -> str | None:
+def checked(hint: str | None, source_label: str, root: Path, planned: Planned | None = None) -> str | None:
     """`hint`, with each conversion it names proven to succeed, or replaced by why none can. `planned`
-    carries the answers across the hints of one report: a command several findings name is planned once."""
+    carries the answers (and the loaded source) across the hints of one report."""
     if not hint:
         return hint
-    planned = {} if planned is None else planned
+    planned = Planned() if planned is None else planned
     for command in COMMAND.findall(hint):
-        if command not in planned:
-            planned[command] = conversion_problem(command, source_label, root)
-        problem = planned[command]
+        if command not in planned.answers:
+            planned.answers[command] = conversion_problem(command, source_label, root, planned)
+        problem = planned.answers[command]
         if problem is not None:
             to = shlex.split(command)[shlex.split(command).index("--to") + 1]
             return (f"no conversion fixes this: writing the {to} layout is refused ({problem.message} "

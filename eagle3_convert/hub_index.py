@@ -14,11 +14,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .convert import read_source
+from .engines import serve_verdicts, target_context
 from .errors import Eagle3Error
+from .hub_read import HubReader
+from .names import RUNNERS, runners_of
 from .records import RegistryArg, opened
 from .registry.errors import NoRegistry
 from .registry.models import Location
 from .registry.recording import FINGERPRINT, conflict_message, disagreements, record_facts
+from .sources import unreachable, unreachable_error
 
 STATUSES = ("added", "unchanged", "new-location", "updated", "conflict", "broken")
 
@@ -59,9 +64,6 @@ class SyncReport:
 
 def reader(endpoint: str | None, token: str | None) -> Any:
     """A HubReader, after checking (fast) that the Hub answers at all."""
-    from .hub_read import HubReader
-    from .sources import unreachable, unreachable_error
-
     why = unreachable(endpoint)
     if why:
         raise unreachable_error("reaching", "the Hub", endpoint, why)
@@ -177,8 +179,6 @@ def _record(store: Any, read: Any) -> SyncEntry:
 
 def _judge(config: dict[str, Any], names: list[str], cfg: Any, target: Any, truth: list[int] | None,
            engines: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    from .engines import serve_verdicts, target_context
-
     if truth is not None and truth != cfg.capture_boundaries:  # the record knows what the training captured
         cfg = cfg.model_copy(update={"capture_boundaries": list(truth)})
     judged = serve_verdicts(config, names, cfg, target_context(cfg, target), engines)
@@ -186,8 +186,6 @@ def _judge(config: dict[str, Any], names: list[str], cfg: Any, target: Any, trut
 
 
 def _local_copy(path: str, truth: list[int] | None, engines: tuple[str, ...]) -> dict[str, Any]:
-    from .convert import read_source
-
     if not Path(path).exists():
         return {"serves": None, "why": "this copy is no longer there"}
     try:
@@ -210,10 +208,9 @@ def _hub_copy(read: Any, truth: list[int] | None, engines: tuple[str, ...]) -> d
 
 def search(target: str, registry: RegistryArg = None, *, engine: str | None = None, hub: bool = False,
            endpoint: str | None = None, token: str | None = None) -> dict[str, Any]:
-    """The drafters of `target`: from the registry and, with `hub`, from the Hub; each copy with its verdicts."""
-    from .engines import ENGINES
-
-    engines = (engine,) if engine else ENGINES
+    """The drafters of `target`: from the registry and, with `hub`, from the Hub; each copy with its verdicts
+    (`engine`: one engine's, or one runner's, as names.ENGINE_SPELLINGS spells them)."""
+    engines = runners_of(engine) if engine else RUNNERS
     try:
         with opened(registry, create=False) as store:
             records = store.list(target)

@@ -4,7 +4,7 @@ One repo at one commit: its metadata (`model_info`: commit sha, card front matte
 sha256), config.json, the eagle3-convert.json sidecar, and, where the layout readers are needed, each
 safetensors file's HEADER and its d2t/t2d vocabulary map, fetched by HTTP Range into a sparse local copy that
 has the real file's size. The layout detection and readers then run on that copy unchanged; they read no
-tensor bytes besides d2t/t2d (converters/vocab.py), so no weight matrix is ever downloaded.
+tensor bytes besides d2t/t2d (vocab_map.py), so no weight matrix is ever downloaded.
 
 A repo whose trusted sidecar (written by us with this very config.json) names its drafter id is taken from the
 sidecar, config.json and the card alone; `headers=True` reads it with the layout readers too and compares.
@@ -24,9 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from . import sidecar
-from .errors import Eagle3Error
+from .convert import ids_as_written, make_options, read_source, sidecar_facts
+from .drafter import TargetIdentity
+from .errors import Eagle3Error, FormatError
 from .safetensors_io import INDEX_NAME, MAX_HEADER_BYTES, read_header
 from .sources import endpoint_from_env, hub_error, quiet_hub
+from .targets import load_target
 
 CONFIG = "config.json"
 VOCAB_TENSORS = ("d2t", "t2d")  # the only tensors the layout readers read bytes of
@@ -130,8 +133,6 @@ class HubReader:
         if not name:
             return None
         if name not in self._targets:
-            from .targets import load_target
-
             try:
                 self._targets[name] = load_target(name, endpoint=self.endpoint, token=self.token)
             except Eagle3Error:
@@ -167,8 +168,6 @@ class HubReader:
         return out
 
     def _read_with_layouts(self, root: Path, out: HubDrafter) -> None:
-        from .convert import ids_as_written, make_options, read_source, sidecar_facts
-
         repo = out.repo
         weights = sorted(f for f in repo.files if f.endswith(".safetensors"))
         if not weights:
@@ -189,8 +188,6 @@ class HubReader:
         target = self.target(named)
         options.target = target
         if named:
-            from .drafter import TargetIdentity
-
             options.verifier = TargetIdentity(name_or_path=named)
         try:
             source = read_source(str(root), options=options)
@@ -237,8 +234,6 @@ class HubReader:
 
 
 def _format(message: str, code: str) -> Eagle3Error:
-    from .errors import FormatError
-
     return FormatError(message, "the file on the Hub is damaged: upload it again", code=code)
 
 

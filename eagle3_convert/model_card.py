@@ -13,10 +13,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .converters.base import capture_context
-from .converters.layer_ids import ENGINES, convention_table
+from .capture_ids import capture_context, convention_table
+from .names import CONVENTIONS
 from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
-from .sources import REPO_ID_RE
+from .converters.gguf_file import file_name
+from .engines import REFUSES, SERVING, release
+from .engines.llamacpp import serve_argv
+from .engines.trtllm import serve_snippet
+from .sources import REPO_ID_RE, is_repo_id
 from .sidecar import tool_name
 
 ENGINE_TITLES = {"speculators": "speculators", "vllm": "vLLM", "eagle": "EAGLE (original)", "sglang": "SGLang",
@@ -69,8 +73,6 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
 
 def hub_repo_id(name: str | None) -> str | None:
     """`name` when it is a Hub repo id (org/name shape, and no local path here), else None."""
-    from .sources import is_repo_id
-
     return name if isinstance(name, str) and REPO_ID_RE.match(name) and is_repo_id(name) else None
 
 
@@ -128,7 +130,7 @@ def _capture_section(config: DrafterConfig, facts: dict[str, Any], target: Targe
              (f"The drafter fuses {config.num_aux_hidden_states} hidden states of the target, taken at {where}. "
               "Each engine spells the same layers its own way; a config that names other layers loads without "
               "error and drafts badly. As each engine reads them:"), "",
-             *_table([ENGINE_TITLES.get(e, e) for e in ENGINES], [[f"`{_cell(table[e])}`" for e in ENGINES]])]
+             *_table([ENGINE_TITLES.get(e, e) for e in CONVENTIONS], [[f"`{_cell(table[e])}`" for e in CONVENTIONS]])]
     recorded = (facts.get("from_registry") or {}).get("capture_boundaries")
     if boundaries is None and recorded:
         record = str((facts.get("from_registry") or {}).get("drafter_id", ""))[:12]
@@ -167,8 +169,6 @@ def _serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target:
                    facts: dict[str, Any], files: Sequence[str]) -> list[str]:
     """A serve command (or YAML) for every engine whose verdict on the published files is that it serves
     them as trained, each naming the engine release it was judged for."""
-    from .engines import REFUSES, SERVING, release
-
     serving = {engine: v for engine, v in serves.items() if v.verdict in SERVING}
     model = target_name or TARGET_PLACEHOLDER
     target_revision = target.revision if target else None
@@ -205,8 +205,6 @@ def _serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target:
         lines += ["### SGLang", "", _judged(release("sglang"), [serving["sglang"]]), "",
                   "```bash", _shell(argv), "```", ""]
     if "trtllm" in serving:
-        from .engines.trtllm import serve_snippet
-
         boundaries = facts.get("capture_boundaries", config.capture_boundaries)
         if boundaries is None:  # the file lost them; TensorRT-LLM takes them at serve time, so the record's serve
             boundaries = (facts.get("from_registry") or {}).get("capture_boundaries")
@@ -242,14 +240,9 @@ def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_r
                       verdict: Any) -> list[str]:
     """How llama.cpp serves the drafter (`--spec-type draft-eagle3`): a GGUF as published, any other layout
     once converted to GGUF against the target's own GGUF (llama.cpp drafts only from a GGUF)."""
-    from .engines import release
-    from .engines.llamacpp import serve_argv
-
     ggufs = [f for f in files if f.endswith(".gguf")]
     judged = _judged(release("llamacpp"), [verdict])
     if layout != "gguf" or not ggufs:  # llama.cpp drafts from a GGUF: written against the target's own GGUF
-        from .converters.gguf_file import file_name
-
         dest = f"{repo_id.split('/')[-1]}-gguf"
         convert = ["eagle3-convert", "--to", "gguf", repo_id, dest, "--target-gguf", "TARGET.gguf",
                    "--outtype", "bf16", *(["--revision", drafter_revision] if drafter_revision else [])]

@@ -15,8 +15,16 @@ from typing import Any
 
 from . import sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
+from .converters.base import CONFIG_NAME, load_checkpoint
+from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
+from .drafter import TargetIdentity
+from .engines import serve_verdicts, target_context
 from .errors import Eagle3Error
+from .fingerprint import drafter_id, tensor_digests
+from .model_card import build_card, hub_repo_id
+from .records import record_of, recorded_capture
 from .registry.models import ELSEWHERE_SCHEME
+from .safetensors_io import INDEX_NAME
 from .sidecar import SIDECAR_NAME
 from .sources import (
     HubError,
@@ -29,6 +37,7 @@ from .sources import (
     resolve_source,
     unreachable,
 )
+from .validate import LAYOUT_ENGINES, load_target_facts, validate_checkpoint
 
 CARD_NAME = "README.md"
 # Published beside config.json when the source has them: engines read them with the weights.
@@ -102,9 +111,6 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
     Raises PublishRefused before anything is converted when validation finds an error. Talks to the
     Hub only when `src` is itself a repo id (to download it).
     """
-    from .validate import load_target_facts
-    from .model_card import build_card
-
     check_repo_id(repo_id)
     options = make_options(verifier, target, endpoint=endpoint, token=token)
     options.target_gguf, options.outtype = target_gguf, outtype  # --layout gguf
@@ -162,9 +168,6 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
 
 
 def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None) -> Any:
-    from .validate import validate_checkpoint
-    from .records import recorded_capture
-
     # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
     recorded = recorded_capture(path, registry, uri=uri) if registry is not None else None
     expected, record_label = recorded or (None, "")
@@ -176,8 +179,6 @@ def _validate(path: Path, label: str, from_layout: str, target: Any, registry: A
 
 
 def _weight_files(root: Path) -> list[str]:
-    from .converters.base import load_checkpoint
-
     return load_checkpoint(root).weight_files
 
 
@@ -187,7 +188,6 @@ def _gguf_name(name: str, root: Path, repo_id: str) -> str:
 
     if not name.endswith(".gguf") or re.fullmatch(r"eagle3-.+-(BF16|F16|F32)\.gguf", name):
         return name
-    from .converters.gguf import FILE_TYPE, file_name, scan_gguf
 
     kind = scan_gguf(root / name, "GGUF").kv.get("general.file_type")
     dtype = next((d for d, t in FILE_TYPE.items() if t == kind), "F32")
@@ -196,9 +196,6 @@ def _gguf_name(name: str, root: Path, repo_id: str) -> str:
 
 def _published_names(root: Path, weights: list[str]) -> list[str]:
     """config.json, the weights (with their index) and companions: never optimizer states or logs."""
-    from .converters.base import CONFIG_NAME
-    from .safetensors_io import INDEX_NAME
-
     names = [CONFIG_NAME, *weights]
     return names + [name for name in (INDEX_NAME, *COMPANION_FILES) if (root / name).is_file()]
 
@@ -206,9 +203,6 @@ def _published_names(root: Path, weights: list[str]) -> list[str]:
 def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[str, Any], list[str]]:
     """The source's own sidecar when it describes these weights and no target is given; else one made now
     (handing on the history the old one knew)."""
-    from .converters.base import CONFIG_NAME
-    from .fingerprint import drafter_id, tensor_digests
-
     drafter = source.drafter
     the_id = drafter_id(drafter, tensor_digests(drafter))
     given = options.verifier or options.target
@@ -220,9 +214,6 @@ def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[st
     facts["drafter_id"] = the_id
     notes = drafter.notes + carry_history(facts, source.sidecar)
     if layout == "gguf":  # a GGUF's sidecar is bound to the record it carries (it has no config.json)
-        from .converters.base import load_checkpoint
-        from .converters.gguf import RECORD_KEY
-
         record = load_checkpoint(source.path).config.get(RECORD_KEY)
         config_bytes = record.encode() if isinstance(record, str) else b""
     else:
@@ -250,9 +241,6 @@ def _with_registry_facts(facts: dict[str, Any], registry: Any) -> tuple[dict[str
     """The facts the registry's record of this very drafter (by id) holds and its files do not state: the
     target, the provenance. They go into the card and the published sidecar, with `from_registry` naming
     the record; returns the note that says so (None: nothing taken, or no registry consulted)."""
-    from .drafter import TargetIdentity
-    from .records import record_of
-
     record = record_of(facts.get("drafter_id"), registry) if registry is not None else None
     if record is None:
         return facts, None
@@ -296,8 +284,6 @@ def _without_local_paths(data: bytes, facts: dict[str, Any]) -> tuple[bytes, dic
         changed["converted_from"]["uri"] = public(changed["converted_from"].get("uri"))
     target = changed.get("target")
     if isinstance(target, dict) and isinstance(target.get("name_or_path"), str):
-        from .model_card import hub_repo_id
-
         if not hub_repo_id(target["name_or_path"]):  # a local copy of the target: its directory name only
             target["name_or_path"] = public(target["name_or_path"])
     if changed == facts:
@@ -308,8 +294,6 @@ def _without_local_paths(data: bytes, facts: dict[str, Any]) -> tuple[bytes, dic
 def _published_verdicts(published: Any, facts: dict[str, Any], options: Any) -> dict[str, Any]:
     """Every engine's verdict on the files as published, judged against the layers the training captured
     (the registry's, when the files name none)."""
-    from .engines import serve_verdicts, target_context
-
     cfg = published.drafter.config
     truth = facts.get("capture_boundaries") or (facts.get("from_registry") or {}).get("capture_boundaries")
     if cfg.capture_boundaries is None and truth is not None:
@@ -319,8 +303,6 @@ def _published_verdicts(published: Any, facts: dict[str, Any], options: Any) -> 
 
 
 def _serving_engines(layout: str) -> tuple[str, ...]:
-    from .validate import LAYOUT_ENGINES
-
     return LAYOUT_ENGINES.get(layout, ())
 
 

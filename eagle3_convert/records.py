@@ -21,8 +21,8 @@ from typing import Any
 
 from . import sidecar
 from .convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
-from .converters.base import CONFIG_NAME, capture_context
-from .converters.layer_ids import default_boundaries
+from .converters.base import CONFIG_NAME
+from .capture_ids import capture_context, default_boundaries
 from .errors import Eagle3Error, UsageError
 from .fingerprint import drafter_id, tensor_digests
 from .registry.errors import NoRegistry, RegistryError

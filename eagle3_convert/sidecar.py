@@ -12,7 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-SIDECAR_NAME = "eagle3-convert.json"
+from . import __version__
+from .atomic import SIDECAR_NAME  # noqa: F401 (re-exported: the file name is the writer's)
+
 SIDECAR_VERSION = 1
 MAX_SIDECAR_BYTES = 4 * 1024 * 1024
 
@@ -40,8 +42,6 @@ def read(root: Path, config_path: Path) -> dict[str, Any] | None:
 
 def tool_name() -> str:
     """This tool and its version, as sidecars and lineage edges name it."""
-    from . import __version__
-
     return f"eagle3-convert {__version__}"
 
 

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .converters.base import read_json_file
 from .errors import Eagle3Error, FormatError, UsageError
 
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
@@ -222,8 +223,6 @@ def fetch_config(repo_id: str, revision: str | None = None, *, endpoint: str | N
                  token: str | None = None) -> tuple[dict[str, Any], str | None]:
     """A repo's config.json alone (a target model's weights are never needed)."""
     from huggingface_hub import hf_hub_download
-
-    from .converters.base import read_json_file
 
     endpoint = endpoint_from_env(endpoint)
     why = None if hub_offline() else unreachable(endpoint)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .converters.base import read_json_file
+from .converters.base import EAGLE3_ARCHITECTURES, read_json_file
 from .drafter import TargetIdentity
 from .errors import FormatError
+from .sources import HubError, both_readings, fetch_config, has_repo_id_shape, is_repo_id
 
 
 def target_from_config(config: dict[str, Any], name_or_path: str | None, revision: str | None = None) -> TargetIdentity:
@@ -40,8 +41,6 @@ def context_length(config: dict[str, Any]) -> int | None:
 def refuse_drafter_as_target(spec: str, config: dict[str, Any]) -> None:
     """A drafter's own config given as the target would set depth 1 and the draft vocab: every capture
     layer would read as out of range, or be translated for the wrong model."""
-    from .converters.base import EAGLE3_ARCHITECTURES
-
     archs = config.get("architectures") if isinstance(config.get("architectures"), list) else []
     marks = [m for m, present in (("speculators_model_type", "speculators_model_type" in config),
                                   ("draft_vocab_size", "draft_vocab_size" in config),
@@ -67,8 +66,6 @@ def local_target_name(spec: str, config: dict[str, Any]) -> str:
     """How a target read from a local copy is named: the Hub repo its config says it came from
     (`_name_or_path`, as transformers saves it), else its absolute path, which no later reader (a
     model card's base_model, a publish from another directory) can mistake for a repo id."""
-    from .sources import has_repo_id_shape
-
     named = config.get("_name_or_path")
     if isinstance(named, str) and has_repo_id_shape(named) and not Path(named).exists():
         return named
@@ -83,7 +80,6 @@ def read_target_config(spec: str, revision: str | None = None, *, endpoint: str 
         path = path / "config.json"
     if path.is_file():
         return read_json_file(path, f"target config {spec}"), None
-    from .sources import HubError, both_readings, fetch_config, is_repo_id
 
     if is_repo_id(spec):  # never a local-looking path: that is reported missing, not asked of the Hub
         try:

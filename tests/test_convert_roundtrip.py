@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from builders import DrafterSpec, build_drafter, config_for, stored_tensors
 from conftest import run_cli, tensor_hashes, tree_digest
 from eagle3_convert.convert import make_options, read_source
-from eagle3_convert.converters.vocab import decode_ints, decode_mask
 from eagle3_convert.safetensors_io import FLOAT_DTYPES, observe_reads, read_tensor_table
+from eagle3_convert.vocab_map import decode_ints, decode_mask
 
 
 def write_target_config(path: Path, layers: int, model_type: str = "llama") -> Path:

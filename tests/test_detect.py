@@ -17,9 +17,9 @@ import pytest
 from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal, write_target
 from conftest import run_cli
 from eagle3_convert.cli.common import LAYOUT_HELP
-from eagle3_convert.cli.convert import LAYOUT_NAMES
 from eagle3_convert.converters.base import load_checkpoint
-from eagle3_convert.converters.registry import BUILTIN, detect, layouts
+from eagle3_convert import names
+from eagle3_convert.converters.registry import detect, layouts
 from eagle3_convert.errors import FormatError
 
 CLI = [sys.executable, "-c", "from eagle3_convert.cli import main; main()"]
@@ -108,7 +108,7 @@ def test_our_outputs_are_detected_as_written(tmp_path: Path, layout: str):
 
 def test_help_lists_exactly_the_registered_layouts():
     listed = [line.split()[0] for line in LAYOUT_HELP.splitlines()]
-    assert listed == list(layouts()) == list(BUILTIN) == list(LAYOUT_NAMES)
+    assert listed == list(layouts()) == list(names.LAYOUTS)
     assert all(len(line.split(maxsplit=1)[1]) > 20 for line in LAYOUT_HELP.splitlines())
     result = run_cli("--help")
     for name in LAYOUTS:
@@ -148,7 +148,7 @@ def test_a_third_party_layout_is_found_through_entry_points(tmp_path: Path):
     listed = subprocess.run([sys.executable, "-c", "from eagle3_convert.converters.registry import layouts; "
                              "print(' '.join(layouts()))"], env=env, capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.split() == [*BUILTIN, "acme"]
+    assert listed.stdout.split() == [*names.LAYOUTS, "acme"]
 
     src = build_drafter(tmp_path / "src", "sglang")
     converted = subprocess.run([*CLI, "--to", "acme", "--verifier", "org/target", str(src), str(tmp_path / "out")],

@@ -26,7 +26,7 @@ from hostile import EXAMPLE, subprocess_env
 from eagle3_convert.convert import read_source
 from eagle3_convert.converters.base import ConvertOptions, write_directory
 from eagle3_convert.converters.speculators import LAYOUT as SPECULATORS
-from eagle3_convert.converters.vocab import VocabMap
+from eagle3_convert.vocab_map import VocabMap
 from eagle3_convert.drafter import (
     Drafter,
     DrafterConfig,

@@ -19,7 +19,7 @@ from conftest import DATA, EXAMPLE, REPO, run_cli
 from test_validate import CASES
 
 from eagle3_convert.cli import main
-from eagle3_convert.cli.convert import LAYOUT_NAMES
+from eagle3_convert.names import LAYOUTS
 
 QUOTED_COMMAND = re.compile(r"`(eagle3-convert [^`]*)`")
 BARE_COMMAND = re.compile(r"eagle3-convert(?: [^\s;,()`]+)*")  # unquoted: up to the first ; , ( or end
@@ -68,7 +68,7 @@ def check_every_hint(path: Path, tmp_path: Path) -> int:
             ("inspect", ["inspect", path]),
             ("registry add", ["registry", "add", path, "--registry", tmp_path / "registry.db"])]
     runs += [("convert", ["--to", layout, "--no-record", path, tmp_path / f"out-{layout}"])
-             for layout in LAYOUT_NAMES if layout != "gguf"]  # gguf: needs the target's GGUF, its hints below
+             for layout in LAYOUTS if layout != "gguf"]  # gguf: needs the target's GGUF, its hints below
     seen = 0
     for printed_by, argv in runs:
         for hint in printed_hints([str(a) for a in argv]):

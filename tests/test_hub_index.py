@@ -304,13 +304,6 @@ class socket_closed:
         self.sock.close()
 
 
-def test_search_engine_names_match_the_engines():
-    from eagle3_convert.cli.search import ENGINE_NAMES
-    from eagle3_convert.engines import ENGINES
-
-    assert ENGINE_NAMES == ENGINES
-
-
 def test_verify_reads_the_headers_of_published_repos_and_catches_a_sidecar_that_lies(org: HubServer, tmp_path: Path):
     """Without --verify a published repo is taken from its sidecar (no safetensors request); --verify reads its
     headers by Range with the layout readers and flags a sidecar whose capture boundaries config.json contradicts."""

@@ -17,7 +17,7 @@ import pytest
 from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal, stored_tensors, write_target
 from conftest import DATA, run_cli, tensor_hashes, tree_digest
 from eagle3_convert.convert import convert, make_options, read_source
-from eagle3_convert.converters.layer_ids import default_boundaries
+from eagle3_convert.capture_ids import default_boundaries
 from eagle3_convert.safetensors_io import tensor_sha256
 
 VARIANTS: dict[str, dict] = {

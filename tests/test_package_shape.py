@@ -6,6 +6,7 @@ Run `python -m pytest -q tests/test_package_shape.py` after adding or growing a 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,8 +30,7 @@ KNOWN_CYCLES = [
      "eagle3_convert.cli.registry", "eagle3_convert.cli.search", "eagle3_convert.cli.validate"},
 ]
 
-# Packages with no cycle among their own modules even counting imports inside functions.
-ACYCLIC_PACKAGES = ("eagle3_convert.validate", "eagle3_convert.registry")
+# (Every other import circle is refused, even one closed by an import inside a function.)
 
 
 def _modules() -> dict[str, Path]:
@@ -145,15 +145,29 @@ def test_no_module_level_import_cycle():
     assert not cycles, f"module-level import cycles: {[sorted(c) for c in cycles]}"
 
 
-@pytest.mark.parametrize("package", ACYCLIC_PACKAGES)
-def test_package_modules_import_each_other_without_a_cycle(package: str):
-    """Inside these packages not even a function-level import closes a circle: each module sits below
-    the ones that use it (validate: findings/raw/target < context < checks < report)."""
-    members = {name: path for name, path in MODULES.items() if name == package or name.startswith(package + ".")}
-    graph = {name: _imports(name, path, in_functions=True) & set(members) - {package}
-             for name, path in members.items() if name != package}
-    cycles = _cycles(graph)
-    assert not cycles, f"import cycles inside {package}: {[sorted(c) for c in cycles]}"
+def test_no_import_cycle_even_inside_functions():
+    """Not even an import inside a function closes a circle: each module sits below the ones that use it
+    (the model layer < I/O < layouts/engines/registry < pipelines < cli), so any module can be imported first and
+    a lower layer takes what it needs as arguments. The one circle left is click's registration in cli/."""
+    graph = {name: _imports(name, path, in_functions=True) for name, path in MODULES.items()}
+    cycles = [c for c in _cycles(graph) if c not in KNOWN_CYCLES]
+    for cycle in cycles:
+        print("import cycle:", " <-> ".join(sorted(cycle)))
+    assert not cycles, f"import cycles (counting imports inside functions): {[sorted(c) for c in cycles]}"
+
+
+MODEL_LAYER = ("eagle3_convert.names", "eagle3_convert.drafter", "eagle3_convert.vocab_map",
+               "eagle3_convert.capture_ids")
+BELOW_THE_MODEL = ("eagle3_convert.errors", "eagle3_convert.safetensors_io", "eagle3_convert.atomic")
+
+
+def test_the_model_layer_imports_nothing_above_it():
+    """drafter, the vocab map and the capture conventions are the bottom: they import each other and the I/O
+    below them, never a layout, an engine, the registry or a pipeline."""
+    above = {name: sorted(m for m in _imports(name, MODULES[name], in_functions=True)
+                          if m not in MODEL_LAYER + BELOW_THE_MODEL)
+             for name in MODEL_LAYER}
+    assert not {name: found for name, found in above.items() if found}
 
 
 def test_every_split_module_imports_first_in_a_fresh_interpreter():
@@ -181,3 +195,72 @@ def test_the_registry_imports_no_pipeline():
                            if any(m == p or m.startswith(p + ".") for p in PIPELINES))
               for name, path in MODULES.items() if name.startswith("eagle3_convert.registry")}
     assert not {name: found for name, found in upward.items() if found}
+
+
+# The layers of docs/architecture.md, top to bottom: a module imports only from its own layer or below.
+LAYERS = [
+    ("cli", ("cli", "__main__")),
+    ("pipelines", ("convert", "validate", "schemas", "publish", "model_card", "sources", "targets", "records",
+                   "hints", "hub_read", "hub_index")),
+    ("layouts / engines / registry", ("converters", "engines", "registry", "sidecar", "fingerprint")),
+    ("model", ("drafter", "vocab_map", "capture_ids", "names")),
+    ("I/O", ("safetensors_io", "atomic", "writeback", "torch_zip", "torch_pickle", "bin_reader", "errors", "")),
+]
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _layer(module: str) -> int:
+    top = module.removeprefix("eagle3_convert").lstrip(".").split(".")[0]  # "": the package's own __init__
+    return next(i for i, (_, tops) in enumerate(LAYERS) if top in tops)
+
+
+def test_every_module_has_a_layer_and_imports_flow_downwards():
+    upward = [f"{name} ({LAYERS[_layer(name)][0]}) imports {m} ({LAYERS[_layer(m)][0]})"
+              for name, path in MODULES.items() for m in sorted(_imports(name, path, in_functions=True))
+              if _layer(m) < _layer(name)]
+    assert not upward, upward
+
+
+def test_the_architecture_map_names_every_module():
+    """docs/architecture.md's map of the layers names each module (as `name.py`, or by name in its package's
+    list), so that a newcomer finds every file there."""
+    block = ARCHITECTURE.read_text(encoding="utf-8").split("## The layers", 1)[1].split("```", 2)[1]
+    unnamed = [str(path.relative_to(ROOT)) for path in MODULES.values()
+               if path.stem not in ("__init__", "__main__")
+               and not re.search(rf"(?<![\w/]){re.escape(path.stem)}(\.py)?\b", block)]
+    assert not unnamed, f"docs/architecture.md does not name: {unnamed}"
+    for title, _ in LAYERS:
+        assert title.split(" ")[0] in block, title
+
+
+# First-party imports inside a function, outside cli/ (whose commands import their pipeline when run, so that
+# --help imports none): each defers a module a command may not need, and says so here.
+DEFERRED_IMPORTS = {
+    ("eagle3_convert.__main__", "eagle3_convert.cli"): "python -m eagle3_convert: the CLI when run as a program",
+    ("eagle3_convert.convert", "eagle3_convert.registry.recording"): "the registry store, only when ids are given",
+    ("eagle3_convert.converters.checkpoint", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
+    ("eagle3_convert.validate.raw", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
+    ("eagle3_convert.hints", "eagle3_convert.convert"): "the convert pipeline, only for a hint naming a command",
+    ("eagle3_convert.registry.store", "eagle3_convert.registry.postgres"): "psycopg, only for a postgresql:// URL",
+    ("eagle3_convert.validate.report", "eagle3_convert.hints"): "the convert pipeline, only for a hint naming a command",
+    ("eagle3_convert.validate.report", "eagle3_convert.convert"): "the convert pipeline, only for an explicit --from",
+}
+
+
+def test_first_party_imports_are_at_the_top_of_the_module():
+    """A module's header says what it depends on: a first-party import inside a function is in cli/ or listed
+    in DEFERRED_IMPORTS with why."""
+    found = set()
+    for name, path in MODULES.items():
+        if name.startswith("eagle3_convert.cli"):
+            continue
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(function):
+                    if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
+                            "eagle3_convert")):
+                        target = _target(name, path.name == "__init__.py", node.level, node.module)
+                        found |= {(name, f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target)
+                                  for a in node.names}
+    assert found <= set(DEFERRED_IMPORTS), sorted(found - set(DEFERRED_IMPORTS))
+    assert set(DEFERRED_IMPORTS) <= found, f"no longer deferred: {sorted(set(DEFERRED_IMPORTS) - found)}"

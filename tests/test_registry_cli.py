@@ -13,8 +13,7 @@ import pytest
 
 from conftest import run_cli, tree_digest
 from registry_backends import backend, sql
-from eagle3_convert.cli.common import CAPTURE_CONVENTIONS as CLI_CONVENTIONS
-from eagle3_convert.registry import CONVENTIONS, open_registry, training_boundaries
+from eagle3_convert.registry import open_registry, training_boundaries
 from eagle3_convert.records import add_checkpoint, lineage, list_records, recorded_capture, remove, show
 from eagle3_convert.safetensors_io import read_header
 
@@ -339,7 +338,6 @@ def test_training_boundaries_per_convention() -> None:
     # DeepSeek-family SGLang shifts only when the list starts at 1.
     assert training_boundaries([1, 30, 58], "sglang", family="deepseek", num_layers=61) == [2, 31, 59]
     assert training_boundaries([2, 30, 58], "sglang", family="deepseek", num_layers=61) == [2, 30, 58]
-    assert CLI_CONVENTIONS == CONVENTIONS
 
 
 def edit_ids(vllm_copy: Path, ids: list[int]) -> None:

@@ -3,7 +3,7 @@ the tests that exercise it against every mutant; a mutant no test kills is a cha
 would let through. Writes a report: module, mutants, killed, survived (and the other outcomes), score.
 
     pip install -e ".[dev]"                                           # mutmut, pinned
-    python tools/mutation.py eagle3_convert/converters/layer_ids.py   # one module
+    python tools/mutation.py eagle3_convert/capture_ids.py   # one module
     python tools/mutation.py                                          # every module of MODULES (hours)
     python tools/mutation.py --list                                   # the modules and their tests
 
@@ -34,9 +34,9 @@ OUT = REPO / "build" / "mutation"
 # module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
 # reach the mutated function)
 MODULES: dict[str, list[str]] = {
-    "eagle3_convert/converters/layer_ids.py": ["tests/test_capture_conventions.py", "tests/test_engine_rules.py",
+    "eagle3_convert/capture_ids.py": ["tests/test_capture_conventions.py", "tests/test_engine_rules.py",
                                                "tests/test_validate.py", "tests/test_determinism.py"],
-    "eagle3_convert/converters/vocab.py": ["tests/test_caught_bugs.py", "tests/test_validate.py",
+    "eagle3_convert/vocab_map.py": ["tests/test_caught_bugs.py", "tests/test_validate.py",
                                            "tests/test_convert_roundtrip.py"],
     "eagle3_convert/converters/layout.py": ["tests/test_caught_bugs.py", "tests/test_layouts_matrix.py"],
     "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", "tests/test_config_mutations.py"],
@@ -61,16 +61,16 @@ MODULES: dict[str, list[str]] = {
 # apart, and the score counts them neither way. Every other survivor is a missing test.
 _DEFAULT_FAMILY = "any family name but deepseek/gpt_oss selects the default rules: another default string is the same"
 EQUIVALENT: dict[str, str] = {
-    **{f"eagle3_convert.converters.layer_ids.x_{fn}__mutmut_{n}": _DEFAULT_FAMILY
+    **{f"eagle3_convert.capture_ids.x_{fn}__mutmut_{n}": _DEFAULT_FAMILY
        for fn in ("engine_boundaries", "ids_for_engine", "convention_table") for n in (1, 2)},
-    "eagle3_convert.converters.layer_ids.x_engine_boundaries__mutmut_47":
+    "eagle3_convert.capture_ids.x_engine_boundaries__mutmut_47":
         "the message of an unknown engine name: the engines are a closed set, no input reaches it",
-    "eagle3_convert.converters.layer_ids.x_ids_for_engine__mutmut_31":
+    "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_31":
         "for b = x engines only the unshifted list reads back, so the order the two are tried in changes nothing",
-    "eagle3_convert.converters.layer_ids.x_ids_for_engine__mutmut_37":
+    "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_37":
         "only gpt-oss's raw rule reads the depth, and the shifted list (tried first) always reads back +1: "
         "capturable() already bounds b <= L, so max(b - 1) < L",
-    "eagle3_convert.converters.layer_ids.x_ids_for_engine__mutmut_41": "the same call as mutant 37 (depth left out)",
+    "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_41": "the same call as mutant 37 (depth left out)",
 }
 TIERS = "not engines and not interop and not llamacpp"
 ALSO_COPY = ["examples", "docs", "README.md"]  # what the tests read besides tests/ (mutmut copies those itself)

@@ -11,18 +11,9 @@ from typing import Any, Callable, Iterator
 
 import click
 
-# Static so `--help` does not import every layout; tests check it matches the registry.
-# Static so `--help` imports no converter; tests check it matches registry.CONVENTIONS.
-CAPTURE_CONVENTIONS = ("boundary", "speculators", "vllm", "eagle", "sglang", "specforge", "modelopt", "trtllm")
+from ..names import LAYOUT_SUMMARIES
 
-LAYOUT_HELP = "\n".join(f"{name:<12} {text}" for name, text in (
-    ("speculators", "vllm-project/speculators trainer output; vLLM serves it"),
-    ("sglang", "SGLang LlamaForCausalLMEagle3 (SpecForge export); sglang.launch_server"),
-    ("vllm", "vLLM-native Eagle3 config (ids top level and nested); vllm serve"),
-    ("eagle", "SafeAILab EAGLE-3 (yuhuili/EAGLE3-*, .bin); written as safetensors"),
-    ("modelopt", "NVIDIA ModelOpt HF export (NVIDIA eagle_config); vLLM, TensorRT-LLM"),
-    ("gguf", "llama.cpp GGUF, arch eagle3 (--target-gguf); llama-server -md --spec-type draft-eagle3"),
-))
+LAYOUT_HELP = "\n".join(f"{name:<12} {text}" for name, text in LAYOUT_SUMMARIES.items())
 
 
 # The version of every --json document (docs/json.md; the JSON Schemas in eagle3_convert/schemas/output/).

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
+from ..names import CAPTURE_CONVENTIONS, LABELS, LAYOUTS
 from . import main
 from .common import (
-    CAPTURE_CONVENTIONS,
     Progress,
     emit_json,
     hub_options,
@@ -22,8 +22,6 @@ from .common import (
     warn_twin,
     warn_unrecorded,
 )
-
-LAYOUT_NAMES = ("speculators", "sglang", "vllm", "eagle", "modelopt", "gguf")  # static: --help imports no layout
 
 
 class LayoutChoice(click.Choice):
@@ -43,7 +41,7 @@ class LayoutChoice(click.Choice):
 
 
 def _layout_choice(with_auto: bool) -> click.Choice:
-    return LayoutChoice((("auto",) if with_auto else ()) + LAYOUT_NAMES)
+    return LayoutChoice((("auto",) if with_auto else ()) + LAYOUTS)
 
 
 def parse_size(text: str | None) -> int | None:
@@ -64,7 +62,7 @@ def _registry_exists(registry_path: str | None) -> bool:
 
 
 def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
-    from ..converters.layer_ids import convention_table, target_family
+    from ..capture_ids import convention_table, target_family
 
     cfg = drafter.config
     who = target or cfg.target
@@ -105,7 +103,7 @@ def llama_server(result: Any, target_gguf: str) -> dict[str, Any]:
 
 def holds_ids(config: dict[str, Any]) -> bool:
     """Whether a config as stored (or planned) names capture ids anywhere an engine reads them."""
-    from ..converters.layer_ids import IDS_KEY
+    from ..capture_ids import IDS_KEY
     from ..engines import gguf_metadata
 
     meta = gguf_metadata(config)
@@ -140,9 +138,38 @@ SERVE_WORDS = {"as-trained": "serves as trained", "default-layers": "serves with
 
 def serve_lines(serves: dict[str, Any]) -> list[str]:
     """One line per engine: where the output can be served, and why not elsewhere."""
-    from ..engines import LABELS
-
     return [f"  {LABELS[engine]:<34} {SERVE_WORDS[v.verdict]}: {v.why}" for engine, v in serves.items()]
+
+
+def _open_registry(registry_path: str | None) -> Any:
+    """The registry the conversion is recorded in, opened before any byte is written: an unusable registry
+    should not cost a conversion."""
+    from ..registry.errors import RegistryError
+    from ..registry.store import open_registry
+
+    try:
+        return open_registry(registry_path)
+    except RegistryError as exc:
+        raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
+
+
+def _registry_capture(src: str, options: Any, store: Any, registry_path: str | None) -> dict[str, Any] | None:
+    """The capture layers the registry's record of SRC states, into `options` (and returned for the sidecar);
+    only ids the record states, never a default derived from what another conversion recorded."""
+    if options.training_capture is not None or not Path(src).is_dir() or (
+            store is None and not _registry_exists(registry_path)):  # none: nothing to ask, nothing imported for it
+        return None
+    from ..records import stated_capture
+    from ..registry.errors import RegistryError
+
+    try:
+        fact = stated_capture(src, store if store is not None else registry_path)
+    except RegistryError as exc:
+        raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
+    if fact is None:
+        return None
+    options.training_capture = (fact.capture_boundaries, fact.label)
+    return fact.as_dict()
 
 
 @main.command("convert")
@@ -197,26 +224,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
     state_capture(options, parse_ids(capture_layers), convention)
     options.target_gguf, options.outtype = target_gguf, outtype
-    store, from_registry = None, None
-    if not (no_record or no_registry):
-        from ..registry.store import open_registry
-
-        try:  # before any byte is written: an unusable registry should not cost a conversion
-            store = open_registry(registry_path)
-        except RegistryError as exc:
-            raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
-    if options.training_capture is None and not no_registry and Path(src).is_dir() and (
-            store is not None or _registry_exists(registry_path)):  # none: nothing to ask, nothing imported for it
-        from ..records import stated_capture
-
-        # Only ids the record states, never a default derived from what another conversion recorded.
-        try:
-            fact = stated_capture(src, store if store is not None else registry_path)
-        except RegistryError as exc:
-            raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
-        if fact is not None:
-            options.training_capture = (fact.capture_boundaries, fact.label)
-            from_registry = fact.as_dict()
+    store = None if no_record or no_registry else _open_registry(registry_path)
+    from_registry = None if no_registry else _registry_capture(src, options, store, registry_path)
     bars: list[Progress] = []
 
     def progress(total: int):

@@ -6,10 +6,11 @@ from typing import Any
 
 import click
 
+from ..names import LAYOUTS
 from . import main
 from .common import (emit_json, hub_options, hub_progress_bars, human_bytes, registry_option, run_guarded,
                      warn_twin, warn_unrecorded)
-from .convert import LAYOUT_NAMES, _layout_choice
+from .convert import _layout_choice
 from .validate import _counts, _print_report
 
 
@@ -18,7 +19,7 @@ from .validate import _counts, _print_report
 @click.argument("repo_id")
 @click.option("--layout", type=_layout_choice(False), help="Convert to this layout on the way (default: publish "
               "SRC's own layout as it is).")
-@click.option("--from", "from_layout", type=click.Choice(("auto",) + LAYOUT_NAMES), default="auto",
+@click.option("--from", "from_layout", type=click.Choice(("auto",) + LAYOUTS), default="auto",
               show_default=True, help="Read SRC as this layout instead of detecting it.")
 @click.option("--verifier", metavar="NAME_OR_PATH", help="Target model the drafter proposes for, when SRC does not "
               "say (the card's base_model; needed by --layout speculators).")

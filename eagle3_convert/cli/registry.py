@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
+from ..names import CAPTURE_CONVENTIONS
 from . import main
 from .common import (
-    CAPTURE_CONVENTIONS,
     emit_json,
     hub_options,
     hub_progress_bars,

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import click
 
+from ..names import ENGINE_SPELLINGS, LABELS
 from . import main
 from .common import emit_json, hub_options, registry_option, run_guarded
-
-# Static so `--help` imports no engine; tests/test_hub_index.py checks it matches engines.ENGINES.
-ENGINE_NAMES = ("speculators", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamacpp")
 
 
 @main.command("search")
 @click.option("--target", required=True, metavar="NAME", help="The target model as recorded (a Hub repo id: case does not matter).")
-@click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Only this engine's verdict.")
+@click.option("--engine", type=click.Choice(ENGINE_SPELLINGS),
+              help="Only this engine's verdicts (vllm: both of its runners; vllm-v1 or vllm-v2: one).")
 @click.option("--hub", is_flag=True, help="Also search the Hub (repos whose card names the target as base_model).")
 @hub_options
 @registry_option
@@ -26,7 +25,6 @@ def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None,
     engine captures from each copy and whether it serves it as trained. Reads no weights.
 
     One line per copy, its engines grouped by verdict; --verbose (or --json) for each engine's reading."""
-    from ..engines import LABELS
     from ..hub_index import search
 
     found = search(target, registry_path, engine=engine, hub=hub, endpoint=endpoint, token=token)

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import click
 
+from ..names import ENGINE_SPELLINGS, LAYOUTS, engine_of
 from . import main
 from .common import Progress, emit_json, error_dict, fail, hub_options, hub_progress_bars, registry_option, run_guarded
-from .convert import LAYOUT_NAMES
 
-# Static so `--help` imports no validate; a test keeps it equal to validate.ENGINES.
-ENGINE_NAMES = ("speculators", "vllm", "sglang", "trtllm", "llamacpp")
 HEADINGS = {"error": "errors", "warning": "warnings", "info": "info"}
 
 
 @main.command("validate")
 @click.argument("src")
-@click.option("--engine", "engines", type=click.Choice(ENGINE_NAMES), multiple=True,
-              help="Replay this engine's loading rules (repeatable). Default: the engines that serve the layout.")
+@click.option("--engine", "engines", type=click.Choice(ENGINE_SPELLINGS), multiple=True,
+              help="Replay this engine's loading rules (repeatable; vllm-v1 and vllm-v2 name vLLM, whose rules "
+                   "cover both runners). Default: the engines that serve the layout.")
 @click.option("--target", metavar="CONFIG_OR_DIR_OR_REPO",
               help="The target model's config: depth, width, vocab, family and context are checked against it.")
 @click.option("--deep", is_flag=True,
@@ -25,7 +24,7 @@ HEADINGS = {"error": "errors", "warning": "warnings", "info": "info"}
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @click.option("--revision", help="Hub revision when SRC is a repo id.")
 @hub_options
-@click.option("--from", "from_layout", type=click.Choice(("auto",) + LAYOUT_NAMES), default="auto",
+@click.option("--from", "from_layout", type=click.Choice(("auto",) + LAYOUTS), default="auto",
               show_default=True, help="Check SRC as this layout instead of detecting it.")
 @registry_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar on --deep.")
@@ -47,7 +46,7 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
         path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
     # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
-    # No registry, no lookup: asking whether there is one imports no store, no record model, no pydantic.
+    # No registry, no lookup: asking whether there is one opens no store.
     from ..registry.paths import registry_exists
 
     recorded = None
@@ -63,6 +62,7 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
         bars.append(Progress(total, "reading every byte", quiet or as_json))
         return bars[-1].update
 
+    engines = tuple(dict.fromkeys(engine_of(spelling) for spelling in engines))  # vllm-v1 -> vllm
     try:
         report = validate_checkpoint(path, engines=engines or None, target=facts, deep=deep, from_layout=from_layout,
                                      source_label=label, expected_boundaries=expected, record_label=record_label,

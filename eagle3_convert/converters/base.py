@@ -9,12 +9,15 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping
 
 from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
+from ..capture_ids import DEEPSEEK_FAMILY, IDS_KEY, capture_context, ids_for_engine
 from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS, Drafter, DrafterConfig,
-                       TargetIdentity, wrong_target_width)
+                       TargetIdentity, expected_shapes, optional_shapes, wrong_target_width)
+from ..engines.vllm import MTP_MODEL_TYPES
 from ..errors import CaptureConflict, FormatError, RefusalError, UsageError
 from ..safetensors_io import TensorSource
+from ..vocab_map import VocabMap, read_vocab_map, repair_absolute_d2t
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
-from .layer_ids import IDS_KEY, ids_for_engine
+from .config_keys import NEVER_CARRIED
 from .layout import (  # noqa: F401 (re-exported)
     ARCHITECTURE_FAMILY, EAGLE3_ARCHITECTURES, KNOWN_CANONICAL, LATER_NORMS, MODELOPT_EAGLE_FIELDS, VOCAB_TENSORS,
     ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, WritePlan, canonical_tensors,
@@ -191,9 +194,8 @@ def decoder_dict(cfg: DrafterConfig) -> dict[str, Any]:
 
 
 def split_decoder_extra(dec: Mapping[str, Any], also_known: set[str]) -> dict[str, Any]:
-    """Decoder keys the canonical config does not model, kept verbatim."""
-    from .config_keys import NEVER_CARRIED  # keys some layout reads: an unread copy would shadow the destination's
-
+    """Decoder keys the canonical config does not model, kept verbatim (not NEVER_CARRIED: keys some layout
+    reads, whose unread copy would shadow the destination's)."""
     return {k: v for k, v in dec.items()
             if k not in DECODER_KEYS and k not in also_known and k not in TOP_KEYS and k not in NEVER_CARRIED}
 
@@ -201,8 +203,6 @@ def split_decoder_extra(dec: Mapping[str, Any], also_known: set[str]) -> dict[st
 def keep_model_type_spelling(dec: Mapping[str, Any], fields: dict[str, Any], extra: dict[str, Any]) -> None:
     # deepseek_v3 and kimi_k2 are one family but keep the spelling the source used; a spelling of another
     # family (kimi_k2 on a Llama-class drafter) is not kept: the family's own model_type is written.
-    from ..engines.vllm import MTP_MODEL_TYPES
-
     model_type = dec.get("model_type")
     if model_type and model_type != MODEL_TYPE_BY_FAMILY[fields["family"]] and \
             FAMILY_BY_MODEL_TYPE.get(model_type) == fields["family"] and model_type not in MTP_MODEL_TYPES:
@@ -244,8 +244,6 @@ def infer_num_aux(fc: TensorSource | None, cfg_fields: Mapping[str, Any], declar
 
 def check_tensor_table(drafter: Drafter) -> None:
     """Every tensor the config implies is present with its shape; nothing the config does not explain."""
-    from ..drafter import expected_shapes, optional_shapes
-
     layers = drafter.config.num_layers
     if layers > len(drafter.tensors):  # every layer needs several tensors; and expected_shapes is linear in this
         raise FormatError(f"config.json says {layers} layers but the checkpoint holds {len(drafter.tensors)} tensors",
@@ -271,23 +269,28 @@ def check_tensor_table(drafter: Drafter) -> None:
 
 
 def read_vocab(ckpt: Checkpoint, vocab_size: int, draft_vocab_size: int, options: ConvertOptions):
-    from .vocab import read_vocab_map, repair_absolute_d2t
-
-    d2t, t2d = ckpt.tensors.get("d2t"), ckpt.tensors.get("t2d")
+    """The checkpoint's vocab map (None: the full target vocab), repaired when --repair-d2t-absolute asks."""
     if options.repair_d2t_absolute:
-        try:  # the repair is for one fault only: a d2t that holds absolute ids
-            read_vocab_map(d2t, t2d, vocab_size, draft_vocab_size)
-        except FormatError as exc:
-            if exc.code != "E-VOCAB-ABSOLUTE":
-                raise
-        else:
-            raise UsageError("--repair-d2t-absolute was given, but d2t already holds offsets"
-                             + (" that agree with t2d" if t2d is not None else "")
-                             + ": subtracting arange(Vd) would break a healthy vocabulary map",
-                             "drop --repair-d2t-absolute", code="E-REPAIR-NOT-NEEDED")
-        d2t = repair_absolute_d2t(d2t) if d2t is not None else d2t
-    vocab = read_vocab_map(d2t, t2d, vocab_size, draft_vocab_size)
+        vocab = _repaired_vocab(ckpt, vocab_size, draft_vocab_size)
+    else:
+        vocab = ckpt.vocab_map(vocab_size, draft_vocab_size)
     return None if vocab is None or vocab.is_identity else vocab
+
+
+def _repaired_vocab(ckpt: Checkpoint, vocab_size: int, draft_vocab_size: int) -> VocabMap | None:
+    d2t, t2d = ckpt.tensors.get("d2t"), ckpt.tensors.get("t2d")
+    try:  # the repair is for one fault only: a d2t that holds absolute ids
+        ckpt.vocab_map(vocab_size, draft_vocab_size)
+    except FormatError as exc:
+        if exc.code != "E-VOCAB-ABSOLUTE":
+            raise
+    else:
+        raise UsageError("--repair-d2t-absolute was given, but d2t already holds offsets"
+                         + (" that agree with t2d" if t2d is not None else "")
+                         + ": subtracting arange(Vd) would break a healthy vocabulary map",
+                         "drop --repair-d2t-absolute", code="E-REPAIR-NOT-NEEDED")
+    d2t = repair_absolute_d2t(d2t) if d2t is not None else d2t
+    return read_vocab_map(d2t, t2d, vocab_size, draft_vocab_size)
 
 
 def source_config(ckpt: Checkpoint) -> dict[str, Any]:
@@ -402,18 +405,6 @@ def int_list(value: Any, where: str) -> list[int] | None:
     return value
 
 
-def capture_context(drafter_family: str, *targets: TargetIdentity | None) -> tuple[str, int | None]:
-    """The target family (SGLang's id quirks depend on it) and depth (bounds what can be captured).
-
-    The first known target wins; an MLA drafter with no known target serves a DeepSeek/Kimi one.
-    """
-    from .layer_ids import target_family
-
-    target = next((t for t in targets if t is not None), None) or TargetIdentity()
-    model_type = target.model_type or ("deepseek_v3" if drafter_family == "deepseek_mla" else None)
-    return target_family(model_type), target.num_hidden_layers
-
-
 def write_capture_ids(config: dict[str, Any], eagle: dict[str, Any], cfg: DrafterConfig, options: ConvertOptions,
                       nested_convention: str, nested_required: bool) -> None:
     """The capture layers where every engine reads them: BOUNDARIES at the top level (vLLM's V1 and V2
@@ -480,8 +471,6 @@ def infer_target(ckpt: Checkpoint, raw: Mapping[str, Any], drafter_family: str,
 def target_betrayed_by(raw: Mapping[str, Any], drafter_family: str) -> tuple[TargetIdentity, str] | None:
     """A DeepSeek/Kimi target the drafter's own config names (a DeepSeek/Kimi model_type on a Llama-style
     drafter, or such a vocabulary size), and what names it; None when the config says nothing of it."""
-    from .layer_ids import DEEPSEEK_FAMILY
-
     model_type, vocab = raw.get("model_type"), raw.get("vocab_size")
     if drafter_family != "deepseek_mla" and model_type in DEEPSEEK_FAMILY:
         return TargetIdentity(model_type=model_type), f"the drafter config's model_type {model_type!r}"

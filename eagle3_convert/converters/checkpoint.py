@@ -13,6 +13,8 @@ from .. import sidecar
 from ..atomic import CONFIG_NAME
 from ..errors import FormatError
 from ..safetensors_io import INDEX_NAME, TensorSource, read_tensor_table, reject_duplicate_keys
+from ..vocab_map import VocabMap, read_vocab_map
+from .gguf_file import gguf_file, read_gguf_drafter
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a drafter config is a few KB; anything this big is hostile
 
@@ -48,6 +50,17 @@ class Checkpoint:
     weight_files: list[str]
     sidecar: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    # What a command reads from the files once and passes on: the layout detection (converters.registry.detect)
+    # and the d2t/t2d map for each (V, Vd) a reader asked for.
+    detection: Any = field(default=None, repr=False, compare=False)
+    vocab_maps: dict[tuple[int, int], VocabMap | None] = field(default_factory=dict, repr=False, compare=False)
+
+    def vocab_map(self, vocab_size: int, draft_vocab_size: int) -> VocabMap | None:
+        """d2t/t2d decoded and cross-checked once (vocab_map.read_vocab_map raises what is wrong with them)."""
+        key = (vocab_size, draft_vocab_size)
+        if key not in self.vocab_maps:
+            self.vocab_maps[key] = read_vocab_map(self.tensors.get("d2t"), self.tensors.get("t2d"), *key)
+        return self.vocab_maps[key]
 
 
 def missing_config_hint(root: Path) -> str:
@@ -70,12 +83,8 @@ def missing_config_hint(root: Path) -> str:
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     root = Path(path)
-    from .gguf_file import gguf_file
-
     if gguf_file(root) is not None:  # a .gguf, or a directory holding one and no config.json
-        from .gguf_file import load_gguf_checkpoint
-
-        return load_gguf_checkpoint(root)
+        return Checkpoint(*read_gguf_drafter(root), [])
     if not root.is_dir():
         raise FormatError(f"{root}: not a directory", "pass the directory that holds config.json and the weights",
                           code="E-SRC-MISSING")

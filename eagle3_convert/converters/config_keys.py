@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from ..drafter import MLA_KEYS, NORM_FLAGS, ROPE_KEYS
-from .layer_ids import IDS_KEY as CAPTURE_IDS
+from ..capture_ids import IDS_KEY as CAPTURE_IDS
 from ..errors import FormatError
 
 # ------------------------------------------------------------------------ the tables

@@ -36,8 +36,8 @@ from .base import (
     source_config,
     to_stored,
 )
-from .layer_ids import IDS_KEY, default_boundaries
-from .vocab import identity_map
+from ..capture_ids import IDS_KEY, default_boundaries
+from ..vocab_map import identity_map
 
 RENAMES: tuple[Rename, ...] = (Rename("layers.0.", "midlayer."),)
 # What the published drafters say (EAGLE's training template says LlamaForCausalLM).
@@ -53,6 +53,7 @@ class EagleLayout(Layout):
     name = "eagle"
     summary = "SafeAILab/EAGLE original EAGLE-3 (midlayer.*, pytorch_model.bin); read by EAGLE's ea_model"
     engine = "eagle"
+    renames = RENAMES
     home_engines = ("sglang", "vllm-v1", "vllm-v2")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:

@@ -31,12 +31,15 @@ converters/gguf_file.py and the tensor bytes converters/gguf_tensors.py.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..capture_ids import default_boundaries
 from ..drafter import Drafter, DrafterConfig, TargetIdentity
 from ..errors import FormatError, RefusalError, UsageError
-from ..safetensors_io import InMemoryTensor, TensorSource
+from ..safetensors_io import InMemoryTensor, TensorSource, read_tensor_bytes
+from ..vocab_map import VocabMap, encode_d2t
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -48,8 +51,8 @@ from .base import (
     modelopt_first_layer_note,
     refuse_unless,
 )
-from .gguf_file import (  # noqa: F401 (gguf_file, load_gguf_checkpoint, scan_gguf: re-exported)
-    ARCH, FILE_TYPE, RECORD_KEY, file_name, gguf_file, key_types, load_gguf_checkpoint, read_target_gguf, scan_gguf,
+from .gguf_file import (  # noqa: F401 (gguf_file, scan_gguf: re-exported)
+    ARCH, FILE_TYPE, RECORD_KEY, TargetGGUF, file_name, gguf_file, key_types, read_target_gguf, scan_gguf,
     write_gguf)
 from .gguf_tensors import ELEMENT, StreamedTensor, exactly_back, llama3_rope_factors
 
@@ -114,6 +117,169 @@ def _int_list(value: Any) -> list[int] | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Keys:
+    """What llama.cpp reads of an eagle3 GGUF, checked as it checks it."""
+
+    ids: list[int]  # eagle3.target_layers, in file order
+    hidden: int
+    heads: int
+    kv_heads: int
+    target_hidden: int
+    draft_vocab: int  # output.weight's rows
+    vocab: int
+    norm_before_residual: bool
+    norm_before_fc: bool
+
+
+def _keys_llamacpp_reads(meta: dict[str, Any], tensors: dict[str, TensorSource]) -> _Keys:
+    a = ARCH
+    layers = _int(meta, f"{a}.block_count")
+    refuse_unless(layers == 1, f"{a}.block_count is {layers}; llama.cpp's eagle3 graph asserts one layer",
+                  "the file is not a valid eagle3 drafter", "E-LAYERS-UNSUPPORTED")
+    ids = _int_list(meta.get(f"{a}.target_layers"))
+    if ids is None or len(ids) != 3:
+        raise FormatError(f"{a}.target_layers is {meta.get(f'{a}.target_layers')!r}; llama.cpp requires exactly "
+                          "3 ids", "the file is not a loadable eagle3 drafter", code="E-CAPTURE-COUNT")
+    H = _int(meta, f"{a}.embedding_length")
+    nh = _int(meta, f"{a}.attention.head_count")
+    nkv = _int(meta, f"{a}.attention.head_count_kv", False) or nh
+    ht = _int(meta, f"{a}.target_hidden_size")
+    for name in tensors:
+        if name not in CANONICAL and name not in (D2T, ROPE_FREQS):
+            raise RefusalError(f"tensor {name!r} is not part of llama.cpp's eagle3 architecture",
+                               "llama.cpp refuses extra tensors (wrong number of tensors)", code="E-KEY-UNKNOWN")
+    if "output.weight" not in tensors:
+        raise RefusalError("the GGUF has no output.weight: llama.cpp then uses the target's head, which the "
+                           "other layouts cannot express", "convert a drafter that carries its own lm_head",
+                           code="E-GGUF-NO-LM-HEAD")
+    vd = tensors["output.weight"].shape[0]
+    vocab = meta.get(f"{a}.vocab_size") or meta["_gguf"].get("tokenizer_size")
+    if not isinstance(vocab, int) or vocab <= 0:
+        raise FormatError("the GGUF names no target vocabulary size (eagle3.vocab_size, tokenizer)",
+                          "the file is incomplete", code="E-GGUF-KEY")
+    if D2T not in tensors and vd != vocab:
+        raise FormatError(f"output.weight has {vd} rows but there is no d2t and the vocabulary has {vocab}",
+                          "the file is damaged", code="E-VOCAB-MISSING")
+    return _Keys(ids, H, nh, nkv, ht, vd, vocab, bool(meta.get(f"{a}.norm_before_residual", False)),
+                 bool(meta.get(f"{a}.norm_before_fc", False)))
+
+
+def _fields_from_record(record: dict[str, Any] | None, keys: _Keys, notes: list[str]) -> dict[str, Any] | None:
+    """The canonical config our own record holds, where it agrees with the keys llama.cpp reads."""
+    if record is None:
+        return None
+    try:
+        rec = DrafterConfig.model_validate(record["drafter"])
+    except ValueError:
+        return None
+    depth = rec.target.num_hidden_layers if rec.target else None
+    rec_ids = rec.capture_boundaries if rec.capture_boundaries is not None else (
+        default_boundaries(depth) if depth else None)
+    agrees = (rec.hidden_size == keys.hidden and rec.num_attention_heads == keys.heads
+              and rec.num_key_value_heads == keys.kv_heads and rec.resolved_target_hidden_size == keys.target_hidden
+              and rec.norm_before_residual == keys.norm_before_residual and rec.norm_before_fc == keys.norm_before_fc
+              and rec_ids is not None and sorted(rec_ids) == sorted(keys.ids)
+              and rec.draft_vocab_size == keys.draft_vocab and rec.vocab_size == keys.vocab)
+    if agrees:
+        return rec.model_dump()
+    notes.append(f"{RECORD_KEY} describes another drafter than the GGUF's own keys (edited after writing?): read "
+                 "from the keys llama.cpp reads")
+    return None
+
+
+def _fields_from_keys(meta: dict[str, Any], keys: _Keys, tensors: dict[str, TensorSource],
+                      notes: list[str]) -> dict[str, Any]:
+    """A GGUF another tool wrote (llama.cpp's converter): only what its keys say."""
+    a = ARCH
+    H, nh, ht, boundaries = keys.hidden, keys.heads, keys.target_hidden, list(keys.ids)
+    if any(k.startswith(f"{a}.rope.scaling.") for k in meta) or ROPE_FREQS in tensors:
+        raise RefusalError("the GGUF's rope scaling (rope_freqs or eagle3.rope.scaling.*) cannot be turned back "
+                           "into the drafter's rope_scaling config", "convert the original safetensors drafter",
+                           code="E-GGUF-ROPE")
+    head_dim = _int(meta, f"{a}.attention.key_length", False) or _int(meta, f"{a}.rope.dimension_count", False)
+    fc = tensors.get("fc.weight")
+    fields: dict[str, Any] = {
+        "family": "llama", "hidden_size": H, "num_attention_heads": nh, "num_key_value_heads": keys.kv_heads,
+        "intermediate_size": _int(meta, f"{a}.feed_forward_length"),
+        "head_dim": head_dim if head_dim and head_dim != H // nh else None,
+        "num_layers": 1, "vocab_size": keys.vocab, "draft_vocab_size": keys.draft_vocab,
+        "target_hidden_size": ht if ht != H else None,
+        "num_aux_hidden_states": fc.shape[1] // ht if fc is not None and ht else 3,
+        "capture_boundaries": sorted(boundaries), "norm_before_residual": keys.norm_before_residual,
+        "norm_before_fc": keys.norm_before_fc,
+    }
+    eps = meta.get(f"{a}.attention.layer_norm_rms_epsilon")
+    if isinstance(eps, float):
+        fields["rms_norm_eps"] = float(f"{eps:.6g}")  # stored as float32
+    ctx = meta.get(f"{a}.context_length")
+    if isinstance(ctx, int):
+        fields["max_position_embeddings"] = ctx
+    theta = meta.get(f"{a}.rope.freq_base")
+    if isinstance(theta, float):
+        fields["rope"] = {"rope_theta": float(f"{theta:.7g}")}
+    if boundaries != sorted(boundaries):
+        notes.append(f"eagle3.target_layers {boundaries} are not ascending: llama.cpp fuses them in file order, "
+                     "fc's column blocks follow ascending layers; read as sorted")
+    notes.append("read from llama.cpp's keys alone (no eagle3_convert.record): decoder-config extras are not "
+                 "known")
+    return fields
+
+
+def _canonical_tensors(tensors: dict[str, TensorSource], cfg: DrafterConfig,
+                       dtypes: dict[str, str]) -> dict[str, TensorSource]:
+    """The GGUF's tensors by canonical name: q/k rows un-permuted, norms back in the source's dtype (`dtypes`)."""
+    canonical: dict[str, TensorSource] = {}
+    for name, ref in tensors.items():
+        if name in (D2T, ROPE_FREQS):
+            continue
+        cname = CANONICAL[name]
+        want = dtypes.get(cname, ref.dtype)
+        if cname.endswith("q_proj.weight") or cname.endswith("k_proj.weight"):
+            heads = cfg.num_attention_heads if cname.endswith("q_proj.weight") else cfg.num_key_value_heads
+            if ref.shape[0] % (2 * heads):
+                raise FormatError(f"{name} has {ref.shape[0]} rows, not 2 x {heads} heads' worth",
+                                  "the file is damaged", code="E-SHAPE")
+            canonical[cname] = StreamedTensor(ref, ref.dtype, ref.shape, heads=heads, inverse=True)
+        elif want != ref.dtype and len(ref.shape) == 1 and want in ELEMENT:
+            back = exactly_back(read_tensor_bytes(ref), ref.dtype, want)
+            canonical[cname] = InMemoryTensor(want, ref.shape, back) if back is not None else ref
+        else:
+            canonical[cname] = ref
+    return canonical
+
+
+def _check_rope_freqs(rope: TensorSource | None, cfg: DrafterConfig, notes: list[str]) -> None:
+    """rope_freqs (llama3 rope scaling) must be what the config's rope_scaling gives."""
+    if rope is None:
+        return
+    params = cfg.rope_normalized()
+    if str(params.get("rope_type", "")).lower() != "llama3":
+        raise RefusalError("the GGUF carries rope_freqs (llama3 rope scaling) that no rope_scaling in the "
+                           "config explains", "convert the original safetensors drafter instead",
+                           code="E-GGUF-ROPE")
+    if read_tensor_bytes(rope) != llama3_rope_factors(params, cfg.resolved_head_dim):
+        notes.append("rope_freqs differs from the factors the config's llama3 rope_scaling gives; the "
+                     "config's rope_scaling is kept")
+
+
+def _vocab_map(d2t: TensorSource | None, draft_vocab: int, vocab: int) -> VocabMap | None:
+    """llama.cpp's d2t holds absolute target ids (ours: offsets); None for the full target vocab."""
+    if d2t is None:
+        return None
+    import numpy as np
+
+    if d2t.dtype != "I64" or d2t.shape != (draft_vocab,):
+        raise FormatError(f"d2t is {d2t.dtype} {list(d2t.shape)}; llama.cpp asserts I64 [{draft_vocab}]",
+                          "the file is damaged", code="E-VOCAB-DTYPE")
+    absolute = np.frombuffer(read_tensor_bytes(d2t), dtype="<i8").tolist()
+    if any(not 0 <= t < vocab for t in absolute) or any(b <= a for a, b in zip(absolute, absolute[1:])):
+        raise FormatError("d2t does not hold ascending absolute target ids below the vocabulary size",
+                          "llama.cpp's d2t holds absolute ids; this one is damaged", code="E-VOCAB-ORDER")
+    vmap = VocabMap(tuple(absolute), vocab, encode_d2t([t - i for i, t in enumerate(absolute)]), None)
+    return None if vmap.is_identity else vmap
+
+
 # ------------------------------------------------------------------ the layout
 
 class GGUFLayout(Layout):
@@ -136,281 +302,40 @@ class GGUFLayout(Layout):
             raise FormatError(f"{ckpt.path}: not a GGUF", "--from gguf reads a .gguf file or a directory holding one",
                               code="E-GGUF-READ")
         self.detect(ckpt)
-        meta = ckpt.config
+        keys = _keys_llamacpp_reads(ckpt.config, ckpt.tensors)
         notes = list(ckpt.notes)
-        a = ARCH
-        layers = _int(meta, f"{a}.block_count")
-        refuse_unless(layers == 1, f"{a}.block_count is {layers}; llama.cpp's eagle3 graph asserts one layer",
-                      "the file is not a valid eagle3 drafter", "E-LAYERS-UNSUPPORTED")
-        ids = _int_list(meta.get(f"{a}.target_layers"))
-        if ids is None or len(ids) != 3:
-            raise FormatError(f"{a}.target_layers is {meta.get(f'{a}.target_layers')!r}; llama.cpp requires exactly "
-                              "3 ids", "the file is not a loadable eagle3 drafter", code="E-CAPTURE-COUNT")
-        H = _int(meta, f"{a}.embedding_length")
-        nh = _int(meta, f"{a}.attention.head_count")
-        nkv = _int(meta, f"{a}.attention.head_count_kv", False) or nh
-        ht = _int(meta, f"{a}.target_hidden_size")
         record = _record(ckpt)
-        tensors = ckpt.tensors
-        for name in tensors:
-            if name not in CANONICAL and name not in (D2T, ROPE_FREQS):
-                raise RefusalError(f"tensor {name!r} is not part of llama.cpp's eagle3 architecture",
-                                   "llama.cpp refuses extra tensors (wrong number of tensors)", code="E-KEY-UNKNOWN")
-        if "output.weight" not in tensors:
-            raise RefusalError("the GGUF has no output.weight: llama.cpp then uses the target's head, which the "
-                               "other layouts cannot express", "convert a drafter that carries its own lm_head",
-                               code="E-GGUF-NO-LM-HEAD")
-        head = tensors["output.weight"]
-        vd = head.shape[0]
-        d2t = tensors.get(D2T)
-        vocab = meta.get(f"{a}.vocab_size") or meta["_gguf"].get("tokenizer_size")
-        if not isinstance(vocab, int) or vocab <= 0:
-            raise FormatError("the GGUF names no target vocabulary size (eagle3.vocab_size, tokenizer)",
-                              "the file is incomplete", code="E-GGUF-KEY")
-        if d2t is None and vd != vocab:
-            raise FormatError(f"output.weight has {vd} rows but there is no d2t and the vocabulary has {vocab}",
-                              "the file is damaged", code="E-VOCAB-MISSING")
-
-        # The canonical config: our record where it agrees with the keys llama.cpp reads; the keys otherwise.
-        nbr = bool(meta.get(f"{a}.norm_before_residual", False))
-        nbf = bool(meta.get(f"{a}.norm_before_fc", False))
-        boundaries = list(ids)
-        fields: dict[str, Any] | None = None
-        if record is not None:
-            try:
-                rec = DrafterConfig.model_validate(record["drafter"])
-            except ValueError:
-                rec = None
-            if rec is not None:
-                depth = rec.target.num_hidden_layers if rec.target else None
-                from .layer_ids import default_boundaries
-
-                rec_ids = rec.capture_boundaries if rec.capture_boundaries is not None else (
-                    default_boundaries(depth) if depth else None)
-                agrees = (rec.hidden_size == H and rec.num_attention_heads == nh and rec.num_key_value_heads == nkv
-                          and rec.resolved_target_hidden_size == ht and rec.norm_before_residual == nbr
-                          and rec.norm_before_fc == nbf and rec_ids is not None and sorted(rec_ids) == sorted(ids)
-                          and rec.draft_vocab_size == vd and rec.vocab_size == vocab)
-                if agrees:
-                    fields = rec.model_dump()
-                else:
-                    notes.append(f"{RECORD_KEY} describes another drafter than the GGUF's own keys (edited after "
-                                 "writing?): read from the keys llama.cpp reads")
+        fields = _fields_from_record(record, keys, notes)
         from_record = fields is not None
         if fields is None:
-            fields = self._fields_from_keys(meta, H, nh, nkv, ht, vocab, vd, boundaries, nbr, nbf, tensors, notes)
+            fields = _fields_from_keys(ckpt.config, keys, ckpt.tensors, notes)
         dtypes = (record or {}).get("dtypes") if from_record else None  # the source dtypes of OUR tensors
-        dtypes = dtypes if isinstance(dtypes, dict) else {}
         cfg = DrafterConfig.model_validate(fields)
-
-        canonical: dict[str, TensorSource] = {}
-        for name, ref in tensors.items():
-            if name in (D2T, ROPE_FREQS):
-                continue
-            cname = CANONICAL[name]
-            want = dtypes.get(cname, ref.dtype)
-            if cname.endswith("q_proj.weight") or cname.endswith("k_proj.weight"):
-                heads = cfg.num_attention_heads if cname.endswith("q_proj.weight") else cfg.num_key_value_heads
-                if ref.shape[0] % (2 * heads):
-                    raise FormatError(f"{name} has {ref.shape[0]} rows, not 2 x {heads} heads' worth",
-                                      "the file is damaged", code="E-SHAPE")
-                canonical[cname] = StreamedTensor(ref, ref.dtype, ref.shape, heads=heads, inverse=True)
-            elif want != ref.dtype and len(ref.shape) == 1 and want in ELEMENT:
-                from ..safetensors_io import read_tensor_bytes
-
-                back = exactly_back(read_tensor_bytes(ref), ref.dtype, want)
-                canonical[cname] = InMemoryTensor(want, ref.shape, back) if back is not None else ref
-            else:
-                canonical[cname] = ref
-        rope = tensors.get(ROPE_FREQS)
-        if rope is not None:
-            params = cfg.rope_normalized()
-            if str(params.get("rope_type", "")).lower() != "llama3":
-                raise RefusalError("the GGUF carries rope_freqs (llama3 rope scaling) that no rope_scaling in the "
-                                   "config explains", "convert the original safetensors drafter instead",
-                                   code="E-GGUF-ROPE")
-            from ..safetensors_io import read_tensor_bytes
-
-            if read_tensor_bytes(rope) != llama3_rope_factors(params, cfg.resolved_head_dim):
-                notes.append("rope_freqs differs from the factors the config's llama3 rope_scaling gives; the "
-                             "config's rope_scaling is kept")
-
-        from .vocab import VocabMap, encode_d2t
-        from ..safetensors_io import read_tensor_bytes
-
-        vmap = None
-        if d2t is not None:
-            import numpy as np
-
-            if d2t.dtype != "I64" or d2t.shape != (vd,):
-                raise FormatError(f"d2t is {d2t.dtype} {list(d2t.shape)}; llama.cpp asserts I64 [{vd}]",
-                                  "the file is damaged", code="E-VOCAB-DTYPE")
-            absolute = np.frombuffer(read_tensor_bytes(d2t), dtype="<i8").tolist()
-            if any(not 0 <= t < vocab for t in absolute) or any(b <= a for a, b in zip(absolute, absolute[1:])):
-                raise FormatError("d2t does not hold ascending absolute target ids below the vocabulary size",
-                                  "llama.cpp's d2t holds absolute ids; this one is damaged", code="E-VOCAB-ORDER")
-            offsets = encode_d2t([t - i for i, t in enumerate(absolute)])
-            vmap = VocabMap(tuple(absolute), vocab, offsets, None)
-            if vmap.is_identity:
-                vmap = None
-        drafter = Drafter(cfg, canonical, vmap, notes)
+        canonical = _canonical_tensors(ckpt.tensors, cfg, dtypes if isinstance(dtypes, dict) else {})
+        _check_rope_freqs(ckpt.tensors.get(ROPE_FREQS), cfg, notes)
+        drafter = Drafter(cfg, canonical, _vocab_map(ckpt.tensors.get(D2T), keys.draft_vocab, keys.vocab), notes)
         check_tensor_table(drafter)
         return drafter
-
-    def _fields_from_keys(self, meta: dict[str, Any], H: int, nh: int, nkv: int, ht: int, vocab: int, vd: int,
-                          boundaries: list[int], nbr: bool, nbf: bool, tensors: dict[str, TensorSource],
-                          notes: list[str]) -> dict[str, Any]:
-        """A GGUF another tool wrote (llama.cpp's converter): only what its keys say."""
-        a = ARCH
-        if any(k.startswith(f"{a}.rope.scaling.") for k in meta) or ROPE_FREQS in tensors:
-            raise RefusalError("the GGUF's rope scaling (rope_freqs or eagle3.rope.scaling.*) cannot be turned back "
-                               "into the drafter's rope_scaling config", "convert the original safetensors drafter",
-                               code="E-GGUF-ROPE")
-        head_dim = _int(meta, f"{a}.attention.key_length", False) or _int(meta, f"{a}.rope.dimension_count", False)
-        fc = tensors.get("fc.weight")
-        fields: dict[str, Any] = {
-            "family": "llama", "hidden_size": H, "num_attention_heads": nh, "num_key_value_heads": nkv,
-            "intermediate_size": _int(meta, f"{a}.feed_forward_length"),
-            "head_dim": head_dim if head_dim and head_dim != H // nh else None,
-            "num_layers": 1, "vocab_size": vocab, "draft_vocab_size": vd,
-            "target_hidden_size": ht if ht != H else None,
-            "num_aux_hidden_states": fc.shape[1] // ht if fc is not None and ht else 3,
-            "capture_boundaries": sorted(boundaries), "norm_before_residual": nbr, "norm_before_fc": nbf,
-        }
-        eps = meta.get(f"{a}.attention.layer_norm_rms_epsilon")
-        if isinstance(eps, float):
-            fields["rms_norm_eps"] = float(f"{eps:.6g}")  # stored as float32
-        ctx = meta.get(f"{a}.context_length")
-        if isinstance(ctx, int):
-            fields["max_position_embeddings"] = ctx
-        theta = meta.get(f"{a}.rope.freq_base")
-        if isinstance(theta, float):
-            fields["rope"] = {"rope_theta": float(f"{theta:.7g}")}
-        if boundaries != sorted(boundaries):
-            notes.append(f"eagle3.target_layers {boundaries} are not ascending: llama.cpp fuses them in file order, "
-                         "fc's column blocks follow ascending layers; read as sorted")
-        notes.append("read from llama.cpp's keys alone (no eagle3_convert.record): decoder-config extras are not "
-                     "known")
-        return fields
 
     # ---------------------------------------------------------------- plan
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config
-        where = "llama.cpp's eagle3 architecture"
-        refuse_unless(cfg.family == "llama", f"the drafter is a {cfg.family} drafter; {where} builds a Llama layer "
-                      "(no q/k norms, no MLA)", "serve it with vLLM (--to vllm)", "E-FAMILY-UNSUPPORTED")
-        refuse_unless(cfg.num_layers == 1, f"the drafter has {cfg.num_layers} layers; {where} builds exactly one",
-                      "serve it with vLLM (--to vllm)", "E-LAYERS-UNSUPPORTED")
-        refuse_unless(cfg.num_aux_hidden_states == 3, f"fc fuses {cfg.num_aux_hidden_states} captured states; "
-                      f"{where} requires exactly 3", "serve it with vLLM (--to vllm)", "E-CAPTURE-COUNT")
-        for flag in ("fc_norm", "norm_output"):
-            refuse_unless(not getattr(cfg, flag), f"{flag} is true and {where} has no {flag}",
-                          "serve it with vLLM (--to vllm)", "E-FLAG-UNSUPPORTED")
-        refuse_unless(not (cfg.attention_bias or cfg.mlp_bias), f"the drafter has bias tensors; {where} loads none",
-                      "serve it with vLLM (--to vllm)", "E-BIAS-UNSUPPORTED")
-        if not options.target_gguf:
-            raise UsageError("--to gguf needs the target's GGUF: --target-gguf PATH", "llama.cpp reads the "
-                             "drafter's tokenizer from the file, so it is copied from the target's GGUF (made by "
-                             "llama.cpp's convert_hf_to_gguf.py; a tokenizer directory would need llama.cpp's own "
-                             "tokenizer conversion)", code="E-GGUF-TARGET")
-        target = read_target_gguf(options.target_gguf)
-        L, Ht = target.block_count, cfg.resolved_target_hidden_size
-        refuse_unless(Ht == target.embedding_length, f"the drafter fuses target states of width {Ht} but the target "
-                      f"GGUF's embedding_length is {target.embedding_length}", "pass the GGUF of the target the "
-                      "drafter was trained for", "E-HIDDEN-UNSUPPORTED")
-        refuse_unless(cfg.vocab_size == target.vocab_size, f"the drafter's target vocabulary is {cfg.vocab_size} "
-                      f"tokens, the target GGUF's tokenizer has {target.vocab_size}", "pass the GGUF of the target "
-                      "the drafter was trained for", "E-GGUF-VOCAB")
-        known = next((t.num_hidden_layers for t in (options.target, cfg.target) if t and t.num_hidden_layers), None)
-        refuse_unless(known in (None, L), f"the drafter was trained on a {known}-layer target; the target GGUF has "
-                      f"{L} blocks", "pass the GGUF of the target the drafter was trained for", "E-GGUF-TARGET")
-        from .layer_ids import default_boundaries
-
-        boundaries = sorted(cfg.capture_boundaries) if cfg.capture_boundaries is not None else default_boundaries(L)
-        refuse_unless(target.arch in LAYER_INP_ARCHS, f"llama.cpp's {target.arch} graph exposes no layer inputs: "
-                      "EAGLE-3 cannot capture from this target", "llama.cpp serves EAGLE-3 on llama, qwen3, gpt-oss, "
-                      "qwen3.5, deepseek4, gemma4 and a few more targets", "E-CAPTURE-UNREACHABLE")
-        for b in boundaries:
-            refuse_unless(0 <= b <= L, f"boundary {b} is past the target's {L} blocks", "check the capture layers",
-                          "E-CAPTURE-UNREACHABLE")
-            refuse_unless(b < L or target.arch in NEXTN_ARCHS, f"boundary {b} is the last block's output, which "
-                          f"llama.cpp's {target.arch} graph does not expose (no t_h_nextn): llama.cpp would abort",
-                          "serve it with vLLM (--to vllm), or retrain on capturable layers", "E-CAPTURE-UNREACHABLE")
-        outtype = (options.outtype or "auto").lower()
-        if outtype not in ("auto", *OUTTYPES):
-            raise UsageError(f"--outtype {outtype}: not written here", "choose auto, bf16, f16 or f32 (quantize "
-                             "afterwards with llama-quantize)", code="E-GGUF-OUTTYPE")
+        _refuse_what_llamacpp_cannot_build(cfg)
+        target = _target_gguf(options)
+        boundaries = _capturable_boundaries(cfg, options, target)
+        outtype = _outtype(options)
+        L = target.block_count
         notes = modelopt_first_layer_note(cfg, self.name)
         if cfg.capture_boundaries is None:
             notes.append(f"eagle3.target_layers written as {boundaries}: the engine default {{2, L//2, L-3}} on the "
                          f"{L}-layer target")
-
-        # tensors, in the order llama.cpp's converter writes them
-        tensors: dict[str, TensorSource] = {}
-        dtypes: dict[str, str] = {}
-        for cname, gname in NAMES.items():
-            src = drafter.tensors.get(cname)
-            if src is None:
-                continue
-            if src.dtype not in ("F32", "F16", "BF16"):
-                raise RefusalError(f"{cname} is {src.dtype}; llama.cpp's GGUF holds F32, F16 or BF16 weights here",
-                                   "dequantize the drafter first", code="E-GGUF-DTYPE")
-            dtypes[cname] = src.dtype
-            if len(src.shape) == 1:
-                dst = "F32"
-            else:
-                dst = OUTTYPES.get(outtype, src.dtype)
-            heads = 0
-            if cname.endswith("q_proj.weight"):
-                heads = cfg.num_attention_heads
-            elif cname.endswith("k_proj.weight"):
-                heads = cfg.num_key_value_heads
-            if heads and src.shape[0] % (2 * heads):
-                raise RefusalError(f"{cname} has {src.shape[0]} rows, not an even number per head",
-                                   "GGML's RoPE permutation needs an even head_dim", code="E-SHAPE")
-            tensors[gname] = src if (dst == src.dtype and not heads) else \
-                StreamedTensor(src, dst, tuple(src.shape), heads=heads)
-        params = cfg.rope_normalized()
-        if str(params.get("rope_type", "")).lower() == "llama3":
-            tensors[ROPE_FREQS] = InMemoryTensor("F32", (cfg.resolved_head_dim // 2,),
-                                                 llama3_rope_factors(params, cfg.resolved_head_dim))
-        elif params.get("rope_type", "default") not in ("default", None):
-            raise RefusalError(f"rope_type {params.get('rope_type')!r}: this writer carries default and llama3 rope",
-                               "serve it with vLLM (--to vllm)", code="E-GGUF-ROPE")
-        if drafter.vocab is not None:
-            import numpy as np
-
-            tensors[D2T] = InMemoryTensor("I64", (cfg.draft_vocab_size,),
-                                          np.array(drafter.vocab.target_ids, dtype="<i8").tobytes())
+        tensors, dtypes = _gguf_tensors(drafter, outtype)
         main_dtype = OUTTYPES.get(outtype) or (drafter.tensors["fc.weight"].dtype
                                                if drafter.tensors["fc.weight"].dtype in FILE_TYPE else "F32")
-
-        target_id = TargetIdentity.merged(cfg.target, TargetIdentity(num_hidden_layers=L, hidden_size=Ht,
-                                                                      vocab_size=target.vocab_size))
-        record_cfg = cfg.model_copy(update={"target": target_id})
-        a = ARCH
-        metadata: dict[str, Any] = {
-            "general.architecture": a,
-            "general.file_type": FILE_TYPE[main_dtype],
-            f"{a}.block_count": 1,
-            f"{a}.context_length": cfg.max_position_embeddings or 4096,
-            f"{a}.embedding_length": cfg.hidden_size,
-            f"{a}.feed_forward_length": cfg.intermediate_size,
-            f"{a}.attention.head_count": cfg.num_attention_heads,
-            f"{a}.attention.head_count_kv": cfg.num_key_value_heads,
-            f"{a}.attention.layer_norm_rms_epsilon": cfg.rms_norm_eps,
-            f"{a}.rope.freq_base": float(params.get("rope_theta", 10000.0)),
-            f"{a}.rope.dimension_count": cfg.resolved_head_dim,
-            f"{a}.vocab_size": cfg.vocab_size,
-            f"{a}.target_layers": boundaries,
-            f"{a}.target_hidden_size": Ht,
-            f"{a}.norm_before_residual": cfg.norm_before_residual,
-            f"{a}.norm_before_fc": cfg.norm_before_fc,
-        }
-        if cfg.head_dim is not None:
-            metadata[f"{a}.attention.key_length"] = cfg.head_dim
-            metadata[f"{a}.attention.value_length"] = cfg.head_dim
-        record = {"drafter": record_cfg.model_dump(mode="json"), "dtypes": dtypes,
+        metadata = _metadata(cfg, boundaries, main_dtype)
+        target_id = TargetIdentity.merged(cfg.target, TargetIdentity(
+            num_hidden_layers=L, hidden_size=cfg.resolved_target_hidden_size, vocab_size=target.vocab_size))
+        record = {"drafter": cfg.model_copy(update={"target": target_id}).model_dump(mode="json"), "dtypes": dtypes,
                   "target_gguf": {"architecture": target.arch, "block_count": L, "file": target.path.name}}
         # What the sidecar is bound to (config_sha256): this exact record, stored in the GGUF.
         plan_config = {"gguf": metadata, RECORD_KEY: record}
@@ -425,49 +350,132 @@ class GGUFLayout(Layout):
         return WritePlan(self.name, plan_config, tensors, notes, writer=write)
 
 
-def validate_gguf(raw: Any, engines: Any, label: str, deep: bool = False,
-                  progress: Callable[[int], Callable[[int], None]] | None = None, target: Any = None) -> Any:
-    """`validate` on a GGUF drafter: our reader's checks (names, shapes, d2t, keys), then llama.cpp's reading
-    of the file (engines/llamacpp.read_gguf): the capture boundaries it takes, or its refusal."""
-    from ..validate import Finding, Report, deep_scan, from_error
-    from ..engines.llamacpp import read_gguf
-    from ..errors import Eagle3Error
+_WHERE = "llama.cpp's eagle3 architecture"
 
-    findings: list[Any] = []
-    report = Report(label, "gguf", "general.architecture eagle3 (a GGUF)", ["llamacpp"], findings, candidates=["gguf"])
-    for engine in engines or ():
-        if engine != "llamacpp":
-            findings.append(Finding("E-ENGINE-REFUSES", "error", f"{engine} does not load GGUF drafters",
-                                    "check a GGUF with --engine llamacpp, or convert it (--to vllm)", engine=engine))
-    ckpt = raw.checkpoint()
-    drafter = None
-    try:
-        drafter = LAYOUT.read(ckpt, ConvertOptions())
-    except Eagle3Error as exc:
-        findings.append(from_error(exc, where=raw.files[0] if raw.files else None))
-    meta = {k: v for k, v in ckpt.config.items() if not k.startswith("_")}
-    reading = read_gguf(meta, list(ckpt.tensors))
-    if reading.refusal:
-        findings.append(Finding("E-ENGINE-REFUSES", "error", f"llama.cpp refuses it: {reading.refusal}",
-                                "rewrite it with `eagle3-convert --to gguf` from the source drafter", engine="llamacpp"))
-    else:
-        for why in reading.silent:
-            findings.append(Finding("W-ENGINE-SILENT", "warning", why, "rewrite it with `eagle3-convert --to gguf`",
-                                    engine="llamacpp"))
-        findings.append(Finding("I-CAPTURE-GGUF", "info", f"llama.cpp captures boundaries {reading.captures} "
-                                "(eagle3.target_layers, the input of each block)", None, "eagle3.target_layers",
-                                "llamacpp"))
-    if target is not None and drafter is not None:
-        depth = getattr(getattr(target, "identity", None), "num_hidden_layers", None)
-        if depth is not None and reading.captures and max(reading.captures) > depth:
-            findings.append(Finding("E-CAPTURE-UNREACHABLE", "error", f"eagle3.target_layers {reading.captures} "
-                                    f"reach past the target's {depth} layers: llama.cpp aborts", None,
-                                    "eagle3.target_layers", "llamacpp"))
-    if deep:
-        total = sum(t.nbytes for t in raw.tensors.values())
-        report.manifest, more = deep_scan(raw.tensors, set(), on_bytes=progress(total) if progress else None)
-        findings.extend(more)
-    return report
+
+def _refuse_what_llamacpp_cannot_build(cfg: DrafterConfig) -> None:
+    where = _WHERE
+    refuse_unless(cfg.family == "llama", f"the drafter is a {cfg.family} drafter; {where} builds a Llama layer "
+                  "(no q/k norms, no MLA)", "serve it with vLLM (--to vllm)", "E-FAMILY-UNSUPPORTED")
+    refuse_unless(cfg.num_layers == 1, f"the drafter has {cfg.num_layers} layers; {where} builds exactly one",
+                  "serve it with vLLM (--to vllm)", "E-LAYERS-UNSUPPORTED")
+    refuse_unless(cfg.num_aux_hidden_states == 3, f"fc fuses {cfg.num_aux_hidden_states} captured states; "
+                  f"{where} requires exactly 3", "serve it with vLLM (--to vllm)", "E-CAPTURE-COUNT")
+    for flag in ("fc_norm", "norm_output"):
+        refuse_unless(not getattr(cfg, flag), f"{flag} is true and {where} has no {flag}",
+                      "serve it with vLLM (--to vllm)", "E-FLAG-UNSUPPORTED")
+    refuse_unless(not (cfg.attention_bias or cfg.mlp_bias), f"the drafter has bias tensors; {where} loads none",
+                  "serve it with vLLM (--to vllm)", "E-BIAS-UNSUPPORTED")
+
+
+def _target_gguf(options: ConvertOptions) -> TargetGGUF:
+    if not options.target_gguf:
+        raise UsageError("--to gguf needs the target's GGUF: --target-gguf PATH", "llama.cpp reads the "
+                         "drafter's tokenizer from the file, so it is copied from the target's GGUF (made by "
+                         "llama.cpp's convert_hf_to_gguf.py; a tokenizer directory would need llama.cpp's own "
+                         "tokenizer conversion)", code="E-GGUF-TARGET")
+    return read_target_gguf(options.target_gguf)
+
+
+def _capturable_boundaries(cfg: DrafterConfig, options: ConvertOptions, target: TargetGGUF) -> list[int]:
+    """The boundaries eagle3.target_layers will hold, refused unless llama.cpp's graph of this target exposes
+    them (and the target GGUF is the drafter's target)."""
+    L, Ht = target.block_count, cfg.resolved_target_hidden_size
+    refuse_unless(Ht == target.embedding_length, f"the drafter fuses target states of width {Ht} but the target "
+                  f"GGUF's embedding_length is {target.embedding_length}", "pass the GGUF of the target the "
+                  "drafter was trained for", "E-HIDDEN-UNSUPPORTED")
+    refuse_unless(cfg.vocab_size == target.vocab_size, f"the drafter's target vocabulary is {cfg.vocab_size} "
+                  f"tokens, the target GGUF's tokenizer has {target.vocab_size}", "pass the GGUF of the target "
+                  "the drafter was trained for", "E-GGUF-VOCAB")
+    known = next((t.num_hidden_layers for t in (options.target, cfg.target) if t and t.num_hidden_layers), None)
+    refuse_unless(known in (None, L), f"the drafter was trained on a {known}-layer target; the target GGUF has "
+                  f"{L} blocks", "pass the GGUF of the target the drafter was trained for", "E-GGUF-TARGET")
+    boundaries = sorted(cfg.capture_boundaries) if cfg.capture_boundaries is not None else default_boundaries(L)
+    refuse_unless(target.arch in LAYER_INP_ARCHS, f"llama.cpp's {target.arch} graph exposes no layer inputs: "
+                  "EAGLE-3 cannot capture from this target", "llama.cpp serves EAGLE-3 on llama, qwen3, gpt-oss, "
+                  "qwen3.5, deepseek4, gemma4 and a few more targets", "E-CAPTURE-UNREACHABLE")
+    for b in boundaries:
+        refuse_unless(0 <= b <= L, f"boundary {b} is past the target's {L} blocks", "check the capture layers",
+                      "E-CAPTURE-UNREACHABLE")
+        refuse_unless(b < L or target.arch in NEXTN_ARCHS, f"boundary {b} is the last block's output, which "
+                      f"llama.cpp's {target.arch} graph does not expose (no t_h_nextn): llama.cpp would abort",
+                      "serve it with vLLM (--to vllm), or retrain on capturable layers", "E-CAPTURE-UNREACHABLE")
+    return boundaries
+
+
+def _outtype(options: ConvertOptions) -> str:
+    outtype = (options.outtype or "auto").lower()
+    if outtype not in ("auto", *OUTTYPES):
+        raise UsageError(f"--outtype {outtype}: not written here", "choose auto, bf16, f16 or f32 (quantize "
+                         "afterwards with llama-quantize)", code="E-GGUF-OUTTYPE")
+    return outtype
+
+
+def _gguf_tensors(drafter: Drafter, outtype: str) -> tuple[dict[str, TensorSource], dict[str, str]]:
+    """The tensors by GGUF name, in the order llama.cpp's converter writes them (q/k rows permuted for GGML's
+    RoPE, norms F32, rope_freqs for llama3 rope, d2t as absolute ids), and the source dtype of each."""
+    cfg = drafter.config
+    tensors: dict[str, TensorSource] = {}
+    dtypes: dict[str, str] = {}
+    for cname, gname in NAMES.items():
+        src = drafter.tensors.get(cname)
+        if src is None:
+            continue
+        if src.dtype not in ("F32", "F16", "BF16"):
+            raise RefusalError(f"{cname} is {src.dtype}; llama.cpp's GGUF holds F32, F16 or BF16 weights here",
+                               "dequantize the drafter first", code="E-GGUF-DTYPE")
+        dtypes[cname] = src.dtype
+        dst = "F32" if len(src.shape) == 1 else OUTTYPES.get(outtype, src.dtype)
+        heads = 0
+        if cname.endswith("q_proj.weight"):
+            heads = cfg.num_attention_heads
+        elif cname.endswith("k_proj.weight"):
+            heads = cfg.num_key_value_heads
+        if heads and src.shape[0] % (2 * heads):
+            raise RefusalError(f"{cname} has {src.shape[0]} rows, not an even number per head",
+                               "GGML's RoPE permutation needs an even head_dim", code="E-SHAPE")
+        tensors[gname] = src if (dst == src.dtype and not heads) else \
+            StreamedTensor(src, dst, tuple(src.shape), heads=heads)
+    params = cfg.rope_normalized()
+    if str(params.get("rope_type", "")).lower() == "llama3":
+        tensors[ROPE_FREQS] = InMemoryTensor("F32", (cfg.resolved_head_dim // 2,),
+                                             llama3_rope_factors(params, cfg.resolved_head_dim))
+    elif params.get("rope_type", "default") not in ("default", None):
+        raise RefusalError(f"rope_type {params.get('rope_type')!r}: this writer carries default and llama3 rope",
+                           "serve it with vLLM (--to vllm)", code="E-GGUF-ROPE")
+    if drafter.vocab is not None:
+        import numpy as np
+
+        tensors[D2T] = InMemoryTensor("I64", (cfg.draft_vocab_size,),
+                                      np.array(drafter.vocab.target_ids, dtype="<i8").tobytes())
+    return tensors, dtypes
+
+
+def _metadata(cfg: DrafterConfig, boundaries: list[int], main_dtype: str) -> dict[str, Any]:
+    """The GGUF keys llama.cpp reads of an eagle3 drafter."""
+    a = ARCH
+    metadata: dict[str, Any] = {
+        "general.architecture": a,
+        "general.file_type": FILE_TYPE[main_dtype],
+        f"{a}.block_count": 1,
+        f"{a}.context_length": cfg.max_position_embeddings or 4096,
+        f"{a}.embedding_length": cfg.hidden_size,
+        f"{a}.feed_forward_length": cfg.intermediate_size,
+        f"{a}.attention.head_count": cfg.num_attention_heads,
+        f"{a}.attention.head_count_kv": cfg.num_key_value_heads,
+        f"{a}.attention.layer_norm_rms_epsilon": cfg.rms_norm_eps,
+        f"{a}.rope.freq_base": float(cfg.rope_normalized().get("rope_theta", 10000.0)),
+        f"{a}.rope.dimension_count": cfg.resolved_head_dim,
+        f"{a}.vocab_size": cfg.vocab_size,
+        f"{a}.target_layers": boundaries,
+        f"{a}.target_hidden_size": cfg.resolved_target_hidden_size,
+        f"{a}.norm_before_residual": cfg.norm_before_residual,
+        f"{a}.norm_before_fc": cfg.norm_before_fc,
+    }
+    if cfg.head_dim is not None:
+        metadata[f"{a}.attention.key_length"] = cfg.head_dim
+        metadata[f"{a}.attention.value_length"] = cfg.head_dim
+    return metadata
 
 
 LAYOUT = GGUFLayout()

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import sidecar as sidecar_mod
-from ..errors import FormatError, RefusalError, UsageError
-from ..safetensors_io import TensorRef, TensorSource, iter_tensor_chunks
-from .checkpoint import Checkpoint
+from ..errors import DestinationError, FormatError, RefusalError, UsageError
+from ..safetensors_io import TensorRef, TensorSource, _inside, iter_tensor_chunks
 from .gguf_tensors import CHUNK, ELEMENT
 
 ARCH = "eagle3"
@@ -44,8 +43,7 @@ def gguf_file(path: Path) -> Path | None:
     if path.is_file() and path.suffix == ".gguf":
         return path
     if path.is_dir() and not (path / "config.json").exists():
-        from ..safetensors_io import _inside  # a symlink may lead into an HF cache's blobs/, nowhere else
-
+        # _inside: a symlink may lead into an HF cache's blobs/, nowhere else
         found = sorted(p for p in path.glob("*.gguf") if p.is_file() and _inside(path, p))
         if len(found) == 1:
             return found[0]
@@ -216,9 +214,10 @@ def read_target_gguf(path: str) -> TargetGGUF:
     return TargetGGUF(p, arch, block_count, width, scan.tokens, scan.raw)
 
 
-def load_gguf_checkpoint(root: Path) -> Checkpoint:
-    """A GGUF as a Checkpoint: `config` holds its non-tokenizer keys (plus `_gguf` facts), tensors its raw
-    byte ranges by GGUF name."""
+def read_gguf_drafter(root: Path) -> tuple[Path, dict[str, Any], dict[str, TensorSource], list[str],
+                                           dict[str, Any] | None]:
+    """A GGUF drafter as a Checkpoint's path, config, tensors, files and sidecar: `config` holds its
+    non-tokenizer keys (plus `_gguf` facts), tensors its raw byte ranges by GGUF name."""
     gguf = _gguf()
     path = gguf_file(root)
     assert path is not None
@@ -256,7 +255,7 @@ def load_gguf_checkpoint(root: Path) -> Checkpoint:
         if isinstance(data, dict) and data.get("sidecar_version") == sidecar_mod.SIDECAR_VERSION and \
                 data.get("config_sha256") == sidecar_mod.config_digest(record_text.encode()):
             side = data  # written with this very GGUF's record
-    return Checkpoint(path, config, tensors, [path.name], side, [])
+    return path, config, tensors, [path.name], side
 
 
 def file_name(dest: Path, dtype: str) -> str:
@@ -347,8 +346,6 @@ def write_gguf(path: Path, metadata: dict[str, Any], types: dict[str, str], reco
         fout.flush()
         os.fsync(fout.fileno())
     except OSError as exc:
-        from ..errors import DestinationError
-
         raise DestinationError(f"writing {path.name} failed: {exc.strerror or exc}",
                                "check free space (df -h) and permissions of the destination") from None
     finally:

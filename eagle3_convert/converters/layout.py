@@ -14,7 +14,7 @@ from ..drafter import Drafter, TargetIdentity
 from ..errors import FormatError, RefusalError
 from ..safetensors_io import TensorSource
 from .checkpoint import Checkpoint
-from .layer_ids import IDS_KEY
+from ..capture_ids import IDS_KEY
 
 
 # --------------------------------------------------------------- tensor names
@@ -148,6 +148,7 @@ class Layout(ABC):
     name: str
     summary: str  # one line: who writes it, who serves it
     engine: str  # the engine whose capture-id convention this layout's config follows
+    renames: tuple[Rename | LayerRename, ...] = ()  # canonical -> stored tensor names (none: the canonical ones)
     # The engines (eagle3_convert.engines names) a file in this layout is written for: each must
     # serve it as trained, or the write is refused.
     home_engines: tuple[str, ...] = ()

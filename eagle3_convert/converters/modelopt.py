@@ -42,7 +42,7 @@ from .base import (
     write_capture_ids,
 )
 from ..engines import shield_from_sglang, target_context
-from .layer_ids import IDS_KEY, engine_boundaries
+from ..capture_ids import IDS_KEY, engine_boundaries
 
 RENAMES: tuple[Rename, ...] = (
     Rename("layers.0.", "midlayer.", single_layer_only=True, read_only=True),  # the Megatron exporter's spelling
@@ -84,6 +84,7 @@ class ModelOptLayout(Layout):
     name = "modelopt"
     summary = "NVIDIA ModelOpt HF export (eagle_config with NVIDIA fields); served by vLLM and TensorRT-LLM"
     engine = "modelopt"
+    renames = RENAMES
     home_engines = ("vllm-v1", "vllm-v2", "trtllm")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:

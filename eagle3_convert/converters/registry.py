@@ -8,9 +8,9 @@ import sys
 from importlib import import_module
 
 from ..errors import FormatError, UsageError
+from ..names import LAYOUTS
 from .base import Checkpoint, Detection, Layout
 
-BUILTIN = ("speculators", "sglang", "vllm", "eagle", "modelopt", "gguf")
 ENTRY_POINT_GROUP = "eagle3_convert.layouts"
 
 _layouts: dict[str, Layout] = {}
@@ -24,7 +24,7 @@ def register(layout: Layout) -> None:
 def layouts() -> dict[str, Layout]:
     """Every known layout by name, loaded once."""
     if not _layouts:
-        for name in BUILTIN:
+        for name in LAYOUTS:
             register(import_module(f"{__package__}.{name}").LAYOUT)
         for ep in _entry_points():
             try:
@@ -93,7 +93,14 @@ def get_layout(name: str) -> Layout:
 
 
 def detect(ckpt: Checkpoint) -> Detection:
-    """The one layout this checkpoint is in, or an error that says why it cannot be decided."""
+    """The one layout this checkpoint is in, or an error that says why it cannot be decided. Decided once per
+    checkpoint: the answer is kept on it."""
+    if ckpt.detection is None:
+        ckpt.detection = _detect(ckpt)
+    return ckpt.detection
+
+
+def _detect(ckpt: Checkpoint) -> Detection:
     written_as = (ckpt.sidecar or {}).get("layout")  # present only while config.json is the one we wrote
     if written_as in layouts():
         return Detection(written_as, True, f"eagle3-convert wrote it as {written_as} (eagle3-convert.json matches "

@@ -29,7 +29,6 @@ from .base import (
     given_capture,
     infer_target,
     canonical_tensors,
-    capture_context,
     decoder_dict,
     decoder_fields,
     drop_unused_layer_norms,
@@ -47,8 +46,8 @@ from .base import (
     write_capture_ids,
 )
 from ..engines import sglang as engine
-from .layer_ids import IDS_KEY, engine_boundaries
-from .vocab import identity_map
+from ..capture_ids import IDS_KEY, capture_context, engine_boundaries
+from ..vocab_map import identity_map
 
 # Read in order; written with the first matching rule (SpecForge's spelling).
 RENAMES: tuple[Rename, ...] = (
@@ -74,6 +73,7 @@ class SGLangLayout(Layout):
     summary = ("SGLang `LlamaForCausalLMEagle3` / `Eagle3DeepseekV2ForCausalLM`, as SpecForge exports it; "
                "served by `sglang.launch_server`")
     engine = "sglang"
+    renames = RENAMES
     home_engines = ("sglang",)
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:

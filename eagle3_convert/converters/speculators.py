@@ -12,7 +12,7 @@ from ..drafter import NORM_FLAGS, Drafter, TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
-from .layer_ids import IDS_KEY
+from ..capture_ids import IDS_KEY
 from .base import (
     TOP_KEYS,
     Checkpoint,
@@ -48,6 +48,7 @@ class SpeculatorsLayout(Layout):
     name = "speculators"
     summary = "vllm-project/speculators trainer and converter; vLLM serves it with `vllm serve --speculative-config`"
     engine = "speculators"
+    renames = RENAMES
     home_engines = ("speculators", "vllm-v1", "vllm-v2")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:

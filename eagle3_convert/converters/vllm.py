@@ -22,7 +22,6 @@ from .base import (
     Rename,
     WritePlan,
     build_drafter,
-    capture_context,
     canonical_tensors,
     decoder_dict,
     drop_unused_layer_norms,
@@ -39,7 +38,7 @@ from .base import (
 )
 from ..engines import shield_from_sglang, target_context
 from ..engines import vllm as engine
-from .layer_ids import IDS_KEY, engine_boundaries
+from ..capture_ids import IDS_KEY, capture_context, engine_boundaries
 
 RENAMES: tuple[Rename, ...] = (
     Rename("layers.0.", "midlayer.", read_only=True),  # vLLM's WeightsMapper maps midlayer. to layers.0.
@@ -60,6 +59,7 @@ class VLLMLayout(Layout):
     name = "vllm"
     summary = "vLLM-native Eagle3 config (flat, ids at top level and in eagle_config); served by `vllm serve`"
     engine = "vllm"
+    renames = RENAMES
     home_engines = ("vllm-v1", "vllm-v2")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:

@@ -10,13 +10,15 @@ the engine test tier (tests/engines/) checks them against the real engines.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Collection, Mapping
 
-from ..converters.layer_ids import default_boundaries
-from ..drafter import NORM_FLAGS, DrafterConfig
+from ..capture_ids import capture_context, default_boundaries
+from ..drafter import DrafterConfig
+from ..names import LABELS, RUNNERS
+from . import llamacpp, sglang, speculators, trtllm, vllm
+from .common import FLAGS, Reading, TargetContext
 
-FLAGS = NORM_FLAGS
 # Verdicts, from best to worst.
 AS_TRAINED = "as-trained"  # the engine captures the trained layers and computes the trained maths
 DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defaults are the trained ones
@@ -24,29 +26,6 @@ RUNTIME_LAYERS = "runtime-layers"  # layers come from a serve-time argument: rig
 REFUSES = "refuses"  # the engine fails loudly on this file
 WRONG = "wrong"  # the engine loads it and serves something else, without a word
 SERVING = frozenset({AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS})  # the verdicts under which it serves as trained
-
-
-@dataclass(frozen=True)
-class TargetContext:
-    """What the id conventions depend on: the target's family (SGLang quirks) and depth L."""
-
-    family: str = "default"  # converters.layer_ids.target_family
-    depth: int | None = None
-
-
-@dataclass
-class Reading:
-    """One engine's reading of one checkpoint."""
-
-    engine: str
-    label: str
-    refusal: str | None = None  # the engine's own loud failure
-    family: str | None = None  # drafter family of the class it builds
-    captures: list[int] | None = None  # boundaries it captures (None: unknown depth, or runtime)
-    from_default: bool = False  # the captures are the engine's defaults, not read from the file
-    runtime: bool = False  # takes the capture layers as a serve-time argument (TensorRT-LLM)
-    flags: dict[str, bool] = field(default_factory=dict)  # the maths flags as it applies them
-    silent: list[str] = field(default_factory=list)  # what it drops or misreads without a word
 
 
 @dataclass(frozen=True)
@@ -62,21 +41,12 @@ class Verdict:
 
 def engine_modules() -> dict[str, Any]:
     """Engine name -> its module's `read`. vLLM has two runners that read capture ids differently."""
-    from . import llamacpp, sglang, speculators, trtllm, vllm
-
     return {"speculators": speculators.read, "vllm-v1": vllm.read_v1, "vllm-v2": vllm.read_v2,
             "sglang": sglang.read, "trtllm": trtllm.read, "llamacpp": llamacpp.read}
 
 
-ENGINES = ("speculators", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamacpp")
-LABELS = {"speculators": "speculators library", "vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)",
-          "sglang": "SGLang", "trtllm": "TensorRT-LLM (from source)", "llamacpp": "llama.cpp"}
-
-
 def release(engine: str) -> str:
     """The engine release its module's rules were read from (and its verdicts judged for)."""
-    from . import llamacpp, sglang, speculators, trtllm, vllm
-
     modules = {"speculators": speculators, "vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp}
     return modules[engine.split("-")[0]].RELEASE
 
@@ -112,10 +82,8 @@ def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict
         if trained is None:
             return Verdict(name, RUNTIME_LAYERS, None, "takes the capture layers at serve time; the trained ones "
                                                        "are unknown without the target's depth")
-        from .trtllm import runtime_ids
-
         return Verdict(name, RUNTIME_LAYERS, trained, f"takes the capture layers at serve time: pass "
-                                                      f"eagle3_layers_to_capture: {runtime_ids(trained)}")
+                                                      f"eagle3_layers_to_capture: {trtllm.runtime_ids(trained)}")
     if reading.captures is None or trained is None:
         if cfg.capture_boundaries is None:
             return Verdict(name, DEFAULT_LAYERS, None, "captures its default layers {2, L//2, L-3}, as in training")
@@ -145,7 +113,7 @@ def gguf_metadata(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext,
-             engines: Collection[str] = ENGINES) -> dict[str, Reading]:
+             engines: Collection[str] = RUNNERS) -> dict[str, Reading]:
     readers = engine_modules()
     meta = gguf_metadata(config)
     if meta is not None:  # a GGUF file: only llama.cpp opens it
@@ -157,14 +125,12 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
 
 
 def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: DrafterConfig, ctx: TargetContext,
-                   engines: Collection[str] = ENGINES) -> dict[str, Verdict]:
+                   engines: Collection[str] = RUNNERS) -> dict[str, Verdict]:
     """Every engine's verdict on a checkpoint with this config.json and these stored tensor names."""
     return {e: verdict(r, cfg, ctx) for e, r in read_all(config, names, ctx, engines).items()}
 
 
 def target_context(cfg: DrafterConfig, *targets: Any) -> TargetContext:
-    from ..converters.base import capture_context
-
     family, depth = capture_context(cfg.family, *targets, cfg.target)
     return TargetContext(family, depth)
 
@@ -173,8 +139,6 @@ def shield_from_sglang(config: dict[str, Any], names: Collection[str], cfg: Draf
                        ctx: TargetContext) -> str | None:
     """A flat config that SGLang would load and serve wrong gets the vLLM-only spelling of its class, so
     SGLang refuses it loudly (vLLM, TensorRT-LLM and llama.cpp resolve both names). Returns a note."""
-    from . import sglang, vllm
-
     judged = verdict(sglang.read(config, names, ctx), cfg, ctx)
     if judged.verdict != WRONG:
         return None

@@ -1,11 +1,39 @@
-"""Small readers of config.json and tensor names that several engine modules share."""
+"""What every engine module shares: the reading it returns, the target context it reads for, and small
+readers of config.json and tensor names."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
-from ..converters.layer_ids import IDS_KEY  # noqa: F401 (the engine modules read it from here)
+from ..capture_ids import IDS_KEY  # noqa: F401 (the engine modules read it from here)
+from ..drafter import NORM_FLAGS
+
+FLAGS = NORM_FLAGS
+
+@dataclass(frozen=True)
+class TargetContext:
+    """What the id conventions depend on: the target's family (SGLang quirks) and depth L."""
+
+    family: str = "default"  # capture_ids.target_family
+    depth: int | None = None
+
+
+@dataclass
+class Reading:
+    """One engine's reading of one checkpoint."""
+
+    engine: str
+    label: str
+    refusal: str | None = None  # the engine's own loud failure
+    family: str | None = None  # drafter family of the class it builds
+    captures: list[int] | None = None  # boundaries it captures (None: unknown depth, or runtime)
+    from_default: bool = False  # the captures are the engine's defaults, not read from the file
+    runtime: bool = False  # takes the capture layers as a serve-time argument (TensorRT-LLM)
+    flags: dict[str, bool] = field(default_factory=dict)  # the maths flags as it applies them
+    silent: list[str] = field(default_factory=list)  # what it drops or misreads without a word
+
 
 _LAYER = re.compile(r"^(?:model\.)?(?:layers|midlayer)\.(\d+)\.")
 

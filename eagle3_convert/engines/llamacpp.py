@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from ..converters.layer_ids import default_boundaries
-from . import Reading, TargetContext
-from .common import IDS_KEY, architectures, flag, has, id_list, nested, num_layers
+from ..capture_ids import default_boundaries
+from .common import IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested, num_layers
 
 LABEL = "llama.cpp's converter (from source)"
 RELEASE = "llama.cpp b11434"  # the build these rules were read from (docs/formats.md §7)

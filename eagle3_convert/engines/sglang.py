@@ -4,7 +4,7 @@ Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
 - The model registry knows two EAGLE-3 classes (`EntryClass`); any other architecture,
   speculators' `Eagle3Speculator` included, is refused at start-up.
 - Capture ids: ONLY the nested `eagle_config.eagle_aux_hidden_state_layer_ids`, as block
-  outputs (boundary - 1), with per-target-family quirks (layer_ids.engine_boundaries); no list
+  outputs (boundary - 1), with per-target-family quirks (capture_ids.engine_boundaries); no list
   means the defaults. A top-level list is ignored. The last block's output is never captured.
 - Flags: no norm_before_residual; norm_before_fc top level or nested; fc_norm (legacy
   use_aux_norm) and norm_output at the top level. The MLA class applies only fc_norm and
@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from ..converters.layer_ids import capturable, default_boundaries, engine_boundaries
-from . import Reading, TargetContext
-from .common import IDS_KEY, architectures, dropped, flag, has, id_list, nested, num_layers, unread_later_norms
+from ..capture_ids import capturable, default_boundaries, engine_boundaries
+from .common import (IDS_KEY, Reading, TargetContext, architectures, dropped, flag, has, id_list, nested, num_layers,
+                     unread_later_norms)
 
 LABEL = "SGLang"
 RELEASE = "SGLang 0.5.23"  # the release these rules were read from and the engine tier loads
 CLASSES = {"LlamaForCausalLMEagle3": "llama", "Eagle3DeepseekV2ForCausalLM": "deepseek_mla"}
 ARCHITECTURE = {family: arch for arch, family in CLASSES.items()}
 IDS_FROM = "nested"
-CONVENTION = "sglang"  # block outputs, converters.layer_ids
+CONVENTION = "sglang"  # block outputs, capture_ids
 FLAGS_READ = {"llama": ("norm_before_fc", "fc_norm", "norm_output"), "deepseek_mla": ("fc_norm", "norm_output")}
 MLA_MAX_LAYERS = 1
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from ..converters.layer_ids import default_boundaries
-from . import FLAGS, Reading, TargetContext
-from .common import IDS_KEY, flag, id_list
+from ..capture_ids import default_boundaries
+from .common import FLAGS, IDS_KEY, Reading, TargetContext, flag, id_list
 
 LABEL = "speculators library"
 RELEASE = "speculators 0.9.0"

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from . import Reading, TargetContext
-from .common import dropped, flag, has, nested
+from ..capture_ids import default_boundaries
+from .common import Reading, TargetContext, dropped, flag, has, nested
 
 LABEL = "TensorRT-LLM"
 RELEASE = "TensorRT-LLM, 2026 sources"  # read from source, no release loaded (docs/formats.md §8)
@@ -78,8 +78,6 @@ def serve_snippet(boundaries: list[int] | None, depth: int | None, model_dir: st
     `boundaries` are the trained ones (None: the file names none, so the engines' defaults for a
     `depth`-layer target). Returns {"speculative_config", "yaml", "layers_unknown"}: the last says why
     no `eagle3_layers_to_capture` is given (then TensorRT-LLM captures its defaults), else None."""
-    from ..converters.layer_ids import default_boundaries
-
     if boundaries is None and depth:
         boundaries = default_boundaries(depth)
     spec: dict[str, Any] = {"decoding_type": "Eagle3", "max_draft_len": MAX_DRAFT_LEN,

@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 from typing import Any, Collection, Mapping
 
-from ..converters.layer_ids import default_boundaries
-from . import FLAGS, Reading, TargetContext
-from .common import IDS_KEY, architectures, dropped, flag, has, id_list, nested, num_layers, unread_later_norms
+from ..capture_ids import default_boundaries
+from .common import (FLAGS, IDS_KEY, Reading, TargetContext, architectures, dropped, flag, has, id_list, nested,
+                     num_layers, unread_later_norms)
 
 LABEL = "vLLM"
 RELEASE = "vLLM 0.33.0"  # the release these rules were read from and the engine tier loads

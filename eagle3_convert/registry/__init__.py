@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 _WHERE = {
-    "CONVENTIONS": "recording", "training_boundaries": "recording",
+    "training_boundaries": "recording",
     "MIGRATIONS": "schema", "SCHEMA_VERSION": "schema",
     "DrafterRecord": "models", "LineageEdge": "models", "Location": "models", "LocationRef": "models",
     "TargetInfo": "models", "split_uri": "models",

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from ..plainmodel import is_validation_error
+from pydantic import ValidationError
+
 from . import queries, writes
 from .errors import RegistryError
 from .models import DrafterRecord, LineageEdge, Location, TargetInfo
@@ -27,10 +28,8 @@ class _Unset(enum.Enum):
 _UNSET = _Unset.UNSET
 
 
-def invalid(exc: Exception) -> RegistryError:
-    """A pydantic ValidationError (the plain models' twin raised it) as a RegistryError; any other error as it is."""
-    if not is_validation_error(exc):
-        raise exc
+def invalid(exc: ValidationError) -> RegistryError:
+    """A pydantic ValidationError as a RegistryError."""
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "value"
     return RegistryError(
@@ -81,7 +80,7 @@ class RegistryStore(ABC):
             record = DrafterRecord.model_validate({"drafter_id": drafter_id, **given})
             new_locations = [Location.model_validate(loc) for loc in locations]
             new_edges = [LineageEdge.model_validate(edge) for edge in lineage]
-        except ValueError as exc:  # pydantic's ValidationError is one
+        except ValidationError as exc:
             raise invalid(exc) from exc
         return self._upsert(record, frozenset(given), new_locations, new_edges)
 
@@ -202,7 +201,7 @@ class SQLStore(RegistryStore):
         """Validate `item` as `model` and insert it for a known drafter; touch the record if it was new."""
         try:
             item = model.model_validate(item)
-        except ValueError as exc:
+        except ValidationError as exc:
             raise invalid(exc) from exc
         with self._writing() as conn:
             found = queries.require(conn, drafter_id, self.path)

@@ -1,10 +1,7 @@
 """What the registry records about a drafter: the target it was trained on, its capture
 boundaries, where copies of it live and what each copy was converted from.
 
-Plain models (eagle3_convert/plainmodel.py, issue 16): a lookup in the registry builds its records without
-importing pydantic. Each holds exactly what its pydantic twin in models_checked.py holds; a value the plain
-checks do not take as given goes to the twin, which coerces it or raises its ValidationError word for word
-(tests/test_registry_models.py). Storing them is store.py's job. Capture boundaries are the canonical form
+Storing them is store.py's job. Capture boundaries are the canonical form
 of docs/formats.md §4 (b = index into Hugging Face `output_hidden_states`); `ids_as_written` keeps the ids
 each engine's config actually spelled, because those differ between conventions for the same physical layers.
 """
@@ -14,21 +11,26 @@ from __future__ import annotations
 import os
 import re
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Annotated, Literal
 
-from ..plainmodel import (REQUIRED, UNDECIDED, Check, PlainModel, exact, int_, list_of, literal, model, optional,
-                          str_dict)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
 
 HUB_SCHEME = "hf://"
 # A published sidecar names the uploader's local copies by directory name only (their paths stay private).
 ELSEWHERE_SCHEME = "local:"
-TWINS = "eagle3_convert.registry.models_checked"
 
 # Hub repo ids: "name" (legacy, unowned) or "org/name".
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 _HEX_ID = re.compile(r"[0-9a-f]{8,128}")
-# The times the registry writes (schema.ts) and pydantic's JSON spells (Z); any other spelling goes to the twin.
-_UTC_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?(Z|\+00:00)")
 
 
 def utcnow() -> datetime:
@@ -86,83 +88,38 @@ def copy_uri(uri: str) -> str:
     return uri
 
 
-# ------------------------------------------------------------------ field checks (plainmodel's, for these types)
-def _utc_time(v: Any) -> Any:
-    if type(v) is datetime:
-        return as_utc(v)
-    if type(v) is str and _UTC_TIME.fullmatch(v):
-        try:
-            return datetime.fromisoformat(v)  # +00:00 and Z: tzinfo is timezone.utc, as as_utc leaves it
-        except ValueError:
-            return UNDECIDED  # no such day or time: the twin words it
-    return UNDECIDED
+UTCDateTime = Annotated[datetime, AfterValidator(as_utc)]
+DrafterId = Annotated[str, AfterValidator(drafter_id_value)]
+NonBlank = Annotated[str, AfterValidator(non_blank)]
 
 
-def _validated(fn: Any) -> Check:
-    """A str field with an after-validator: its value, or the twin's turn when it raises."""
-    def check(v: Any) -> Any:
-        if type(v) is not str:
-            return UNDECIDED
-        try:
-            return fn(v)
-        except ValueError:
-            return UNDECIDED
-    return check
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
 
-def _uri(value: str) -> str:
-    kind, path_or_repo, _ = split_uri(value)
-    # Local paths are normalized so "/a/b/" and "/a/./b" are the same location.
-    return os.path.normpath(path_or_repo) if kind == "local" else value
-
-
-def _keyed(values: Check) -> Check:
-    """dict[NonBlank, ...]: keys already stripped and non-blank are kept; others go to the twin."""
-    inner = str_dict(values)
-
-    def check(v: Any) -> Any:
-        out = inner(v)
-        if out is UNDECIDED or any(not k or k != k.strip() for k in out):
-            return UNDECIDED
-        return out
-    return check
-
-
-_POSITIVE = optional(int_(0, gt=True))
-_NON_BLANK = _validated(non_blank)
-_OPTIONAL_STR = optional(exact(str))
-
-
-class TargetInfo(PlainModel):
+class TargetInfo(_Model):
     """The target (verifier) model a drafter was trained against."""
 
-    TWIN = (TWINS, "TargetInfo")
-    FIELDS = {
-        "name_or_path": (None, None, _OPTIONAL_STR),
-        "revision": (None, None, _OPTIONAL_STR),
-        "architectures": (REQUIRED, list, list_of(exact(str))),
-        "num_hidden_layers": (None, None, _POSITIVE),
-        "hidden_size": (None, None, _POSITIVE),
-        "vocab_size": (None, None, _POSITIVE),
-    }
-    name_or_path: str | None
-    revision: str | None
-    architectures: list[str]
-    num_hidden_layers: int | None
-    hidden_size: int | None
-    vocab_size: int | None
+    name_or_path: str | None = None
+    revision: str | None = None
+    architectures: list[str] = Field(default_factory=list)
+    num_hidden_layers: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
+    vocab_size: PositiveInt | None = None
 
 
-class LocationRef(PlainModel):
+class LocationRef(_Model):
     """Where one copy of a drafter lives, in which layout (no timestamp)."""
 
-    TWIN = (TWINS, "LocationRef")
-    FIELDS = {
-        "layout": (REQUIRED, None, _NON_BLANK),
-        "uri": (REQUIRED, None, _validated(_uri)),
-    }
-    layout: str
+    layout: NonBlank
     uri: str
+
+    @field_validator("uri")
+    @classmethod
+    def _check_uri(cls, value: str) -> str:
+        kind, path_or_repo, _ = split_uri(value)
+        # Local paths are normalized so "/a/b/" and "/a/./b" are the same location.
+        return os.path.normpath(path_or_repo) if kind == "local" else value
 
     @property
     def kind(self) -> Literal["local", "hub", "elsewhere"]:
@@ -180,10 +137,12 @@ class LocationRef(PlainModel):
 class Location(LocationRef):
     """A copy of a drafter and when the registry learned of it."""
 
-    TWIN = (TWINS, "Location")
-    FIELDS = {**LocationRef.FIELDS, "uri": (REQUIRED, None, _validated(lambda v: _uri(copy_uri(v)))),
-              "added_at": (REQUIRED, utcnow, _utc_time)}
-    added_at: datetime
+    added_at: UTCDateTime = Field(default_factory=utcnow)
+
+    @field_validator("uri")
+    @classmethod
+    def _a_copy_here(cls, value: str) -> str:
+        return copy_uri(value)
 
     @classmethod
     def local(cls, path: str | os.PathLike[str], layout: str) -> Location:
@@ -195,69 +154,51 @@ class Location(LocationRef):
         return cls(layout=layout, uri=uri)
 
 
-class LineageEdge(PlainModel):
+class LineageEdge(_Model):
     """One conversion: `dest` was written from `source` by `tool`."""
 
-    TWIN = (TWINS, "LineageEdge")
-    FIELDS = {
-        "source": (REQUIRED, None, model("LocationRef")),
-        "dest": (REQUIRED, None, model("LocationRef")),
-        "tool": (REQUIRED, None, _NON_BLANK),
-        "created_at": (REQUIRED, utcnow, _utc_time),
-    }
     source: LocationRef
     dest: LocationRef
-    tool: str
-    created_at: datetime
+    tool: NonBlank
+    created_at: UTCDateTime = Field(default_factory=utcnow)
 
+    @field_validator("source", "dest", mode="before")
     @classmethod
-    def _before(cls, data: dict[str, Any]) -> dict[str, Any]:
+    def _strip_timestamp(cls, value: object) -> object:
         # A Location is accepted as an endpoint; only its uri and layout belong to the edge.
-        return {k: {"layout": v.layout, "uri": v.uri} if k in ("source", "dest") and isinstance(v, LocationRef)
-                else v for k, v in data.items()}
+        if isinstance(value, LocationRef):
+            return {"layout": value.layout, "uri": value.uri}
+        return value
 
-    def check(self) -> bool:
-        return self.source != self.dest  # else the twin: "a lineage edge cannot lead from ... to itself"
+    @model_validator(mode="after")
+    def _not_a_loop(self) -> LineageEdge:
+        if self.source == self.dest:
+            raise ValueError(f"a lineage edge cannot lead from {self.source.uri} to itself")
+        return self
 
 
-class DrafterRecord(PlainModel):
+class DrafterRecord(_Model):
     """Everything the registry knows about one drafter.
 
     `drafter_id` is a digest of the canonical config and tensor bytes, computed by the
     caller; it is the same for every layout the drafter is written in.
     """
 
-    TWIN = (TWINS, "DrafterRecord")
-    FIELDS = {
-        "drafter_id": (REQUIRED, None, _validated(drafter_id_value)),
-        "target": (None, None, optional(model("TargetInfo"))),
-        # None: the engine default boundaries (docs/formats.md §4), not "unknown".
-        "capture_boundaries": (None, None, optional(list_of(int_(0)))),
-        # engine/convention -> ids as that layout's config spells them, e.g. {"speculators": [2, 4, 5], "sglang": [1, 3, 4]}
-        "ids_as_written": (REQUIRED, dict, _keyed(list_of(int_()))),
-        "draft_vocab_size": (None, None, _POSITIVE),
-        "vocab_size": (None, None, _POSITIVE),
-        "hidden_size": (None, None, _POSITIVE),
-        "flags": (REQUIRED, dict, _keyed(exact(bool))),
-        "trained_with": (None, None, _OPTIONAL_STR),
-        # how drafter_id was computed: "content" (fingerprint.py) or "hub-fingerprint" (registry sync, no weights)
-        "id_kind": ("content", None, literal("content", "hub-fingerprint")),
-        "created_at": (REQUIRED, utcnow, _utc_time),
-        "updated_at": (REQUIRED, utcnow, _utc_time),
-        "locations": (REQUIRED, list, list_of(model("Location"))),
-        "lineage": (REQUIRED, list, list_of(model("LineageEdge"))),
-    }
-    drafter_id: str
-    target: TargetInfo | None
-    capture_boundaries: list[int] | None
-    ids_as_written: dict[str, list[int]]
-    draft_vocab_size: int | None
-    vocab_size: int | None
-    hidden_size: int | None
-    flags: dict[str, bool]
-    trained_with: str | None
-    id_kind: str
-    created_at: datetime
-    updated_at: datetime
-    locations: list[Location]
-    lineage: list[LineageEdge]
+    drafter_id: DrafterId
+    target: TargetInfo | None = None
+    # None: the engine default boundaries (docs/formats.md §4), not "unknown".
+    capture_boundaries: list[NonNegativeInt] | None = None
+    # engine/convention -> ids as that layout's config spells them, e.g.
+    # {"speculators": [2, 4, 5], "sglang": [1, 3, 4]}
+    ids_as_written: dict[NonBlank, list[int]] = Field(default_factory=dict)
+    draft_vocab_size: PositiveInt | None = None
+    vocab_size: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
+    flags: dict[NonBlank, bool] = Field(default_factory=dict)
+    trained_with: str | None = None
+    # how drafter_id was computed: "content" (fingerprint.py) or "hub-fingerprint" (registry sync, no weights)
+    id_kind: Literal["content", "hub-fingerprint"] = "content"
+    created_at: UTCDateTime = Field(default_factory=utcnow)
+    updated_at: UTCDateTime = Field(default_factory=utcnow)
+    locations: list[Location] = Field(default_factory=list)
+    lineage: list[LineageEdge] = Field(default_factory=list)

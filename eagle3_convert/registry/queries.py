@@ -10,7 +10,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..plainmodel import is_validation_error
+from pydantic import ValidationError
+
 from .errors import RegistryError
 from .models import DrafterRecord, LineageEdge
 from .schema import edge_fields, to_record
@@ -78,9 +79,7 @@ def load(conn: Any, where: str, params: tuple[Any, ...], path: str | Path) -> li
         edges[row["drafter_id"]].append(edge_fields(row))
     try:
         return [to_record(row, locations[row["drafter_id"]], edges[row["drafter_id"]]) for row in rows]
-    except ValueError as exc:  # pydantic's ValidationError, from the plain models' twin
-        if not is_validation_error(exc):
-            raise
+    except ValidationError as exc:
         raise RegistryError(
             f"the registry {path} holds a record it cannot read: {exc.errors()[0]['msg']}",
             hint="remove that drafter, or move the file aside to start a new registry",

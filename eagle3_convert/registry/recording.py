@@ -12,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..converters.layer_ids import ENGINES, engine_boundaries
+from pydantic import ValidationError
+
+from ..capture_ids import engine_boundaries
 from ..errors import UsageError
-from ..plainmodel import is_validation_error
+from ..names import BOUNDARY, CAPTURE_CONVENTIONS
 from .models import DrafterRecord, LineageEdge, Location, TargetInfo
 from .store import RegistryStore
 
 CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (canonical config, tensor bytes, vocab)
 FINGERPRINT = "hub-fingerprint"  # id_kind: registry sync's id of a Hub repo read without its weights
-BOUNDARY = "boundary"  # ids given as canonical boundaries (docs/formats.md §4)
-CONVENTIONS = (BOUNDARY, *ENGINES)
 
 _SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind")
 _GAPS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with")
@@ -39,7 +39,7 @@ def record_fields(facts: dict[str, Any]) -> dict[str, Any]:
     target = facts.get("target")
     if isinstance(target, dict) and any(value not in (None, []) for value in target.values()):
         # TargetIdentity also knows model_type, which the record does not keep; the store validates the rest.
-        fields["target"] = {key: value for key, value in target.items() if key in TargetInfo.FIELDS}
+        fields["target"] = {key: value for key, value in target.items() if key in TargetInfo.model_fields}
     return fields
 
 
@@ -59,9 +59,7 @@ def lineage_edges(raw: object) -> tuple[list[LineageEdge], list[str]]:
     for i, item in enumerate(raw if isinstance(raw, list) else []):
         try:
             edges.append(LineageEdge.model_validate(item))
-        except ValueError as exc:  # pydantic's ValidationError, from the plain models' twin
-            if not is_validation_error(exc):
-                raise
+        except ValidationError as exc:
             notes.append(f"lineage entry {i} of eagle3-convert.json was not recorded: {exc.errors()[0]['msg']}")
     return edges, notes
 
@@ -179,8 +177,9 @@ def record_facts(store: RegistryStore, facts: dict[str, Any], *, locations: Iter
 def training_boundaries(ids: Sequence[int], convention: str, *, family: str = "default",
                         num_layers: int | None = None, num_aux: int | None = None) -> list[int]:
     """The boundaries the training captured, from ids given in `convention` (docs/formats.md §4)."""
-    if convention not in CONVENTIONS:
-        raise UsageError(f"unknown capture-id convention {convention!r}", f"choose one of: {', '.join(CONVENTIONS)}")
+    if convention not in CAPTURE_CONVENTIONS:
+        raise UsageError(f"unknown capture-id convention {convention!r}",
+                         f"choose one of: {', '.join(CAPTURE_CONVENTIONS)}")
     boundaries = list(ids) if convention == BOUNDARY else engine_boundaries(convention, ids, family, num_layers)
     if boundaries is None or any(b < 0 for b in boundaries):
         raise UsageError(f"{convention} ids {list(ids)} capture no hidden state (target family: {family})",

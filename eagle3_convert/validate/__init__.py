@@ -9,7 +9,7 @@ and in which convention, and which config fields it defaults its own way (docs/f
 §4, §5). `--deep` reads every byte once, hashing and scanning each chunk in one pass.
 
 The modules, in the order a validation runs them:
-  findings   the codes table, `Finding`, `finding()`, `from_error()`
+  findings   the codes table, `Finding`, `finding()`, `from_error()`, `Report`
   raw        the checkpoint as far as it reads (`read_raw`, `RawCheckpoint`), truncated files
   context    `Context`: one checkpoint read in one layout, and the plumbing every check shares
   config     the layout's key table, the decoder config, the JSON Schema
@@ -20,7 +20,8 @@ The modules, in the order a validation runs them:
   engine     one engine's reading of the file, and the engine modules' verdicts
   target     `--target`: the facts, and the checks against them
   deep       `--deep`: sha256 manifest, NaN/Inf, all-zero, untrained norms
-  report     `Report` and `validate_checkpoint`, which runs the above
+  gguf       a GGUF drafter: our reader's checks, then llama.cpp's reading
+  report     `validate_checkpoint`, which runs the above
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from __future__ import annotations
 from .capture import check_capture_record
 from .context import Context
 from .deep import TensorScan, deep_scan, scan_tensor
-from .findings import CODES, SEVERITIES, Finding, Severity, finding, from_error
-from .profiles import ENGINE_LAYOUT, ENGINE_READERS, ENGINES, LAYOUT_ENGINES, EngineProfile, engine_profiles
+from .findings import CODES, SEVERITIES, Finding, Report, Severity, finding, from_error
+from .profiles import ENGINE_LAYOUT, LAYOUT_ENGINES, EngineProfile, engine_profiles
 from .raw import RawCheckpoint, read_raw
-from .report import Report, validate_checkpoint
+from .report import validate_checkpoint
 from .target import TargetFacts, load_target_facts
 
-__all__ = ["CODES", "ENGINES", "ENGINE_LAYOUT", "ENGINE_READERS", "LAYOUT_ENGINES", "SEVERITIES", "Context",
+__all__ = ["CODES", "ENGINE_LAYOUT", "LAYOUT_ENGINES", "SEVERITIES", "Context",
            "EngineProfile", "Finding", "RawCheckpoint", "Report", "Severity", "TargetFacts", "TensorScan",
            "check_capture_record", "deep_scan", "engine_profiles", "finding", "from_error", "load_target_facts",
            "read_raw", "scan_tensor", "validate_checkpoint"]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..converters.layer_ids import BOUNDARY_ENGINES, default_boundaries, ids_for_engine
+from ..capture_ids import default_boundaries, ids_for_engine
 from ..errors import RefusalError
+from ..names import BOUNDARY_CONVENTIONS
 from .context import ABSENT, IDS_KEY, LOCATIONS, MAX_CAPTURE_IDS, Context
 from .findings import Finding, finding, from_error, int_list, show
 from .profiles import EngineProfile, engine_profiles
@@ -27,7 +28,7 @@ def check_capture(ctx: Context) -> None:
     written, elsewhere = ctx.ids[home], ctx.ids[other]
     if written is not None:
         ctx.intended = ctx.meaning(ctx.layout.engine, written)
-        lowest = 0 if ctx.layout.engine in BOUNDARY_ENGINES else -1
+        lowest = 0 if ctx.layout.engine in BOUNDARY_CONVENTIONS else -1
         if any(x < lowest for x in written):
             ctx.add("E-CAPTURE-RANGE", f"{LOCATIONS[home][2:]} {written}: an id below {lowest} names no layer "
                     f"in the {ctx.layout.name} convention", "fix the capture ids", where=LOCATIONS[home])
@@ -123,7 +124,7 @@ def engine_capture(ctx: Context, p: EngineProfile) -> None:
                     f"{p.label} reads them", engine=p.name, where="fc.weight")
     else:
         captured = ctx.meaning(p.name, read)
-        lowest = 0 if p.name in BOUNDARY_ENGINES else -1
+        lowest = 0 if p.name in BOUNDARY_CONVENTIONS else -1
         if captured is None and any(x < lowest for x in read):
             ctx.add("E-CAPTURE-RANGE", f"{p.label} reads {LOCATIONS[p.ids_from][2:]} {read}: an id below "
                     f"{lowest} names no layer in its convention", "fix the capture ids", engine=p.name,

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import schemas
-from ..converters.base import decoder_fields
+from ..converters.base import decoder_fields, is_yarn
 from ..converters.config_keys import key_issues
+from ..converters.modelopt import exported_yarn
 from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, to_canonical
 from ..drafter import FAMILY_BY_MODEL_TYPE, MLA_KEYS, DrafterConfig, wrong_target_width
 from ..errors import FormatError
@@ -110,9 +111,6 @@ def _num_aux(ctx: Context, fields: dict[str, Any]) -> int:
 
 def check_rope(ctx: Context) -> None:
     """A ModelOpt export's YaRN scaling, which its exporter injects into drafters trained without one."""
-    from ..converters.base import is_yarn
-    from ..converters.modelopt import exported_yarn
-
     said = exported_yarn(ctx.config) if ctx.layout.name == "modelopt" else None
     if said:
         key = next(k for k in ("rope_scaling", "rope_parameters") if is_yarn(ctx.config.get(k)))

@@ -8,14 +8,14 @@ Every check is a function `check_x(ctx)` that reads the context and appends find
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from ..converters.base import target_betrayed_by
 from ..converters.layout import Layout
-from ..converters.layer_ids import BOUNDARY_ENGINES, IDS_KEY, engine_boundaries, target_family
+from ..capture_ids import IDS_KEY, engine_boundaries, target_family
 from ..drafter import DrafterConfig
+from ..names import BOUNDARY_CONVENTIONS
 from ..safetensors_io import TensorSource
 from .findings import Finding, finding
 from .raw import RawCheckpoint
@@ -49,7 +49,7 @@ class Context:
         self.eagle: dict[str, Any] = eagle if isinstance(eagle, dict) else {}
         self.cfg: DrafterConfig | None = None
         # the layout's own name table (a third-party layout without one stores canonical names)
-        self.layout_rules = getattr(import_module(type(layout).__module__), "RENAMES", ())
+        self.layout_rules = layout.renames
         self.intents: dict[str, str | None] = {}  # stored name -> canonical name the layout means by it
         self.ids: dict[str, list[int] | None] = {}  # "top"/"nested" -> capture ids as written
         self.intended: list[int] | None = None  # the boundaries the config means (None: unknown or default)
@@ -91,7 +91,7 @@ class Context:
     @property
     def home(self) -> str:
         """Where this layout keeps its ids (and so in which convention they are written)."""
-        return "top" if self.layout.engine in BOUNDARY_ENGINES else "nested"
+        return "top" if self.layout.engine in BOUNDARY_CONVENTIONS else "nested"
 
     def meaning(self, convention: str, ids: list[int]) -> list[int] | None:
         try:

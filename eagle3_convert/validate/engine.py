@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
+from ..engines import WRONG, TargetContext, serve_verdicts
+from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
 from .context import ABSENT, Context
 from .findings import positive, show
-from .profiles import ENGINE_LAYOUT, ENGINE_READERS, EngineProfile
+from .profiles import ENGINE_LAYOUT, EngineProfile
 from .vocab import engine_vocab
 
 
@@ -47,16 +49,14 @@ def check_engine(ctx: Context, p: EngineProfile) -> None:
 def check_engine_verdicts(ctx: Context) -> None:
     """The engine modules' verdict on this file, as a last word: an engine that would serve it wrong is
     never left unsaid, even where no finding above names the cause."""
-    from ..engines import LABELS, WRONG, TargetContext, serve_verdicts
-
-    readers = [r for name in ctx.engines for r in ENGINE_READERS.get(name, ())]
+    readers = [r for name in ctx.engines for r in ENGINE_RUNNERS.get(name, ())]
     cfg = ctx.cfg.model_copy(update={"capture_boundaries": ctx.intended})
     serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth), readers)
     said = {f.engine for f in ctx.out if f.severity in ("error", "warning")}
     if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
         said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
     for reader, verdict in serves.items():
-        engine = reader.split("-")[0]
+        engine = engine_of(reader)
         if verdict.verdict == WRONG and engine not in said:
             fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
             if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF

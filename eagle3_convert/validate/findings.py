@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ..errors import Eagle3Error, RefusalError
@@ -133,3 +133,34 @@ def int_list(value: Any) -> list[int] | None:
     if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
         return list(value)
     return None
+
+
+@dataclass
+class Report:
+    source: str
+    layout: str | None
+    detected_by: str | None
+    engines: list[str]
+    findings: list[Finding]
+    manifest: dict[str, dict[str, Any]] | None = None  # --deep: per-tensor sha256, by stored name
+    candidates: list[str] = field(default_factory=list)  # every layout it was checked as
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
+
+    def codes(self, *severities: Severity) -> set[str]:
+        return {f.code for f in self.findings if not severities or f.severity in severities}
+
+    def failed(self, strict: bool = False) -> bool:
+        return bool(self.count("error") or (strict and self.count("warning")))
+
+    def to_dict(self, strict: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "source": self.source, "layout": self.layout, "checked_as": self.candidates,
+            "detected_by": self.detected_by, "engines": self.engines,
+            "ok": not self.failed(strict), "counts": {s: self.count(s) for s in SEVERITIES},
+            "findings": [f.to_dict() for f in self.findings],
+        }
+        if self.manifest is not None:
+            data["manifest"] = self.manifest
+        return data

@@ -6,8 +6,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..converters import sglang, speculators, vllm
 from ..converters.layout import Rename
 from ..drafter import NORM_FLAGS, DrafterConfig, layer_index
+from ..engines import (sglang as sglang_rules, speculators as speculators_rules, trtllm as trtllm_rules,
+                       vllm as vllm_rules)
 
 FLAGS = NORM_FLAGS
 
@@ -16,7 +19,7 @@ FLAGS = NORM_FLAGS
 class EngineProfile:
     """How one serving engine reads a drafter checkpoint (docs/formats.md §5)."""
 
-    name: str  # also its capture-id convention in converters.layer_ids
+    name: str  # also its capture-id convention in capture_ids
     label: str
     layout: str  # the layout eagle3-convert writes for it
     ids_from: str | None  # "top" or "nested" config location; None = a runtime argument
@@ -89,12 +92,6 @@ _profiles: dict[str, EngineProfile] = {}
 def engine_profiles() -> dict[str, EngineProfile]:
     """speculators (the library), vLLM, SGLang, TensorRT-LLM; key rules shared with their layouts."""
     if not _profiles:
-        from ..converters import sglang, speculators, vllm
-        from ..engines import sglang as sglang_rules
-        from ..engines import speculators as speculators_rules
-        from ..engines import trtllm as trtllm_rules
-        from ..engines import vllm as vllm_rules
-
         _profiles.update({
             "speculators": EngineProfile(
                 name="speculators", label="the speculators library", layout="speculators",
@@ -128,10 +125,6 @@ def engine_profiles() -> dict[str, EngineProfile]:
     return _profiles
 
 
-ENGINES = ("speculators", "vllm", "sglang", "trtllm", "llamacpp")
-# validate's engine names -> the readers of eagle3_convert.engines (vLLM's two runners read ids differently)
-ENGINE_READERS = {"speculators": ("speculators",), "vllm": ("vllm-v1", "vllm-v2"), "sglang": ("sglang",),
-                  "trtllm": ("trtllm",), "llamacpp": ("llamacpp",)}
 # The layout whose file each engine reads right, for hints (llama.cpp's converter reads vLLM's top-level ids).
 ENGINE_LAYOUT = {"speculators": "speculators", "vllm": "vllm", "sglang": "sglang", "trtllm": "modelopt",
                  "llamacpp": "vllm"}

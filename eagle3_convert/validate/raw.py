@@ -8,7 +8,8 @@ from typing import Any
 
 from .. import sidecar
 from ..atomic import CONFIG_NAME
-from ..converters.checkpoint import Checkpoint, missing_config_hint, read_json_file
+from ..converters.checkpoint import Checkpoint, load_checkpoint, missing_config_hint, read_json_file
+from ..converters.gguf_file import gguf_file
 from ..errors import Eagle3Error, FormatError
 from ..safetensors_io import (INDEX_NAME, SINGLE_NAME, TensorRef, TensorSource, checked_member, read_header,
                               read_index)
@@ -27,8 +28,14 @@ class RawCheckpoint:
     sidecar: dict[str, Any] | None = None
     complete: bool = True  # every weight file's tensor table was read (else "missing" would be a guess)
 
+    _checkpoint: Checkpoint | None = field(default=None, repr=False, compare=False)
+
     def checkpoint(self) -> Checkpoint:
-        return Checkpoint(self.path, self.config or {}, dict(self.tensors), list(self.files), self.sidecar)
+        """The checkpoint as the layouts read it, one object per validation: what it reads once is kept on it."""
+        if self._checkpoint is None:
+            self._checkpoint = Checkpoint(self.path, self.config or {}, dict(self.tensors), list(self.files),
+                                          self.sidecar)
+        return self._checkpoint
 
 
 _HINT_REDOWNLOAD = "the file is damaged: download or copy the checkpoint again"
@@ -37,12 +44,8 @@ _HINT_REDOWNLOAD = "the file is damaged: download or copy the checkpoint again"
 def read_raw(root: Path) -> tuple[RawCheckpoint, list[Finding]]:
     """config.json and every readable tensor header of `root`, with a finding per problem met."""
     root = Path(root)
-    from ..converters.gguf_file import gguf_file
-
     if gguf_file(root) is not None:  # a GGUF drafter (llama.cpp): its keys stand for config.json
-        from ..converters.gguf_file import load_gguf_checkpoint
-
-        ckpt = load_gguf_checkpoint(root)
+        ckpt = load_checkpoint(root)
         return RawCheckpoint(ckpt.path, ckpt.config, ckpt.tensors, ckpt.weight_files, set(), ckpt.sidecar), []
     if not root.is_dir():
         raise FormatError(f"{root}: not a directory", "pass the directory that holds config.json and the weights",

@@ -1,59 +1,28 @@
-"""The report of one validation, and `validate_checkpoint`, which runs every check in order."""
+"""`validate_checkpoint`, which runs every check in order into a Report."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ..atomic import CONFIG_NAME
 from ..converters.layout import ConvertOptions, Layout
-from ..converters.registry import detect, get_layout
+from ..converters.registry import detect, get_layout, layouts
 from ..errors import CaptureConflict, Eagle3Error, FormatError
 from .capture import check_capture, check_capture_record, read_capture_ids
 from .config import check_rope, check_schema, read_config
 from .context import LOCATIONS, Context
 from .deep import deep_scan
 from .engine import check_engine, check_engine_verdicts
-from .findings import READER_CODES_EXPLAINED, SEVERITIES, Finding, Severity, finding, from_error
+from .findings import READER_CODES_EXPLAINED, SEVERITIES, Finding, Report, finding, from_error
+from .gguf import validate_gguf
 from .profiles import LAYOUT_ENGINES, engine_profiles
 from .raw import RawCheckpoint, read_raw
 from .target import TargetFacts, check_target, sidecar_target
 from .tensors import check_tensors
 from .vocab import check_vocab
-
-
-@dataclass
-class Report:
-    source: str
-    layout: str | None
-    detected_by: str | None
-    engines: list[str]
-    findings: list[Finding]
-    manifest: dict[str, dict[str, Any]] | None = None  # --deep: per-tensor sha256, by stored name
-    candidates: list[str] = field(default_factory=list)  # every layout it was checked as
-
-    def count(self, severity: Severity) -> int:
-        return sum(1 for f in self.findings if f.severity == severity)
-
-    def codes(self, *severities: Severity) -> set[str]:
-        return {f.code for f in self.findings if not severities or f.severity in severities}
-
-    def failed(self, strict: bool = False) -> bool:
-        return bool(self.count("error") or (strict and self.count("warning")))
-
-    def to_dict(self, strict: bool = False) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "source": self.source, "layout": self.layout, "checked_as": self.candidates,
-            "detected_by": self.detected_by, "engines": self.engines,
-            "ok": not self.failed(strict), "counts": {s: self.count(s) for s in SEVERITIES},
-            "findings": [f.to_dict() for f in self.findings],
-        }
-        if self.manifest is not None:
-            data["manifest"] = self.manifest
-        return data
 
 
 def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | None = None,
@@ -71,8 +40,6 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     label = source_label or str(root)
     raw, findings = read_raw(root)
     if "_gguf" in (raw.config or {}):
-        from ..converters.gguf import validate_gguf
-
         return validate_gguf(raw, engines, label, deep, progress, target)
     report = Report(label, None, None, list(engines or ()), findings)
     candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
@@ -95,17 +62,15 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         report.manifest, deep_findings = deep_scan(raw.tensors, raw.cut,
                                                    on_bytes=progress(total) if progress else None)
         findings.extend(deep_findings)
-    from ..hints import checked
+    from ..hints import Planned, checked
 
-    planned: dict = {}  # one plan per distinct command across the report's hints
+    planned = Planned()
     report.findings = [replace(f, hint=checked(f.hint, label, root, planned)) for f in _dedupe(findings)]
     return report
 
 
 def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layout]:
     """The layout to check the checkpoint in; every confident candidate when detection cannot choose."""
-    from ..converters.registry import layouts
-
     if from_layout != "auto":
         report.detected_by = "given with --from"
         return [get_layout(from_layout)]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..converters.layer_ids import target_family
+from ..capture_ids import target_family
 from ..drafter import TargetIdentity
+from ..targets import context_length, read_target_config, refuse_drafter_as_target, target_from_config
 from .findings import show
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ class TargetFacts:
 def load_target_facts(spec: str, revision: str | None = None, *, endpoint: str | None = None,
                       token: str | None = None) -> TargetFacts:
     """`--target`: a config.json, its directory, or a Hub repo id (its config only)."""
-    from ..targets import context_length, read_target_config, refuse_drafter_as_target, target_from_config
-
     config, commit = read_target_config(spec, revision, endpoint=endpoint, token=token)
     refuse_drafter_as_target(spec, config)
     return TargetFacts(target_from_config(config, spec, commit or revision), context_length(config))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..converters.vocab import read_vocab_map
 from ..errors import FormatError
 from .context import Context
 from .findings import Finding, from_error
@@ -15,11 +14,11 @@ if TYPE_CHECKING:
 
 def check_vocab(ctx: Context) -> None:
     cfg = ctx.cfg
-    d2t, t2d = ctx.raw.tensors.get("d2t"), ctx.raw.tensors.get("t2d")
+    d2t = ctx.raw.tensors.get("d2t")
     if {"d2t", "t2d"} & ctx.raw.cut:
         return  # reported as truncation
     try:
-        read_vocab_map(d2t, t2d, cfg.vocab_size, cfg.draft_vocab_size)
+        ctx.raw.checkpoint().vocab_map(cfg.vocab_size, cfg.draft_vocab_size)
     except FormatError as exc:
         about_t2d = exc.code == "E-VOCAB-T2D" or exc.message.startswith("t2d") or d2t is None
         found = from_error(exc, where="t2d" if about_t2d else "d2t")

@@ -9,20 +9,16 @@ the ids that make that engine capture the wanted boundaries (or says it cannot).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
-from ..errors import RefusalError
+from .errors import RefusalError
+from .names import BLOCK_OUTPUT_CONVENTIONS, BOUNDARY_CONVENTIONS, CONVENTIONS
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # the config key every layout writes its capture ids under
 
 # Target model_types whose SGLang capture path has its own quirks.
 DEEPSEEK_FAMILY = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "glm4_moe_lite"})
 GPT_OSS_FAMILY = frozenset({"gpt_oss"})
-
-# Which engines read ids as boundaries (x = b) and which as block outputs (x = b - 1).
-BOUNDARY_ENGINES = ("speculators", "vllm", "eagle")
-BLOCK_OUTPUT_ENGINES = ("sglang", "specforge", "modelopt", "trtllm")
-ENGINES = BOUNDARY_ENGINES + BLOCK_OUTPUT_ENGINES
 
 
 def default_boundaries(num_layers: int) -> list[int]:
@@ -38,11 +34,21 @@ def target_family(model_type: str | None) -> str:
     return "default"
 
 
+def capture_context(drafter_family: str, *targets: Any) -> tuple[str, int | None]:
+    """The target family (SGLang's id quirks depend on it) and depth (bounds what can be captured) of the first
+    known target (a TargetIdentity); an MLA drafter with no known target serves a DeepSeek/Kimi one."""
+    target = next((t for t in targets if t is not None), None)
+    model_type = target.model_type if target else None
+    if model_type is None and drafter_family == "deepseek_mla":
+        model_type = "deepseek_v3"
+    return target_family(model_type), target.num_hidden_layers if target else None
+
+
 def engine_boundaries(engine: str, ids: Sequence[int], family: str = "default",
                       num_layers: int | None = None) -> list[int] | None:
     """The boundaries `engine` captures for `ids` as written; None if it captures nothing sane."""
     ids = list(ids)
-    if engine in BOUNDARY_ENGINES:
+    if engine in BOUNDARY_CONVENTIONS:
         out = ids
     elif engine == "sglang" and family == "deepseek":
         if any(x < 0 for x in ids):
@@ -50,7 +56,7 @@ def engine_boundaries(engine: str, ids: Sequence[int], family: str = "default",
         out = [x + 1 for x in ids] if ids and ids[0] == 1 else ids
     elif engine == "sglang" and family == "gpt_oss":
         out = ids if num_layers is not None and ids and max(ids) == num_layers else [x + 1 for x in ids]
-    elif engine in BLOCK_OUTPUT_ENGINES:
+    elif engine in BLOCK_OUTPUT_CONVENTIONS:
         out = [x + 1 for x in ids]
     else:
         raise ValueError(f"unknown engine {engine!r}")
@@ -81,7 +87,7 @@ def ids_for_engine(engine: str, boundaries: Sequence[int], family: str = "defaul
                 code="E-CAPTURE-UNREACHABLE")
     shifted = [b - 1 for b in boundaries]
     # Prefer the engine's own convention; quirky families may need the other spelling.
-    candidates = (boundaries, shifted) if engine in BOUNDARY_ENGINES else (shifted, boundaries)
+    candidates = (boundaries, shifted) if engine in BOUNDARY_CONVENTIONS else (shifted, boundaries)
     for ids in candidates:
         if engine_boundaries(engine, ids, family, num_layers) == boundaries:
             return ids
@@ -97,9 +103,9 @@ def convention_table(boundaries: Sequence[int] | None, num_layers: int | None,
     table: dict[str, list[int] | str] = {}
     if boundaries is None:
         if num_layers is None:
-            return {engine: "engine default" for engine in ENGINES}
+            return {engine: "engine default" for engine in CONVENTIONS}
         boundaries = default_boundaries(num_layers)
-    for engine in ENGINES:
+    for engine in CONVENTIONS:
         try:
             table[engine] = ids_for_engine(engine, boundaries, family, num_layers)
         except RefusalError as exc:

@@ -13,8 +13,8 @@ from itertools import compress
 from operator import add
 from dataclasses import dataclass
 
-from ..errors import FormatError
-from ..safetensors_io import INT_DTYPES, InMemoryTensor, TensorSource, read_tensor_bytes
+from .errors import FormatError
+from .safetensors_io import INT_DTYPES, InMemoryTensor, TensorSource, read_tensor_bytes
 
 _INT_CODES = {"I64": "q", "I32": "i", "I16": "h", "I8": "b", "U64": "Q", "U32": "I", "U16": "H", "U8": "B"}
 
@@ -95,10 +95,6 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
                 "has neither d2t nor t2d", "the draft->target vocabulary map is missing: re-export it with the "
                 "checkpoint (d2t offsets, t2d mask)", code="E-VOCAB-MISSING")
         return None
-    key = _memo_key(d2t, t2d, vocab_size, draft_vocab_size)
-    last_key, last_ids = _last_read  # one read of the pair: another thread may replace it meanwhile
-    if key is not None and last_key == key:
-        return VocabMap(last_ids, vocab_size, d2t, t2d)
     from_d2t = from_t2d = None
     if d2t is not None:
         if len(d2t.shape) != 1 or d2t.shape[0] != draft_vocab_size:
@@ -128,7 +124,7 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
                               "the vocab map is inconsistent: re-export it from the training run",
                               code="E-VOCAB-MISMATCH")
         # Equal to nonzero(t2d), the ids are in [0, V) and strictly increasing already: nothing left to check
-        # (~5 ms per read on a 32000-token draft vocab; header-level validate reads it three times).
+        # (~5 ms per read on a 32000-token draft vocab).
         if from_t2d is None:
             bad = [t for t in from_d2t if not 0 <= t < vocab_size]
             if bad and _ascending_ids(offsets, vocab_size):
@@ -148,33 +144,8 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
             if any(b <= a for a, b in zip(from_d2t, from_d2t[1:])):
                 raise FormatError("arange(Vd) + d2t is not strictly increasing: draft ids are not the target ids "
                                   "in ascending order", "re-export the vocab map", code="E-VOCAB-ORDER")
-        target_ids = tuple(from_d2t)
-        if key is not None:
-            _remember(key, target_ids)
-        return VocabMap(target_ids, vocab_size, d2t, t2d)
+        return VocabMap(tuple(from_d2t), vocab_size, d2t, t2d)
     return VocabMap(tuple(from_t2d), vocab_size, None, t2d)
-
-
-# The last consistent d2t + t2d pair read, by content: header-level validate and inspect read the same map up to
-# three times (the checks, the reader cross-check, the drafter), each decode ~6 ms on a 32000-token draft vocab.
-_last_read: tuple = (None, None)
-
-
-def _remember(key: tuple, target_ids: tuple[int, ...]) -> None:
-    global _last_read
-    _last_read = (key, target_ids)
-
-
-def _memo_key(d2t: TensorSource | None, t2d: TensorSource | None, vocab_size: int,
-              draft_vocab_size: int) -> tuple | None:
-    """What the map read from d2t and t2d depends on (their bytes), or None: not remembered, read as usual."""
-    if d2t is None or t2d is None or d2t.dtype not in _INT_CODES or t2d.dtype not in ("BOOL", "U8"):
-        return None
-    try:
-        return (d2t.dtype, tuple(d2t.shape), read_tensor_bytes(d2t), t2d.dtype, tuple(t2d.shape),
-                read_tensor_bytes(t2d), vocab_size, draft_vocab_size)
-    except Exception:  # unreadable: the reading below raises what it always raised
-        return None
 
 
 def _overflow(target_ids: list[int], vocab_size: int) -> str:

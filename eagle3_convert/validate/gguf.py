@@ -1,0 +1,55 @@
+"""`validate` on a GGUF drafter: our reader's checks, then llama.cpp's reading of the file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from ..converters.gguf import LAYOUT as GGUF
+from ..converters.layout import ConvertOptions
+from ..engines.llamacpp import read_gguf
+from ..errors import Eagle3Error
+from .deep import deep_scan
+from .findings import Finding, Report, from_error
+from .raw import RawCheckpoint
+from .target import TargetFacts
+
+
+def validate_gguf(raw: RawCheckpoint, engines: Sequence[str] | None, label: str, deep: bool = False,
+                  progress: Callable[[int], Callable[[int], None]] | None = None,
+                  target: TargetFacts | None = None) -> Report:
+    """`validate` on a GGUF drafter: our reader's checks (names, shapes, d2t, keys), then llama.cpp's reading
+    of the file (engines/llamacpp.read_gguf): the capture boundaries it takes, or its refusal."""
+    findings: list[Finding] = []
+    report = Report(label, "gguf", "general.architecture eagle3 (a GGUF)", ["llamacpp"], findings, candidates=["gguf"])
+    for engine in engines or ():
+        if engine != "llamacpp":
+            findings.append(Finding("E-ENGINE-REFUSES", "error", f"{engine} does not load GGUF drafters",
+                                    "check a GGUF with --engine llamacpp, or convert it (--to vllm)", engine=engine))
+    ckpt = raw.checkpoint()
+    drafter = None
+    try:
+        drafter = GGUF.read(ckpt, ConvertOptions())
+    except Eagle3Error as exc:
+        findings.append(from_error(exc, where=raw.files[0] if raw.files else None))
+    meta = {k: v for k, v in ckpt.config.items() if not k.startswith("_")}
+    reading = read_gguf(meta, list(ckpt.tensors))
+    if reading.refusal:
+        findings.append(Finding("E-ENGINE-REFUSES", "error", f"llama.cpp refuses it: {reading.refusal}",
+                                "rewrite it with `eagle3-convert --to gguf` from the source drafter", engine="llamacpp"))
+    else:
+        for why in reading.silent:
+            findings.append(Finding("W-ENGINE-SILENT", "warning", why, "rewrite it with `eagle3-convert --to gguf`",
+                                    engine="llamacpp"))
+        findings.append(Finding("I-CAPTURE-GGUF", "info", f"llama.cpp captures boundaries {reading.captures} "
+                                "(eagle3.target_layers, the input of each block)", None, "eagle3.target_layers",
+                                "llamacpp"))
+    if target is not None and drafter is not None:
+        depth = getattr(getattr(target, "identity", None), "num_hidden_layers", None)
+        if depth is not None and reading.captures and max(reading.captures) > depth:
+            findings.append(Finding("E-CAPTURE-UNREACHABLE", "error", f"eagle3.target_layers {reading.captures} "
+                                    f"reach past the target's {depth} layers: llama.cpp aborts", None,
+                                    "eagle3.target_layers", "llamacpp"))
+    if deep:
+        total = sum(t.nbytes for t in raw.tensors.values())
+        report.manifest, more = deep_scan(raw.tensors, set(), on_bytes=progress(total) if progress else None)
+        findings.extend(more)
+    return report
