@@ -60,5 +60,7 @@ def test_search_accepts_every_spelling(spelling: str, recorded: tuple[Path, Path
     [drafter] = found["drafters"]
     assert all(list(copy["serves"]) == runners for copy in drafter["copies"]), drafter["copies"]
     text = run_cli("search", "--target", TARGET, "--engine", spelling, "--registry", registry).stdout
-    for runner, label in RUNNER_LABELS.items():
-        assert (label in text) == (runner in runners), (runner, text)
+    verbose = run_cli("search", "--verbose", "--target", TARGET, "--engine", spelling, "--registry", registry).stdout
+    for runner, label in RUNNER_LABELS.items():  # one line per copy names the runners; --verbose, their labels
+        assert (f" {runner}" in text) == (runner in runners), (runner, text)
+        assert (label in verbose) == (runner in runners), (runner, verbose)
