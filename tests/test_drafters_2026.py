@@ -3,6 +3,8 @@ by tests/builders.py (independently of our writers), then edited as the producer
 
 - `tie_word_embeddings: true` beside a stored, trained lm_head: SGLang ties lm_head to embed_tokens and never
   loads the head (engines/sglang.py); written false, and SGLang's verdict on a file with the flag on says so.
+- `--to eagle`: SafeAILab/EAGLE's cnets.py derives head_dim = H // heads and builds only linear/dynamic RoPE from
+  a two-field rope_scaling (converters/eagle.py): anything else is refused with the field that blocks it.
 """
 
 from __future__ import annotations
@@ -67,3 +69,67 @@ def test_sglang_verdict_on_a_tied_file_with_a_head_is_wrong(tmp_path: Path):
     edit_config(src, tie_word_embeddings=False)  # the control: the same file untied is served as trained
     result = run_cli("validate", "--engine", "sglang", "--json", src)
     assert result.exit_code == 0, result.stdout
+
+
+# ------------------------------------------------------------------ --to eagle: what EAGLE's code can build
+
+def nothing_written(parent: Path, name: str) -> bool:
+    return not (parent / name).exists() and not list(parent.glob(f".{name}.*"))
+
+
+def refusal_code(stderr: str) -> str:
+    assert "Traceback" not in stderr
+    match = ERROR_LINE.match(stderr.strip().splitlines()[-1])
+    assert match, stderr
+    return match.group(1)
+
+
+# Before: each converted to the eagle layout without a word; EAGLE's code would fail to load it.
+EAGLE_CANNOT_BUILD = {
+    "head-dim": ({"head_dim": 16}, "E-HEAD-DIM-UNSUPPORTED", "head_dim is 16"),
+    "yarn": ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512}},
+             "E-ROPE-UNSUPPORTED", "'yarn'"),
+    "llama3": ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 512}},
+               "E-ROPE-UNSUPPORTED", "'llama3'"),
+    "llama3-transformers5": ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                                  "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                  "original_max_position_embeddings": 512}},
+                             "E-ROPE-UNSUPPORTED", "'llama3'"),
+    "mrope": ({"rope_scaling": {"rope_type": "default", "mrope_section": [1, 1, 2]}}, "E-ROPE-UNSUPPORTED",
+              "mrope_section"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EAGLE_CANNOT_BUILD))
+def test_to_eagle_refuses_what_eagles_code_cannot_build(tmp_path: Path, case: str):
+    changes, code, blocking = EAGLE_CANNOT_BUILD[case]
+    spec = DrafterSpec(capture_boundaries=None, head_dim=changes.get("head_dim", 8))  # EAGLE's default layers
+    src = build_drafter(tmp_path / "src", "sglang", spec)
+    edit_config(src, **{k: v for k, v in changes.items() if k != "head_dim"})
+    before = tensor_hashes(src), (src / "config.json").read_text()
+
+    result = run_cli("--no-record", "--to", "eagle", src, tmp_path / "out")
+    assert result.exit_code == 1, result.stdout
+    assert refusal_code(result.stderr) == code
+    assert blocking in result.stderr and "--to sglang" in result.stderr
+    assert nothing_written(tmp_path, "out")
+    assert (tensor_hashes(src), (src / "config.json").read_text()) == before
+    # the same drafter still goes where it can be served
+    assert run_cli("--no-record", "--to", "vllm", src, tmp_path / "vllm").exit_code == 0
+
+
+@pytest.mark.parametrize("spelling", ["rope_scaling", "rope_parameters"])
+def test_to_eagle_writes_linear_rope_in_the_spelling_eagle_reads(tmp_path: Path, spelling: str):
+    """A linear RoPE EAGLE can build is written as EConfig accepts it (two fields: type, factor), from either
+    spelling of the source; plain RoPE stays without rope_scaling."""
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec(capture_boundaries=None))
+    edit_config(src, **{spelling: {"rope_type": "linear", "factor": 2.0}})
+    result = run_cli("--no-record", "--to", "eagle", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written["rope_scaling"] == {"type": "linear", "factor": 2.0}
+
+    plain = build_drafter(tmp_path / "plain", "sglang", DrafterSpec(capture_boundaries=None))
+    assert run_cli("--no-record", "--to", "eagle", plain, tmp_path / "plain-out").exit_code == 0
+    assert json.loads((tmp_path / "plain-out" / "config.json").read_text()).get("rope_scaling") is None
