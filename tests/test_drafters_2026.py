@@ -5,6 +5,8 @@ by tests/builders.py (independently of our writers), then edited as the producer
   loads the head (engines/sglang.py); written false, and SGLang's verdict on a file with the flag on says so.
 - `--to eagle`: SafeAILab/EAGLE's cnets.py derives head_dim = H // heads and builds only linear/dynamic RoPE from
   a two-field rope_scaling (converters/eagle.py): anything else is refused with the field that blocks it.
+- Near-miss keys: a key one edit from a modelled key that is ALSO present is no typo (renaming it would write a
+  duplicate key); DeepSeek-V4's `o_lora_rank` beside `q_lora_rank` is a key real producers write.
 """
 
 from __future__ import annotations
@@ -133,3 +135,47 @@ def test_to_eagle_writes_linear_rope_in_the_spelling_eagle_reads(tmp_path: Path,
     plain = build_drafter(tmp_path / "plain", "sglang", DrafterSpec(capture_boundaries=None))
     assert run_cli("--no-record", "--to", "eagle", plain, tmp_path / "plain-out").exit_code == 0
     assert json.loads((tmp_path / "plain-out" / "config.json").read_text()).get("rope_scaling") is None
+
+
+# ------------------------------------------------------------------ near-miss keys beside the key they resemble
+
+def key_findings(path: Path) -> tuple[int, list[dict]]:
+    result = run_cli("validate", "--json", path)
+    return result.exit_code, [f for f in json.loads(result.stdout)["findings"] if "KEY" in f["code"]]
+
+
+def test_a_near_miss_of_a_key_that_is_present_is_no_typo(tmp_path: Path):
+    """Before: E-CONFIG-KEY-TYPO "did you mean 'hidden_size'", whose fix would write hidden_size twice.
+    After: an unknown key (a warning, carried verbatim), and the drafter converts."""
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec())
+    config = edit_config(src, hidden_sizes=[32, 64])  # a documented transformers key (ResNet-style configs)
+    assert config["hidden_size"] == 32
+
+    code, findings = key_findings(src)
+    assert code == 0, findings
+    assert [f["code"] for f in findings] == ["W-CONFIG-KEY-UNKNOWN"] and "hidden_sizes" in findings[0]["message"]
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_near_miss_of_an_absent_key_is_still_a_typo(tmp_path: Path):
+    """The control: with the modelled key absent, the near miss is the typo it looks like."""
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec())
+    config = json.loads((src / "config.json").read_text())
+    config["hiden_size"] = config.pop("hidden_size")
+    (src / "config.json").write_text(json.dumps(config))
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert refusal_code(result.stderr) == "E-CONFIG-KEY-TYPO" and "did you mean 'hidden_size'" in result.stderr
+
+
+@pytest.mark.parametrize("layout", ["sglang", "vllm"])
+def test_deepseek_v4_o_lora_rank_beside_q_lora_rank_is_known(tmp_path: Path, layout: str):
+    """Before: "did you mean 'q_lora_rank'" refused every such MLA drafter. After: a key its producers write."""
+    src = build_drafter(tmp_path / "src", layout, DrafterSpec(family="deepseek_mla", target_model_type="deepseek_v3"))
+    edit_config(src, o_lora_rank=1024)
+    code, findings = key_findings(src)
+    assert code == 0 and not findings, findings
+    result = run_cli("--no-record", "--to", "sglang" if layout == "vllm" else "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["o_lora_rank"] == 1024  # carried verbatim
