@@ -7,6 +7,9 @@ by tests/builders.py (independently of our writers), then edited as the producer
   a two-field rope_scaling (converters/eagle.py): anything else is refused with the field that blocks it.
 - Near-miss keys: a key one edit from a modelled key that is ALSO present is no typo (renaming it would write a
   duplicate key); DeepSeek-V4's `o_lora_rank` beside `q_lora_rank` is a key real producers write.
+- E-KEY-DUPLICATE through multi-layer names: a layer >= 1 whose `input_layernorm` and `hidden_norm` differ (a
+  SpecForge fork applies the first and leaves the second all ones) is refused by convert as validate reports it;
+  identical twins are merged, and the output says so. (tests/test_caught_bugs.py covers two prefixes of one name.)
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import DrafterSpec, build_drafter
+from builders import DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors, write_safetensors
 from conftest import run_cli, tensor_hashes
 
 ERROR_LINE = re.compile(r"^error: .+ \[(E-[A-Z0-9-]+)\] — hint: .+$")
@@ -179,3 +182,61 @@ def test_deepseek_v4_o_lora_rank_beside_q_lora_rank_is_known(tmp_path: Path, lay
     result = run_cli("--no-record", "--to", "sglang" if layout == "vllm" else "vllm", src, tmp_path / "out")
     assert result.exit_code == 0, result.stderr
     assert json.loads((tmp_path / "out" / "config.json").read_text())["o_lora_rank"] == 1024  # carried verbatim
+
+
+# ------------------------------------------------------------------ E-KEY-DUPLICATE: convert never picks one
+
+BF16_ONE = b"\x80\x3f"
+
+
+def fork_drafter(dest: Path, layout: str, layers: int, unused_norm: str, identical: bool = False) -> Path:
+    """A multi-layer drafter as the SpecForge fork writes it: in every layer >= 1 one pre-attention norm trained
+    (random bytes) and its twin never applied (all ones), unless `identical`."""
+    spec = DrafterSpec(num_layers=layers)
+    tensors = stored_tensors(layout, spec)
+    for i in range(1, layers):
+        name = f"layers.{i}.{unused_norm}.weight"
+        old = tensors[name]
+        assert old.dtype == "BF16"
+        if not identical:
+            tensors[name] = RawTensor(old.dtype, old.shape, BF16_ONE * old.shape[0])
+    dest.mkdir(parents=True)
+    (dest / "config.json").write_text(json.dumps(config_for(layout, spec), indent=2))
+    write_safetensors(dest / "model.safetensors", tensors)
+    return dest
+
+
+# (source layout, the all-ones twin, destination): the SGLang reader (drops input_layernorm) and the vLLM reader
+# (drops hidden_norm), each into the layouts that used to get the one it kept
+DIVERGED = [("sglang", "hidden_norm", "vllm"), ("sglang", "hidden_norm", "speculators"),
+            ("sglang", "hidden_norm", "modelopt"), ("sglang", "input_layernorm", "vllm"),
+            ("vllm", "input_layernorm", "sglang"), ("vllm", "hidden_norm", "speculators")]
+
+
+@pytest.mark.parametrize("layout, unused, to", DIVERGED, ids=[f"{a}-{b}-to-{c}" for a, b, c in DIVERGED])
+@pytest.mark.parametrize("layers", [2, 3])
+def test_convert_refuses_diverged_later_norms(tmp_path: Path, layout: str, unused: str, to: str, layers: int):
+    """Before: convert dropped one of the two with a note (for SGLang's reader, the trained input_layernorm) while
+    validate said E-KEY-DUPLICATE. After: refused, both tensors named, nothing written, the source untouched."""
+    src = fork_drafter(tmp_path / "src", layout, layers, unused)
+    before = tensor_hashes(src), (src / "config.json").read_text()
+    validated = run_cli("validate", "--json", src)
+    assert "E-KEY-DUPLICATE" in {f["code"] for f in json.loads(validated.stdout)["findings"]}
+
+    result = run_cli("--no-record", "--verifier", "org/target", "--to", to, src, tmp_path / "out")
+    assert result.exit_code == 1, result.stdout
+    assert refusal_code(result.stderr) == "E-KEY-DUPLICATE"
+    assert "layers.1.input_layernorm.weight" in result.stderr and "layers.1.hidden_norm.weight" in result.stderr
+    assert nothing_written(tmp_path, "out")
+    assert (tensor_hashes(src), (src / "config.json").read_text()) == before
+
+
+@pytest.mark.parametrize("layout, to", [("sglang", "vllm"), ("vllm", "sglang")])
+def test_identical_later_norms_are_merged_and_said(tmp_path: Path, layout: str, to: str):
+    src = fork_drafter(tmp_path / "src", layout, 2, "hidden_norm", identical=True)
+    result = run_cli("--no-record", "--to", to, src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert "(identical weights)" in result.stdout + result.stderr
+    written = tensor_hashes(tmp_path / "out")
+    assert written["layers.1.hidden_norm.weight"] == written["layers.1.input_layernorm.weight"] == \
+        tensor_hashes(src)["layers.1.input_layernorm.weight"]
