@@ -328,6 +328,8 @@ def expected_refusal(layout: str, spec: DrafterSpec) -> tuple[str, str] | None:
             (bool(flags), "E-FLAG-UNSUPPORTED", "original EAGLE-3 has none of the norm flags"),
             (spec.attention_bias, "E-BIAS-UNSUPPORTED", "original EAGLE-3 has no biases"),
             (spec.num_aux != 3, "E-CAPTURE-COUNT", "original EAGLE-3 fuses exactly 3 states"),
+            (spec.head_dim * spec.num_attention_heads != spec.hidden_size, "E-HEAD-DIM-UNSUPPORTED",
+             "original EAGLE-3 derives head_dim = hidden_size // num_attention_heads"),
             (spec.capture_boundaries is not None and list(spec.capture_boundaries) != [
                 2, spec.target_layers // 2, spec.target_layers - 3], "E-CAPTURE-UNEXPRESSIBLE",
              "original EAGLE-3 hard-codes boundaries {2, L//2, L-3}"),

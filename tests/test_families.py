@@ -70,16 +70,14 @@ def test_layers_after_the_first_use_each_engines_norm_name(tmp_path: Path):
     assert config(tmp_path / "sglang")["num_hidden_layers"] == 3
 
 
-def test_sglang_drops_the_later_input_layernorm_it_never_reads(tmp_path: Path):
+def test_sglang_refuses_a_later_input_layernorm_that_differs_from_hidden_norm(tmp_path: Path):
+    # SGLang reads hidden_norm, vLLM input_layernorm: keeping either would pick one drafter in silence (issue 22)
     spec = DrafterSpec(num_layers=2)
     src = add_tensors(build_drafter(tmp_path / "sg", "sglang", spec), "sglang", spec,
                       {"layers.1.input_layernorm.weight": "layers.0.input_layernorm.weight"})
     result = run_cli("--to", "vllm", src, tmp_path / "vllm")
-    assert result.exit_code == 0, result.stderr
-    assert "dropped layers.1.input_layernorm.weight" in result.stdout
-    # vLLM's input_layernorm of layer 1 is SGLang's hidden_norm, not the unread tensor.
-    assert tensor_hashes(tmp_path / "vllm")["layers.1.input_layernorm.weight"] == \
-        canonical_tensors(spec)["layers.1.input_layernorm.weight"].sha256
+    assert result.exit_code == 1 and "[E-KEY-DUPLICATE]" in result.stderr, result.stdout
+    assert not (tmp_path / "vllm").exists()
 
 
 def test_sglang_refuses_vllm_names_for_later_layers(tmp_path: Path):
@@ -89,14 +87,13 @@ def test_sglang_refuses_vllm_names_for_later_layers(tmp_path: Path):
     assert code == 1 and "[E-FROM-MISMATCH]" in out and "--from vllm" in out
 
 
-def test_vllm_drops_the_later_hidden_norm_it_never_reads(tmp_path: Path):
+def test_vllm_refuses_a_later_hidden_norm_that_differs_from_input_layernorm(tmp_path: Path):
     spec = DrafterSpec(num_layers=2)
     src = add_tensors(build_drafter(tmp_path / "v", "vllm", spec), "vllm", spec,
                       {"layers.1.hidden_norm.weight": "layers.0.hidden_norm.weight"})
     result = run_cli("--to", "sglang", src, tmp_path / "sg")
-    assert result.exit_code == 0, result.stderr
-    assert "dropped layers.1.hidden_norm.weight" in result.stdout
-    assert tensor_hashes(tmp_path / "sg") == {n: t.sha256 for n, t in stored_tensors("sglang", spec).items()}
+    assert result.exit_code == 1 and "[E-KEY-DUPLICATE]" in result.stderr, result.stdout
+    assert not (tmp_path / "sg").exists()
 
 
 def test_sglang_reads_midlayer_as_the_first_of_several_layers(tmp_path: Path):

@@ -58,6 +58,9 @@ VALIDATE_ERRORS: dict[str, set[str]] = {
     "nebius-EAGLE3-gpt-oss-20b": {"E-CONFIG-ARCH"},  # the same: LlamaForCausalLM
     # the quoted subset has no speculators_config, which vLLM's speculators path needs
     "redhatai-gpt-oss-20b-speculator.eagle3": {"E-SCHEMA"},
+    # tie_word_embeddings true (the template copies Phi-4-mini's flag; SpecForge turns it off to train): SGLang
+    # then ties lm_head to embed_tokens and never loads the trained head (issue 22; engines/sglang.py)
+    "specforge-phi4-mini-eagle3": {"E-ENGINE-WRONG"},
 }
 
 

@@ -332,6 +332,13 @@ def build_drafter(ckpt: Checkpoint, fields: dict[str, Any], tensors: dict[str, T
                   options: ConvertOptions, notes: list[str]) -> Drafter:
     """The end of every layout's read: sidecar facts, canonical config, vocab map, tensor-table check."""
     restore_from_sidecar(ckpt, fields)
+    if fields.get("tie_word_embeddings") and "lm_head.weight" in tensors:
+        # Lossless: the trained head is stored, and the flag means nothing else for a drafter (speculators'
+        # SpeculatorModel.__init__ and SpecForge's AutoDraftModelConfig.from_file force it false to train).
+        # Carried true, SGLang would replace the head with embed_tokens (engines/sglang.py).
+        fields["tie_word_embeddings"] = False
+        notes.append("tie_word_embeddings is true but lm_head.weight is the drafter's own trained tensor: "
+                     "written false (a drafter never trains tied; SGLang would serve embed_tokens as its head)")
     cfg = DrafterConfig(**fields)
     drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options), notes)
     check_tensor_table(drafter)

@@ -57,6 +57,7 @@ DECODER_WRITTEN = frozenset({
     "scoring_func", "topk_method", "n_group", "topk_group", "norm_topk_prob", "first_k_dense_replace",
     "moe_layer_freq", "ep_size", "aux_loss_alpha", "seq_aux", "num_nextn_predict_layers", "num_experts",
     "num_local_experts", "experts_per_token", "decoder_sparse_step", "mlp_only_layers",
+    "o_lora_rank",  # DeepSeek-V4 (transformers' DeepseekV4Config), one edit from the q_lora_rank written beside it
 })
 # Decoder keys the canonical config models (the same set as base.DECODER_KEYS): semantic everywhere.
 DECODER_SEMANTIC = frozenset({
@@ -388,7 +389,9 @@ def _judge_stray(layout: str, level: Level, obj: Mapping[str, Any], key: str, pa
     semantic = level.semantic | {name for name, _ in siblings} | {k for _, c in siblings for k in c.semantic}
     if top_level:
         semantic |= SEMANTIC_ANYWHERE | DECODER_SEMANTIC
-    guess = near_miss(key, level.all | semantic)
+    # A key already in this object is no misspelling's target: renaming to it would write a duplicate key, and a
+    # producer that writes both means two things (issue 22).
+    guess = near_miss(key, {k for k in level.all | semantic if k not in obj})
     if guess is not None and guess in semantic:
         return KeyIssue("E-CONFIG-KEY-TYPO", path, f"{path[2:]} is no {layout} config key: did you mean {guess!r}? "
                         f"The reader would take {guess} as absent and read another model",

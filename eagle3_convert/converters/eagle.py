@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import NORM_FLAGS, Drafter
+from ..drafter import NORM_FLAGS, Drafter, DrafterConfig
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
 from .base import (
@@ -47,6 +47,35 @@ MODELED = {"architectures", "draft_vocab_size", "target_hidden_size"}
 FOREIGN_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output", "eagle_config",
                  IDS_KEY, "num_aux_hidden_states")
 CAPTURED_STATES = 3  # EAGLE's fc is Linear(3 * hidden, hidden)
+# What EAGLE's code builds (SafeAILab/EAGLE main at cb7e084, eagle/model/cnets.py `LlamaAttention` and
+# eagle/model/configs.py `EConfig._rope_scaling_validation`): head_dim = hidden_size // num_attention_heads
+# (raising when not divisible; config.head_dim is never read), full rotary width, and rope_scaling either null
+# (plain RoPE with rope_theta) or exactly {"type": linear|dynamic, "factor": float > 1}; rope_parameters is never
+# read, and any other type fails in EConfig or `_init_rope`.
+ROPE_TYPES_BUILT = ("default", "linear", "dynamic")
+
+
+def eagle_rope_scaling(cfg: DrafterConfig) -> dict[str, Any] | None:
+    """The rope_scaling EAGLE's code builds the drafter's RoPE from (None: plain RoPE); refuses what it cannot."""
+    rope = cfg.rope_normalized()
+    kind = str(rope.get("rope_type")).lower()
+    refuse_unless(kind in ROPE_TYPES_BUILT,
+                  f"rope type {kind!r} (rope_scaling / rope_parameters): original EAGLE-3 builds only linear and "
+                  "dynamic RoPE scaling (cnets.py _init_rope) and would fail to load it",
+                  "serve it with an engine that builds this RoPE: `--to sglang` or `--to vllm`", "E-ROPE-UNSUPPORTED")
+    partial = rope.get("partial_rotary_factor", 1)
+    refuse_unless(partial == 1, f"partial_rotary_factor is {partial}: original EAGLE-3 rotates the full head_dim "
+                  "and would serve different maths", "serve it with `--to sglang` or `--to vllm`",
+                  "E-ROPE-UNSUPPORTED")
+    # An mrope_section (Qwen-VL) or any other rope key is maths EAGLE's two-field rope_scaling cannot hold.
+    taken = {"rope_type", "rope_theta", "partial_rotary_factor"} | ({"factor"} if kind != "default" else set())
+    extra = sorted(set(rope) - taken)
+    factor = rope.get("factor")
+    refuse_unless(not extra and (kind == "default" or isinstance(factor, (int, float)) and factor > 1),
+                  f"{kind} RoPE with {', '.join(extra) or f'factor {factor!r}'}: original EAGLE-3 takes no rope "
+                  "settings but a type and a factor > 1 (EConfig) and would build other maths",
+                  "serve it with `--to sglang` or `--to vllm`", "E-ROPE-UNSUPPORTED")
+    return None if kind == "default" else {"type": kind, "factor": float(factor)}
 
 
 class EagleLayout(Layout):
@@ -132,9 +161,18 @@ class EagleLayout(Layout):
                           f"{default_boundaries(depth)} for a {depth}-layer target",
                           "serve it with an engine that reads capture ids (`--to vllm` or `--to sglang`)",
                           "E-CAPTURE-UNEXPRESSIBLE")
+        built_head_dim, indivisible = divmod(cfg.hidden_size, cfg.num_attention_heads)
+        refuse_unless(not indivisible and cfg.resolved_head_dim == built_head_dim,
+                      f"head_dim is {cfg.resolved_head_dim} with hidden_size {cfg.hidden_size} and "
+                      f"num_attention_heads {cfg.num_attention_heads}: original EAGLE-3 derives head_dim = "
+                      "hidden_size // num_attention_heads (cnets.py) and could not load these q/k/v/o weights",
+                      "serve it with `--to sglang` or `--to vllm`, which read head_dim", "E-HEAD-DIM-UNSUPPORTED")
+        rope_scaling = eagle_rope_scaling(cfg)
         own = dict(cfg.layout_extra.get(self.name, {}))
         config: dict[str, Any] = {**decoder_dict(cfg), **cfg.top_extra, "architectures": ARCHITECTURES, **own,
                                   "draft_vocab_size": cfg.draft_vocab_size}
+        if rope_scaling is not None or config.get("rope_scaling") is not None:
+            config["rope_scaling"] = rope_scaling  # in the one spelling EConfig accepts (null: plain RoPE)
         derived = []
         if "rope_theta" not in config and "rope_theta" in cfg.rope_normalized():
             config["rope_theta"] = cfg.rope_normalized()["rope_theta"]  # EAGLE reads the transformers-4 spelling

@@ -243,7 +243,8 @@ def with_both_later_norms(tensors: dict[str, TensorSource], num_layers: int) -> 
 def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: str, other_layout: str,
                             notes: list[str]) -> Checkpoint:
     """Layers >= 1 carry one pre-attention norm the engine reads (`used`) and one its class builds
-    but never reads (`unused`): drop the unread one with a note; refuse when only it is there."""
+    but never reads (`unused`): drop the unread one with a note when both hold the same weight; refuse when
+    they differ (E-KEY-DUPLICATE, as validate says) or when only the unread one is there."""
     pattern = re.compile(rf"^(model\.)?layers\.([1-9]\d*)\.{re.escape(unused)}\.")
     found = sorted(n for n in ckpt.tensors if pattern.match(n))
     if not found:
@@ -253,5 +254,17 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
         raise FormatError(f"{orphans[0]} has no {used} beside it: {engine} normalises layers >= 1 with {used} and "
                           "would leave it random", f"the names look like {other_layout}'s: convert with "
                           f"--from {other_layout}", code="E-KEY-MISSING")
-    notes.append(f"dropped {', '.join(found)}: {engine}'s layers >= 1 normalise with {used} and never read {unused}")
+    from ..safetensors_io import tensor_sha256
+
+    for name in found:  # one canonical norm under two names: merged only when the two hold the same weight
+        twin = name.replace(f".{unused}.", f".{used}.")
+        mine, theirs = ckpt.tensors[name], ckpt.tensors[twin]
+        if (mine.dtype, tuple(mine.shape), tensor_sha256(mine)) != (theirs.dtype, tuple(theirs.shape),
+                                                                      tensor_sha256(theirs)):
+            raise FormatError(f"tensors {twin!r} and {name!r} hold different weights for one pre-attention norm: "
+                              f"{engine} reads the first, the {other_layout} layout's engine the second, and converting "
+                              "would keep one of them", f"put the weight the drafter was trained to apply under both names "
+                              "in a copy of the source, then convert", code="E-KEY-DUPLICATE")
+    notes.append(f"merged {', '.join(found)} into {used} (identical weights): {engine}'s layers >= 1 normalise with "
+                 f"{used} and never read {unused}")
     return replace(ckpt, tensors={n: t for n, t in ckpt.tensors.items() if n not in found})

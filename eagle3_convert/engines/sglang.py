@@ -12,6 +12,10 @@ Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
 - fc is applied only when the incoming width k*Ht differs from H.
 - Weights: `midlayer.`, `layers.` or `model.layers.`; layers >= 1 normalise their input with
   `hidden_norm`; biases, q/k norms and unknown names are dropped silently.
+- `tie_word_embeddings: true` makes both classes set `self.lm_head = self.model.embed_tokens`
+  (`LlamaForCausalLMEagle3.__init__` in llama_eagle3.py, `Eagle3DeepseekV2ForCausalLM.__init__` in
+  kimi_k25_eagle3.py; read in 0.5.23 and in sgl-project/sglang at 03d5a77): the tied module dedups out of
+  `named_parameters()`, so a stored `lm_head.weight` matches no parameter and is skipped without a word.
 """
 
 from __future__ import annotations
@@ -87,6 +91,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
                         LABEL)
     r.silent += dropped(unread_later_norms(names, "input_layernorm", "hidden_norm"),
                         "the pre-attention norm of layers >= 1 (it reads hidden_norm there)", LABEL)
+    if flag(config, "tie_word_embeddings") and "lm_head.weight" in names:
+        r.silent.append("SGLang ties lm_head to embed_tokens (tie_word_embeddings is true) and never loads the "
+                        "trained lm_head.weight")
     if values["norm_before_fc"] and "norm_before_fc" not in read_flags:
         r.silent += dropped(has(names, r"^input_norm\.weight$"), "input_norm (norm_before_fc)", LABEL)
     return r

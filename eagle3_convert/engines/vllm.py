@@ -15,6 +15,9 @@ Facts (docs/formats.md §2.3, §6; checked by the engine tier):
 - Weights: unprefixed `layers.{i}.`, `midlayer.` only as layer 0 of a one-layer drafter;
   missing weights load silently (completeness check off). d2t offsets, t2d skipped.
 - `vllm serve` refuses a speculators verifier `name_or_path` that is a local path.
+- `tie_word_embeddings` is not read: `Eagle3LlamaForCausalLM` always builds its own [Vd, H] `lm_head`
+  (llama_eagle3.py), and the proposer shares the target's head only when the checkpoint stores none or an
+  identical one (`_maybe_share_lm_head`, v1/spec_decode/llm_base_proposer.py, 0.33.0).
 """
 
 from __future__ import annotations

@@ -1,0 +1,242 @@
+"""Silent failures of the drafters published in 2026 (issue 22), each shown through the real CLI on files written
+by tests/builders.py (independently of our writers), then edited as the producer writes them.
+
+- `tie_word_embeddings: true` beside a stored, trained lm_head: SGLang ties lm_head to embed_tokens and never
+  loads the head (engines/sglang.py); written false, and SGLang's verdict on a file with the flag on says so.
+- `--to eagle`: SafeAILab/EAGLE's cnets.py derives head_dim = H // heads and builds only linear/dynamic RoPE from
+  a two-field rope_scaling (converters/eagle.py): anything else is refused with the field that blocks it.
+- Near-miss keys: a key one edit from a modelled key that is ALSO present is no typo (renaming it would write a
+  duplicate key); DeepSeek-V4's `o_lora_rank` beside `q_lora_rank` is a key real producers write.
+- E-KEY-DUPLICATE through multi-layer names: a layer >= 1 whose `input_layernorm` and `hidden_norm` differ (a
+  SpecForge fork applies the first and leaves the second all ones) is refused by convert as validate reports it;
+  identical twins are merged, and the output says so. (tests/test_caught_bugs.py covers two prefixes of one name.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from builders import DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors, write_safetensors
+from conftest import run_cli, tensor_hashes
+
+ERROR_LINE = re.compile(r"^error: .+ \[(E-[A-Z0-9-]+)\] — hint: .+$")
+
+
+def edit_config(path: Path, **changes) -> dict:
+    config = json.loads((path / "config.json").read_text())
+    config.update(changes)
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    return config
+
+
+def serve_line(stdout: str, label: str) -> str:
+    lines = [line for line in stdout.splitlines() if line.strip().startswith(label)]
+    assert len(lines) == 1, stdout
+    return lines[0]
+
+
+# ------------------------------------------------------------------ tie_word_embeddings with a stored head
+
+@pytest.mark.parametrize("layout", ["speculators", "sglang", "vllm"])
+def test_tied_flag_beside_a_trained_head_is_written_false_for_sglang(tmp_path: Path, layout: str):
+    """Before: the flag was carried into SGLang's config and its verdict said "serves as trained", while SGLang
+    would have served embed_tokens as the head. After: written false (the stored head is the trained one)."""
+    src = build_drafter(tmp_path / "src", layout, DrafterSpec())
+    config = edit_config(src, tie_word_embeddings=True)
+    if layout == "speculators":  # speculators keeps a decoder copy too; a producer that ties writes both
+        config["transformer_layer_config"]["tie_word_embeddings"] = True
+        (src / "config.json").write_text(json.dumps(config))
+
+    result = run_cli("--no-record", "--to", "sglang", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written["tie_word_embeddings"] is False
+    assert "tie_word_embeddings is true but lm_head.weight" in result.stdout + result.stderr
+    assert "serves as trained" in serve_line(result.stdout, "SGLang")
+    stored_head = "lm_head.weight"
+    assert tensor_hashes(tmp_path / "out")[stored_head] == tensor_hashes(src)[stored_head]
+
+
+def test_sglang_verdict_on_a_tied_file_with_a_head_is_wrong(tmp_path: Path):
+    """The SGLang-layout source itself (flag on, head stored): SGLang never loads its head, and says nothing."""
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec())
+    edit_config(src, tie_word_embeddings=True)
+    result = run_cli("validate", "--engine", "sglang", "--json", src)
+    assert result.exit_code == 1
+    findings = json.loads(result.stdout)["findings"]
+    wrong = [f for f in findings if f["code"] == "E-ENGINE-WRONG"]
+    assert len(wrong) == 1 and "never loads the trained lm_head.weight" in wrong[0]["message"], findings
+
+    edit_config(src, tie_word_embeddings=False)  # the control: the same file untied is served as trained
+    result = run_cli("validate", "--engine", "sglang", "--json", src)
+    assert result.exit_code == 0, result.stdout
+
+
+# ------------------------------------------------------------------ --to eagle: what EAGLE's code can build
+
+def nothing_written(parent: Path, name: str) -> bool:
+    return not (parent / name).exists() and not list(parent.glob(f".{name}.*"))
+
+
+def refusal_code(stderr: str) -> str:
+    assert "Traceback" not in stderr
+    match = ERROR_LINE.match(stderr.strip().splitlines()[-1])
+    assert match, stderr
+    return match.group(1)
+
+
+# Before: each converted to the eagle layout without a word; EAGLE's code would fail to load it.
+EAGLE_CANNOT_BUILD = {
+    "head-dim": ({"head_dim": 16}, "E-HEAD-DIM-UNSUPPORTED", "head_dim is 16"),
+    "yarn": ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512}},
+             "E-ROPE-UNSUPPORTED", "'yarn'"),
+    "llama3": ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 512}},
+               "E-ROPE-UNSUPPORTED", "'llama3'"),
+    "llama3-transformers5": ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                                  "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                  "original_max_position_embeddings": 512}},
+                             "E-ROPE-UNSUPPORTED", "'llama3'"),
+    "mrope": ({"rope_scaling": {"rope_type": "default", "mrope_section": [1, 1, 2]}}, "E-ROPE-UNSUPPORTED",
+              "mrope_section"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EAGLE_CANNOT_BUILD))
+def test_to_eagle_refuses_what_eagles_code_cannot_build(tmp_path: Path, case: str):
+    changes, code, blocking = EAGLE_CANNOT_BUILD[case]
+    spec = DrafterSpec(capture_boundaries=None, head_dim=changes.get("head_dim", 8))  # EAGLE's default layers
+    src = build_drafter(tmp_path / "src", "sglang", spec)
+    edit_config(src, **{k: v for k, v in changes.items() if k != "head_dim"})
+    before = tensor_hashes(src), (src / "config.json").read_text()
+
+    result = run_cli("--no-record", "--to", "eagle", src, tmp_path / "out")
+    assert result.exit_code == 1, result.stdout
+    assert refusal_code(result.stderr) == code
+    assert blocking in result.stderr and "--to sglang" in result.stderr
+    assert nothing_written(tmp_path, "out")
+    assert (tensor_hashes(src), (src / "config.json").read_text()) == before
+    # the same drafter still goes where it can be served
+    assert run_cli("--no-record", "--to", "vllm", src, tmp_path / "vllm").exit_code == 0
+
+
+@pytest.mark.parametrize("spelling", ["rope_scaling", "rope_parameters"])
+def test_to_eagle_writes_linear_rope_in_the_spelling_eagle_reads(tmp_path: Path, spelling: str):
+    """A linear RoPE EAGLE can build is written as EConfig accepts it (two fields: type, factor), from either
+    spelling of the source; plain RoPE stays without rope_scaling."""
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec(capture_boundaries=None))
+    edit_config(src, **{spelling: {"rope_type": "linear", "factor": 2.0}})
+    result = run_cli("--no-record", "--to", "eagle", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written["rope_scaling"] == {"type": "linear", "factor": 2.0}
+
+    plain = build_drafter(tmp_path / "plain", "sglang", DrafterSpec(capture_boundaries=None))
+    assert run_cli("--no-record", "--to", "eagle", plain, tmp_path / "plain-out").exit_code == 0
+    assert json.loads((tmp_path / "plain-out" / "config.json").read_text()).get("rope_scaling") is None
+
+
+# ------------------------------------------------------------------ near-miss keys beside the key they resemble
+
+def key_findings(path: Path) -> tuple[int, list[dict]]:
+    result = run_cli("validate", "--json", path)
+    return result.exit_code, [f for f in json.loads(result.stdout)["findings"] if "KEY" in f["code"]]
+
+
+def test_a_near_miss_of_a_key_that_is_present_is_no_typo(tmp_path: Path):
+    """Before: E-CONFIG-KEY-TYPO "did you mean 'hidden_size'", whose fix would write hidden_size twice.
+    After: an unknown key (a warning, carried verbatim), and the drafter converts."""
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec())
+    config = edit_config(src, hidden_sizes=[32, 64])  # a documented transformers key (ResNet-style configs)
+    assert config["hidden_size"] == 32
+
+    code, findings = key_findings(src)
+    assert code == 0, findings
+    assert [f["code"] for f in findings] == ["W-CONFIG-KEY-UNKNOWN"] and "hidden_sizes" in findings[0]["message"]
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_near_miss_of_an_absent_key_is_still_a_typo(tmp_path: Path):
+    """The control: with the modelled key absent, the near miss is the typo it looks like."""
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec())
+    config = json.loads((src / "config.json").read_text())
+    config["hiden_size"] = config.pop("hidden_size")
+    (src / "config.json").write_text(json.dumps(config))
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert refusal_code(result.stderr) == "E-CONFIG-KEY-TYPO" and "did you mean 'hidden_size'" in result.stderr
+
+
+@pytest.mark.parametrize("layout", ["sglang", "vllm"])
+def test_deepseek_v4_o_lora_rank_beside_q_lora_rank_is_known(tmp_path: Path, layout: str):
+    """Before: "did you mean 'q_lora_rank'" refused every such MLA drafter. After: a key its producers write."""
+    src = build_drafter(tmp_path / "src", layout, DrafterSpec(family="deepseek_mla", target_model_type="deepseek_v3"))
+    edit_config(src, o_lora_rank=1024)
+    code, findings = key_findings(src)
+    assert code == 0 and not findings, findings
+    result = run_cli("--no-record", "--to", "sglang" if layout == "vllm" else "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["o_lora_rank"] == 1024  # carried verbatim
+
+
+# ------------------------------------------------------------------ E-KEY-DUPLICATE: convert never picks one
+
+BF16_ONE = b"\x80\x3f"
+
+
+def fork_drafter(dest: Path, layout: str, layers: int, unused_norm: str, identical: bool = False) -> Path:
+    """A multi-layer drafter as the SpecForge fork writes it: in every layer >= 1 one pre-attention norm trained
+    (random bytes) and its twin never applied (all ones), unless `identical`."""
+    spec = DrafterSpec(num_layers=layers)
+    tensors = stored_tensors(layout, spec)
+    for i in range(1, layers):
+        name = f"layers.{i}.{unused_norm}.weight"
+        old = tensors[name]
+        assert old.dtype == "BF16"
+        if not identical:
+            tensors[name] = RawTensor(old.dtype, old.shape, BF16_ONE * old.shape[0])
+    dest.mkdir(parents=True)
+    (dest / "config.json").write_text(json.dumps(config_for(layout, spec), indent=2))
+    write_safetensors(dest / "model.safetensors", tensors)
+    return dest
+
+
+# (source layout, the all-ones twin, destination): the SGLang reader (drops input_layernorm) and the vLLM reader
+# (drops hidden_norm), each into the layouts that used to get the one it kept
+DIVERGED = [("sglang", "hidden_norm", "vllm"), ("sglang", "hidden_norm", "speculators"),
+            ("sglang", "hidden_norm", "modelopt"), ("sglang", "input_layernorm", "vllm"),
+            ("vllm", "input_layernorm", "sglang"), ("vllm", "hidden_norm", "speculators")]
+
+
+@pytest.mark.parametrize("layout, unused, to", DIVERGED, ids=[f"{a}-{b}-to-{c}" for a, b, c in DIVERGED])
+@pytest.mark.parametrize("layers", [2, 3])
+def test_convert_refuses_diverged_later_norms(tmp_path: Path, layout: str, unused: str, to: str, layers: int):
+    """Before: convert dropped one of the two with a note (for SGLang's reader, the trained input_layernorm) while
+    validate said E-KEY-DUPLICATE. After: refused, both tensors named, nothing written, the source untouched."""
+    src = fork_drafter(tmp_path / "src", layout, layers, unused)
+    before = tensor_hashes(src), (src / "config.json").read_text()
+    validated = run_cli("validate", "--json", src)
+    assert "E-KEY-DUPLICATE" in {f["code"] for f in json.loads(validated.stdout)["findings"]}
+
+    result = run_cli("--no-record", "--verifier", "org/target", "--to", to, src, tmp_path / "out")
+    assert result.exit_code == 1, result.stdout
+    assert refusal_code(result.stderr) == "E-KEY-DUPLICATE"
+    assert "layers.1.input_layernorm.weight" in result.stderr and "layers.1.hidden_norm.weight" in result.stderr
+    assert nothing_written(tmp_path, "out")
+    assert (tensor_hashes(src), (src / "config.json").read_text()) == before
+
+
+@pytest.mark.parametrize("layout, to", [("sglang", "vllm"), ("vllm", "sglang")])
+def test_identical_later_norms_are_merged_and_said(tmp_path: Path, layout: str, to: str):
+    src = fork_drafter(tmp_path / "src", layout, 2, "hidden_norm", identical=True)
+    result = run_cli("--no-record", "--to", to, src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert "(identical weights)" in result.stdout + result.stderr
+    written = tensor_hashes(tmp_path / "out")
+    assert written["layers.1.hidden_norm.weight"] == written["layers.1.input_layernorm.weight"] == \
+        tensor_hashes(src)["layers.1.input_layernorm.weight"]
