@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from ..drafter import Drafter, TargetIdentity
 from ..errors import FormatError, RefusalError
-from ..safetensors_io import TensorSource
+from ..safetensors_io import TensorSource, tensor_sha256
 from .checkpoint import Checkpoint
 from ..capture_ids import IDS_KEY
 
@@ -254,8 +254,6 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
         raise FormatError(f"{orphans[0]} has no {used} beside it: {engine} normalises layers >= 1 with {used} and "
                           "would leave it random", f"the names look like {other_layout}'s: convert with "
                           f"--from {other_layout}", code="E-KEY-MISSING")
-    from ..safetensors_io import tensor_sha256
-
     for name in found:  # one canonical norm under two names: merged only when the two hold the same weight
         twin = name.replace(f".{unused}.", f".{used}.")
         mine, theirs = ckpt.tensors[name], ckpt.tensors[twin]
