@@ -122,9 +122,9 @@ def speculators_config(s: Size) -> dict:
         "num_hidden_layers": 1, "rms_norm_eps": 1e-05 if not s.mla else 1e-06, "vocab_size": s.vocab,
         "hidden_act": "silu", "max_position_embeddings": 131072 if not s.mla else 262144,
         "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
-        "rope_parameters": ({"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-                             "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
-                            if not s.mla else {"rope_type": "default", "rope_theta": 50000.0}),
+        # Unscaled RoPE: the benchmark converts to every layout, and original EAGLE builds only linear and dynamic
+        # scaling (cnets.py _init_rope; `--to eagle` refuses llama3's). Conversion time does not depend on it.
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0 if not s.mla else 50000.0},
     }
     if s.head_dim:
         decoder["head_dim"] = s.head_dim
