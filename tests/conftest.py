@@ -83,6 +83,15 @@ def without_root_powers() -> list[str]:
     pytest.skip("running as root without setpriv: permission bits cannot be enforced")
 
 
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A loopback Hub (tests/hub_server.py) that the huggingface_hub client in this process, and only it, talks to."""
+    from hub_server import isolated_hub
+
+    with isolated_hub(monkeypatch, tmp_path / "hf-home") as server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def pg_server():
     """One real PostgreSQL server for the session (tests/pg_server.py); skipped, saying why, where there is none."""

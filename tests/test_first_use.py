@@ -4,7 +4,6 @@ loopback Hub of tests/hub_server.py for publish, and what is printed, written or
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,19 +11,13 @@ from huggingface_hub import ModelCard, snapshot_download
 
 from conftest import EXAMPLE, run_cli
 from eagle3_convert.engines import SERVING, release
-from hub_server import HubServer, isolated_hub
+from hub_server import HubServer
 
 # huggingface_hub PUTs LFS content with `data=<file>`, which httpx deprecates; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 TOKEN = "hf_first_use_token"
 REPO = "test-user/first-drafter"
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubServer]:
-    with isolated_hub(monkeypatch, tmp_path / "hf-home") as server:
-        yield server
 
 
 # ---------------------------------------------------------------------------------- 1. the model card

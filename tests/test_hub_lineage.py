@@ -6,12 +6,11 @@ be an absolute path". Against the loopback Hub of tests/hub_server.py."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from hub_server import HubServer, isolated_hub
+from hub_server import HubServer
 
 from eagle3_convert.registry import open_registry
 
@@ -19,12 +18,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 
 TOKEN = "hf_lineage_test_token"
 REPO = "test-user/tiny-drafter"
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubServer]:
-    with isolated_hub(monkeypatch, tmp_path / "hf-home") as server:
-        yield server
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,12 +36,6 @@ REPO = "test-user/drafter"
 CONFIG = json.dumps({"architectures": ["Eagle3Speculator"], "hidden_size": 64}, indent=2).encode()
 WEIGHTS = b"\x08\x00\x00\x00\x00\x00\x00\x00{}      " + bytes(range(256)) * 16  # binary: must travel via LFS
 NOTES = b"first draft\n"
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubServer]:
-    with isolated_hub(monkeypatch, tmp_path / "hf-home") as server:
-        yield server
 
 
 @pytest.fixture

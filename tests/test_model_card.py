@@ -6,26 +6,19 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from huggingface_hub import ModelCard, snapshot_download
 
 from conftest import DATA, run_cli
-from hub_server import HubServer, isolated_hub
+from hub_server import HubServer
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 TOKEN = "hf_card_test_token"
 REPO = "test-user/card-drafter"
 TARGET_REPO = "org/llama-target"
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubServer]:
-    with isolated_hub(monkeypatch, tmp_path / "hf-home") as server:
-        yield server
 
 
 def _dry_run_card(hub: HubServer, src: Path, registry: Path, *extra: str) -> tuple[ModelCard, dict]:

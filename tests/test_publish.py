@@ -9,7 +9,6 @@ import json
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,12 +28,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 TOKEN = "hf_publish_test_token"
 REPO = "test-user/tiny-drafter"
 EXAMPLE_TARGET = "example-org/tiny-llama-target"  # the example's speculators_config.verifier
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubServer]:
-    with isolated_hub(monkeypatch, tmp_path / "hf-home") as server:
-        yield server
 
 
 @pytest.fixture
