@@ -103,6 +103,19 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "eagle3_convert", *args]
 
 
+def interrupt(proc: subprocess.Popen, ready) -> tuple[str, str]:
+    """SIGINT to `proc` once `ready(proc)` returns, if it still runs; its output. It is never left running."""
+    try:
+        ready(proc)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        return proc.communicate(timeout=PROCESS_LIMIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def convert_process(src: Path, dst: Path, work: Path, *extra: str, **popen) -> subprocess.CompletedProcess:
     return subprocess.run(cli("--to", "sglang", str(src), str(dst), "--quiet", *extra), cwd=work,
                           env=subprocess_env(work), capture_output=True, text=True, timeout=PROCESS_LIMIT_S, **popen)

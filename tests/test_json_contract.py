@@ -219,12 +219,11 @@ def test_paths_in_messages_are_as_given(example_dir: Path, tmp_path: Path, monke
 
 def test_an_interrupt_under_json_still_answers_one_document(tmp_path: Path):
     """Ctrl-C in the middle of a conversion (a real process, a ~175 MB drafter): one document, ok false."""
-    import signal
     import subprocess
     import time
 
     from hostile import subprocess_env
-    from test_faults import PROCESS_LIMIT_S, big_drafter, cli, write_speculators
+    from test_faults import PROCESS_LIMIT_S, big_drafter, cli, interrupt, write_speculators
 
     src = write_speculators(tmp_path / "src", big_drafter(7, "org/target"))
     out = tmp_path / "out"
@@ -232,17 +231,13 @@ def test_an_interrupt_under_json_still_answers_one_document(tmp_path: Path):
     proc = subprocess.Popen(cli("--to", "sglang", str(src), str(out / "dst"), "--json", "--no-record"),
                             cwd=tmp_path, env=subprocess_env(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    try:
+
+    def running(proc: subprocess.Popen) -> None:  # the writer's temp dir: well past argument parsing
         deadline = time.monotonic() + PROCESS_LIMIT_S
         while proc.poll() is None and not list(out.glob(".dst.tmp-*")) and time.monotonic() < deadline:
-            time.sleep(0.005)  # the writer's temp dir: the command is running, well past argument parsing
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=PROCESS_LIMIT_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            time.sleep(0.005)
+
+    stdout, stderr = interrupt(proc, running)
 
     assert proc.returncode in (0, 130), stderr
     result = SimpleNamespace(exit_code=proc.returncode, stdout=stdout, stderr=stderr)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from hostile import EXAMPLE, subprocess_env
-from test_faults import PROCESS_LIMIT_S, assert_one_line_error, big_drafter, cli, write_speculators
+from test_faults import PROCESS_LIMIT_S, assert_one_line_error, big_drafter, cli, interrupt, write_speculators
 
 SIDECAR = "eagle3-convert.json"
 
@@ -139,15 +139,7 @@ def test_sigint_message_is_true_and_nothing_is_left(outputs, tmp_path: Path, for
         wait = _point(kind, out, dst, outputs["convert_s"] * 0.5 ** attempt)
         proc = subprocess.Popen(argv, cwd=tmp_path, env=subprocess_env(tmp_path), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-        try:
-            wait(proc)
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-            stdout, stderr = proc.communicate(timeout=PROCESS_LIMIT_S)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        stdout, stderr = interrupt(proc, wait)
         if proc.returncode != 0:
             break
     rc = proc.returncode
