@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -380,9 +381,11 @@ def matrix(engines_python: Path, engines_dir: Path) -> dict:
     out = engines_dir / "probe-out"
     out.mkdir()
     env = {"PYTHONPATH": str(SITE)}
-    probes = {engine: peer_venv.run_probe(engines_python, ENGINES / f"probe_{engine}.py", engines_dir / "jobs.json",
-                                          out, cwd=engines_dir, timeout_s=PROBE_TIMEOUT_S, env=env)
-              for engine in ("sglang", "vllm")}
+    with ThreadPoolExecutor(2) as pool:  # two processes at once: each is mostly one core's work
+        running = {engine: pool.submit(peer_venv.run_probe, engines_python, ENGINES / f"probe_{engine}.py",
+                                       engines_dir / "jobs.json", out, cwd=engines_dir, timeout_s=PROBE_TIMEOUT_S,
+                                       env=env) for engine in ("sglang", "vllm")}
+        probes = {engine: job.result() for engine, job in running.items()}
     cells = {}
     for family, (_, spec) in FAMILIES.items():
         w, d2t = trained_weights(spec), trained_d2t(spec)
@@ -513,12 +516,16 @@ def test_the_engines_take_their_plain_torch_path_whatever_the_cpu(matrix: dict, 
             "avx2": {"cpu_claims_amx": False, "cpu_claims_avx512": False, "engines_see_amx": False,
                      "engines_see_avx512": False},
             "amx-unshimmed": {"cpu_claims_amx": True, "engines_see_amx": True}}
+    for isa in seen:
+        (engines_dir / f"probe-out-{isa}").mkdir()
+    with ThreadPoolExecutor(len(seen)) as pool:
+        running = {isa: pool.submit(peer_venv.run_probe, engines_python, ENGINES / "probe_vllm.py",
+                                    engines_dir / "jobs-isa.json", engines_dir / f"probe-out-{isa}", cwd=engines_dir,
+                                    timeout_s=PROBE_TIMEOUT_S,
+                                    env={"PYTHONPATH": str(SITE), "EAGLE3_ENGINES_CPU_ISA": isa}) for isa in seen}
+        reports = {isa: job.result() for isa, job in running.items()}
     for isa, cpu in seen.items():
-        out = engines_dir / f"probe-out-{isa}"
-        out.mkdir()
-        got = peer_venv.run_probe(engines_python, ENGINES / "probe_vllm.py", engines_dir / "jobs-isa.json", out,
-                                  cwd=engines_dir, timeout_s=PROBE_TIMEOUT_S,
-                                  env={"PYTHONPATH": str(SITE), "EAGLE3_ENGINES_CPU_ISA": isa})
+        got = reports[isa]
         assert {key: got["cpu"][key] for key in cpu} == cpu, (isa, got["cpu"])
         for job in mla:
             now = got["results"][job["id"]]
