@@ -16,7 +16,7 @@ from conftest import run_cli
 from registry_backends import did, sql
 from test_caught_bugs import validate_codes, write_checkpoint
 
-from eagle3_convert.registry import Location, RegistryError, open_registry
+from eagle3_convert.registry import LineageEdge, Location, RegistryError, open_registry
 
 SPEC = DrafterSpec(num_layers=1)  # vocab_size 96, draft_vocab_size 32
 V, VD = SPEC.vocab_size, SPEC.vd
@@ -264,3 +264,19 @@ def test_upsert_onto_an_unreadable_record_names_the_registry(tmp_path: Path):
     with open_registry(path) as store, pytest.raises(RegistryError) as refused:
         store.upsert_drafter(did("broken"), trained_with="SpecForge")
     assert refused.value.message.startswith(f"the registry {path} holds a record it cannot read"), refused.value
+
+
+@pytest.mark.parametrize("new", ["location", "edge"])
+def test_recording_one_new_copy_or_conversion_touches_the_record(registry_url, tmp_path: Path, new: str):
+    """Re-recording a drafter whose fields are unchanged: a copy or a conversion not seen before is news (updated_at
+    moves) even when everything else given was already recorded; given nothing new, the record stays as it was."""
+    drafter_id = did("touched")
+    first, second = (Location.local(tmp_path / name, "sglang") for name in ("first", "second"))
+    edge = LineageEdge(source=first, dest=second, tool="eagle3-convert")
+    with open_registry(registry_url) as store:
+        before = store.upsert_drafter(drafter_id, locations=[first], lineage=[] if new == "edge" else [edge])
+        assert store.upsert_drafter(drafter_id, locations=[first], lineage=[] if new == "edge" else [edge]) == before
+        again = store.upsert_drafter(drafter_id, locations=[first, second] if new == "location" else [first],
+                                     lineage=[edge])
+        assert again.updated_at > before.updated_at
+        assert store.get(drafter_id) == again
