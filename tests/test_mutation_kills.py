@@ -95,15 +95,18 @@ def test_an_absolute_d2t_reaching_exactly_v_counts_as_exceeding_the_vocab(tmp_pa
 
 # ------------------------------------------------------------------ vocab_map: the vocab map written by convert
 
-@pytest.mark.parametrize("stored", [("d2t", "I32"), ("t2d", "U8")], ids=["d2t-I32", "t2d-U8"])
+@pytest.mark.parametrize("stored", [("d2t", "I32"), ("t2d", "U8"), ("t2d only", "U8")],
+                         ids=["d2t-I32", "t2d-U8", "t2d-only-U8"])
 def test_convert_writes_d2t_as_int64_and_t2d_as_bool_whatever_the_source_held(tmp_path: Path, stored):
-    """A source may hold d2t as int32 or t2d as uint8 (both read fine); the output is what the engines load:
-    int64 offsets and a bool mask, with the same values."""
+    """A source may hold d2t as int32 or t2d as uint8, or only t2d (all read fine); the output is what the engines
+    load: int64 offsets and a bool mask, with the same values."""
     tensors = stored_tensors("speculators", SPEC)
     name, dtype = stored
     offsets = list(struct.unpack(f"<{VD}q", tensors["d2t"].data))
     target_ids = [i + o for i, o in enumerate(offsets)]
-    tensors[name] = d2t(offsets, dtype) if name == "d2t" else t2d(target_ids, dtype)
+    tensors[name.split()[0]] = d2t(offsets, dtype) if name == "d2t" else t2d(target_ids, dtype)
+    if name == "t2d only":
+        del tensors["d2t"]
     src = write_checkpoint(tmp_path / "src", "speculators", SPEC, tensors)
     result = run_cli("--to", "vllm", src, tmp_path / "out")
     assert result.exit_code == 0, result.stderr
@@ -280,3 +283,19 @@ def test_recording_one_new_copy_or_conversion_touches_the_record(registry_url, t
                                      lineage=[edge])
         assert again.updated_at > before.updated_at
         assert store.get(drafter_id) == again
+
+
+def test_a_d2t_only_map_reaching_target_ids_0_and_v_minus_1_converts(tmp_path: Path):
+    """The edges of the target vocab are valid target ids: a draft vocab holding ids 0 and V - 1 (d2t only, so
+    validity is checked on arange(Vd) + d2t alone) converts, and the written t2d marks both."""
+    ids = [0] + IDS[1:-1] + [V - 1]
+    assert ids == sorted(set(ids)) and len(ids) == VD
+    tensors = {**without("t2d"), "d2t": d2t([t - i for i, t in enumerate(ids)])}
+    src = write_checkpoint(tmp_path / "src", "speculators", SPEC, tensors)
+    result = run_cli("--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    out = tmp_path / "out" / "model.safetensors"
+    data, written = out.read_bytes(), header(out)
+    start, end = written["t2d"]["data_offsets"]
+    base = 8 + struct.unpack("<Q", data[:8])[0]
+    assert data[base + start:base + end] == t2d(ids).data

@@ -83,9 +83,12 @@ EQUIVALENT: dict[str, str] = {
         "capturable() already bounds b <= L, so max(b - 1) < L",
     "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_41": "the same call as mutant 37 (depth left out)",
     **{f"eagle3_convert.vocab_map.x_{fn}__mutmut_{n}": _BIG_ENDIAN_ONLY
-       for fn, n in (("encode_d2t", 9), ("encode_d2t", 10))},
+       for fn, n in (("encode_d2t", 9), ("encode_d2t", 10), ("decode_ints", 17), ("decode_ints", 18))},
     **{f"eagle3_convert.vocab_map.xǁVocabMapǁ{fn}__mutmut_{n}": _REENCODED_SAME
        for fn in ("d2t_tensor", "t2d_tensor") for n in (4, 5)},
+    **{f"eagle3_convert.vocab_map.x_read_vocab_map__mutmut_{n}":
+       "the source tensors a VocabMap keeps are only passed through by d2t_tensor/t2d_tensor; without them (or "
+       "swapped) it re-encodes the same bytes from its target ids" for n in (193, 194, 197, 198, 202, 205, 206)},
     **{f"eagle3_convert.registry.writes.x_{fn}__mutmut_{n}": _SQL_CASE for fn, numbers in (
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
