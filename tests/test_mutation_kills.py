@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from builders import DrafterSpec, RawTensor, stored_tensors
-from conftest import run_cli
+from conftest import EXAMPLE, run_cli
 from registry_backends import did, sql
 from test_caught_bugs import validate_codes, write_checkpoint
 
@@ -299,3 +299,29 @@ def test_a_d2t_only_map_reaching_target_ids_0_and_v_minus_1_converts(tmp_path: P
     start, end = written["t2d"]["data_offsets"]
     base = 8 + struct.unpack("<Q", data[:8])[0]
     assert data[base + start:base + end] == t2d(ids).data
+
+
+# ------------------------------------------------------------------ atomic: the words of a --force refusal
+
+FORCE_ONLY = ("--force replaces only what a checkpoint writer writes (config.json, weights and index, "
+              "eagle3-convert.json, generation and tokenizer files)")
+
+
+@pytest.mark.parametrize("strays", [1, 6, 7])
+def test_force_refusal_names_up_to_six_files_of_the_user_and_counts_the_rest(tmp_path: Path, strays: int):
+    """`--force` onto a checkpoint with files of the user beside it: the refusal names the first six, counts the
+    others, and the hint says to move 'it' or 'them'; DST is left as it was."""
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / "config.json").write_text("{}")
+    names = [f"notes-{i}.txt" for i in range(strays)]
+    for name in names:
+        (dst / name).write_text("mine")
+    result = run_cli("--to", "sglang", "--force", EXAMPLE, dst)
+    assert result.exit_code == 1
+    shown = ", ".join(names[:6]) + (f" (and {strays - 6} more)" if strays > 6 else "")
+    assert result.stderr.splitlines()[-1] == (
+        f"error: --force would delete {dst}, which holds files no checkpoint writer writes: {shown} "
+        f"[E-DEST-NOT-CHECKPOINT] — hint: move {'it' if strays == 1 else 'them'} out of {dst}, or choose another "
+        f"destination; {FORCE_ONLY}"), result.stderr
+    assert sorted(p.name for p in dst.iterdir()) == sorted(["config.json", *names])
