@@ -325,3 +325,11 @@ def test_force_refusal_names_up_to_six_files_of_the_user_and_counts_the_rest(tmp
         f"[E-DEST-NOT-CHECKPOINT] — hint: move {'it' if strays == 1 else 'them'} out of {dst}, or choose another "
         f"destination; {FORCE_ONLY}"), result.stderr
     assert sorted(p.name for p in dst.iterdir()) == sorted(["config.json", *names])
+
+
+def test_force_onto_a_destination_that_does_not_exist_yet_just_writes_it(tmp_path: Path):
+    """`--force` with nothing to replace: the conversion writes DST and says it replaced nothing."""
+    dst = tmp_path / "new" / "dst"
+    result = run_cli("--to", "sglang", "--force", EXAMPLE, dst)
+    assert result.exit_code == 0, result.stderr
+    assert (dst / "config.json").is_file() and "replac" not in result.stdout + result.stderr

@@ -89,6 +89,11 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.vocab_map.x_read_vocab_map__mutmut_{n}":
        "the source tensors a VocabMap keeps are only passed through by d2t_tensor/t2d_tensor; without them (or "
        "swapped) it re-encodes the same bytes from its target ids" for n in (193, 194, 197, 198, 202, 205, 206)},
+    "eagle3_convert.atomic.x__umask__mutmut_3":
+        "the umask is set for an instant and put back; only the old value it returns is used, and no file is made "
+        "in between",
+    "eagle3_convert.atomic.x__lock_dir__mutmut_6":
+        "O_RDONLY & O_DIRECTORY is O_RDONLY: the path is a directory mkdtemp just made, which O_RDONLY opens as well",
     **{f"eagle3_convert.registry.writes.x_{fn}__mutmut_{n}": _SQL_CASE for fn, numbers in (
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
