@@ -6,14 +6,19 @@ would let through. Writes a report: module, mutants, killed, survived (and the o
     python tools/mutation.py eagle3_convert/capture_ids.py   # one module
     python tools/mutation.py                                          # every module of MODULES (hours)
     python tools/mutation.py --list                                   # the modules and their tests
+    python tools/mutation.py MODULE --recheck tests/test_mutation_kills.py  # its survivors against new tests
 
 It is not part of the test command: each selected test runs once per mutant that reaches it. Each module runs
 in its own copy of the repository's tracked files under build/mutation/<module>/ (mutmut reads its settings
 from the pyproject.toml of the directory it runs in, and writes mutants/ there); the report goes to
 build/mutation/report.md and report.json, the surviving mutants' diffs to build/mutation/<module>/survivors.txt.
 
-What mutmut cannot see: tests that run the CLI as a subprocess (python -m eagle3_convert) import the installed
-package, not the mutant, so only in-process tests (run_cli, direct calls) are selected below.
+What mutmut cannot see: tests that reach a module only through a subprocess (python -m eagle3_convert). Such a
+subprocess does run the mutant (tests/hostile.py's subprocess_env puts the checkout the tests run from first on
+PYTHONPATH, which under mutmut is mutants/, and MUTANT_UNDER_TEST is inherited), but mutmut picks the tests of a
+mutant from the functions each test reached in its stats run, and a child process's calls are not recorded there:
+a test that reaches a function only through a subprocess is never run against that function's mutants. So only
+in-process tests (run_cli, direct calls) are selected below.
 """
 
 from __future__ import annotations
@@ -35,9 +40,9 @@ OUT = REPO / "build" / "mutation"
 # reach the mutated function)
 MODULES: dict[str, list[str]] = {
     "eagle3_convert/capture_ids.py": ["tests/test_capture_conventions.py", "tests/test_engine_rules.py",
-                                               "tests/test_validate.py", "tests/test_determinism.py"],
-    "eagle3_convert/vocab_map.py": ["tests/test_caught_bugs.py", "tests/test_validate.py",
-                                           "tests/test_convert_roundtrip.py"],
+                                      "tests/test_validate.py", "tests/test_determinism.py"],
+    "eagle3_convert/vocab_map.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py",
+                                    "tests/test_validate.py", "tests/test_convert_roundtrip.py"],
     "eagle3_convert/converters/layout.py": ["tests/test_caught_bugs.py", "tests/test_layouts_matrix.py"],
     "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", "tests/test_config_mutations.py"],
     "eagle3_convert/converters/sglang.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
@@ -53,13 +58,20 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/engines/__init__.py": ["tests/test_engine_rules.py", "tests/test_validate.py"],
     "eagle3_convert/engines/sglang.py": ["tests/test_engine_rules.py", "tests/test_validate.py"],
     "eagle3_convert/engines/vllm.py": ["tests/test_engine_rules.py", "tests/test_validate.py"],
-    "eagle3_convert/atomic.py": ["tests/test_convert_roundtrip.py", "tests/test_caught_bugs.py"],
-    "eagle3_convert/registry/writes.py": ["tests/test_caught_bugs.py", "tests/test_registry_store.py",
-                                          "tests/test_registry_cli.py"],
+    "eagle3_convert/atomic.py": ["tests/test_mutation_kills.py", "tests/test_force.py", "tests/test_caught_bugs.py",
+                                 "tests/test_convert_roundtrip.py"],
+    "eagle3_convert/registry/writes.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py",
+                                          "tests/test_registry_store.py", "tests/test_registry_cli.py",
+                                          "tests/test_registry_merge.py"],
 }
 # Survivors that are equivalent to the original (no behaviour differs), with the reason: the report lists them
 # apart, and the score counts them neither way. Every other survivor is a missing test.
 _DEFAULT_FAMILY = "any family name but deepseek/gpt_oss selects the default rules: another default string is the same"
+_BIG_ENDIAN_ONLY = ("the byteswap runs only where sys.byteorder is 'big'; on the little-endian hosts this runs on "
+                    "(x86-64, aarch64) the mutated comparison is False as the original is: untestable here")
+_REENCODED_SAME = ("the source tensor is passed through only to save re-encoding it: re-encoding an I64 d2t / a 0-1 "
+                   "BOOL t2d from the decoded target ids gives the same bytes")
+_SQL_CASE = "only the case of SQL keywords or unquoted names changes: SQLite and PostgreSQL read both the same"
 EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.capture_ids.x_{fn}__mutmut_{n}": _DEFAULT_FAMILY
        for fn in ("engine_boundaries", "ids_for_engine", "convention_table") for n in (1, 2)},
@@ -71,6 +83,27 @@ EQUIVALENT: dict[str, str] = {
         "only gpt-oss's raw rule reads the depth, and the shifted list (tried first) always reads back +1: "
         "capturable() already bounds b <= L, so max(b - 1) < L",
     "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_41": "the same call as mutant 37 (depth left out)",
+    **{f"eagle3_convert.vocab_map.x_{fn}__mutmut_{n}": _BIG_ENDIAN_ONLY
+       for fn, n in (("encode_d2t", 9), ("encode_d2t", 10), ("decode_ints", 17), ("decode_ints", 18))},
+    **{f"eagle3_convert.vocab_map.xǁVocabMapǁ{fn}__mutmut_{n}": _REENCODED_SAME
+       for fn in ("d2t_tensor", "t2d_tensor") for n in (4, 5)},
+    **{f"eagle3_convert.vocab_map.x_read_vocab_map__mutmut_{n}":
+       "the source tensors a VocabMap keeps are only passed through by d2t_tensor/t2d_tensor; without them (or "
+       "swapped) it re-encodes the same bytes from its target ids" for n in (193, 194, 197, 198, 202, 205, 206)},
+    "eagle3_convert.atomic.x__umask__mutmut_3":
+        "the umask is set for an instant and put back; only the old value it returns is used, and no file is made "
+        "in between",
+    "eagle3_convert.atomic.x__lock_dir__mutmut_6":
+        "O_RDONLY & O_DIRECTORY is O_RDONLY: the path is a directory mkdtemp just made, which O_RDONLY opens as well",
+    **{f"eagle3_convert.registry.writes.x_{fn}__mutmut_{n}": _SQL_CASE for fn, numbers in (
+        ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
+        ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
+        ("absorb", (2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18)), ("add_alias", (7, 8))) for n in numbers},
+    "eagle3_convert.registry.writes.x_forget_location__mutmut_3":
+        "another string that is no drafter id spares nothing as '' does: drafter ids are 64 hex digits",
+    "eagle3_convert.registry.writes.x_upsert__mutmut_74":
+        "the path only names the registry when a stored record cannot be read; the record read back here was just "
+        "written from a validated model, and an unreadable old one stops the first load_one (which names it)",
 }
 TIERS = "not engines and not interop and not llamacpp"
 ALSO_COPY = ["examples", "docs", "README.md"]  # what the tests read besides tests/ (mutmut copies those itself)
@@ -138,6 +171,34 @@ def survivor_diffs(work: Path, env: dict[str, str]) -> list[str]:
                            capture_output=True, text=True).stdout for name in names]
 
 
+def recheck(module: str, tests: list[str]) -> dict:
+    """Run the survivors of the last full run of `module` again, against `tests` as they are now (the tests/ of the
+    repository replace those of its copy): which of them a new test kills. Cheaper than a full run; the survivors
+    of the full run are the only mutants whose outcome new tests can change."""
+    work = OUT / module.replace("/", "_").removesuffix(".py")
+    survivors_file = work / "survivors.txt"
+    if not survivors_file.exists():
+        raise SystemExit(f"no full run of {module} to recheck: run `python tools/mutation.py {module}` first")
+    names = re.findall(r"^# (\S+): survived$", survivors_file.read_text(), re.M)
+    for name in subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "tests"], cwd=REPO, check=True,
+                               capture_output=True).stdout.decode().split("\0"):
+        if name:
+            shutil.copy2(REPO / name, work / "mutants" / name)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PY_IGNORE_IMPORTMISMATCH": "1"}
+
+    def run(mutant: str) -> int:
+        return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", TIERS,
+                               *tests], cwd=work / "mutants", env=env | {"MUTANT_UNDER_TEST": mutant},
+                              capture_output=True).returncode
+
+    if run("") != 0:  # the unmutated code must pass, or a failure below would prove nothing
+        raise SystemExit(f"{' '.join(tests)} fail on the unmutated copy of {module}")
+    outcome = {name: run(name) for name in names}
+    return {"module": module, "tests": tests, "killed_now": [n for n, rc in outcome.items() if rc == 1],
+            "still_surviving": [n for n, rc in outcome.items() if rc == 0],
+            "errors": {n: rc for n, rc in outcome.items() if rc not in (0, 1)}}
+
+
 def write_report(rows: list[dict], path: Path) -> None:
     lines = ["score = killed / (mutants - equivalent survivors)", "",
              "| module | mutants | killed | survived | of them equivalent | no tests | timeout | score % | seconds |",
@@ -160,6 +221,8 @@ def main() -> None:
     parser.add_argument("--max-children", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--report", type=Path, default=OUT / "report")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
+    parser.add_argument("--recheck", nargs="+", metavar="TEST", help="rerun the survivors of the last full run of "
+                        "each module against these test files only (after adding tests that kill them)")
     args = parser.parse_args()
     if args.list:
         for module, tests in MODULES.items():
@@ -168,6 +231,17 @@ def main() -> None:
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         raise SystemExit(f"not in MODULES: {', '.join(unknown)} (see --list)")
+    if args.recheck:
+        for module in args.modules or MODULES:
+            result = recheck(module, args.recheck)
+            (OUT / f"recheck-{module.replace('/', '_').removesuffix('.py')}.json").write_text(
+                json.dumps(result, indent=2) + "\n")
+            equivalent = [n for n in result["still_surviving"] if n in EQUIVALENT]
+            print(f"{module}: {len(result['killed_now'])} survivors killed now, {len(result['still_surviving'])} "
+                  f"still surviving ({len(equivalent)} of them equivalent), {len(result['errors'])} errors")
+            for name in result["still_surviving"]:
+                print(f"- {name}: {EQUIVALENT.get(name, 'NOT CLASSIFIED: no test kills it')}")
+        return
     rows = [run_module(m, MODULES[m], args.max_children) for m in (args.modules or MODULES)]
     write_report(rows, args.report)
 
