@@ -333,3 +333,17 @@ def test_force_onto_a_destination_that_does_not_exist_yet_just_writes_it(tmp_pat
     result = run_cli("--to", "sglang", "--force", EXAMPLE, dst)
     assert result.exit_code == 0, result.stderr
     assert (dst / "config.json").is_file() and "replac" not in result.stdout + result.stderr
+
+
+def test_a_stored_value_that_is_not_json_is_a_one_line_registry_error(tmp_path: Path):
+    """A JSON column edited into something that is not JSON: `registry list` names the registry, no traceback."""
+    from conftest import run_cli
+
+    path = tmp_path / "reg" / "registry.db"
+    with open_registry(path) as store:
+        store.upsert_drafter(did("broken"), capture_boundaries=[2, 16, 29])
+    sql(path, "UPDATE drafters SET capture_boundaries = '[2, 16,' WHERE drafter_id = ?", params=(did("broken"),))
+    listed = run_cli("registry", "list", "--registry", path)
+    assert listed.exit_code == 1, listed.stdout + listed.stderr
+    assert f"the registry {path} holds a record it cannot read: a stored JSON value" in listed.stderr
+    assert "Traceback" not in listed.stdout + listed.stderr

@@ -79,9 +79,10 @@ def load(conn: Any, where: str, params: tuple[Any, ...], path: str | Path) -> li
         edges[row["drafter_id"]].append(edge_fields(row))
     try:
         return [to_record(row, locations[row["drafter_id"]], edges[row["drafter_id"]]) for row in rows]
-    except ValidationError as exc:
+    except (ValidationError, ValueError) as exc:  # a field that fails its model, or a JSON column that is not JSON
+        why = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else f"a stored JSON value: {exc}"
         raise RegistryError(
-            f"the registry {path} holds a record it cannot read: {exc.errors()[0]['msg']}",
+            f"the registry {path} holds a record it cannot read: {why}",
             hint="remove that drafter, or move the file aside to start a new registry",
         ) from exc
 
