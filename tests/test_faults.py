@@ -103,8 +103,15 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "eagle3_convert", *args]
 
 
+def sigint_delivered() -> None:
+    """In the child, before exec: SIGINT acts as in a terminal. A test run started as a background job (a shell
+    without job control, some CI runners) ignores SIGINT, and an ignored signal stays ignored across exec."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt(proc: subprocess.Popen, ready) -> tuple[str, str]:
-    """SIGINT to `proc` once `ready(proc)` returns, if it still runs; its output. It is never left running."""
+    """SIGINT to `proc` (started with preexec_fn=sigint_delivered) once `ready(proc)` returns, if it still runs; its
+    output. It is never left running."""
     try:
         ready(proc)
         if proc.poll() is None:

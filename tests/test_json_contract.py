@@ -223,14 +223,14 @@ def test_an_interrupt_under_json_still_answers_one_document(tmp_path: Path):
     import time
 
     from hostile import subprocess_env
-    from test_faults import PROCESS_LIMIT_S, big_drafter, cli, interrupt, write_speculators
+    from test_faults import PROCESS_LIMIT_S, big_drafter, cli, interrupt, sigint_delivered, write_speculators
 
     src = write_speculators(tmp_path / "src", big_drafter(7, "org/target"))
     out = tmp_path / "out"
     out.mkdir()
     proc = subprocess.Popen(cli("--to", "sglang", str(src), str(out / "dst"), "--json", "--no-record"),
                             cwd=tmp_path, env=subprocess_env(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_delivered)
 
     def running(proc: subprocess.Popen) -> None:  # the writer's temp dir: well past argument parsing
         deadline = time.monotonic() + PROCESS_LIMIT_S

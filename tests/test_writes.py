@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 from hostile import EXAMPLE, subprocess_env
-from test_faults import PROCESS_LIMIT_S, assert_one_line_error, big_drafter, cli, interrupt, write_speculators
+from test_faults import (PROCESS_LIMIT_S, assert_one_line_error, big_drafter, cli, interrupt, sigint_delivered,
+                         write_speculators)
 
 SIDECAR = "eagle3-convert.json"
 
@@ -138,7 +139,7 @@ def test_sigint_message_is_true_and_nothing_is_left(outputs, tmp_path: Path, for
             shutil.copytree(outputs["ref_old"], dst, copy_function=os.link)
         wait = _point(kind, out, dst, outputs["convert_s"] * 0.5 ** attempt)
         proc = subprocess.Popen(argv, cwd=tmp_path, env=subprocess_env(tmp_path), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, preexec_fn=sigint_delivered)
         stdout, stderr = interrupt(proc, wait)
         if proc.returncode != 0:
             break
