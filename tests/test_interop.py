@@ -4,8 +4,8 @@ speculators 0.9.0 and SpecForge 0.2.0 are pip-installed, pinned, into a venv of 
 (built once and cached: $EAGLE3_INTEROP_VENV, else ~/.cache/eagle3-convert/interop-<hash of
 the pins>). The scripts in tests/interop/ run under that venv's python, load our outputs with
 the peers' own `from_pretrained`, and report what the loaded model holds as JSON; every
-assertion is made here. When the venv cannot be built (no package index reachable, ...)
-these tests are skipped with pip's error as the reason.
+assertion is made here. They skip only when the package index cannot be reached (with pip's
+error as the reason); any other build failure fails them (tests/peer_venv.py, tests/conftest.py).
 """
 
 from __future__ import annotations
