@@ -20,7 +20,7 @@ from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
 from .drafter import TargetIdentity
 from .engines import serve_verdicts, target_context
 from .errors import Eagle3Error
-from .fingerprint import drafter_id, tensor_digests
+from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .model_card import build_card, hub_repo_id
 from .records import record_of, recorded_capture
 from .registry.models import ELSEWHERE_SCHEME
@@ -204,7 +204,8 @@ def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[st
     """The source's own sidecar when it describes these weights and no target is given; else one made now
     (handing on the history the old one knew)."""
     drafter = source.drafter
-    the_id = drafter_id(drafter, tensor_digests(drafter))
+    digests = tensor_digests(drafter)
+    the_id = drafter_id(drafter, digests)
     given = options.verifier or options.target
     if source.sidecar and source.sidecar.get("drafter_id") == the_id and not given:
         data = (source.path / SIDECAR_NAME).read_bytes()
@@ -212,7 +213,7 @@ def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[st
     facts = sidecar_facts(drafter, options, None)
     facts["ids_as_written"] = ids_as_written(drafter.config, options, [layout])
     facts["drafter_id"] = the_id
-    notes = drafter.notes + carry_history(facts, source.sidecar)
+    notes = drafter.notes + carry_history(facts, source.sidecar, {config_and_weights_id(drafter, digests)})
     if layout == "gguf":  # a GGUF's sidecar is bound to the record it carries (it has no config.json)
         record = load_checkpoint(source.path).config.get(RECORD_KEY)
         config_bytes = record.encode() if isinstance(record, str) else b""

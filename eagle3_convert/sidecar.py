@@ -25,19 +25,29 @@ def config_digest(config_bytes: bytes) -> str:
 
 def read(root: Path, config_path: Path) -> dict[str, Any] | None:
     """The sidecar if present, well-formed and written with this exact config.json; else None."""
+    found = read_record(root, config_path)
+    return found[0] if found is not None and found[1] else None
+
+
+def read_record(root: Path, config_path: Path) -> tuple[dict[str, Any], bool] | None:
+    """The sidecar if present and well-formed, and whether it was written with this exact config.json.
+
+    One that was not still says what it knew of the weights (their target, capture layers, vocabulary,
+    flags): config.json was edited since, and the edit is what provenance.py checks against it. Its config
+    facts (ids as written, layout extras) are trusted only with the config it was written with.
+    """
     path = root / SIDECAR_NAME
     try:
         if not path.is_file() or path.stat().st_size > MAX_SIDECAR_BYTES:
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
-        config_bytes = config_path.read_bytes()
+        config_bytes = config_path.read_bytes() if config_path.is_file() else None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("sidecar_version") != SIDECAR_VERSION:
         return None
-    if data.get("config_sha256") != config_digest(config_bytes):
-        return None  # config.json was edited after we wrote it: its word wins
-    return data
+    trusted = config_bytes is not None and data.get("config_sha256") == config_digest(config_bytes)
+    return data, trusted
 
 
 def tool_name() -> str:

@@ -202,7 +202,8 @@ LAYERS = [
     ("cli", ("cli", "__main__")),
     ("pipelines", ("convert", "validate", "schemas", "publish", "model_card", "sources", "targets", "records",
                    "hints", "hub_read", "hub_index")),
-    ("layouts / engines / registry", ("converters", "engines", "registry", "sidecar", "fingerprint")),
+    ("layouts / engines / registry", ("converters", "engines", "registry", "sidecar", "fingerprint",
+                                      "provenance")),
     ("model", ("drafter", "vocab_map", "capture_ids", "names")),
     ("I/O", ("safetensors_io", "atomic", "writeback", "torch_zip", "torch_pickle", "bin_reader", "errors", "")),
 ]

@@ -353,9 +353,12 @@ def test_validate_reports_a_config_that_contradicts_the_training_record(chain: d
     edit_ids(chain["vl"], [1, 3, 4])  # SGLang's ids written where vLLM reads boundaries
     result = run_cli("validate", chain["vl"], "--registry", registry, "--json")
     assert result.exit_code == 1
-    [finding] = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "E-CAPTURE-RECORD"]
+    found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "E-CAPTURE-RECORD"]
+    # the registry's record and the sidecar beside the edited config (written with the config before) both say so
+    [finding] = [f for f in found if "registry" in f["message"]]
     assert finding["severity"] == "error" and "[1, 3, 4]" in finding["message"] and "[2, 4, 5]" in finding["message"]
     assert sidecar(chain["sg"])["drafter_id"][:12] in finding["message"]
+    assert [f for f in found if f["message"].count("eagle3-convert.json") == 1 and "[2, 4, 5]" in f["message"]]
 
 
 def test_recorded_capture_lookups(chain: dict, example_dir: Path, tmp_path: Path) -> None:
@@ -422,7 +425,7 @@ def test_convert_restores_capture_layers_from_the_training_record(sample, tmp_pa
     result = run_cli("--to", "speculators", "--verifier", "org/t", src, tmp_path / "spec", "--registry", registry)
     assert result.exit_code == 0, result.stderr
     assert json.loads((tmp_path / "spec" / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
-    assert "taken from the registry record of drafter" in result.stdout
+    assert "taken from the registry's record of drafter" in result.stdout
 
 
 def test_convert_takes_capture_layers_given_on_the_command_line(sample, tmp_path: Path):

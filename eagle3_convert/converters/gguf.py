@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..capture_ids import default_boundaries
-from ..drafter import Drafter, DrafterConfig, TargetIdentity
+from ..drafter import Drafter, DrafterConfig, TargetIdentity, dtype_of_weights
 from ..errors import FormatError, RefusalError, UsageError
 from ..safetensors_io import InMemoryTensor, TensorSource, read_tensor_bytes
 from ..vocab_map import VocabMap, encode_d2t
@@ -313,6 +313,7 @@ class GGUFLayout(Layout):
         cfg = DrafterConfig.model_validate(fields)
         canonical = _canonical_tensors(ckpt.tensors, cfg, dtypes if isinstance(dtypes, dict) else {})
         _check_rope_freqs(ckpt.tensors.get(ROPE_FREQS), cfg, notes)
+        cfg = dtype_of_weights(cfg, canonical["fc.weight"].dtype if "fc.weight" in canonical else None, notes)
         drafter = Drafter(cfg, canonical, _vocab_map(ckpt.tensors.get(D2T), keys.draft_vocab, keys.vocab), notes)
         check_tensor_table(drafter)
         return drafter
@@ -332,6 +333,11 @@ class GGUFLayout(Layout):
         tensors, dtypes = _gguf_tensors(drafter, outtype)
         main_dtype = OUTTYPES.get(outtype) or (drafter.tensors["fc.weight"].dtype
                                                if drafter.tensors["fc.weight"].dtype in FILE_TYPE else "F32")
+        cast = _cast_weights(drafter, outtype)
+        if cast:
+            cfg = dtype_of_weights(cfg, main_dtype, notes)
+            notes.append(f"--outtype {outtype}: the 2-D weights are written as {main_dtype}, other bytes than the "
+                         "source's: the GGUF holds a new drafter, recorded as a cast of the source")
         metadata = _metadata(cfg, boundaries, main_dtype)
         target_id = TargetIdentity.merged(cfg.target, TargetIdentity(
             num_hidden_layers=L, hidden_size=cfg.resolved_target_hidden_size, vocab_size=target.vocab_size))
@@ -347,7 +353,7 @@ class GGUFLayout(Layout):
             write_gguf(tmp / name, metadata, plan_config_types, record_text, target, tensors, on_progress)
             return [name]
 
-        return WritePlan(self.name, plan_config, tensors, notes, writer=write)
+        return WritePlan(self.name, plan_config, tensors, notes, writer=write, cast=cast)
 
 
 _WHERE = "llama.cpp's eagle3 architecture"
@@ -409,6 +415,14 @@ def _outtype(options: ConvertOptions) -> str:
         raise UsageError(f"--outtype {outtype}: not written here", "choose auto, bf16, f16 or f32 (quantize "
                          "afterwards with llama-quantize)", code="E-GGUF-OUTTYPE")
     return outtype
+
+
+def _cast_weights(drafter: Drafter, outtype: str) -> dict[str, TensorSource]:
+    """The canonical 2-D weights `--outtype` changes the dtype of, as the GGUF read back holds them (norms go
+    back to their source dtype exactly; q/k rows are permuted and un-permuted around the same element cast)."""
+    dst = OUTTYPES.get(outtype)
+    return {name: StreamedTensor(src, dst, tuple(src.shape)) for name, src in drafter.tensors.items()
+            if dst is not None and name in NAMES and len(src.shape) == 2 and src.dtype != dst}
 
 
 def _gguf_tensors(drafter: Drafter, outtype: str) -> tuple[dict[str, TensorSource], dict[str, str]]:
