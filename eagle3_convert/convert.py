@@ -261,6 +261,19 @@ def _take_capture(drafter: Drafter, boundaries: list[int], said_by: str, depth: 
         drafter.notes.append(f"capture layers {boundaries} taken from {said_by}: config.json names none")
 
 
+def restore_target(source: Source, options: ConvertOptions) -> None:
+    """The target the records name, where config.json names none (or less): a fact about the weights that an
+    edited config (or a layout that has no place for it) lost, restored and said so."""
+    cfg = source.drafter.config
+    for k in [*options.known, *([source.known] if source.known is not None else [])]:
+        merged = TargetIdentity.merged(cfg.target, k.target)
+        if merged is not None and merged != cfg.target:
+            if k.target and k.target.name_or_path and not (cfg.target and cfg.target.name_or_path):
+                source.drafter.notes.append(f"target {k.target.name_or_path} taken from {k.label}")
+            cfg = cfg.model_copy(update={"target": merged})
+    source.drafter.config = cfg
+
+
 def check_known_facts(source: Source, options: ConvertOptions) -> None:
     """Every other fact the registry's record and the sidecar hold about these weights, against config.json:
     the target, vocabulary, widths and norm flags. A contradiction is refused (E-RECORD-CONFLICT)."""
@@ -422,6 +435,7 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     layout = get_layout(to)
     apply_training_capture(source.drafter, options, source.known)
     check_known_facts(source, options)
+    restore_target(source, options)
     check_capture_range(source.drafter.config, options)
     plan = layout.plan(source.drafter, options)
     return plan, judge_output(plan, source.drafter, options, layout.home_engines)

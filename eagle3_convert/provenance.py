@@ -105,9 +105,12 @@ class Contradiction:
     recorded: Any
     known: Known
     where: str | None = None  # the config field (JSON path), for findings
+    other: Known | None = None  # set when `config` is what another record says, not config.json
 
     @property
     def message(self) -> str:
+        if self.other is not None:
+            return f"{self.other.label} says {self.what} {self.config}, {self.known.label} says {self.recorded}"
         return f"config.json's {self.what} is {self.config}, {self.known.label} says {self.recorded}"
 
 
@@ -151,8 +154,25 @@ def fact_contradictions(cfg: DrafterConfig, target: TargetIdentity | None, verif
     return out
 
 
+def record_contradictions(sidecar: Known, record: Known) -> list[Contradiction]:
+    """Where the sidecar and the registry's record of the same weights name other targets (config.json may hold
+    no target to contradict either). Their capture layers are each compared with config.json's instead."""
+    out: list[Contradiction] = []
+    if sidecar.target is None or record.target is None:
+        return out
+    for key, what in (("name_or_path", "target"), ("num_hidden_layers", "target depth"),
+                      ("hidden_size", "target hidden size"), ("vocab_size", "target vocabulary")):
+        mine, theirs = getattr(sidecar.target, key), getattr(record.target, key)
+        if mine and theirs and (mine.lower() != theirs.lower() if key == "name_or_path" else mine != theirs):
+            out.append(Contradiction(what, mine, theirs, record, other=sidecar))
+    return out
+
+
 def way_out(found: Contradiction, src: str) -> str:
     """What to do about a contradiction other than the capture layers (those have convert's flags)."""
+    if found.other is not None:
+        return (f"check which target the drafter was trained on: if the record is wrong, `eagle3-convert registry add "
+                f"{src} --target TARGET` records the right one; if the sidecar is wrong, move {SIDECAR_LABEL} aside")
     if found.what.endswith("(--target)"):
         name = found.known.target.name_or_path if found.known.target else None
         return f"check --target is the model the drafter was trained for{f' ({name})' if name else ''}"

@@ -211,6 +211,10 @@ def check_known(ctx: Context, known: list[provenance.Known]) -> None:
         given = ctx.target_facts.identity if ctx.target_facts else None
         for found in provenance.fact_contradictions(reading, given, provenance.verifier_named(ctx.config), k):
             ctx.add("E-RECORD-CONFLICT", found.message, provenance.way_out(found, ctx.src), where=found.where)
+    beside = [k for k in known if not k.in_registry]
+    for record in (k for k in known if k.in_registry):
+        for found in (c for side in beside for c in provenance.record_contradictions(side, record)):
+            ctx.add("E-RECORD-CONFLICT", found.message, provenance.way_out(found, ctx.src))
 
 
 def _capture_way_out(ctx: Context, clash: tuple[list[int], list[int]], names_ids: bool) -> str:
