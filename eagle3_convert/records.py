@@ -23,7 +23,7 @@ from . import sidecar
 from .convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME
 from .drafter import TargetIdentity
-from .capture_ids import capture_context, default_boundaries
+from .capture_ids import capture_context
 from .errors import Eagle3Error, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .registry.errors import NoRegistry, RegistryError
@@ -176,35 +176,6 @@ def remove(drafter_id: str, registry: RegistryArg = None) -> str:
 
 
 
-def recorded_capture(path: str | os.PathLike[str], registry: RegistryArg = None, *, uri: str | None = None,
-                     by_content: bool = False, target_depth: int | None = None) -> tuple[list[int], str] | None:
-    """The capture boundaries the registry says the drafter in directory `path` was trained on, with
-    a label naming the record; None when the registry does not know it or cannot say (engine
-    default on a target of unknown depth). For `validate`'s expected_boundaries.
-
-    Found by the drafter id of its trusted eagle3-convert.json, else by where it was recorded
-    (`path`, or `uri` such as hf://org/name@commit: an edited config is the case worth catching),
-    else, with `by_content`, by the id of its bytes (reads every tensor; unreadable: not found).
-    Where there is no registry (no file, or a database without our tables) nothing is created: looking up
-    writes nothing.
-    """
-    root = Path(path)
-    try:
-        with opened(registry, create=False) as store:
-            record = _recorded_at(store, root, uri, by_content)
-    except NoRegistry:
-        return None
-    if record is None:
-        return None
-    boundaries = record.capture_boundaries
-    if boundaries is None:  # trained on the engine default: which layers depends on the target's depth
-        depth = target_depth or (record.target.num_hidden_layers if record.target else None)
-        if depth is None:
-            return None
-        boundaries = default_boundaries(depth)
-    return boundaries, f"the registry's record of drafter {record.drafter_id[:12]}"
-
-
 @dataclass(frozen=True)
 class RegistryFact:
     """A fact convert takes from the registry, with the record it comes from: printed, and kept in the
@@ -226,8 +197,13 @@ class RegistryFact:
 
 def known_record(path: str | os.PathLike[str], registry: RegistryArg = None, *, uri: str | None = None,
                  by_content: bool = False) -> DrafterRecord | None:
-    """The registry's record of the drafter in directory `path` (found as recorded_capture finds it), or None;
-    a missing registry is not created."""
+    """The registry's record of the drafter in directory `path`, or None; for validate, inspect and convert, which
+    check config.json against it (provenance.py).
+
+    Found by the drafter id its eagle3-convert.json names (the weights' id: an edited config.json does not hide
+    it), else by where it was recorded (`path`, or `uri` such as hf://org/name@commit), else, with `by_content`,
+    by the id of its bytes (reads every tensor; unreadable: not found). Where there is no registry (no file, or a
+    database without our tables) nothing is created: looking up writes nothing."""
     try:
         with opened(registry, create=False) as store:
             return _recorded_at(store, Path(path), uri, by_content)

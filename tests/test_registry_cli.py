@@ -14,7 +14,8 @@ import pytest
 from conftest import run_cli, tree_digest
 from registry_backends import backend, sql
 from eagle3_convert.registry import open_registry, training_boundaries
-from eagle3_convert.records import add_checkpoint, lineage, list_records, recorded_capture, remove, show
+from eagle3_convert.provenance import from_record
+from eagle3_convert.records import add_checkpoint, known_record, lineage, list_records, remove, show
 from eagle3_convert.safetensors_io import read_header
 
 PROVENANCE = "speculators 0.9.0, ultrachat 200k, run 7"
@@ -361,13 +362,24 @@ def test_validate_reports_a_config_that_contradicts_the_training_record(chain: d
     assert [f for f in found if f["message"].count("eagle3-convert.json") == 1 and "[2, 4, 5]" in f["message"]]
 
 
+def recorded_capture(path: Path, registry, *, by_content: bool = False, target_depth: int | None = None):
+    """The capture boundaries the registry's record of the drafter in `path` says it was trained on, and the
+    record's label, as validate and convert read them; None when it knows no record, or cannot say."""
+    record = known_record(path, registry, by_content=by_content)
+    if record is None:
+        return None
+    known = from_record(record)
+    boundaries = known.boundaries(target_depth)
+    return None if boundaries is None else (boundaries, known.label.split(" (recorded")[0])
+
+
 def test_recorded_capture_lookups(chain: dict, example_dir: Path, tmp_path: Path) -> None:
     registry = chain["registry"]
     drafter_id = sidecar(chain["sg"])["drafter_id"]
     label = f"the registry's record of drafter {drafter_id[:12]}"
     assert recorded_capture(chain["sg"], registry) == ([2, 4, 5], label)  # by its sidecar's id
     edit_ids(chain["vl"], [1, 3, 4])
-    assert recorded_capture(chain["vl"], registry) == ([2, 4, 5], label)  # by where it was recorded
+    assert recorded_capture(chain["vl"], registry) == ([2, 4, 5], label)  # by its sidecar's id: the same weights
 
     # Elsewhere and without a sidecar, only its bytes say which drafter it is.
     copy = tmp_path / "copy"
@@ -376,6 +388,8 @@ def test_recorded_capture_lookups(chain: dict, example_dir: Path, tmp_path: Path
         (copy / name).write_bytes((chain["sg"] / name).read_bytes())
     assert recorded_capture(copy, registry) is None
     assert recorded_capture(copy, registry, by_content=True) == ([2, 4, 5], label)
+    (chain["vl"] / "eagle3-convert.json").unlink()
+    assert recorded_capture(chain["vl"], registry) == ([2, 4, 5], label)  # by where it was recorded
 
     if backend(registry) == "sqlite":
         missing = tmp_path / "nowhere" / "registry.db"

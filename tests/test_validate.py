@@ -25,8 +25,7 @@ import pytest
 from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal
 from conftest import DATA, EXAMPLE, run_cli
 from eagle3_convert.names import ENGINES
-from eagle3_convert.drafter import TargetIdentity
-from eagle3_convert.provenance import Known
+from eagle3_convert.convert import convert
 from eagle3_convert.validate import (CODES, check_capture_record, load_target_facts, scan_tensor,
                                      validate_checkpoint)
 from eagle3_convert.errors import Eagle3Error
@@ -143,6 +142,14 @@ class Case:
 
 def built(layout: str, **changes: Any) -> Callable[[Path], Path]:
     return lambda tmp: build_drafter(tmp / "drafter", layout, DrafterSpec(), **changes)
+
+
+def converted(layout: str) -> Callable[[Path], Path]:
+    """A built drafter converted by eagle3-convert (not recorded): it carries our sidecar."""
+    def base(tmp: Path) -> Path:
+        convert(str(build_drafter(tmp / "built", layout, DrafterSpec())), tmp / "drafter", layout)
+        return tmp / "drafter"
+    return base
 
 
 def built_readable_by_both() -> Callable[[Path], Path]:
@@ -343,12 +350,9 @@ CASES: dict[str, Case] = {
         lambda c: c["eagle_config"].__setitem__("use_aux_hidden_state", False))),
     "E-CAPTURE-RECORD": Case(built("sglang"), _ids(nested=[1, 3, 5]),
                              lambda tmp: {"expected_boundaries": [2, 4, 5]}),
-    # the registry's record of these weights names the verifier: a config naming another contradicts it (issue 21)
-    "E-RECORD-CONFLICT": Case(built("speculators"), edit_config(
-        lambda c: c["speculators_config"]["verifier"].update(name_or_path="org/other-model")),
-        lambda tmp: {"known": [Known("the registry's record of drafter 0123456789ab", [2, 4, 5],
-                                     TargetIdentity(name_or_path="org/target-model", num_hidden_layers=8),
-                                     in_registry=True, drafter_id="0123456789ab" * 4)]}),
+    # the sidecar beside it (written with the config before) names the verifier: a config naming another (issue 21)
+    "E-RECORD-CONFLICT": Case(converted("speculators"), edit_config(
+        lambda c: c["speculators_config"]["verifier"].update(name_or_path="org/other-model"))),
     "W-CAPTURE-IDS-IGNORED": Case(built("modelopt", capture_boundaries=None), _ids(nested=[1, 3, 4]),
                                   with_engines("vllm")),
     "W-CAPTURE-CONVENTION": Case(built("vllm"), _ids(nested=[3, 5, 6])),  # SGLang: boundaries [4, 6, 7]
