@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import sidecar
+from . import provenance, sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME, load_checkpoint
 from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
@@ -22,7 +22,7 @@ from .engines import serve_verdicts, target_context
 from .errors import Eagle3Error
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .model_card import build_card, hub_repo_id
-from .records import record_of, recorded_capture
+from .records import known_record, record_of
 from .registry.models import ELSEWHERE_SCHEME
 from .safetensors_io import INDEX_NAME
 from .sidecar import SIDECAR_NAME
@@ -168,11 +168,11 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
 
 
 def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None) -> Any:
-    # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
-    recorded = recorded_capture(path, registry, uri=uri) if registry is not None else None
-    expected, record_label = recorded or (None, "")
+    # The registry's record of these weights, when it knows them: config.json is checked against it (and against the
+    # sidecar beside it), as validate does.
+    record = known_record(path, registry, uri=uri) if registry is not None else None
     report = validate_checkpoint(path, from_layout=from_layout, target=target, source_label=label,
-                                 expected_boundaries=expected, record_label=record_label)
+                                 known=[provenance.from_record(record)] if record is not None else [])
     if report.failed():
         raise PublishRefused(report)
     return report

@@ -22,7 +22,6 @@ from typing import Any
 from . import sidecar
 from .convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME
-from .drafter import TargetIdentity
 from .capture_ids import capture_context
 from .errors import Eagle3Error, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
@@ -32,6 +31,7 @@ from .registry.recording import record_facts, training_boundaries
 from .registry.store import RegistryStore, open_registry
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None
+SHAPE = ("model_type", "num_hidden_layers", "hidden_size", "vocab_size")  # what a target config says of its model
 
 
 @dataclass
@@ -78,9 +78,10 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
     drafter = source.drafter
     cfg = drafter.config
     facts = sidecar_facts(drafter, options, None, trained_with=trained_with)
-    if options.target is not None:  # --target states the target trained on: it wins over what the files say
-        said = TargetIdentity.model_validate(facts["target"]) if facts["target"] else None
-        facts["target"] = TargetIdentity.merged(options.target, said).model_dump()
+    if options.target is not None:  # --target states the target's shape: it wins over what the files say
+        shape = {key: value for key, value in options.target.model_dump().items()
+                 if key in SHAPE and value is not None}
+        facts["target"] = {**(facts["target"] or options.target.model_dump()), **shape}
     facts["ids_as_written"] = ids_as_written(cfg, options, [source.detection.layout])
     notes = list(drafter.notes)
     claimed = [name for name, given in (("target", target), ("trained_with", trained_with)) if given is not None]
