@@ -33,6 +33,9 @@ class Known:
     flags: dict[str, bool] = field(default_factory=dict)
     drafter_id: str | None = None
     in_registry: bool = False
+    # False for a record `registry sync` made from a Hub repo read without its weights (a Hub fingerprint): only its
+    # capture layers are held against config.json; its other disagreements are sync's to report (E-SYNC-CONFLICT)
+    of_the_weights: bool = True
 
     @property
     def depth(self) -> int | None:
@@ -85,7 +88,7 @@ def from_record(record: Any) -> Known:
     return Known(f"the registry's record of drafter {record.drafter_id[:12]} (recorded {when} UTC)",
                  record.capture_boundaries, target,
                  record.vocab_size, record.draft_vocab_size, record.hidden_size, dict(record.flags),
-                 record.drafter_id, in_registry=True)
+                 record.drafter_id, in_registry=True, of_the_weights=record.id_kind != "hub-fingerprint")
 
 
 def verifier_named(config: dict[str, Any] | None) -> str | None:
@@ -133,6 +136,8 @@ def fact_contradictions(cfg: DrafterConfig, target: TargetIdentity | None, verif
     """Every fact but the capture layers on which config.json (`cfg`; the target it is checked against, if one
     is given; `verifier`, the target name the config itself states) contradicts `known`."""
     out: list[Contradiction] = []
+    if not known.of_the_weights:
+        return out
     theirs = known.target
     if theirs is not None:
         if verifier and theirs.name_or_path and verifier.lower() != theirs.name_or_path.lower():
@@ -158,7 +163,7 @@ def record_contradictions(sidecar: Known, record: Known) -> list[Contradiction]:
     """Where the sidecar and the registry's record of the same weights name other targets (config.json may hold
     no target to contradict either). Their capture layers are each compared with config.json's instead."""
     out: list[Contradiction] = []
-    if sidecar.target is None or record.target is None:
+    if sidecar.target is None or record.target is None or not record.of_the_weights:
         return out
     for key, what in (("name_or_path", "target"), ("num_hidden_layers", "target depth"),
                       ("hidden_size", "target hidden size"), ("vocab_size", "target vocabulary")):
