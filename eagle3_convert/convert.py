@@ -222,8 +222,8 @@ def apply_training_capture(drafter: Drafter, options: ConvertOptions, beside: pr
                                code="E-CAPTURE-RECORD")
         overruled = [f"{written} of config.json"] * differs + [
             f"{k.boundaries(depth)} of {k.label}" for k in known if provenance.capture_contradiction(boundaries, k, depth)]
+        options.capture_restated = overruled
         if overruled:
-            options.capture_restated = overruled
             drafter.notes.append(f"{said_by} states the capture layers as boundaries {boundaries}, overruling "
                                  f"{' and '.join(overruled)}: the output's sidecar and lineage keep the restatement")
         _take_capture(drafter, boundaries, said_by, depth, replace=differs)
