@@ -37,7 +37,7 @@ def build(dest: Path, layout: str, boundaries: list[int] | None, *, vocab_ids: l
 
 def tiny_spec(boundaries: list[int] | None, *, vocab_ids: list[int] | None = None, vocab_size: int = 64,
               k: int | None = None, target_layers: int = 8, **fields) -> DrafterSpec:
-    # A drafter is its weights (issue 21): one trained on other layers has other weights, or the tests' shared
+    # A drafter is its weights (issue 21): one trained on other layers has other weights, or the test's
     # registry (one per test, shared by its hypothesis examples) would hold one drafter said to be trained on several
     # lists of layers: a conflict, rightly.
     fields.setdefault("seed", sum(b * 131 ** i for i, b in enumerate(boundaries or ())) + target_layers)
