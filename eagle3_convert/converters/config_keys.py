@@ -112,7 +112,7 @@ LAYOUT_KEYS: dict[str, Level] = {
     # speculators 0.9 (trainer and converter): the decoder nested under transformer_layer_config.
     "speculators": Level(
         semantic=frozenset({"speculators_model_type", "transformer_layer_config", "draft_vocab_size",
-                            "target_hidden_size", CAPTURE_IDS, "speculators_config", *FLAGS}),
+                            "target_hidden_size", CAPTURE_IDS, "speculators_config", "mask_token_id", *FLAGS}),
         known=TRANSFORMERS_COMMON | frozenset({"speculators_version", "embed_requires_grad", "tie_word_embeddings",
                                                "has_no_defaults_at_init"}),
         children=(
@@ -128,7 +128,7 @@ LAYOUT_KEYS: dict[str, Level] = {
                     eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc"}),
     # vLLM-native Eagle3 configs.
     "vllm": _flat({"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
-                   CAPTURE_IDS, *FLAGS},
+                   CAPTURE_IDS, "pard_token", "ptd_token_id", "mask_token_id", *FLAGS},
                   eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc"},
                   eagle_known=MODELOPT_NESTED),
     # SafeAILab/EAGLE: a plain Llama config and draft_vocab_size.

@@ -81,7 +81,7 @@ def to_stored(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: 
 KNOWN_CANONICAL = re.compile(
     r"^(fc\.weight|norm\.weight|lm_head\.weight|embed_tokens\.weight|input_norm\.weight|fc_norm\.\d+\.weight"
     r"|layers\.\d+\.(self_attn\.[a-z_]+|mlp\.(gate|up|down)_proj|input_layernorm|hidden_norm"
-    r"|post_attention_layernorm)\.(weight|bias))$")
+    r"|post_attention_layernorm)\.(weight|bias)|mask_hidden)$")
 VOCAB_TENSORS = ("d2t", "t2d")
 
 
@@ -152,6 +152,7 @@ class Layout(ABC):
     # The engines (eagle3_convert.engines names) a file in this layout is written for: each must
     # serve it as trained, or the write is refused.
     home_engines: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ("eagle3",)  # the drafter kinds (drafter.KINDS) the layout can hold
 
     @abstractmethod
     def detect(self, ckpt: Checkpoint) -> Detection | None: ...
@@ -168,6 +169,57 @@ def refuse_unless(cond: bool, message: str, hint: str, code: str) -> None:
         raise RefusalError(message, hint, code=code)
 
 
+# ---------------------------------------------------------------- drafter kinds
+
+# The kind a config names, by the name its producer gives it. speculators: `speculators_model_type`, as each config
+# class registers it (speculators models/{eagle3,peagle,dflash,dspark}/config.py: SpeculatorModelConfig.register).
+# Flat configs: the architecture. SpecForge writes PEagleDraftModel, DFlashDraftModel, DSparkDraftModel
+# (configs/qwen3-8b-{peagle,dflash,dspark}.json); vLLM's speculators path turns peagle into PeagleLlamaForCausalLM /
+# PeagleQwen3ForCausalLM (transformers_utils/configs/speculators/algos.py, update_peagle).
+KIND_BY_SPECULATORS_TYPE = {"eagle3": "eagle3", "peagle": "peagle", "dflash": "dflash", "dspark": "dspark"}
+KIND_BY_ARCHITECTURE = {"PEagleSpeculator": "peagle", "PEagleDraftModel": "peagle", "PeagleLlamaForCausalLM": "peagle",
+                        "PeagleQwen3ForCausalLM": "peagle", "DFlashSpeculator": "dflash", "DFlashDraftModel": "dflash",
+                        "DSparkSpeculator": "dspark", "DSparkDraftModel": "dspark"}
+# Block-diffusion drafters: a non-causal block of `block_size` masked tokens drafted in one pass from their own target
+# layers (speculators `aux_hidden_state_layer_ids`; z-lab/SpecForge `dflash_config.target_layer_ids`, one lower),
+# with no EAGLE-3 first layer (q/k/v read H, not 2H) and the verifier's head: no EAGLE-3 layout can hold one.
+BLOCK_DIFFUSION = {"dflash": "DFlash", "dspark": "DSpark"}
+
+
+def drafter_kind(config: dict[str, Any]) -> tuple[str | None, str]:
+    """The drafter kind config.json names (None: a speculators type this tool does not know), and the field naming
+    it, as `field 'value'`. A config that names no kind is EAGLE-3."""
+    named = config.get("speculators_model_type")
+    if named is not None:
+        return KIND_BY_SPECULATORS_TYPE.get(named) if isinstance(named, str) else None, \
+            f"speculators_model_type {named!r}"
+    archs = config.get("architectures") if isinstance(config.get("architectures"), list) else []
+    arch = next((a for a in archs if isinstance(a, str) and a in KIND_BY_ARCHITECTURE), None)
+    if arch is not None:
+        return KIND_BY_ARCHITECTURE[arch], f"architectures {archs}"
+    return "eagle3", "no kind named (EAGLE-3)"
+
+
+def refuse_block_diffusion(config: dict[str, Any]) -> None:
+    """DFlash and DSpark are recognised by name and refused with the field that names them."""
+    kind, field = drafter_kind(config)
+    if kind in BLOCK_DIFFUSION:
+        ids = "aux_hidden_state_layer_ids" if "speculators_model_type" in config else "dflash_config.target_layer_ids"
+        raise RefusalError(f"{field}: a {BLOCK_DIFFUSION[kind]} block-diffusion drafter (its own target layers in "
+                           f"{ids}, no EAGLE-3 first layer, the verifier's head), not one of the kinds this tool "
+                           "converts (EAGLE-3, P-EAGLE)",
+                           f"serve it as published: vLLM loads {BLOCK_DIFFUSION[kind]} drafters in this layout "
+                           "(speculative method dflash)", code="E-KIND-UNSUPPORTED")
+
+
+def refuse_other_kind(kind: str, layout: str, kinds: tuple[str, ...], where: str) -> None:
+    """A layout holds only the kinds its engines build: anything else is refused, naming the field."""
+    if kind not in kinds:
+        homes = "the speculators layout (`--to speculators`, served by vLLM)" if kind == "peagle" else "its own layout"
+        raise RefusalError(f"the drafter is a {kind} drafter ({where}), and the {layout} layout holds "
+                           f"{' and '.join(kinds)} drafters only", f"convert it to {homes}", code="E-KIND-UNSUPPORTED")
+
+
 # ---------------------------------------------------- flat-config layout markers
 
 # The same flat `LlamaForCausalLMEagle3` config is written for SGLang, vLLM, original EAGLE and
@@ -175,13 +227,16 @@ def refuse_unless(cond: bool, message: str, hint: str, code: str) -> None:
 EAGLE3_ARCHITECTURES = frozenset({
     "LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM", "Eagle3DeepseekV2ForCausalLM",
     "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM", "Eagle3Qwen3vlForCausalLM",
-    "Eagle3MiniMaxM2ForCausalLM", "LlamaForCausalLMEagle3Deep"})
+    "Eagle3MiniMaxM2ForCausalLM", "LlamaForCausalLMEagle3Deep",
+    # P-EAGLE drafters vLLM builds from its Eagle3 classes (registry.py; speculators algos.py update_peagle)
+    "PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM"})
 # The drafter family of the class each engine builds for an architecture (vLLM's registry, SGLang's EntryClass).
 ARCHITECTURE_FAMILY = {
     "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "Eagle3Qwen2_5vlForCausalLM": "llama",
     "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama", "LlamaForCausalLMEagle3Deep": "llama",
     "Eagle3Qwen3ForCausalLM": "qwen3",
     "Eagle3DeepseekV2ForCausalLM": "deepseek_mla", "Eagle3DeepseekV3ForCausalLM": "deepseek_mla",
+    "PEagleDraftModel": "llama", "PeagleLlamaForCausalLM": "llama", "PeagleQwen3ForCausalLM": "qwen3",
 }
 # Keys only NVIDIA ModelOpt writes into the nested eagle_config.
 MODELOPT_EAGLE_FIELDS = ("use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",

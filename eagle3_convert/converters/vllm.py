@@ -14,6 +14,7 @@ from typing import Any
 from ..drafter import NORM_FLAGS, Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
+from .layout import drafter_kind
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -50,8 +51,11 @@ ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausa
 CLASS_FAMILY = engine.CLASSES
 served_family = engine.served_family
 FLAGS = NORM_FLAGS
+# P-EAGLE's mask token in a flat config: where vLLM's proposer reads it (engine.PARALLEL_DRAFTING_TOKEN_KEYS),
+# and the speculators spelling a producer may carry over. SpecForge's flat PEagleDraftModel config writes none.
+PEAGLE_MASK_KEYS = (*engine.PARALLEL_DRAFTING_TOKEN_KEYS, "mask_token_id")
 MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
-           IDS_KEY, *FLAGS}
+           IDS_KEY, *FLAGS, *PEAGLE_MASK_KEYS}
 NESTED_MODELED = (IDS_KEY, "use_aux_hidden_state", "norm_before_fc")
 
 
@@ -102,6 +106,16 @@ class VLLMLayout(Layout):
         fields["norm_before_fc"] = bool(eagle.get("norm_before_fc", raw.get("norm_before_fc", False)))
         fields["fc_norm"] = bool(raw.get("fc_norm", False))
         fields["norm_output"] = bool(raw.get("norm_output", False))
+        fields["kind"], named = drafter_kind(raw)
+        if fields["kind"] == "peagle":
+            mask = next((raw[k] for k in PEAGLE_MASK_KEYS if raw.get(k) is not None), None)
+            if mask is None:
+                notes.append(f"a P-EAGLE drafter ({named}) whose config names no mask token "
+                             f"({', '.join(PEAGLE_MASK_KEYS)}): vLLM and the speculators layout need it")
+            elif not isinstance(mask, int) or isinstance(mask, bool) or mask < 0:
+                raise FormatError(f"the P-EAGLE mask token is {mask!r}", "it must be a token id (an integer >= 0)",
+                                  code="E-CONFIG-FIELD")
+            fields["mask_token_id"] = mask
 
         top = int_list(raw.get(IDS_KEY), IDS_KEY)
         nested = int_list(eagle.get(IDS_KEY),

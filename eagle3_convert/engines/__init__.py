@@ -67,6 +67,8 @@ def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict
     name = reading.engine
     if reading.refusal:
         return Verdict(name, REFUSES, None, reading.refusal)
+    if reading.kind != cfg.kind:
+        return Verdict(name, WRONG, reading.captures, f"builds its {reading.kind} drafter for a {cfg.kind} drafter")
     if reading.family != cfg.family:
         return Verdict(name, WRONG, reading.captures, f"builds its {reading.family} drafter class for a {cfg.family} "
                                                       "drafter")

@@ -28,6 +28,7 @@ class Reading:
     label: str
     refusal: str | None = None  # the engine's own loud failure
     family: str | None = None  # drafter family of the class it builds
+    kind: str = "eagle3"  # the drafter kind (drafter.KINDS) it builds
     captures: list[int] | None = None  # boundaries it captures (None: unknown depth, or runtime)
     from_default: bool = False  # the captures are the engine's defaults, not read from the file
     runtime: bool = False  # takes the capture layers as a serve-time argument (TensorRT-LLM)

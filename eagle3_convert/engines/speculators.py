@@ -15,6 +15,8 @@ from .common import FLAGS, IDS_KEY, Reading, TargetContext, flag, id_list
 LABEL = "speculators library"
 RELEASE = "speculators 0.9.0"
 MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
+# speculators_model_type -> the kind it loads (SpeculatorModel.register("eagle3") / ("peagle"), models/*/core.py)
+KINDS = {"eagle3": "eagle3", "peagle": "peagle"}
 
 
 
@@ -31,6 +33,11 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     if "speculators_model_type" not in config:
         r.refusal = "the speculators library reads only speculators-format configs (speculators_model_type)"
         return r
+    kind = KINDS.get(config["speculators_model_type"])
+    if kind is None:
+        r.refusal = f"the speculators library builds no EAGLE-3-style drafter for {config['speculators_model_type']!r}"
+        return r
+    r.kind = kind
     layer_cfg = config.get("transformer_layer_config")
     model_type = layer_cfg.get("model_type") if isinstance(layer_cfg, dict) else None
     r.family = MODEL_TYPES.get(model_type)

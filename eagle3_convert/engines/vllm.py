@@ -36,7 +36,15 @@ CLASSES = {
     "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama",
     "Eagle3Qwen3ForCausalLM": "qwen3",
     "Eagle3DeepseekV2ForCausalLM": "deepseek_mla", "Eagle3DeepseekV3ForCausalLM": "deepseek_mla",
+    # P-EAGLE (#32887, #41826): the Eagle3 classes with parallel drafting; PeagleX is what its speculators path
+    # (transformers_utils/configs/speculators/algos.py, update_peagle) names for model_type llama / qwen3
+    "PEagleDraftModel": "llama", "PeagleLlamaForCausalLM": "llama", "PeagleQwen3ForCausalLM": "qwen3",
 }
+# speculators_model_type -> the drafter kind vLLM's speculators path builds (algos.py: eagle3, peagle registered)
+SPECULATORS_KINDS = {"eagle3": "eagle3", "peagle": "peagle"}
+# Where its parallel-drafting proposer reads the mask token of a flat config (_init_parallel_drafting_params).
+PARALLEL_DRAFTING_TOKEN_KEYS = ("pard_token", "ptd_token_id")
+PEAGLE_ARCHITECTURES = frozenset({"PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM"})
 # Names only vLLM resolves (SGLang refuses them loudly), for files SGLang would misread.
 VLLM_ONLY = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM",
              "deepseek_mla": "Eagle3DeepseekV3ForCausalLM"}
@@ -92,6 +100,13 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
             r.refusal = (f"vLLM refuses it: Speculators verifier must name a remote model repository "
                          f"(name_or_path is {verifier!r})")
             return r
+        r.kind = SPECULATORS_KINDS.get(config.get("speculators_model_type"))
+        if r.kind is None:
+            r.refusal = f"vLLM's speculators path builds no drafter for {config.get('speculators_model_type')!r} here"
+            return r
+        if r.kind == "peagle" and config.get("mask_token_id") is None:
+            r.refusal = "vLLM fails to build the P-EAGLE config: update_peagle reads config_dict['mask_token_id']"
+            return r
     else:
         archs = architectures(config)
         family = served_family(archs)
@@ -102,6 +117,14 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
         if family is None:
             r.refusal = f"vLLM refuses it: model architectures {archs} are not supported"
             return r
+        if PEAGLE_ARCHITECTURES & set(archs):
+            r.kind = "peagle"
+            if not any(k in config for k in PARALLEL_DRAFTING_TOKEN_KEYS):
+                # the proposer's _init_parallel_drafting_params (v1/spec_decode); the speculators path sets
+                # pard_token from mask_token_id
+                r.refusal = ("vLLM refuses it: for parallel drafting, the draft model config must have "
+                             "`pard_token` or `ptd_token_id`")
+                return r
     r.family = family
     eagle = nested(config)
     places = {"top": id_list(config.get(IDS_KEY)), "nested": id_list(eagle.get(IDS_KEY))}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import WRONG, TargetContext, serve_verdicts
+from ..engines import REFUSES, WRONG, TargetContext, serve_verdicts
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
 from .context import ABSENT, Context
@@ -63,6 +63,12 @@ def check_engine_verdicts(ctx: Context) -> None:
                 fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
             ctx.add("E-ENGINE-WRONG", f"{LABELS[reader]}: {verdict.why}; it would serve this file wrong", fix,
                     engine=engine)
+            said.add(engine)
+        elif verdict.verdict == REFUSES and cfg.kind != "eagle3" and engine not in said:
+            # what only a kind's own rules decide (P-EAGLE's mask token): the EAGLE-3 profiles above cannot say it
+            ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {verdict.why}",
+                    "add the field the engine names to a copy of config.json (for P-EAGLE, the mask token the "
+                    "drafter was trained with)", engine=engine)
             said.add(engine)
 
 

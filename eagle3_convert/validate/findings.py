@@ -34,8 +34,11 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-CONFIG-KEY-PLACE": ("error", "a key the reader reads sits one level off (top level vs a nested object)"),
     "W-CONFIG-KEY-UNKNOWN": ("warning", "a config key the layout's producers never write (carried verbatim)"),
     "W-CONFIG-KEY-FOREIGN": ("warning", "a key other layouts' engines read and this layout's do not (not carried)"),
+    "E-KIND-UNSUPPORTED": ("error", "a drafter kind (DFlash, DSpark) this tool recognises and does not convert, or a "
+                                    "kind the destination layout cannot hold"),
     "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
     "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
+    "E-ENGINE-REFUSES": ("error", "the engine refuses this file loudly (a field its drafter kind needs is missing)"),
     "E-ENGINE-WRONG": ("error", "the engine loads this file and serves something other than the trained drafter"),
     "E-CONFIG-DRAFT-VOCAB": ("error", "draft_vocab_size is missing, or the engine's reading of it misfits lm_head"),
     "E-CONFIG-TARGET-HIDDEN-NULL": ("error", "target_hidden_size is null, and SGLang checks presence only"),

@@ -8,9 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..atomic import CONFIG_NAME
-from ..converters.layout import ConvertOptions, Layout
+from ..converters.layout import ConvertOptions, Layout, refuse_block_diffusion
 from ..converters.registry import detect, get_layout, layouts
-from ..errors import CaptureConflict, Eagle3Error, FormatError
+from ..errors import CaptureConflict, Eagle3Error, FormatError, RefusalError
 from .capture import check_capture, check_capture_record, read_capture_ids
 from .config import check_rope, check_schema, read_config
 from .context import LOCATIONS, Context
@@ -74,6 +74,11 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     if from_layout != "auto":
         report.detected_by = "given with --from"
         return [get_layout(from_layout)]
+    try:
+        refuse_block_diffusion(raw.config or {})  # a kind recognised by name: no EAGLE-3 check applies to it
+    except RefusalError as exc:
+        report.findings.append(from_error(exc, where=CONFIG_NAME))
+        return []
     ckpt = raw.checkpoint()
     try:
         detection = detect(ckpt)
