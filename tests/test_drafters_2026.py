@@ -7,6 +7,10 @@ by tests/builders.py (independently of our writers), then edited as the producer
   a two-field rope_scaling (converters/eagle.py): anything else is refused with the field that blocks it.
 - Near-miss keys: a key one edit from a modelled key that is ALSO present is no typo (renaming it would write a
   duplicate key); DeepSeek-V4's `o_lora_rank` beside `q_lora_rank` is a key real producers write.
+- Drafter kinds: P-EAGLE (`speculators_model_type: peagle`, `mask_token_id`, a learned `mask_hidden`) was refused with
+  "E-SCHEMA: 'eagle3' was expected"; now read, validated, recorded with its kind and written to speculators, and
+  refused by every EAGLE-3 layout with the field that names it. DFlash and DSpark (SpecForge's real configs) are
+  recognised by name and refused in one line, by validate as by convert.
 - E-KEY-DUPLICATE through multi-layer names: a layer >= 1 whose `input_layernorm` and `hidden_norm` differ (a
   SpecForge fork applies the first and leaves the second all ones) is refused by convert as validate reports it;
   identical twins are merged, and the output says so. (tests/test_caught_bugs.py covers two prefixes of one name.)
@@ -21,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from builders import DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors, write_safetensors
-from conftest import run_cli, tensor_hashes
+from conftest import DATA, run_cli, tensor_hashes
 
 ERROR_LINE = re.compile(r"^error: .+ \[(E-[A-Z0-9-]+)\] — hint: .+$")
 
@@ -240,3 +244,88 @@ def test_identical_later_norms_are_merged_and_said(tmp_path: Path, layout: str, 
     written = tensor_hashes(tmp_path / "out")
     assert written["layers.1.hidden_norm.weight"] == written["layers.1.input_layernorm.weight"] == \
         tensor_hashes(src)["layers.1.input_layernorm.weight"]
+
+
+# ------------------------------------------------------------------ drafter kinds: P-EAGLE, DFlash, DSpark
+
+PEAGLE = DrafterSpec(num_layers=2, peagle_mask_token_id=7)
+
+
+def test_peagle_speculators_drafter_is_validated_converted_and_recorded(tmp_path: Path):
+    """Before: validate said E-SCHEMA ('eagle3' was expected) and convert refused. After: a clean report, the
+    speculators layout written back with its kind, mask token and every tensor, and the registry records the kind."""
+    src = build_drafter(tmp_path / "src", "speculators", PEAGLE)
+    validated = run_cli("validate", "--json", src)
+    assert validated.exit_code == 0, validated.stdout
+    registry = tmp_path / "registry.db"
+    result = run_cli("--to", "speculators", src, tmp_path / "out", "--registry", registry)
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (written["speculators_model_type"], written["speculators_config"]["algorithm"]) == ("peagle", "peagle")
+    assert written["mask_token_id"] == 7 and written["architectures"] == ["PEagleSpeculator"]
+    before, after = tensor_hashes(src), tensor_hashes(tmp_path / "out")
+    assert after["mask_hidden"] == before["mask_hidden"] and set(after) == set(before)
+    [record] = json.loads(run_cli("registry", "list", "--json", "--registry", registry).stdout)["records"]
+    assert record["drafter_kind"] == "peagle"
+
+
+@pytest.mark.parametrize("to", ["sglang", "vllm", "eagle", "modelopt"])
+def test_peagle_is_refused_by_the_eagle3_layouts_naming_the_field(tmp_path: Path, to: str):
+    src = build_drafter(tmp_path / "src", "speculators", PEAGLE)
+    result = run_cli("--no-record", "--to", to, src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
+    assert "speculators_model_type 'peagle'" in result.stderr and "--to speculators" in result.stderr
+    assert nothing_written(tmp_path, "out")
+
+
+def test_peagle_without_its_mask_token_is_refused_naming_it(tmp_path: Path):
+    """vLLM's update_peagle reads config_dict['mask_token_id']: without it the file names no servable drafter."""
+    src = build_drafter(tmp_path / "src", "speculators", PEAGLE)
+    config = json.loads((src / "config.json").read_text())
+    del config["mask_token_id"]
+    (src / "config.json").write_text(json.dumps(config))
+    result = run_cli("--no-record", "--to", "speculators", src, tmp_path / "out")
+    assert result.exit_code == 1 and refusal_code(result.stderr) == "E-CONFIG-FIELD"
+    assert "mask_token_id" in result.stderr
+    codes = {f["code"] for f in json.loads(run_cli("validate", "--json", src).stdout)["findings"]}
+    assert {"E-SCHEMA", "E-ENGINE-REFUSES"} <= codes
+
+
+def test_flat_peagle_converts_to_speculators_with_its_mask_token(tmp_path: Path):
+    """SpecForge's PEagleDraftModel, with the token where vLLM reads it (pard_token), becomes speculators' P-EAGLE."""
+    src = build_drafter(tmp_path / "src", "vllm", PEAGLE)
+    result = run_cli("--no-record", "--verifier", "org/target", "--to", "speculators", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (written["speculators_model_type"], written["mask_token_id"]) == ("peagle", 7)
+    assert tensor_hashes(tmp_path / "out")["mask_hidden"] == tensor_hashes(src)["mask_hidden"]
+
+
+BLOCK_DIFFUSION = DATA / "block-diffusion"
+
+
+@pytest.mark.parametrize("name, kind", [("specforge-qwen3-8b-dflash", "DFlash"),
+                                        ("specforge-qwen3-8b-dspark", "DSpark")])
+def test_dflash_and_dspark_are_recognised_and_refused_in_one_line(tmp_path: Path, name: str, kind: str):
+    """Before: 'not a known EAGLE-3 drafter layout'. After: the kind named, with the field that names it."""
+    src = tmp_path / name
+    src.mkdir()
+    (src / "config.json").write_bytes((BLOCK_DIFFUSION / f"{name}.json").read_bytes())
+    write_safetensors(src / "model.safetensors", {"fc.weight": RawTensor("BF16", (4, 4), bytes(32))})
+    result = run_cli("--no-record", "--to", "speculators", src, tmp_path / "out")
+    assert result.exit_code == 1 and refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
+    assert f"a {kind} block-diffusion drafter" in result.stderr and f"{kind}DraftModel" in result.stderr
+    assert nothing_written(tmp_path, "out")
+    validated = run_cli("validate", "--json", src)
+    assert validated.exit_code == 1
+    assert [f["code"] for f in json.loads(validated.stdout)["findings"]] == ["E-KIND-UNSUPPORTED"]
+
+
+@pytest.mark.parametrize("kind", ["dflash", "dspark"])
+def test_speculators_dflash_and_dspark_are_refused_naming_the_field(tmp_path: Path, kind: str):
+    src = build_drafter(tmp_path / "src", "speculators", DrafterSpec())
+    edit_config(src, speculators_model_type=kind)
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 1 and refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
+    assert f"speculators_model_type {kind!r}" in result.stderr and "aux_hidden_state_layer_ids" in result.stderr
