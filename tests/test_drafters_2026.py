@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 from pathlib import Path
 
 import pytest
 
-from builders import DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors, write_safetensors
+from builders import (DrafterSpec, RawTensor, build_drafter, canonical_tensors, config_for, draft_vocab,
+                      stored_tensors, write_safetensors)
 from conftest import DATA, run_cli, tensor_hashes
 
 ERROR_LINE = re.compile(r"^error: .+ \[(E-[A-Z0-9-]+)\] — hint: .+$")
@@ -329,3 +331,104 @@ def test_speculators_dflash_and_dspark_are_refused_naming_the_field(tmp_path: Pa
     result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
     assert result.exit_code == 1 and refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
     assert f"speculators_model_type {kind!r}" in result.stderr and "aux_hidden_state_layer_ids" in result.stderr
+
+
+# ------------------------------------------------------------------ NeMo Automodel's LlamaEagle3DraftModel
+
+NEMO_UNPREFIXED = ("lm_head.", "d2t", "t2d", "mask_hidden")  # beside its `model.` backbone (draft_llama.py)
+
+
+def nemo_drafter(dest: Path, spec: DrafterSpec, target_layers: int = 8) -> Path:
+    """As NeMo Automodel's EAGLE-3 recipe saves it: the TARGET's config (a Qwen3 target here, its depth and
+    layer_types) plus the draft's keys, and the backbone's tensors under `model.`."""
+    tensors = {(n if n.startswith(NEMO_UNPREFIXED) else f"model.{n}"): t
+               for n, t in canonical_tensors(spec).items()}
+    ids = draft_vocab(spec)
+    if ids is not None:  # its d2t/t2d buffers (set_vocab_mapping): offsets and the presence mask
+        tensors["d2t"] = RawTensor("I64", (len(ids),), b"".join(struct.pack("<q", t - i) for i, t in enumerate(ids)))
+        tensors["t2d"] = RawTensor("BOOL", (spec.vocab_size,), bytes(int(t in ids) for t in range(spec.vocab_size)))
+    peagle = spec.peagle_mask_token_id is not None
+    config = {"architectures": ["LlamaEagle3DraftModel"], "model_type": "qwen3", "hidden_size": spec.hidden_size,
+              "intermediate_size": spec.intermediate_size, "num_attention_heads": spec.num_attention_heads,
+              "num_key_value_heads": spec.num_key_value_heads, "head_dim": spec.head_dim,
+              "num_hidden_layers": spec.num_layers if peagle else target_layers, "vocab_size": spec.vocab_size,
+              "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 4096,
+              "layer_types": ["full_attention"] * target_layers, "max_window_layers": target_layers,
+              "use_sliding_window": False, "tie_word_embeddings": False, "draft_vocab_size": spec.vd,
+              "target_hidden_size": spec.ht, "attn_implementation": "eager", "parallel_drafting": peagle,
+              "torch_dtype": "bfloat16"}
+    if peagle:
+        config["mask_token_id"] = spec.peagle_mask_token_id
+    dest.mkdir(parents=True)
+    (dest / "config.json").write_text(json.dumps(config, indent=2))
+    write_safetensors(dest / "model.safetensors", tensors)
+    return dest
+
+
+def test_nemo_draft_reads_as_the_draft_not_as_its_target(tmp_path: Path):
+    """Before: E-LAYOUT-UNKNOWN. After: one Llama-style layer (not the target's 8 Qwen3 layers), the `model.` prefix
+    removed, the target's depth known (so the default capture is the trained one), every tensor kept."""
+    src = nemo_drafter(tmp_path / "src", DrafterSpec(capture_boundaries=None))
+    validated = json.loads(run_cli("validate", "--json", src).stdout)
+    # as saved, no engine resolves LlamaEagle3DraftModel (vLLM: "not supported")
+    assert [(f["code"], f["engine"]) for f in validated["findings"] if f["severity"] == "error"] == \
+        [("E-CONFIG-ARCH", "vllm")]
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (written["model_type"], written["num_hidden_layers"]) == ("llama", 1)
+    assert "layer_types" not in written and written["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert "default layers (the trained ones)" in serve_line(result.stdout, "vLLM (V1 runner)")
+    stored = tensor_hashes(src)
+    assert tensor_hashes(tmp_path / "out") == {n.removeprefix("model."): h for n, h in stored.items()}
+    assert run_cli("validate", tmp_path / "out").exit_code == 0
+
+
+def test_nemo_peagle_converts_to_speculators(tmp_path: Path):
+    src = nemo_drafter(tmp_path / "src", DrafterSpec(capture_boundaries=None, num_layers=2, peagle_mask_token_id=5))
+    result = run_cli("--no-record", "--verifier", "org/target", "--to", "speculators", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (written["speculators_model_type"], written["mask_token_id"]) == ("peagle", 5)
+    assert written["transformer_layer_config"]["num_hidden_layers"] == 2
+    assert tensor_hashes(tmp_path / "out")["mask_hidden"] == tensor_hashes(src)["mask_hidden"]
+
+
+def test_nemo_is_read_only(tmp_path: Path):
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec())
+    result = run_cli("--no-record", "--to", "nemo", src, tmp_path / "out")
+    assert result.exit_code == 1 and refusal_code(result.stderr) == "E-LAYOUT-READ-ONLY"
+    assert nothing_written(tmp_path, "out")
+
+
+# ------------------------------------------------------------------ architecture aliases
+
+def test_community_draft_declaring_plain_llama_reads_as_vllm_native(tmp_path: Path):
+    """Before: E-LAYOUT-UNKNOWN. A draft that declares LlamaForCausalLM with draft_vocab_size and layers.* names is
+    what vLLM builds Eagle3LlamaForCausalLM from: read so, clean, and converted."""
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec())
+    edit_config(src, architectures=["LlamaForCausalLM"])
+    assert run_cli("validate", src).exit_code == 0
+    result = run_cli("--no-record", "--to", "sglang", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert "detected vllm" in result.stderr
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]
+
+
+@pytest.mark.parametrize("arch, family, written", [("EAGLE3LlamaForCausalLM", "llama", "LlamaForCausalLMEagle3"),
+                                                   ("Eagle3DeepSeekV3ForCausalLM", "deepseek_mla",
+                                                    "Eagle3DeepseekV2ForCausalLM")])
+def test_tensorrt_llm_class_names_are_read_and_written_as_each_layout_names_them(tmp_path: Path, arch: str,
+                                                                                   family: str, written: str):
+    """TensorRT-LLM registers these names (modeling_speculative.py); vLLM and SGLang resolve neither. Before:
+    E-LAYOUT-UNKNOWN. After: the family they name, a vLLM refusal said by validate, and outputs that engines load."""
+    spec = DrafterSpec(family=family, target_model_type="deepseek_v3" if family == "deepseek_mla" else "llama")
+    src = build_drafter(tmp_path / "src", "vllm", spec)
+    edit_config(src, architectures=[arch])
+    findings = json.loads(run_cli("validate", "--json", src).stdout)["findings"]
+    assert [(f["code"], f["engine"]) for f in findings if f["severity"] == "error"] == [("E-CONFIG-ARCH", "vllm")]
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert f"{arch} is TensorRT-LLM's registered name" in result.stdout + result.stderr
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == [written]
+    assert run_cli("validate", tmp_path / "out").exit_code == 0

@@ -135,6 +135,11 @@ LAYOUT_KEYS: dict[str, Level] = {
     "eagle": _flat({"architectures", "draft_vocab_size", "target_hidden_size"}),
     # NVIDIA ModelOpt's HF export (llama and kimik2 templates of its export plugin).
     # The top-level id list is eagle3-convert's copy for vLLM, as boundaries, beside NVIDIA's nested one.
+    # NeMo Automodel's LlamaEagle3DraftModel: the target's config plus its draft keys (converters/nemo.py).
+    "nemo": _flat({"architectures", "draft_vocab_size", "target_hidden_size", "parallel_drafting", "mask_token_id",
+                   "fc_norm", "norm_output", "num_aux_hidden_states"},
+                  known={"attn_implementation", "num_depths", "down_sample_ratio", "down_sample_ratio_min",
+                         "layer_types", "max_window_layers", "sliding_window", "use_sliding_window"}),
     "modelopt": _flat({"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size", CAPTURE_IDS},
                       known={"quantization_config"},
                       eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", *MODELOPT_NESTED}),

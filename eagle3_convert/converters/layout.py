@@ -154,6 +154,11 @@ class Layout(ABC):
     home_engines: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ("eagle3",)  # the drafter kinds (drafter.KINDS) the layout can hold
 
+    def config_view(self, config: dict[str, Any]) -> dict[str, Any]:
+        """config.json as the drafter is built from it (validate checks this view): the file itself, unless a
+        producer writes another model's config (NeMo Automodel writes the target's)."""
+        return config
+
     @abstractmethod
     def detect(self, ckpt: Checkpoint) -> Detection | None: ...
 
@@ -229,7 +234,9 @@ EAGLE3_ARCHITECTURES = frozenset({
     "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM", "Eagle3Qwen3vlForCausalLM",
     "Eagle3MiniMaxM2ForCausalLM", "LlamaForCausalLMEagle3Deep",
     # P-EAGLE drafters vLLM builds from its Eagle3 classes (registry.py; speculators algos.py update_peagle)
-    "PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM"})
+    "PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM",
+    # TensorRT-LLM's registered names (modeling_speculative.py: @register_auto_model on Eagle3ForCausalLM)
+    "EAGLE3LlamaForCausalLM", "Eagle3DeepSeekV3ForCausalLM"})
 # The drafter family of the class each engine builds for an architecture (vLLM's registry, SGLang's EntryClass).
 ARCHITECTURE_FAMILY = {
     "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "Eagle3Qwen2_5vlForCausalLM": "llama",
@@ -237,7 +244,11 @@ ARCHITECTURE_FAMILY = {
     "Eagle3Qwen3ForCausalLM": "qwen3",
     "Eagle3DeepseekV2ForCausalLM": "deepseek_mla", "Eagle3DeepseekV3ForCausalLM": "deepseek_mla",
     "PEagleDraftModel": "llama", "PeagleLlamaForCausalLM": "llama", "PeagleQwen3ForCausalLM": "qwen3",
+    "EAGLE3LlamaForCausalLM": "llama", "Eagle3DeepSeekV3ForCausalLM": "deepseek_mla",
 }
+# Architecture names only TensorRT-LLM registers (vLLM's registry and SGLang's EntryClass have neither): a flat
+# config that declares one is read as the drafter family it names, and written with each layout's own name.
+TRTLLM_ONLY_ARCHITECTURES = {"EAGLE3LlamaForCausalLM": "llama", "Eagle3DeepSeekV3ForCausalLM": "deepseek_mla"}
 # Keys only NVIDIA ModelOpt writes into the nested eagle_config.
 MODELOPT_EAGLE_FIELDS = ("use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
                          "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers")

@@ -14,7 +14,7 @@ from typing import Any
 from ..drafter import NORM_FLAGS, Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
-from .layout import drafter_kind
+from .layout import TRTLLM_ONLY_ARCHITECTURES, drafter_kind
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -68,7 +68,17 @@ class VLLMLayout(Layout):
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         m = flat_markers(ckpt)
-        if not m.eagle3_architecture or m.modelopt_fields or m.pickled or "speculators_model_type" in ckpt.config:
+        if m.modelopt_fields or m.pickled or "speculators_model_type" in ckpt.config:
+            return None
+        if not m.eagle3_architecture:
+            # A community draft that declares its plain base class (LlamaForCausalLM) with draft_vocab_size and
+            # vLLM's layers.* names: vLLM builds Eagle3<arch> from it (engines/vllm.py served_family). With
+            # midlayer.* names it is EAGLE's training template (the eagle layout).
+            plain = [a for a in m.architectures if f"Eagle3{a}" in CLASS_FAMILY]
+            if plain and "draft_vocab_size" in ckpt.config and not m.midlayer and \
+                    any(n.startswith("layers.0.") for n in ckpt.tensors):
+                return Detection(self.name, False, f"{plain[0]} with draft_vocab_size and layers.* tensors (a "
+                                                   f"community draft: vLLM builds Eagle3{plain[0]} from it)")
             return None
         if m.top_level_ids and not m.nested_ids:
             return Detection(self.name, True, "top-level eagle_aux_hidden_state_layer_ids only (vLLM reads its ids "
@@ -79,6 +89,9 @@ class VLLMLayout(Layout):
                      ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")]
         if only_vllm:
             return Detection(self.name, True, f"architecture {only_vllm[0]} exists only in vLLM")
+        trtllm_name = next((a for a in m.architectures if a in TRTLLM_ONLY_ARCHITECTURES), None)
+        if trtllm_name is not None:  # a flat config with a TensorRT-LLM class name: read as a flat vLLM config
+            return Detection(self.name, False, f"architecture {trtllm_name} (TensorRT-LLM's name), flat config")
         return None
 
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
@@ -88,6 +101,11 @@ class VLLMLayout(Layout):
         fields = flat_fields(raw, MODELED, ckpt.tensors, notes)
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         served = served_family(archs)
+        trtllm_name = next((a for a in archs if a in TRTLLM_ONLY_ARCHITECTURES), None)
+        if served is None and trtllm_name is not None:
+            served = TRTLLM_ONLY_ARCHITECTURES[trtllm_name]
+            notes.append(f"architectures {archs}: {trtllm_name} is TensorRT-LLM's registered name, which vLLM and "
+                         f"SGLang refuse; read as its {served} drafter and written with the destination's own name")
         if served is None:
             raise FormatError(f"architectures {archs} name no vLLM Eagle3 drafter class",
                               f"vLLM-native drafters use {', '.join(sorted(set(ARCHITECTURE.values())))}",
@@ -147,7 +165,7 @@ class VLLMLayout(Layout):
             tensors.get("fc.weight"), fields, declared if isinstance(declared, int) else None, top or nested)
 
         own: dict[str, Any] = {}
-        if archs != [ARCHITECTURE[fields["family"]]]:
+        if archs != [ARCHITECTURE[fields["family"]]] and trtllm_name is None and fields["kind"] == "eagle3":
             own["architectures"] = archs  # another spelling of the same vLLM class
         nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED}
         if nested_extra:

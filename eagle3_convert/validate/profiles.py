@@ -133,4 +133,5 @@ LAYOUT_ENGINES: dict[str, tuple[str, ...]] = {
     "speculators": ("speculators", "vllm"), "vllm": ("vllm",), "sglang": ("sglang",),
     "eagle": ("sglang", "vllm"), "modelopt": ("trtllm",),  # ModelOpt's ids are TensorRT-LLM's; vLLM: --engine
     "gguf": ("llamacpp",),
+    "nemo": ("vllm",),  # served by none as it is: vLLM's refusal says why
 }
