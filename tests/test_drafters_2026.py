@@ -432,3 +432,16 @@ def test_tensorrt_llm_class_names_are_read_and_written_as_each_layout_names_them
     assert f"{arch} is TensorRT-LLM's registered name" in result.stdout + result.stderr
     assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == [written]
     assert run_cli("validate", tmp_path / "out").exit_code == 0
+
+
+def test_a_class_name_in_another_case_is_read_as_that_class(tmp_path: Path):
+    """AngelSlim's configs/qwen3/eagle3/qwen3-4b-eagle3.json says Eagle3LLamaforCausalLM. Before: E-LAYOUT-UNKNOWN.
+    After: read as Eagle3LlamaForCausalLM, validate says vLLM refuses that spelling, the output spells it right."""
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec())
+    edit_config(src, architectures=["Eagle3LLamaforCausalLM"])
+    findings = json.loads(run_cli("validate", "--json", src).stdout)["findings"]
+    assert [(f["code"], f["engine"]) for f in findings if f["severity"] == "error"] == [("E-CONFIG-ARCH", "vllm")]
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert "Eagle3LlamaForCausalLM in another case" in result.stdout + result.stderr
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]

@@ -71,6 +71,11 @@ EXPECTED: dict[str, tuple[str, str, int, int, int, list[int] | None]] = {
     "specforge-qwen3-coder-next-eagle3": ("midlayer.", "llama", 2048, 32000, 151936, None),
     "specforge-qwen3-next-80b-a3b-eagle3": ("midlayer.", "llama", 2048, 32000, 151936, None),
     "specforge-qwen3.5-35b-a3b-eagle3": ("midlayer.", "llama", 2048, 32000, 248320, None),
+    # Tencent/AngelSlim's EAGLE-3 trainer configs (vLLM-native Eagle3LlamaForCausalLM, layers.0.* tensors)
+    "angelslim-qwen3-8b-eagle3": ("layers.0.", "llama", 4096, 32000, 151936, None),
+    "angelslim-qwen3-30b-a3b-eagle3": ("layers.0.", "llama", 2048, 32000, 151936, None),
+    "angelslim-qwen3-vl-4b-eagle3-mrope": ("layers.0.", "llama", 2560, 32000, 151936, None),
+    "angelslim-qwen3-4b-eagle3": ("layers.0.", "llama", 2560, 32000, 151936, None),
     # P-EAGLE, 4 layers, as SpecForge's PEagleDraftModel saves it (layers.{i}, mask_hidden, its own embed_tokens)
     "specforge-qwen3-8b-peagle": ("layers.0.", "llama", 4096, 32000, 151936, None),
 }
@@ -89,6 +94,8 @@ VALIDATE_ERRORS: dict[str, set[str]] = {
     # tie_word_embeddings true (the template copies Phi-4-mini's flag; SpecForge turns it off to train): SGLang
     # then ties lm_head to embed_tokens and never loads the trained head (issue 22; engines/sglang.py)
     "specforge-phi4-mini-eagle3": {"E-ENGINE-WRONG"},
+    # "Eagle3LLamaforCausalLM": no engine matches a class name in another case (read as Eagle3LlamaForCausalLM)
+    "angelslim-qwen3-4b-eagle3": {"E-CONFIG-ARCH"},
     # SpecForge's P-EAGLE config names no mask token: vLLM's parallel drafting refuses it without pard_token
     "specforge-qwen3-8b-peagle": {"E-ENGINE-REFUSES"},
 }

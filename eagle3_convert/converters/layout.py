@@ -249,6 +249,19 @@ ARCHITECTURE_FAMILY = {
 # Architecture names only TensorRT-LLM registers (vLLM's registry and SGLang's EntryClass have neither): a flat
 # config that declares one is read as the drafter family it names, and written with each layout's own name.
 TRTLLM_ONLY_ARCHITECTURES = {"EAGLE3LlamaForCausalLM": "llama", "Eagle3DeepSeekV3ForCausalLM": "deepseek_mla"}
+
+
+def miscased_architecture(archs: Any) -> tuple[str, str] | None:
+    """(as written, the known name) for an architecture that differs from a known EAGLE-3 class in case only
+    (AngelSlim's configs/qwen3/eagle3/qwen3-4b-eagle3.json writes Eagle3LLamaforCausalLM): every engine matches
+    class names exactly and refuses it, but the class it means is not in doubt."""
+    # (EAGLE3LlamaForCausalLM and Eagle3LlamaForCausalLM differ in case only: the name vLLM resolves wins)
+    known = {name.casefold(): name for name in sorted(EAGLE3_ARCHITECTURES, key=TRTLLM_ONLY_ARCHITECTURES.__contains__,
+                                                        reverse=True)}
+    for arch in archs if isinstance(archs, list) else ():
+        if isinstance(arch, str) and arch not in EAGLE3_ARCHITECTURES and arch.casefold() in known:
+            return arch, known[arch.casefold()]
+    return None
 # Keys only NVIDIA ModelOpt writes into the nested eagle_config.
 MODELOPT_EAGLE_FIELDS = ("use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
                          "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers")

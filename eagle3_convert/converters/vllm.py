@@ -14,7 +14,7 @@ from typing import Any
 from ..drafter import NORM_FLAGS, Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
-from .layout import TRTLLM_ONLY_ARCHITECTURES, drafter_kind
+from .layout import ARCHITECTURE_FAMILY, TRTLLM_ONLY_ARCHITECTURES, drafter_kind, miscased_architecture
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -70,6 +70,10 @@ class VLLMLayout(Layout):
         m = flat_markers(ckpt)
         if m.modelopt_fields or m.pickled or "speculators_model_type" in ckpt.config:
             return None
+        miscased = miscased_architecture(list(m.architectures))
+        if miscased is not None and not m.midlayer:
+            return Detection(self.name, False, f"architecture {miscased[0]} ({miscased[1]} in another case) with "
+                                               "layers.* tensors")
         if not m.eagle3_architecture:
             # A community draft that declares its plain base class (LlamaForCausalLM) with draft_vocab_size and
             # vLLM's layers.* names: vLLM builds Eagle3<arch> from it (engines/vllm.py served_family). With
@@ -101,10 +105,16 @@ class VLLMLayout(Layout):
         fields = flat_fields(raw, MODELED, ckpt.tensors, notes)
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         served = served_family(archs)
-        trtllm_name = next((a for a in archs if a in TRTLLM_ONLY_ARCHITECTURES), None)
-        if served is None and trtllm_name is not None:
-            served = TRTLLM_ONLY_ARCHITECTURES[trtllm_name]
-            notes.append(f"architectures {archs}: {trtllm_name} is TensorRT-LLM's registered name, which vLLM and "
+        # A name vLLM refuses but whose class is not in doubt: read as that class, never carried into an output.
+        foreign_name = next((a for a in archs if a in TRTLLM_ONLY_ARCHITECTURES), None)
+        miscased = miscased_architecture(archs)
+        if served is None and miscased is not None:
+            foreign_name, served = miscased[0], ARCHITECTURE_FAMILY[miscased[1]]
+            notes.append(f"architectures {archs}: {miscased[0]} is {miscased[1]} in another case; engines match class "
+                         "names exactly and refuse it: read as that class and written with the destination's own name")
+        elif served is None and foreign_name is not None:
+            served = TRTLLM_ONLY_ARCHITECTURES[foreign_name]
+            notes.append(f"architectures {archs}: {foreign_name} is TensorRT-LLM's registered name, which vLLM and "
                          f"SGLang refuse; read as its {served} drafter and written with the destination's own name")
         if served is None:
             raise FormatError(f"architectures {archs} name no vLLM Eagle3 drafter class",
@@ -165,7 +175,7 @@ class VLLMLayout(Layout):
             tensors.get("fc.weight"), fields, declared if isinstance(declared, int) else None, top or nested)
 
         own: dict[str, Any] = {}
-        if archs != [ARCHITECTURE[fields["family"]]] and trtllm_name is None and fields["kind"] == "eagle3":
+        if archs != [ARCHITECTURE[fields["family"]]] and foreign_name is None and fields["kind"] == "eagle3":
             own["architectures"] = archs  # another spelling of the same vLLM class
         nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED}
         if nested_extra:
