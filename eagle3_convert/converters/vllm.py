@@ -56,6 +56,8 @@ FLAGS = NORM_FLAGS
 PEAGLE_MASK_KEYS = (*engine.PARALLEL_DRAFTING_TOKEN_KEYS, "mask_token_id")
 MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
            IDS_KEY, *FLAGS, *PEAGLE_MASK_KEYS}
+# The plain base classes community drafts declare, which vLLM turns into Eagle3<name> (served_family).
+PLAIN_BASES = frozenset({"LlamaForCausalLM", "Qwen3ForCausalLM"})
 NESTED_MODELED = (IDS_KEY, "use_aux_hidden_state", "norm_before_fc")
 
 
@@ -78,7 +80,7 @@ class VLLMLayout(Layout):
             # A community draft that declares its plain base class (LlamaForCausalLM) with draft_vocab_size and
             # vLLM's layers.* names: vLLM builds Eagle3<arch> from it (engines/vllm.py served_family). With
             # midlayer.* names it is EAGLE's training template (the eagle layout).
-            plain = [a for a in m.architectures if f"Eagle3{a}" in CLASS_FAMILY]
+            plain = [a for a in m.architectures if a in PLAIN_BASES]
             if plain and "draft_vocab_size" in ckpt.config and not m.midlayer and \
                     any(n.startswith("layers.0.") for n in ckpt.tensors):
                 return Detection(self.name, False, f"{plain[0]} with draft_vocab_size and layers.* tensors (a "
