@@ -259,6 +259,7 @@ def test_peagle_speculators_drafter_is_validated_converted_and_recorded(tmp_path
     src = build_drafter(tmp_path / "src", "speculators", PEAGLE)
     validated = run_cli("validate", "--json", src)
     assert validated.exit_code == 0, validated.stdout
+    assert "kind         peagle, mask token 7" in run_cli("inspect", src).stdout
     registry = tmp_path / "registry.db"
     result = run_cli("--to", "speculators", src, tmp_path / "out", "--registry", registry)
     assert result.exit_code == 0, result.stderr
