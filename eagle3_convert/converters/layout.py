@@ -153,6 +153,7 @@ class Layout(ABC):
     # serve it as trained, or the write is refused.
     home_engines: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ("eagle3",)  # the drafter kinds (drafter.KINDS) the layout can hold
+    writes = True  # False: a producer's training output this tool reads and never writes (plan refuses)
 
     def config_view(self, config: dict[str, Any]) -> dict[str, Any]:
         """config.json as the drafter is built from it (validate checks this view): the file itself, unless a

@@ -66,7 +66,8 @@ class NemoLayout(Layout):
     engine = "vllm"  # (no ids are written: its trainer captures vLLM's defaults)
     renames = RENAMES
     home_engines = ()
-    kinds = ("eagle3", "peagle")  # (both read; plan refuses every write)
+    kinds = ("eagle3", "peagle")
+    writes = False
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         archs = ckpt.config.get("architectures")
