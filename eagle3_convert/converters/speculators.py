@@ -162,7 +162,8 @@ class SpeculatorsLayout(Layout):
             "architectures": [ARCHITECTURES[cfg.kind]],
             "speculators_model_type": cfg.kind,
             "speculators_version": "0.9.0",
-            "embed_requires_grad": False,
+            # (a training flag; PEagleSpeculatorConfig defaults it to true: P-EAGLE trains its embedding)
+            "embed_requires_grad": cfg.kind == "peagle",
             **own,
             **cfg.top_extra,
             "speculators_config": spec_cfg,
