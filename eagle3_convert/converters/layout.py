@@ -249,7 +249,7 @@ ARCHITECTURE_FAMILY = {
 }
 # Architecture names only TensorRT-LLM registers (vLLM's registry and SGLang's EntryClass have neither): a flat
 # config that declares one is read as the drafter family it names, and written with each layout's own name.
-TRTLLM_ONLY_ARCHITECTURES = {"EAGLE3LlamaForCausalLM": "llama", "Eagle3DeepSeekV3ForCausalLM": "deepseek_mla"}
+TRTLLM_ONLY_ARCHITECTURES = frozenset({"EAGLE3LlamaForCausalLM", "Eagle3DeepSeekV3ForCausalLM"})
 
 
 def miscased_architecture(archs: Any) -> tuple[str, str] | None:

@@ -115,7 +115,7 @@ class VLLMLayout(Layout):
             notes.append(f"architectures {archs}: {miscased[0]} is {miscased[1]} in another case; engines match class "
                          "names exactly and refuse it: read as that class and written with the destination's own name")
         elif served is None and foreign_name is not None:
-            served = TRTLLM_ONLY_ARCHITECTURES[foreign_name]
+            served = ARCHITECTURE_FAMILY[foreign_name]
             notes.append(f"architectures {archs}: {foreign_name} is TensorRT-LLM's registered name, which vLLM and "
                          f"SGLang refuse; read as its {served} drafter and written with the destination's own name")
         if served is None:
