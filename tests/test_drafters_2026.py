@@ -320,9 +320,17 @@ def test_dflash_and_dspark_are_recognised_and_refused_in_one_line(tmp_path: Path
     assert result.exit_code == 1 and refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
     assert f"a {kind} block-diffusion drafter" in result.stderr and f"{kind}DraftModel" in result.stderr
     assert nothing_written(tmp_path, "out")
+    # validate checks what vLLM needs to build it (the published file has it all) and says the rest is unchecked
+    validated = run_cli("validate", "--json", src)
+    assert validated.exit_code == 0, validated.stdout
+    assert [f["code"] for f in json.loads(validated.stdout)["findings"]] == ["W-KIND-UNCHECKED"]
+    config = json.loads((src / "config.json").read_text())
+    del config["dflash_config"]["mask_token_id"]
+    (src / "config.json").write_text(json.dumps(config))
     validated = run_cli("validate", "--json", src)
     assert validated.exit_code == 1
-    assert [f["code"] for f in json.loads(validated.stdout)["findings"]] == ["E-KIND-UNSUPPORTED"]
+    errors = [f for f in json.loads(validated.stdout)["findings"] if f["severity"] == "error"]
+    assert [(f["code"], f["where"]) for f in errors] == [("E-CONFIG-FIELD", "$.dflash_config.mask_token_id")]
 
 
 @pytest.mark.parametrize("kind", ["dflash", "dspark"])
@@ -332,6 +340,10 @@ def test_speculators_dflash_and_dspark_are_refused_naming_the_field(tmp_path: Pa
     result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
     assert result.exit_code == 1 and refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
     assert f"speculators_model_type {kind!r}" in result.stderr and "aux_hidden_state_layer_ids" in result.stderr
+    # vLLM's update_dflash / update_dspark read both: without them it fails to build the drafter
+    findings = json.loads(run_cli("validate", "--json", src).stdout)["findings"]
+    assert {f["where"] for f in findings if f["code"] == "E-CONFIG-FIELD"} == \
+        {"$.aux_hidden_state_layer_ids", "$.mask_token_id"}
 
 
 # ------------------------------------------------------------------ NeMo Automodel's LlamaEagle3DraftModel

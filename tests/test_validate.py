@@ -291,9 +291,9 @@ CASES: dict[str, Case] = {
         lambda c: c["transformer_layer_config"].__setitem__("model_type", "mistral"))),
     "E-CONFIG-ARCH": Case(built("vllm", capture_boundaries=None), edit_config(
         lambda c: c.__setitem__("architectures", ["Eagle3Qwen3ForCausalLM"])), with_engines("sglang")),
-    # issue 22: DFlash/DSpark named by speculators (models/dflash/config.py registers "dflash")
-    "E-KIND-UNSUPPORTED": Case(built("speculators"), edit_config(
-        lambda c: c.__setitem__("speculators_model_type", "dflash"))),
+    # issue 22: DFlash named by speculators (models/dflash/config.py registers "dflash"), with the fields vLLM needs
+    "W-KIND-UNCHECKED": Case(built("speculators"), edit_config(lambda c: c.update(
+        speculators_model_type="dflash", aux_hidden_state_layer_ids=[2, 4, 5], mask_token_id=3))),
     # a P-EAGLE drafter (SpecForge's PEagleDraftModel) without the mask token vLLM's parallel drafting needs
     "E-ENGINE-REFUSES": Case(built("vllm", peagle_mask_token_id=7), edit_config(lambda c: c.pop("pard_token"))),
     "E-CONFIG-DRAFT-VOCAB": Case(built("sglang"), edit_config(lambda c: c.pop("draft_vocab_size"))),

@@ -206,6 +206,29 @@ def drafter_kind(config: dict[str, Any]) -> tuple[str | None, str]:
     return "eagle3", "no kind named (EAGLE-3)"
 
 
+def block_diffusion_problems(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, why) for each field vLLM needs to build a DFlash/DSpark drafter from this config and does not find.
+    speculators layout: vLLM's update_dflash / update_dspark read config_dict["aux_hidden_state_layer_ids"] and
+    ["mask_token_id"] (transformers_utils/configs/speculators/algos.py); flat z-lab/SpecForge layout: its DFlash
+    model reads dflash_config.target_layer_ids and the proposer dflash_config.mask_token_id."""
+    if "speculators_model_type" in config:
+        where, fields = config, ("aux_hidden_state_layer_ids", "mask_token_id")
+        prefix = ""
+    else:
+        nested = config.get("dflash_config")
+        where, fields, prefix = (nested if isinstance(nested, dict) else {}), ("target_layer_ids", "mask_token_id"), \
+            "dflash_config."
+    problems = []
+    for name in fields:
+        value = where.get(name)
+        ok = (isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                         for x in value)) if name.endswith("ids") else \
+            (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+        if not ok:
+            problems.append((prefix + name, f"{prefix + name} is {value!r}: vLLM reads it to build the drafter"))
+    return problems
+
+
 def refuse_block_diffusion(config: dict[str, Any]) -> None:
     """DFlash and DSpark are recognised by name and refused with the field that names them."""
     kind, field = drafter_kind(config)
@@ -214,8 +237,8 @@ def refuse_block_diffusion(config: dict[str, Any]) -> None:
         raise RefusalError(f"{field}: a {BLOCK_DIFFUSION[kind]} block-diffusion drafter (its own target layers in "
                            f"{ids}, no EAGLE-3 first layer, the verifier's head), not one of the kinds this tool "
                            "converts (EAGLE-3, P-EAGLE)",
-                           f"serve it as published: vLLM loads {BLOCK_DIFFUSION[kind]} drafters in this layout "
-                           "(speculative method dflash)", code="E-KIND-UNSUPPORTED")
+                           f"serve it as published: vLLM builds {BLOCK_DIFFUSION[kind]} drafters from this config "
+                           "(`eagle3-convert validate` checks the fields it needs)", code="E-KIND-UNSUPPORTED")
 
 
 def refuse_other_kind(kind: str, layout: str, kinds: tuple[str, ...], where: str) -> None:
