@@ -200,9 +200,9 @@ def test_the_registry_imports_no_pipeline():
 # The layers of docs/architecture.md, top to bottom: a module imports only from its own layer or below.
 LAYERS = [
     ("cli", ("cli", "__main__")),
-    ("pipelines", ("convert", "validate", "schemas", "publish", "model_card", "sources", "targets", "records",
-                   "hints", "hub_read", "hub_index")),
-    ("layouts / engines / registry", ("converters", "engines", "registry", "sidecar", "fingerprint")),
+    ("pipelines", ("convert", "validate", "publish", "model_card", "sources", "targets", "records", "hints",
+                   "hub_read", "hub_index")),
+    ("layouts / engines / registry", ("converters", "engines", "registry", "schemas", "sidecar", "fingerprint")),
     ("model", ("drafter", "vocab_map", "capture_ids", "names")),
     ("I/O", ("safetensors_io", "atomic", "writeback", "torch_zip", "torch_pickle", "bin_reader", "errors", "")),
 ]
