@@ -191,13 +191,14 @@ def test_the_key_table_takes_its_types_from_the_schemas():
     """converters/config_keys checks the JSON type of a semantic key with the type the schemas give it: a key
     a layout reads keeps its type check only while a schema types it, and a value of that type passes."""
     from eagle3_convert.converters import config_keys
-    from eagle3_convert.schemas import key_types
+    from eagle3_convert.schemas import config_key_types
 
-    untyped = config_keys.SEMANTIC_AT_ANY_LEVEL - config_keys.TYPED_BY_DECODER_FIELDS - set(config_keys.key_types())
+    read = config_keys.SEMANTIC_AT_ANY_LEVEL - config_keys.TYPED_BY_DECODER_FIELDS
+    untyped = read - set(config_keys.type_checks())
     assert untyped == {"mrope_section", "mrope_interleaved"}  # no schema types them: no check, none lost
-    assert config_keys.key_types()["rope_theta"][1:] == ("a number", True)  # null in a rope object: absent
-    assert key_types()["parallel_draft_step"].kind == "positive"
-    assert key_types()["use_aux_hidden_state"].kind == "boolean"  # typed in sglang, a const true elsewhere
+    assert config_keys.type_checks()["rope_theta"][1:] == ("a number", True)  # null in a rope object: absent
+    assert config_key_types()["parallel_draft_step"].kind == "positive"
+    assert config_key_types()["use_aux_hidden_state"].kind == "boolean"  # typed in sglang, a const true elsewhere
 
     config = config_for("sglang", DrafterSpec())
     config["rope_scaling"] = {"rope_type": "llama3", "factor": "8", "original_max_position_embeddings": None}

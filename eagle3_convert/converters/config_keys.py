@@ -30,6 +30,7 @@ from .. import schemas
 from ..drafter import MLA_KEYS, NORM_FLAGS, ROPE_KEYS
 from ..capture_ids import IDS_KEY as CAPTURE_IDS
 from ..errors import FormatError
+from ..json_values import is_int, is_number, is_positive_int, short_repr
 
 # ------------------------------------------------------------------------ the tables
 
@@ -160,14 +161,6 @@ SEMANTIC_AT_ANY_LEVEL = frozenset().union(*map(_semantic, LAYOUT_KEYS.values()))
 NEVER_CARRIED = (SEMANTIC_ANYWHERE - DECODER_SEMANTIC) | {"speculators_config", "transformer_layer_config"}
 
 
-def _positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _list_of(item: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, list) and all(item(x) for x in v)
 
@@ -175,12 +168,12 @@ def _list_of(item: Callable[[Any], bool]) -> Callable[[Any], bool]:
 # How each JSON type the schemas give a key is checked, and said in a finding.
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "boolean": (lambda v: isinstance(v, bool), "true or false"),
-    "positive": (_positive_int, "a positive integer"),
-    "number": (_number, "a number"),
+    "positive": (is_positive_int, "a positive integer"),
+    "number": (is_number, "a number"),
     "string": (lambda v: isinstance(v, str), "a string"),
     "object": (lambda v: isinstance(v, dict), "an object"),
-    "array of integer": (_list_of(lambda x: isinstance(x, int) and not isinstance(x, bool)), "a list of integers"),
-    "array of number": (_list_of(_number), "a list of numbers"),
+    "array of integer": (_list_of(is_int), "a list of integers"),
+    "array of number": (_list_of(is_number), "a list of numbers"),
     "array of string": (_list_of(lambda x: isinstance(x, str)), "a list of strings"),
 }
 # Decoder keys base.decoder_fields types itself (with its own message); the key table checks the rest.
@@ -191,11 +184,12 @@ NULL_READ_AS_ABSENT = frozenset({"name_or_path"})
 
 
 @cache
-def key_types() -> dict[str, tuple[Callable[[Any], bool], str, bool]]:
+def type_checks() -> dict[str, tuple[Callable[[Any], bool], str, bool]]:
     """key -> (check, expected, null allowed) for each semantic key whose wrong JSON type the readers' coercion
     would turn into another model (`"false"` read as true, a string width); the types are the shipped schemas'."""
-    return {key: (*CHECKS[t.kind], t.nullable or key in NULL_READ_AS_ABSENT) for key, t in schemas.key_types().items()
-            if key in SEMANTIC_AT_ANY_LEVEL - TYPED_BY_DECODER_FIELDS}
+    typed_here = SEMANTIC_AT_ANY_LEVEL - TYPED_BY_DECODER_FIELDS
+    return {key: (*CHECKS[t.kind], t.nullable or key in NULL_READ_AS_ABSENT)
+            for key, t in schemas.config_key_types().items() if key in typed_here}
 
 
 TYPE_CODES = {CAPTURE_IDS: "E-CAPTURE-FIELD"}  # the code of a wrong type, where not E-CONFIG-FIELD
@@ -267,11 +261,6 @@ def _path(parent: str, key: str) -> str:
     return f"{parent}.{text if len(text) <= 40 else text[:37] + '...'}"
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -306,10 +295,11 @@ def _walk(layout: str, level: Level, obj: Mapping[str, Any], where: str,
     for key, value in obj.items():
         path = _path(where, key)
         if key in level.semantic:
-            check = key_types().get(key)
+            check = type_checks().get(key)
             if check is not None and not (value is None and check[2]) and not check[0](value):
-                out.append(KeyIssue(TYPE_CODES.get(key, "E-CONFIG-FIELD"), path, f"{path[2:]} is {_show(value)} (JSON "
-                                    f"{_json_type(value)}); the {layout} reader expects {check[1]} and would coerce it",
+                out.append(KeyIssue(TYPE_CODES.get(key, "E-CONFIG-FIELD"), path, f"{path[2:]} is "
+                                    f"{short_repr(value, 60)} (JSON {_json_type(value)}); the {layout} reader expects "
+                                    f"{check[1]} and would coerce it",
                                     f"write {path[2:]} as {check[1]} in config.json"))
                 continue
             child = level.child(key)
@@ -342,7 +332,9 @@ _MISSING: Any = object()
 
 
 def _instead(home: str, there: Any) -> str:
-    return "it would be taken as absent" if there is _MISSING else f"the reader uses {home[2:]} = {_show(there)} instead"
+    if there is _MISSING:
+        return "it would be taken as absent"
+    return f"the reader uses {home[2:]} = {short_repr(there, 60)} instead"
 
 
 def _judge_stray(layout: str, level: Level, obj: Mapping[str, Any], key: str, path: str, where: str,

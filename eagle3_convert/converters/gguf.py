@@ -37,7 +37,9 @@ from typing import Any, Callable
 
 from ..capture_ids import default_boundaries
 from ..drafter import Drafter, DrafterConfig, TargetIdentity
+from ..engines.common import id_list
 from ..errors import FormatError, RefusalError, UsageError
+from ..json_values import is_positive_int
 from ..safetensors_io import InMemoryTensor, TensorSource, read_tensor_bytes
 from ..vocab_map import VocabMap, encode_d2t
 from .base import (
@@ -103,17 +105,11 @@ def _stored_record(ckpt: Checkpoint) -> dict[str, Any] | None:
 
 def _int(cfg: dict[str, Any], key: str, required: bool = True) -> int | None:
     value = cfg.get(key)
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    if is_positive_int(value):
         return value
     if required:
         raise FormatError(f"GGUF key {key} is {value!r}", "llama.cpp needs it: the file is not a complete eagle3 "
                           "GGUF", code="E-GGUF-KEY")
-    return None
-
-
-def _int_list(value: Any) -> list[int] | None:
-    if isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-        return [int(x) for x in value]
     return None
 
 
@@ -137,7 +133,7 @@ def _keys_llamacpp_reads(meta: dict[str, Any], tensors: dict[str, TensorSource])
     layers = _int(meta, f"{a}.block_count")
     refuse_unless(layers == 1, f"{a}.block_count is {layers}; llama.cpp's eagle3 graph asserts one layer",
                   "the file is not a valid eagle3 drafter", "E-LAYERS-UNSUPPORTED")
-    ids = _int_list(meta.get(f"{a}.target_layers"))
+    ids = id_list(meta.get(f"{a}.target_layers"))
     if ids is None or len(ids) != 3:
         raise FormatError(f"{a}.target_layers is {meta.get(f'{a}.target_layers')!r}; llama.cpp requires exactly "
                           "3 ids", "the file is not a loadable eagle3 drafter", code="E-CAPTURE-COUNT")
@@ -342,11 +338,8 @@ class GGUFLayout(Layout):
                          writer=_writer(plan_config, main_dtype, target, tensors))
 
 
-_WHERE = "llama.cpp's eagle3 architecture"
-
-
 def _refuse_what_llamacpp_cannot_build(cfg: DrafterConfig) -> None:
-    where = _WHERE
+    where = "llama.cpp's eagle3 architecture"
     refuse_unless(cfg.family == "llama", f"the drafter is a {cfg.family} drafter; {where} builds a Llama layer "
                   "(no q/k norms, no MLA)", "serve it with vLLM (--to vllm)", "E-FAMILY-UNSUPPORTED")
     refuse_unless(cfg.num_layers == 1, f"the drafter has {cfg.num_layers} layers; {where} builds exactly one",

@@ -132,7 +132,7 @@ def _key_type(node: dict[str, Any], doc: dict[str, Any]) -> tuple[KeyType, bool]
 
 
 @cache
-def key_types() -> dict[str, KeyType]:
+def config_key_types() -> dict[str, KeyType]:
     """The JSON type the config schemas give each key, by name, wherever it is declared: the home of the key
     types `converters.config_keys` checks. A key declared in several places has one kind there, null allowed
     if one place allows it; a `const` or `enum` gives the type only to a key no place types otherwise."""
