@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 from builders import LAYOUTS, DrafterSpec, build_drafter, config_for, expected_refusal
 from conftest import DATA
 from eagle3_convert.convert import read_source
-from eagle3_convert.converters import base, eagle, modelopt, sglang, speculators, vllm
+from eagle3_convert.converters import base, config_keys, eagle, modelopt, sglang, speculators, vllm
 from eagle3_convert.converters.base import ConvertOptions
 from eagle3_convert.converters.registry import get_layout, layouts
 from eagle3_convert.drafter import FAMILY_BY_MODEL_TYPE, DrafterConfig
@@ -163,7 +163,7 @@ def test_schemas_agree_with_the_layout_constants():
     assert properties("decoder")["model_type"]["type"] == "string"
     assert set(properties("speculators")["transformer_layer_config"]["properties"]["model_type"]["enum"]) <= \
         set(FAMILY_BY_MODEL_TYPE)
-    assert set(properties("decoder")) >= base.DECODER_KEYS | set(base.TOP_KEYS)
+    assert set(properties("decoder")) >= config_keys.DECODER_SEMANTIC | set(base.TOP_KEYS)
     assert set(properties("speculators")) >= speculators.MODELED
     for name, module in (("sglang", sglang), ("vllm", vllm), ("eagle", eagle), ("modelopt", modelopt)):
         assert set(properties(name)) | set(properties("decoder")) >= module.MODELED, name
@@ -190,7 +190,6 @@ def test_schemas_agree_with_the_pydantic_model():
 def test_the_key_table_takes_its_types_from_the_schemas():
     """converters/config_keys checks the JSON type of a semantic key with the type the schemas give it: a key
     a layout reads keeps its type check only while a schema types it, and a value of that type passes."""
-    from eagle3_convert.converters import config_keys
     from eagle3_convert.schemas import config_key_types
 
     read = config_keys.SEMANTIC_AT_ANY_LEVEL - config_keys.TYPED_BY_DECODER_FIELDS

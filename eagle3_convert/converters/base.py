@@ -18,7 +18,7 @@ from ..json_values import is_number, is_positive_int, short_repr
 from ..safetensors_io import TensorSource
 from ..vocab_map import VocabMap, read_vocab_map, repair_absolute_d2t
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
-from .config_keys import NEVER_CARRIED
+from .config_keys import DECODER_SEMANTIC, NEVER_CARRIED
 from .layout import (  # noqa: F401 (re-exported)
     ARCHITECTURE_FAMILY, EAGLE3_ARCHITECTURES, KNOWN_CANONICAL, LATER_NORMS, MODELOPT_EAGLE_FIELDS, VOCAB_TENSORS,
     ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, WritePlan, canonical_tensors,
@@ -27,12 +27,6 @@ from .layout import (  # noqa: F401 (re-exported)
 
 # ------------------------------------------------------- decoder config mapping
 
-# HF decoder-config keys the canonical config models; every other key rides in hf_extra.
-DECODER_KEYS = {
-    "model_type", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-    "num_hidden_layers", "rms_norm_eps", "hidden_act", "max_position_embeddings", "vocab_size",
-    "attention_bias", "mlp_bias", "tie_word_embeddings", *ROPE_KEYS, *MLA_KEYS,
-}
 # Top-level keys that are about the file, not the decoder (they stay top level in every layout).
 TOP_KEYS = ("dtype", "torch_dtype", "transformers_version")
 
@@ -189,7 +183,7 @@ def split_decoder_extra(dec: Mapping[str, Any], also_known: set[str]) -> dict[st
     """Decoder keys the canonical config does not model, kept verbatim (not NEVER_CARRIED: keys some layout
     reads, whose unread copy would shadow the destination's)."""
     return {k: v for k, v in dec.items()
-            if k not in DECODER_KEYS and k not in also_known and k not in TOP_KEYS and k not in NEVER_CARRIED}
+            if k not in DECODER_SEMANTIC and k not in also_known and k not in TOP_KEYS and k not in NEVER_CARRIED}
 
 
 def keep_model_type_spelling(dec: Mapping[str, Any], fields: dict[str, Any], extra: dict[str, Any]) -> None:

@@ -62,13 +62,12 @@ DECODER_WRITTEN = frozenset({
     "num_local_experts", "experts_per_token", "decoder_sparse_step", "mlp_only_layers",
     "o_lora_rank",  # DeepSeek-V4 (transformers' DeepseekV4Config), one edit from the q_lora_rank written beside it
 })
-# Decoder keys the canonical config models (the same set as base.DECODER_KEYS): semantic everywhere.
+# HF decoder-config keys the canonical config models (every other key rides in hf_extra): semantic everywhere.
 DECODER_SEMANTIC = frozenset({
     "model_type", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
     "num_hidden_layers", "rms_norm_eps", "hidden_act", "max_position_embeddings", "vocab_size",
     "attention_bias", "mlp_bias", "tie_word_embeddings", *ROPE_KEYS, *MLA_KEYS,
 })
-FLAGS = NORM_FLAGS
 MODELOPT_NESTED = frozenset({"use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
                              "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers"})
 
@@ -115,7 +114,7 @@ LAYOUT_KEYS: dict[str, Level] = {
     # speculators 0.9 (trainer and converter): the decoder nested under transformer_layer_config.
     "speculators": Level(
         semantic=frozenset({"speculators_model_type", "transformer_layer_config", "draft_vocab_size",
-                            "target_hidden_size", CAPTURE_IDS, "speculators_config", *FLAGS}),
+                            "target_hidden_size", CAPTURE_IDS, "speculators_config", *NORM_FLAGS}),
         known=TRANSFORMERS_COMMON | frozenset({"speculators_version", "embed_requires_grad", "tie_word_embeddings",
                                                "has_no_defaults_at_init"}),
         children=(
@@ -131,7 +130,7 @@ LAYOUT_KEYS: dict[str, Level] = {
                     eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc"}),
     # vLLM-native Eagle3 configs.
     "vllm": _flat({"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
-                   CAPTURE_IDS, *FLAGS},
+                   CAPTURE_IDS, *NORM_FLAGS},
                   eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc"},
                   eagle_known=MODELOPT_NESTED),
     # SafeAILab/EAGLE: a plain Llama config and draft_vocab_size.

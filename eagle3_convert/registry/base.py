@@ -158,6 +158,12 @@ class SQLStore(RegistryStore):
     """`RegistryStore` over a SQL connection; `path` names the registry in messages (never a password)."""
 
     path: Any
+    _conn: Any  # the driver's connection; None once closed
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            raise RegistryError("the registry is closed", hint="open it again with open_registry()")
+        return self._conn
 
     @abstractmethod
     def _txn(self, *, write: bool) -> AbstractContextManager[Any]:

@@ -161,6 +161,7 @@ def config_key_types() -> dict[str, KeyType]:
         out[key] = KeyType(kinds.pop(), any(t.nullable for t, _ in declarations))
     return out
 
+
 # ------------------------------------------------------------------ the --json output documents (docs/json.md)
 
 OUTPUT_BASE_URI = BASE_URI + "output/"
