@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import sidecar
+from . import hub_client, sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME, load_checkpoint
 from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
@@ -33,7 +33,6 @@ from .sources import (
     endpoint_from_env,
     hub_error,
     hub_url,
-    quiet_hub,
     resolve_source,
     unreachable,
 )
@@ -61,7 +60,7 @@ class PublishFile:
     path_in_repo: str
     size: int
     sha256: str
-    operation: Any  # huggingface_hub.CommitOperationAdd, holding the same hash: the upload does not hash again
+    operation: Any  # hub_client.upload_operation's CommitOperationAdd, holding the same hash: the upload does not hash again
 
 
 @dataclass
@@ -308,33 +307,26 @@ def _serving_engines(layout: str) -> tuple[str, ...]:
 
 def _license_of(root: Path) -> str | None:
     """The license a README.md beside the source declares (as a downloaded Hub repo has)."""
-    from huggingface_hub import ModelCard
-
     readme = root / CARD_NAME
     if not readme.is_file():
         return None
     try:
-        license = ModelCard.load(readme, ignore_metadata_errors=True).data.license
+        license = hub_client.card_license(readme)
     except Exception:  # an unreadable card only costs the license line
         return None
     return license if isinstance(license, str) else None
 
 
 def _file(path_in_repo: str, content: Path | bytes) -> PublishFile:
-    from huggingface_hub import CommitOperationAdd
-
-    operation = CommitOperationAdd(path_in_repo=path_in_repo,
-                                   path_or_fileobj=str(content) if isinstance(content, Path) else content)
+    operation = hub_client.upload_operation(path_in_repo, content)
     info = operation.upload_info  # hashes a file here, once: the plan shows it and the upload reuses it
     return PublishFile(path_in_repo, info.size, info.sha256.hex(), operation)
 
 
 def resolve_token(token: str | None) -> str:
     """--token, else HF_TOKEN, else the `hf auth login` store; a write needs one."""
-    from huggingface_hub import get_token
-
     try:
-        found = token or get_token()
+        found = token or hub_client.stored_token()
     except Exception as exc:  # e.g. an OIDC token exchange that failed (HF_OIDC_RESOURCE)
         raise HubError(f"could not obtain a Hub token ({type(exc).__name__})",
                        "pass --token or set HF_TOKEN", code="E-HUB-AUTH") from None
@@ -347,16 +339,14 @@ def resolve_token(token: str | None) -> str:
 def upload(plan: PublishPlan, *, private: bool = False, endpoint: str | None = None,
            token: str | None = None) -> Published:
     """Create the repo if missing, then every file of the plan in one commit (or one pull request)."""
-    from huggingface_hub import HfApi
-
     endpoint = endpoint_from_env(endpoint)
-    api = HfApi(endpoint=endpoint, token=resolve_token(token))
+    api = hub_client.api(endpoint, resolve_token(token))
     why = unreachable(endpoint)
     if why:
         raise _hub_error("publishing to", plan.repo_id, f"cannot reach the Hub at {hub_url(endpoint)} ({why})",
                          "check the network, and --endpoint or HF_ENDPOINT", "E-HUB-OFFLINE")
     try:
-        with quiet_hub():
+        with hub_client.quiet():
             api.create_repo(plan.repo_id, private=private, exist_ok=True)
             if plan.branch and plan.branch != "main":
                 api.create_branch(plan.repo_id, branch=plan.branch, exist_ok=True)
@@ -369,8 +359,7 @@ def upload(plan: PublishPlan, *, private: bool = False, endpoint: str | None = N
 
 def publish_error(exc: Exception, repo_id: str, endpoint: str | None) -> HubError:
     """A failed write as one line: what a write needs differs from what a download needs."""
-    from huggingface_hub import errors as hf_errors
-
+    hf_errors = hub_client.errors()
     status = getattr(getattr(exc, "response", None), "status_code", None)
     where = endpoint or "https://huggingface.co"
     if status is None and _is_transport_error(exc):
