@@ -246,8 +246,7 @@ def _with_registry_facts(facts: dict[str, Any], registry: Any) -> tuple[dict[str
     out, taken = dict(facts), []
     known = facts.get("target") if isinstance(facts.get("target"), dict) else None
     if record.target is not None and record.target.name_or_path and not (known or {}).get("name_or_path"):
-        recorded = TargetIdentity.model_validate(record.target.model_dump())
-        out["target"] = TargetIdentity.merged(recorded, TargetIdentity.model_validate(known) if known else None
+        out["target"] = TargetIdentity.merged(record.target, TargetIdentity.model_validate(known) if known else None
                                               ).model_dump()
         taken.append("the target")
     if record.trained_with and not facts.get("trained_with"):
