@@ -116,7 +116,7 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
         detection = Detection(layout.name, True, "given with --from")
 
     try:
-        drafter = get_layout(detection.layout).read(ckpt, options)
+        drafter = ckpt.read_as(get_layout(detection.layout), options)
     except Eagle3Error as exc:
         if from_layout != "auto":
             raise judge_explicit_from(ckpt, detection.layout, options, error=exc) or exc from None
@@ -173,7 +173,7 @@ def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertO
     if detected.layout == given or not detected.confident:
         return
     try:
-        other = get_layout(detected.layout).read(ckpt, options)
+        other = ckpt.read_as(get_layout(detected.layout), options)
     except Eagle3Error:
         return
     except ValidationError:

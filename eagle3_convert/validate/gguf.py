@@ -27,7 +27,7 @@ def validate_gguf(raw: RawCheckpoint, engines: Sequence[str] | None, label: str,
     ckpt = raw.checkpoint()
     drafter = None
     try:
-        drafter = GGUF.read(ckpt, ConvertOptions())
+        drafter = ckpt.read_as(GGUF, ConvertOptions())
     except Eagle3Error as exc:
         findings.append(from_error(exc, where=raw.files[0] if raw.files else None))
     meta = {k: v for k, v in ckpt.config.items() if not k.startswith("_")}
