@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -308,6 +307,8 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     if plan.derived_keys:
         facts["derived_config_keys"] = plan.derived_keys
     # Hash the source while the kernel copies it: the id costs no extra wall time on 2+ cores.
+    from concurrent.futures import ThreadPoolExecutor  # (with logging and queue: inspect and validate need none)
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         digests = pool.submit(tensor_digests, source.drafter, min(2, os.cpu_count() or 1))
 

@@ -204,8 +204,8 @@ LAYERS = [
                    "hints", "hub_read", "hub_index")),
     ("layouts / engines / registry", ("converters", "engines", "registry", "sidecar", "fingerprint")),
     ("model", ("drafter", "vocab_map", "capture_ids", "names")),
-    ("I/O", ("safetensors_io", "atomic", "writeback", "torch_zip", "torch_pickle", "bin_reader", "hub_client", "errors",
-             "")),
+    ("I/O", ("safetensors_io", "atomic", "writeback", "torch_zip", "torch_pickle", "bin_reader", "hub_client",
+             "entry_points", "errors", "")),
 ]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
