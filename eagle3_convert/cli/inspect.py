@@ -45,7 +45,7 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
     drafter_view, refusal = None, None
     try:
         options = make_options(endpoint=endpoint, token=token)
-        options.target = facts.identity if facts else None
+        options.target = facts
         source = read_source(str(path), from_layout, options, load=checkpoint_loader(raw, read_findings))
         drafter_view = _drafter_view(source, options)
         drafter_view["trtllm_serve"] = _trtllm_view(src, raw, source.drafter.config, drafter_view["capture"],

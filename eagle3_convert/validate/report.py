@@ -10,6 +10,7 @@ from pathlib import Path
 from ..atomic import CONFIG_NAME
 from ..converters.layout import ConvertOptions, Layout
 from ..converters.registry import detect, get_layout, layouts
+from ..drafter import TargetIdentity
 from ..errors import CaptureConflict, Eagle3Error, FormatError
 from .capture import check_capture, check_capture_record, read_capture_ids
 from .config import check_rope, check_schema, read_config
@@ -20,13 +21,13 @@ from .findings import READER_CODES_EXPLAINED, SEVERITIES, Finding, Report, findi
 from .gguf import validate_gguf
 from .profiles import LAYOUT_ENGINES, engine_profiles
 from .raw import RawCheckpoint, read_raw
-from .target import TargetFacts, check_target, sidecar_target
+from .target import check_target, sidecar_target
 from .tensors import check_tensors
 from .vocab import check_vocab
 
 
 def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | None = None,
-                        target: TargetFacts | None = None, deep: bool = False, from_layout: str = "auto",
+                        target: TargetIdentity | None = None, deep: bool = False, from_layout: str = "auto",
                         expected_boundaries: Sequence[int] | None = None, record_label: str = "the training record",
                         source_label: str | None = None,
                         progress: Callable[[int], Callable[[int], None]] | None = None,
@@ -97,12 +98,12 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     return [get_layout(detection.layout)]
 
 
-def _explicit_from(raw: RawCheckpoint, given: str, target: TargetFacts | None) -> list[Finding]:
+def _explicit_from(raw: RawCheckpoint, given: str, target: TargetIdentity | None) -> list[Finding]:
     """convert's judgement of an explicit --from (convert.judge_explicit_from), as a finding."""
     from ..convert import judge_explicit_from
 
     ckpt = raw.checkpoint()
-    options = ConvertOptions(target=target.identity if target else sidecar_target(raw.sidecar))
+    options = ConvertOptions(target=target or sidecar_target(raw.sidecar))
     drafter, error = None, None
     try:
         drafter = ckpt.read_as(get_layout(given), options)
