@@ -60,7 +60,7 @@ class PublishFile:
     path_in_repo: str
     size: int
     sha256: str
-    operation: Any  # hub_client.upload_operation's CommitOperationAdd, holding the same hash: the upload does not hash again
+    operation: Any  # hub_client.upload_operation's CommitOperationAdd: holds the hash, the upload does not hash again
 
 
 @dataclass

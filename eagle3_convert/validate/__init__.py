@@ -35,7 +35,7 @@ from .raw import RawCheckpoint, checkpoint_loader, read_raw
 from .report import validate_checkpoint
 from .target import load_target_facts
 
-__all__ = ["CODES", "ENGINE_LAYOUT", "LAYOUT_ENGINES", "SEVERITIES", "Context",
-           "EngineProfile", "Finding", "RawCheckpoint", "Report", "Severity", "TensorScan",
-           "check_capture_record", "checkpoint_loader", "deep_scan", "engine_profiles", "finding", "from_error", "load_target_facts",
-           "read_raw", "scan_tensor", "validate_checkpoint"]
+__all__ = ["CODES", "ENGINE_LAYOUT", "LAYOUT_ENGINES", "SEVERITIES", "Context", "EngineProfile", "Finding",
+           "RawCheckpoint", "Report", "Severity", "TensorScan", "check_capture_record", "checkpoint_loader",
+           "deep_scan", "engine_profiles", "finding", "from_error", "load_target_facts", "read_raw", "scan_tensor",
+           "validate_checkpoint"]
