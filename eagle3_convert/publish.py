@@ -15,7 +15,7 @@ from typing import Any
 
 from . import hub_client, sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
-from .converters.base import CONFIG_NAME, load_checkpoint
+from .converters.base import CONFIG_NAME
 from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
 from .drafter import TargetIdentity
 from .engines import serve_verdicts, target_context
@@ -36,7 +36,7 @@ from .sources import (
     resolve_source,
     unreachable,
 )
-from .validate import LAYOUT_ENGINES, load_target_facts, validate_checkpoint
+from .validate import LAYOUT_ENGINES, checkpoint_loader, load_target_facts, read_raw, validate_checkpoint
 
 CARD_NAME = "README.md"
 # Published beside config.json when the source has them: engines read them with the weights.
@@ -116,13 +116,15 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
     checked_against = load_target_facts(target, endpoint=endpoint, token=token) if target else None
     path, commit = resolve_source(src, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
+    raw, read_findings = read_raw(path)  # read once: validated, then read as the drafter from the same Checkpoint
     report = _validate(path, label, from_layout, checked_against, registry,
-                       f"hf://{src}@{commit}" if commit else None)
-    source = read_source(str(path), from_layout, options)
+                       f"hf://{src}@{commit}" if commit else None, read=(raw, list(read_findings)))
+    loaded = checkpoint_loader(raw, read_findings)
+    source = read_source(str(path), from_layout, options, load=loaded)
     if commit:  # read from the HF cache: name it by repo and commit, as read_source(src) would
         source.uri, source.commit = f"hf://{src}@{commit}", commit
     layout = layout or source.detection.layout
-    weights = _weight_files(path)
+    weights = loaded(path).weight_files
     gguf_source = source.detection.layout == "gguf"
     pickled = not gguf_source and not all(name.endswith(".safetensors") for name in weights)
     workdir = None
@@ -166,19 +168,16 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None) -> Any:
+def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None,
+              read: Any = None) -> Any:
     # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
     recorded = recorded_capture(path, registry, uri=uri) if registry is not None else None
     expected, record_label = recorded or (None, "")
     report = validate_checkpoint(path, from_layout=from_layout, target=target, source_label=label,
-                                 expected_boundaries=expected, record_label=record_label)
+                                 expected_boundaries=expected, record_label=record_label, read=read)
     if report.failed():
         raise PublishRefused(report)
     return report
-
-
-def _weight_files(root: Path) -> list[str]:
-    return load_checkpoint(root).weight_files
 
 
 def _gguf_name(name: str, root: Path, repo_id: str) -> str:
@@ -213,7 +212,7 @@ def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[st
     facts["drafter_id"] = the_id
     notes = drafter.notes + carry_history(facts, source.sidecar)
     if layout == "gguf":  # a GGUF's sidecar is bound to the record it carries (it has no config.json)
-        record = load_checkpoint(source.path).config.get(RECORD_KEY)
+        record = (source.stored_config or {}).get(RECORD_KEY)  # its metadata as read
         config_bytes = record.encode() if isinstance(record, str) else b""
     else:
         config_bytes = (source.path / CONFIG_NAME).read_bytes()
