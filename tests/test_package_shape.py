@@ -204,8 +204,8 @@ LAYERS = [
                    "hub_read", "hub_index")),
     ("layouts / engines / registry", ("converters", "engines", "registry", "schemas", "sidecar", "fingerprint")),
     ("model", ("drafter", "vocab_map", "capture_ids", "names")),
-    ("I/O", ("safetensors_io", "atomic", "writeback", "torch_zip", "torch_pickle", "bin_reader", "errors", "json_values",
-             "")),
+    ("I/O", ("safetensors_io", "atomic", "writeback", "torch_zip", "torch_pickle", "bin_reader", "hub_client",
+             "entry_points", "errors", "json_values", "")),
 ]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
@@ -269,3 +269,20 @@ def test_first_party_imports_are_at_the_top_of_the_module():
                                   for a in node.names}
     assert found <= set(DEFERRED_IMPORTS), sorted(found - set(DEFERRED_IMPORTS))
     assert set(DEFERRED_IMPORTS) <= found, f"no longer deferred: {sorted(set(DEFERRED_IMPORTS) - found)}"
+
+
+# Each heavy third-party library the package calls sits behind one small adapter module: only it imports it.
+ADAPTERS = {"huggingface_hub": "eagle3_convert.hub_client"}
+
+
+def test_each_heavy_library_is_imported_by_its_adapter_alone():
+    """huggingface_hub is imported by hub_client.py and nowhere else (at any level, inside functions too), so a
+    new release of it is checked against one module."""
+    found = set()
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            imported = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                        [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found |= {(library, name) for library in ADAPTERS for module in imported
+                      if module == library or module.startswith(library + ".")}
+    assert found == {(library, adapter) for library, adapter in ADAPTERS.items()}, sorted(found)

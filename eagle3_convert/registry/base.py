@@ -15,9 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..drafter import TargetIdentity
 from . import queries, writes
 from .errors import RegistryError
-from .models import DrafterRecord, LineageEdge, Location, TargetInfo
+from .models import DrafterRecord, LineageEdge, Location
 from .paths import ENV_VAR  # noqa: F401  (postgres.py imports it from here)
 
 
@@ -46,7 +47,7 @@ class RegistryStore(ABC):
         self,
         drafter_id: str,
         *,
-        target: TargetInfo | None | _Unset = _UNSET,
+        target: TargetIdentity | None | _Unset = _UNSET,
         capture_boundaries: list[int] | None | _Unset = _UNSET,
         ids_as_written: dict[str, list[int]] | _Unset = _UNSET,
         draft_vocab_size: int | None | _Unset = _UNSET,
