@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..names import ENGINE_SPELLINGS, LABELS
+from ..registry.recording import conflict_message
 from . import main
 from .common import emit_json, hub_options, registry_option, run_guarded
 
@@ -46,6 +47,9 @@ def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None,
             click.echo(f"drafter {item['drafter_id'][:12]}  boundaries {'engine default' if bounds is None else bounds}"
                        f"  ({where})")
         for copy in item["copies"]:
+            if copy.get("conflicts"):  # judged against the record all the same: the training truth is its
+                click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}  disagrees with the record: "
+                           f"{conflict_message(copy['conflicts'])} [E-SYNC-CONFLICT]")
             if copy["serves"] is None:
                 click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}  not judged: {copy['why']}")
                 continue
