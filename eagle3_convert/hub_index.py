@@ -18,7 +18,7 @@ from typing import Any
 from .convert import read_source
 from .engines import serve_verdicts, target_context
 from .errors import Eagle3Error
-from .hub_read import HubReader, weights_alias
+from .hub_read import SIDECAR_KIND, HubReader, weights_alias
 from .names import RUNNERS, runners_of
 from .records import RegistryArg, opened
 from .registry.errors import NoRegistry
@@ -180,7 +180,7 @@ def _record(store: Any, read: Any) -> SyncEntry:
         record, notes = record_facts(store, facts, locations=[location], twins=twins)
         if owner is not None:
             store.add_alias(twins[0], owner)
-        if weights is not None and record.id_kind != FINGERPRINT:  # a third-party copy of these bytes joins it
+        if weights is not None and read.identity == SIDECAR_KIND and not read.claimed:  # copies of these bytes join it
             store.add_alias(weights, record.drafter_id)
     entry.notes += notes
     if known is not None and facts.get("capture_boundaries") is None and known.capture_boundaries is not None:

@@ -70,6 +70,7 @@ class HubDrafter:
     layout: str | None = None
     facts: dict[str, Any] | None = None  # drafter_id, target, capture_boundaries, ids_as_written, flags, ...
     identity: str | None = None  # SIDECAR_KIND or FINGERPRINT_KIND
+    claimed: bool = False  # SIDECAR_KIND from a sidecar config.json no longer matches: its id, the files' facts
     config: dict[str, Any] | None = None  # config.json as stored
     names: list[str] | None = None  # stored tensor names (from the headers), None when not read
     drafter: Any = None  # the canonical Drafter, when the layout reader ran
@@ -232,7 +233,7 @@ class HubReader:
             out.notes.append(f"{weights[0] if gguf else 'config.json'} was changed after eagle3-convert.json was "
                              f"written: its facts are read from the files, the drafter id "
                              f"{claims['drafter_id'][:12]} (of the weights) from eagle3-convert.json")
-            out.facts, out.identity, out.layout = facts, SIDECAR_KIND, layout
+            out.facts, out.identity, out.layout, out.claimed = facts, SIDECAR_KIND, layout, True
             return
         out.facts, out.identity, out.layout = facts, FINGERPRINT_KIND, layout
 

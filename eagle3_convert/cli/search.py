@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from ..names import ENGINE_SPELLINGS, LABELS
-from ..registry.recording import conflict_message
 from . import main
 from .common import emit_json, hub_options, registry_option, run_guarded
 
@@ -27,6 +26,7 @@ def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None,
 
     One line per copy, its engines grouped by verdict; --verbose (or --json) for each engine's reading."""
     from ..hub_index import search
+    from ..registry.recording import conflict_message
 
     found = search(target, registry_path, engine=engine, hub=hub, endpoint=endpoint, token=token)
     if as_json:
