@@ -307,10 +307,14 @@ def _claimed(facts: dict[str, Any], claims: dict[str, Any]) -> dict[str, Any]:
 
 def weights_alias(files: dict[str, str | None]) -> str | None:
     """What names a repo's weights by their bytes alone: the LFS sha256 (the Hub's content hash, which
-    `publish` computes for its upload) of every weight file, sorted. Equal for two repos exactly when their
+    `publish` computes for its upload) of every weight file the readers read (its safetensors, else its pickles,
+    or the one drafter GGUF: not a target GGUF beside it), sorted. Equal for two repos exactly when their
     weight files are byte-identical, whatever config.json, sidecar or file names say; None when a weight file is
     not in LFS (no hash to compare) or there is none."""
-    hashes = [sha for name, sha in files.items() if name.endswith(WEIGHT_SUFFIXES)]
+    gguf = chosen_gguf(list(files))
+    names = [gguf] if gguf else ([n for n in files if n.endswith(".safetensors")]  # what the readers read
+                                 or [n for n in files if n.endswith(".bin")])
+    hashes = [files[name] for name in names]
     if not hashes or any(sha is None for sha in hashes):
         return None
     return WEIGHTS_ALIAS + hashlib.sha256(",".join(sorted(hashes)).encode()).hexdigest()  # type: ignore[arg-type]

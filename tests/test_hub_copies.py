@@ -197,7 +197,9 @@ def test_a_published_gguf_is_judged_alike_by_convert_sync_and_search(hub: HubSer
                      "--registry", registry)
     assert code == 0, done
     [name] = [n for n in hub.list_files("me/drafter-gguf") if n.endswith(".gguf")]
-    copy_repo(hub, "me/drafter-gguf", "other/drafter-gguf", drop=("eagle3-convert.json",))
+    # llama.cpp's Hub convention: the drafter beside the target's GGUF, which `-hf` picks it for
+    copy_repo(hub, "me/drafter-gguf", "other/drafter-gguf", drop=("eagle3-convert.json",),
+              change={"tiny-target-F32.gguf": target_gguf.read_bytes()})
 
     start = len(hub.requests)
     code, doc = cli("registry", "sync", "me/drafter-gguf", "other/drafter-gguf", "--endpoint", hub.url,
@@ -210,6 +212,7 @@ def test_a_published_gguf_is_judged_alike_by_convert_sync_and_search(hub: HubSer
     size = len(hub.read_file("me/drafter-gguf", name))
     reads = [r for r in hub.requests[start:] if r.path.endswith(".gguf")]
     assert reads and all(r.status == 206 and "range" in r.headers for r in reads)
+    assert not [r for r in reads if "tiny-target" in r.path]  # the target's GGUF is not the drafter: never read
     for repo in ("me/drafter-gguf", "other/drafter-gguf"):  # its header and small tensors, not its weights
         served = sum(len(r.response_body or b"") for r in reads if r.path.startswith(f"/{repo}/"))
         assert 0 < served < size // 2, (repo, served, size)
