@@ -119,8 +119,10 @@ def test_a_copy_whose_config_contradicts_the_record_is_reported_by_sync_search_a
     assert _records(registry) == before  # a recorded fact is never overwritten
     human = run_cli("registry", "sync", "other/edited-with-sidecar", "--endpoint", hub.url, "--registry", registry)
     assert human.exit_code == 1 and "capture_boundaries [2, 4, 5]" in human.stdout
+    assert f"(the record of drafter {the_id[:12]}) [E-SYNC-CONFLICT]" in human.stdout
     [why] = by_repo(doc)["other/edited-with-sidecar"]["notes"]  # why it is this drafter
     assert "config.json was changed after eagle3-convert.json was written" in why and the_id[:12] in why
+    assert f"note: {why}" in human.stdout
 
     code, found = cli("search", "--target", TARGET, "--hub", "--endpoint", hub.url, "--registry", registry)
     assert code == 0, found
