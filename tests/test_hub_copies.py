@@ -54,14 +54,15 @@ def with_ids(config: bytes, ids: list[int]) -> bytes:
 
 
 @pytest.fixture
-def published(hub: HubServer, tmp_path: Path) -> dict:
+def published(hub: HubServer, registry_url: Path | str, tmp_path: Path) -> dict:
     """An SGLang drafter whose config names no capture ids (as SpecForge exports), trained on [1, 3, 6] as the
-    registry records it, published by us to me/drafter, and the target's config on the Hub."""
+    registry records it (SQLite and PostgreSQL: tests/conftest.py), published by us to me/drafter, and the
+    target's config on the Hub."""
     target = write_target(tmp_path / "target", DrafterSpec())
     hub.create_repo(TARGET)
     hub.commit(TARGET, {p.name: p.read_bytes() for p in target.iterdir()})
     src = build_drafter(tmp_path / "specforge", "sglang", DrafterSpec(capture_boundaries=None, seed=7))
-    registry = tmp_path / "uploader.db"
+    registry = registry_url
     code, added = cli("registry", "add", src, "--target", target, "--capture-layers", "1,3,6", "--convention",
                       "boundary", "--registry", registry)
     assert code == 0, added
@@ -173,7 +174,7 @@ def by_repo(doc: dict) -> dict[str, dict]:
     return {entry["repo_id"]: entry for entry in doc["repos"]}
 
 
-def _records(registry: Path) -> list[dict]:
+def _records(registry: Path | str) -> list[dict]:
     with open_registry(registry) as store:
         return [r.model_dump(mode="json") for r in store.list()]
 
