@@ -174,7 +174,7 @@ class HubReader:
                 except (ValueError, UnicodeDecodeError):
                     out.config = None  # the reader says why, with its code
                 trusted = sidecar.read(root, root / CONFIG)
-                if trusted and isinstance(trusted.get("drafter_id"), str):
+                if trusted is not None and _names_a_drafter(trusted):
                     out.facts, out.identity, out.layout = dict(trusted), SIDECAR_KIND, trusted.get("layout")
                     if not headers:
                         return out
@@ -219,7 +219,7 @@ class HubReader:
         out.drafter, out.target = drafter, target
         if gguf:
             out.config = source.stored_config  # the GGUF's keys: what llama.cpp reads
-            if source.sidecar and isinstance(source.sidecar.get("drafter_id"), str):  # bound to this GGUF's record
+            if _names_a_drafter(source.sidecar):  # bound to this GGUF's record
                 out.facts, out.identity = dict(source.sidecar), SIDECAR_KIND
         if out.facts is not None:  # a trusted sidecar: the readers must agree with what it says
             out.layout = out.layout or layout
@@ -228,7 +228,7 @@ class HubReader:
                 out.problem = ("E-HUB-SIDECAR", f"eagle3-convert.json says capture boundaries {said}, "
                                f"{weights[0] if gguf else 'config.json'} means {drafter.config.capture_boundaries}")
             return
-        if claims and isinstance(claims.get("drafter_id"), str):
+        if _names_a_drafter(claims):
             facts = _claimed(facts, claims)
             out.notes.append(f"{weights[0] if gguf else 'config.json'} was changed after eagle3-convert.json was "
                              f"written: its facts are read from the files, the drafter id "
@@ -290,6 +290,13 @@ class HubReader:
                     out.requests += 1
                     f.seek(ref.start)
                     f.write(data)
+
+
+def _names_a_drafter(side: dict[str, Any] | None) -> bool:
+    """Whether a sidecar names a drafter id as ours are spelled (a sha256 in hex): a registry lookup of anything
+    else would be a prefix or an error."""
+    return bool(side) and isinstance(side.get("drafter_id"), str) and re.fullmatch(r"[0-9a-f]{64}", side[
+        "drafter_id"]) is not None
 
 
 def _claimed(facts: dict[str, Any], claims: dict[str, Any]) -> dict[str, Any]:
