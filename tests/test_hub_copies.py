@@ -238,6 +238,12 @@ def test_a_published_gguf_is_judged_alike_by_convert_sync_and_search(hub: HubSer
     for copy in ggufs:
         assert copy["serves"] == {"llamacpp": said}, copy  # what convert said of the file it wrote
 
+    for repo in ("me/drafter-gguf", "other/drafter-gguf"):  # validate downloads the drafter GGUF: the same reading
+        code, report = cli("validate", repo, "--endpoint", hub.url, "--registry", registry)
+        assert code == 0 and report["engines"] == ["llamacpp"], report
+        assert [f["message"] for f in report["findings"] if f["code"] == "I-CAPTURE-GGUF"] == [
+            "llama.cpp captures boundaries [2, 4, 5] (eagle3.target_layers, the input of each block)"], report
+
     # Reading it back from the Hub: convert downloads the GGUF and records the same drafter.
     code, back = cli("--to", "speculators", "me/drafter-gguf", tmp_path / "back", "--endpoint", hub.url,
                      "--registry", registry)
