@@ -251,3 +251,31 @@ def test_a_published_gguf_is_judged_alike_by_convert_sync_and_search(hub: HubSer
     assert "was not recorded" not in json.dumps(back)
     with open_registry(registry) as store:
         assert len(store.list()) == 1
+
+
+def test_a_gguf_header_longer_than_the_first_range_is_read_in_growing_ranges(hub: HubServer, tmp_path: Path):
+    """A real tokenizer (a 128k vocabulary is ~8 MB of header) does not fit the first Range: the reader asks for
+    the bytes that follow, in growing steps, each once, until the header ends inside what it holds."""
+    spec = DrafterSpec(vocab_size=20000, capture_boundaries=(1, 3, 6), seed=21)
+    src = build_drafter(tmp_path / "src", "speculators", spec)
+    target = write_target_gguf(tmp_path / "big-vocab.gguf", layers=spec.target_layers, hidden=spec.ht,
+                               vocab=spec.vocab_size)
+    code, done = cli("--to", "gguf", "--target-gguf", target, src, tmp_path / "g", "--no-registry")
+    assert code == 0, done
+    [gfile] = (tmp_path / "g").glob("*.gguf")
+    hub.create_repo("them/big-vocab")
+    hub.commit("them/big-vocab", {gfile.name: gfile.read_bytes()})  # no sidecar, no card: read from its keys alone
+    start = len(hub.requests)
+    code, doc = cli("registry", "sync", "them/big-vocab", "--endpoint", hub.url, "--registry", tmp_path / "r.db")
+    assert code == 0, doc
+    [entry] = doc["repos"]
+    assert entry["status"] == "added" and entry["layout"] == "gguf" and entry["capture_boundaries"] == [1, 3, 6]
+    spans = [tuple(map(int, r.headers["range"].removeprefix("bytes=").split("-")))
+             for r in hub.requests[start:] if r.path.endswith(".gguf")]
+    header = spans[:1]  # the file's first bytes, then each time the bytes that follow them
+    for span in spans[1:]:
+        if span[0] != header[-1][1] + 1:
+            break  # then the small tensors, at their offsets
+        header.append(span)
+    assert header[0][0] == 0 and len(header) >= 3, spans
+    assert all(b[1] - b[0] > a[1] - a[0] for a, b in zip(header, header[1:])), spans  # growing
