@@ -113,7 +113,8 @@ class RegistryStore(ABC):
 
     @abstractmethod
     def aliased(self, alias: str) -> str | None:
-        """The drafter that `alias` (the Hub fingerprint of a record merged into it) names, or None."""
+        """The drafter that `alias` (the Hub fingerprint of a record merged into it, or the bytes of its weight
+        files: hub_read.weights_alias) names, or None."""
 
     @abstractmethod
     def add_alias(self, alias: str, drafter_id: str) -> bool:
