@@ -63,7 +63,15 @@ def _same(a: list[int], b: list[int]) -> bool:
 
 
 def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict:
-    """Whether the engine, reading the file as `reading` says, serves the drafter `cfg` as trained."""
+    """Whether the engine, reading the file as `reading` says, serves the drafter `cfg` as trained; a serving
+    verdict names the reading's caveats (a limit, or a serve-time flag it needs)."""
+    judged = _verdict(reading, cfg, ctx)
+    if judged.verdict not in SERVING or not reading.caveats:
+        return judged
+    return Verdict(judged.engine, judged.verdict, judged.captures, "; ".join([judged.why, *reading.caveats]))
+
+
+def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict:
     name = reading.engine
     if reading.refusal:
         return Verdict(name, REFUSES, None, reading.refusal)

@@ -33,6 +33,8 @@ class Reading:
     runtime: bool = False  # takes the capture layers as a serve-time argument (TensorRT-LLM)
     flags: dict[str, bool] = field(default_factory=dict)  # the maths flags as it applies them
     silent: list[str] = field(default_factory=list)  # what it drops or misreads without a word
+    # what serves as trained only within limits or with a serve-time flag (said beside the verdict, never hidden)
+    caveats: list[str] = field(default_factory=list)
 
 
 _LAYER = re.compile(r"^(?:model\.)?(?:layers|midlayer)\.(\d+)\.")
@@ -84,3 +86,23 @@ def unread_later_norms(names: Collection[str], stored: str, read: str) -> list[s
     rx = re.compile(rf"^(?:model\.)?layers\.([1-9]\d*)\.{stored}\.weight$")
     return sorted(n for n in names if (m := rx.match(n)) and not any(
         other.endswith(f"layers.{m.group(1)}.{read}.weight") for other in names))
+
+
+def trained_window(config: Mapping[str, Any]) -> int | None:
+    """The sliding-window size the drafter was trained with, from its decoder config (speculators nests it in
+    transformer_layer_config): `sliding_window` with a `layer_types` entry "sliding_attention", or with
+    `use_sliding_window` true and no `layer_types` (Qwen-style configs). None: full attention."""
+    layer_cfg = config.get("transformer_layer_config")
+    dec = layer_cfg if isinstance(layer_cfg, dict) else config
+    window = dec.get("sliding_window")
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+        return None
+    types = dec.get("layer_types")
+    if isinstance(types, list):
+        return window if "sliding_attention" in types else None
+    return window if dec.get("use_sliding_window") is True else None
+
+
+def window_ignored(label: str, window: int, how: str = "") -> str:
+    return (f"{label} attends over the whole context where the drafter was trained with a {window}-token sliding "
+            f"window: the maths differ past {window} tokens{how}")

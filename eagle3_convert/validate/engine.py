@@ -109,7 +109,14 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
         if intent is None or intent not in expected or not p.builds(cfg, intent):
             continue  # unknown, unused or unsupported: reported once, not per engine
         loaded = to_canonical(stored, rules, cfg.num_layers)
-        if loaded != intent:
+        applied = to_stored(intent, rules, cfg.num_layers)
+        if loaded != intent and p.builds_unapplied(cfg, loaded):
+            if applied not in ctx.intents:
+                ctx.add("E-KEY-UNAPPLIED", f"{p.label} loads tensor {stored!r} ({intent}) into a norm it builds in "
+                        f"every layer but never applies in layers >= 1; the norm it applies there, {applied!r}, "
+                        "keeps its initial ones", f"store the weight under {applied!r} too (`{ctx.command(p.layout)}` "
+                        "writes both names)", engine=p.name, where=stored)
+        elif loaded != intent:
             why = (f"it adds `model.` itself, so {stored!r} matches no parameter" if stored.startswith("model.")
                    else f"it has no parameter named {loaded!r}")
             ctx.add("E-KEY-DROPPED", f"{p.label} drops tensor {stored!r} ({intent}) silently: {why}; the weight "

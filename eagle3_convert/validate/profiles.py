@@ -70,6 +70,15 @@ class EngineProfile:
             out.append(f"the drafter has bias tensors and {self.label} builds none")
         return out
 
+    def builds_unapplied(self, cfg: DrafterConfig, loaded: str) -> bool:
+        """Whether `loaded` is a parameter the engine builds but does not apply: a later layer's twin norm. vLLM
+        builds hidden_norm in every layer (llama_eagle3.py LlamaDecoderLayer.__init__); SGLang builds
+        input_layernorm in every layer (its LlamaDecoderLayer base). Such a weight is loaded, not dropped; the
+        engine's verdict says which norm it applies."""
+        index = layer_index(loaded)
+        return bool(index) and cfg.num_layers > 1 and self.name in ("vllm", "sglang") and \
+            loaded == f"layers.{index}.{'hidden_norm' if self.name == 'vllm' else 'input_layernorm'}.weight"
+
     def builds(self, cfg: DrafterConfig, canonical: str) -> bool:
         """Whether the model this engine constructs has a parameter for `canonical`."""
         if canonical.endswith(".bias") and (cfg.family == "deepseek_mla" or not self.bias):
