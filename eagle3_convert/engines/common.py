@@ -89,18 +89,16 @@ def unread_later_norms(names: Collection[str], stored: str, read: str) -> list[s
 
 
 def trained_window(config: Mapping[str, Any]) -> int | None:
-    """The sliding-window size the drafter was trained with, from its decoder config (speculators nests it in
-    transformer_layer_config): `sliding_window` with a `layer_types` entry "sliding_attention", or with
-    `use_sliding_window` true and no `layer_types` (Qwen-style configs). None: full attention."""
+    """The sliding window the drafter was trained with, from its decoder config (speculators nests it in
+    transformer_layer_config): `sliding_window` where `layer_types` marks a layer "sliding_attention", the only
+    way speculators 0.9.0 trains one (`Eagle3DraftModel.__init__`, models/eagle3/core.py) and vLLM applies one.
+    `use_sliding_window` without `layer_types` is full attention to both for a Llama decoder. None: no window."""
     layer_cfg = config.get("transformer_layer_config")
     dec = layer_cfg if isinstance(layer_cfg, dict) else config
-    window = dec.get("sliding_window")
-    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+    window, types = dec.get("sliding_window"), dec.get("layer_types")
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0 or not isinstance(types, list):
         return None
-    types = dec.get("layer_types")
-    if isinstance(types, list):
-        return window if "sliding_attention" in types else None
-    return window if dec.get("use_sliding_window") is True else None
+    return window if "sliding_attention" in types else None
 
 
 def window_ignored(label: str, window: int, how: str = "") -> str:

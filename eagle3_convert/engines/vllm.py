@@ -19,8 +19,8 @@ Facts (docs/formats.md §2.3, §6; checked by the engine tier):
   (completeness check off); an unknown name fails loudly (AutoWeightsLoader). d2t offsets, t2d skipped.
 - Sliding window: a Llama drafter attends in a window only in the layers its `layer_types` marks
   "sliding_attention" (`LlamaAttention.__init__`, models/llama.py, indexed from the draft's first layer
-  through `target_layer_count`, set in llama_eagle3.py); `sliding_window` with `use_sliding_window` and no
-  `layer_types` is full attention there.
+  through `target_layer_count`, set in llama_eagle3.py; the Qwen3 class likewise, qwen3_eagle3.py): the window
+  speculators trains with (common.trained_window) is served as trained, no caveat.
 - `vllm serve` refuses a speculators verifier `name_or_path` that is a local path.
 - `tie_word_embeddings` is not read: `Eagle3LlamaForCausalLM` always builds its own [Vd, H] `lm_head`
   (llama_eagle3.py), and the proposer shares the target's head only when the checkpoint stores none or an
@@ -34,7 +34,7 @@ from typing import Any, Collection, Mapping
 
 from ..capture_ids import default_boundaries
 from .common import (FLAGS, IDS_KEY, Reading, TargetContext, architectures, dropped, flag, has, id_list, nested,
-                     num_layers, trained_window, unread_later_norms, window_ignored)
+                     num_layers, unread_later_norms)
 
 LABEL = "vLLM"
 RELEASE = "vLLM 0.33.0"  # the release these rules were read from and the engine tier loads
@@ -131,11 +131,6 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
         if unapplied:
             r.silent.append(f"vLLM loads {', '.join(unapplied[:3])} into a norm it never applies in layers >= 1 "
                             "(it normalises them with input_layernorm, left at its initial ones)")
-    layer_cfg = config.get("transformer_layer_config")
-    dec = layer_cfg if isinstance(layer_cfg, dict) else config
-    window = trained_window(config)
-    if window and family == "llama" and not isinstance(dec.get("layer_types"), list):
-        r.caveats.append(window_ignored(LABEL, window, " (it applies a window only through layer_types)"))
     if ids is not None and len(ids) >= 4:
         # vLLM PR #54598 (open, as issue 22 reports; not read here): some releases crash at start-up on 4+
         # top-level ids. Loud, not silent: a caveat, not a wrong verdict.
