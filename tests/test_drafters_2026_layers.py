@@ -145,6 +145,35 @@ def test_modelopt_reader_refuses_diverged_later_norms(tmp_path: Path):
     assert not (tmp_path / "out").exists()
 
 
+def test_the_forks_untrained_twin_is_named_in_the_refusal(tmp_path: Path):
+    """The SpecForge fork's layer 1: input_layernorm trained, hidden_norm never applied (all ones). convert still
+    picks neither, and says which of the two holds RMSNorm's initial ones."""
+    spec = DrafterSpec(num_layers=2)
+    tensors = stored_tensors("sglang", spec)
+    old = tensors["layers.1.hidden_norm.weight"]
+    tensors["layers.1.hidden_norm.weight"] = type(old)(old.dtype, old.shape, BF16_ONE * old.shape[0])
+    src = write(tmp_path / "src", config_for("sglang", spec), tensors)
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 1 and "[E-KEY-DUPLICATE]" in result.stderr
+    assert "'layers.1.hidden_norm.weight' holds RMSNorm's initial ones" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_sglang_drops_additional_layers_names(tmp_path: Path):
+    """SGLang 0.5.23 names every layer model.layers.{i}; `additional_layers.*` (unmerged SGLang #18175) matches no
+    parameter and is skipped without a word: its verdict says so, and the sglang reader refuses the unknown name."""
+    spec = DrafterSpec(num_layers=2)
+    tensors = {n.replace("layers.1.", "additional_layers.0.", 1) if n.startswith("layers.1.") else n: t
+               for n, t in stored_tensors("sglang", spec).items()}
+    src = write(tmp_path / "src", config_for("sglang", spec), tensors)
+    code, found = findings("--engine", "sglang", src)
+    assert code == 1 and "E-KEY-UNKNOWN" in {f["code"] for f in found}, found
+    wrong = [f for f in found if f["code"] == "E-ENGINE-WRONG"]
+    assert len(wrong) == 1 and "SGLang drops additional_layers.*" in wrong[0]["message"], found
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 1 and "additional_layers.0." in result.stderr
+
+
 # ------------------------------------------------------------------ vLLM's V1 runner: one rule
 
 @pytest.mark.parametrize("layers", [1, 2])

@@ -4,6 +4,7 @@ the flat (`LlamaForCausalLMEagle3`-style) layouts apart."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
@@ -259,10 +260,25 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
         mine, theirs = ckpt.tensors[name], ckpt.tensors[twin]
         if (mine.dtype, tuple(mine.shape), tensor_sha256(mine)) != (theirs.dtype, tuple(theirs.shape),
                                                                       tensor_sha256(theirs)):
+            untrained = [n for n in (twin, name) if _all_ones(ckpt.tensors[n])]
+            said = (f"; {untrained[0]!r} holds RMSNorm's initial ones, as a norm training never applied keeps them"
+                    if len(untrained) == 1 else "")
             raise FormatError(f"tensors {twin!r} and {name!r} hold different weights for one pre-attention norm: "
                               f"{engine} reads the first, the {other_layout} layout's engine the second, and converting "
-                              "would keep one of them", f"put the weight the drafter was trained to apply under both names "
-                              "in a copy of the source, then convert", code="E-KEY-DUPLICATE")
+                              f"would keep one of them{said}", f"put the weight the drafter was trained to apply under "
+                              "both names in a copy of the source, then convert", code="E-KEY-DUPLICATE")
     notes.append(f"merged {', '.join(found)} into {used} (identical weights): {engine}'s layers >= 1 normalise with "
                  f"{used} and never read {unused}")
     return replace(ckpt, tensors={n: t for n, t in ckpt.tensors.items() if n not in found})
+
+
+_ONE = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": b"\x00\x00\x80\x3f"}  # 1.0, little-endian
+
+
+def _all_ones(src: TensorSource) -> bool:
+    """Whether a norm weight is exactly RMSNorm's initial value (every element 1.0)."""
+    one = _ONE.get(src.dtype)
+    count = 1
+    for dim in src.shape:
+        count *= dim
+    return one is not None and tensor_sha256(src) == hashlib.sha256(one * count).hexdigest()

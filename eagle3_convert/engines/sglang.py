@@ -11,7 +11,10 @@ Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
   norm_output, and builds one layer.
 - fc is applied only when the incoming width k*Ht differs from H.
 - Weights: `midlayer.`, `layers.` or `model.layers.`; layers >= 1 normalise their input with
-  `hidden_norm`; biases, q/k norms and unknown names are dropped silently.
+  `hidden_norm` (`LlamaDecoderLayer.forward`, which builds `input_layernorm` in every layer and applies it
+  only in layer 0); biases, q/k norms and unknown names are dropped silently (`load_weights` skips a name
+  that matches no parameter), among them `additional_layers.*`, the deeper-layer name of the unmerged
+  multi-layer PRs (sgl-project/sglang #18175, closed): 0.5.23 names every layer `model.layers.{i}`.
 - Sliding window: `LlamaForCausalLMEagle3` takes its window only from the server flag
   `--speculative-draft-window-size` (`_draft_window_size`, llama_eagle3.py in 0.5.23), never from config.json.
 - `tie_word_embeddings: true` makes both classes set `self.lm_head = self.model.embed_tokens`
@@ -89,6 +92,8 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     if isinstance(ht, int) and k * ht == config.get("hidden_size"):
         r.silent.append(f"SGLang skips fc: k*Ht == H ({k}*{ht})")
     r.silent += dropped(has(names, r"\.bias$"), "bias tensors", LABEL)
+    r.silent += dropped(has(names, r"^(model\.)?additional_layers\."), "additional_layers.* (it names every layer "
+                        "model.layers.{i})", LABEL)
     r.silent += dropped(has(names, r"\.(q_norm|k_norm)\.weight$"), "q/k norms (it has no Qwen3 drafter class)",
                         LABEL)
     unapplied = unread_later_norms(names, "input_layernorm", "hidden_norm")
