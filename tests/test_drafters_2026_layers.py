@@ -243,6 +243,10 @@ def test_norm_before_fc_with_fc_norm_is_refused_where_one_is_applied(tmp_path: P
     assert f"[{code}]" in result.stderr and "norm_before_fc" in result.stderr and "fc_norm" in result.stderr
     assert not (tmp_path / "out").exists()
     assert run_cli("--no-record", "--to", "sglang", src, tmp_path / "sglang").exit_code == 0
+    engine = {"modelopt": "trtllm", "speculators": "speculators"}[to]
+    code, found = findings("--engine", engine, src)
+    unsupported = [f for f in found if f["code"] == "E-ENGINE-UNSUPPORTED"]
+    assert code == 1 and len(unsupported) == 1 and "norm_before_fc and fc_norm" in unsupported[0]["message"], found
 
 
 def test_sglang_legacy_aux_norm_names_are_fc_norm(tmp_path: Path):

@@ -66,6 +66,8 @@ class EngineProfile:
                 if getattr(cfg, flag) and flag not in allowed]
         if self.name == "speculators" and cfg.norm_before_fc and cfg.fc_norm:
             out.append("norm_before_fc and fc_norm are both true; speculators allows only one")
+        if self.name == "trtllm" and cfg.norm_before_fc and cfg.fc_norm:  # apply_eagle3_fc: fc_norm, else input_norm
+            out.append("norm_before_fc and fc_norm are both true; TensorRT-LLM applies fc_norm and skips input_norm")
         if (cfg.attention_bias or cfg.mlp_bias) and (mla or not self.bias):
             out.append(f"the drafter has bias tensors and {self.label} builds none")
         return out
