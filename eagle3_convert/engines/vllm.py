@@ -16,7 +16,8 @@ Facts (docs/formats.md §2.3, §6; checked by the engine tier):
   a substring map `midlayer.` -> `layers.0.`, llama_eagle3.py); every layer builds `hidden_norm`, and layers
   >= 1 apply `input_layernorm` (`LlamaDecoderLayer.forward`), so a stored `hidden_norm` of a layer >= 1 loads
   into a norm never applied while `input_layernorm` keeps its initial ones. Missing weights load silently
-  (completeness check off); an unknown name fails loudly (AutoWeightsLoader). d2t offsets, t2d skipped.
+  (completeness check off); an unknown name fails loudly (AutoWeightsLoader), a stored `model.` prefix too
+  (`Eagle3LlamaForCausalLM.load_weights` prepends `model.` itself). d2t offsets, t2d skipped.
 - Sliding window: a Llama drafter attends in a window only in the layers its `layer_types` marks
   "sliding_attention" (`LlamaAttention.__init__`, models/llama.py, indexed from the draft's first layer
   through `target_layer_count`, set in llama_eagle3.py; the Qwen3 class likewise, qwen3_eagle3.py): the window
@@ -33,7 +34,7 @@ import os
 from typing import Any, Collection, Mapping
 
 from ..capture_ids import default_boundaries
-from .common import (FLAGS, IDS_KEY, Reading, TargetContext, architectures, dropped, flag, has, id_list, nested,
+from .common import (FLAGS, IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested,
                      num_layers, unread_later_norms)
 
 LABEL = "vLLM"
@@ -125,7 +126,11 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
     }
     if family == "deepseek_mla":
         r.flags = {f: v and f in MLA_FLAGS for f, v in r.flags.items()}
-    r.silent += dropped(has(names, r"^model\."), "weights under a model. prefix", LABEL)
+    prefixed = has(names, r"^model\.")
+    if prefixed:  # load_weights prepends model. itself; AutoWeightsLoader raises on model.model. (models/utils.py)
+        r.refusal = (f"vLLM fails to load it: its loader raises on {prefixed[0]!r} (it adds model. itself: no module "
+                     "or parameter named 'model')")
+        return r
     if num_layers(names) > 1:
         unapplied = unread_later_norms(names, "hidden_norm", "input_layernorm")
         if unapplied:

@@ -46,6 +46,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
     "E-KEY-DROPPED": ("error", "the engine's name rules drop a tensor silently"),
+    "E-KEY-REFUSED": ("error", "the engine's loader fails on a stored tensor name"),
     "E-KEY-UNAPPLIED": ("error", "the engine loads a tensor into a norm it never applies, and applies one left at "
                                  "its initial value"),
     "E-KEY-UNKNOWN": ("error", "a tensor that is no part of an EAGLE-3 drafter"),
