@@ -215,6 +215,8 @@ def test_nvidia_gpt_oss_export_with_nested_norm_before_fc_and_the_final_boundary
     # SGLang's gpt-oss rule (capture_ids): +1 unless max(ids) == L, so block outputs [23, 29, 35] capture [24, 30, 36]
     assert config_of(tmp_path / "sglang")["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [23, 29, 35]
 
+    # the vLLM layout nests the flag too (vLLM reads it there first), so TensorRT-LLM reads it from that file as well
+    assert config_of(tmp_path / "vllm")["eagle_config"]["norm_before_fc"] is True
     back = run_cli("--no-record", "--target", target, "--to", "modelopt", tmp_path / "vllm", tmp_path / "back")
     assert back.exit_code == 0, back.stderr
     assert config_of(tmp_path / "back")["eagle_config"]["norm_before_fc"] is True
