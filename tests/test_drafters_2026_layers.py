@@ -288,6 +288,11 @@ def test_sliding_window_verdicts_per_engine(tmp_path: Path):
     written = config_of(tmp_path / "out")
     assert (written["sliding_window"], written["layer_types"]) == (16, ["sliding_attention"])  # carried
 
+    code, found = findings("--engine", "sglang", "--engine", "trtllm", tmp_path / "out")
+    caveats = {f["engine"]: f["message"] for f in found if f["code"] == "W-ENGINE-CAVEAT"}
+    assert code == 0 and set(caveats) == {"sglang", "trtllm"}, found
+    assert "--speculative-draft-window-size 16" in caveats["sglang"]
+
     to_vllm = run_cli("--no-record", "--to", "vllm", src, tmp_path / "vllm")
     assert to_vllm.exit_code == 0, to_vllm.stderr
     assert "window" not in serve_line(to_vllm.stdout, "vLLM (V2 runner)")

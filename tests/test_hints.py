@@ -56,6 +56,7 @@ VALIDATE_HINT_COMMANDS = {
     "W-CONFIG-KEY-FOREIGN": ("--to modelopt", "--to sglang"),
     "W-CONFIG-KEY-UNKNOWN": ("--to vllm",),
     "W-DEEP-INIT-NORMS": ("--to vllm",),
+    "W-ENGINE-CAVEAT": ("--to vllm",),
     "W-TARGET-FAMILY": ("--to modelopt", "--to sglang"),
 }
 HAZARD_HINT_COMMANDS = {

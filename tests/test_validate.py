@@ -298,6 +298,9 @@ CASES: dict[str, Case] = {
     "W-CONFIG-CONTEXT": Case(built("speculators"), edit_config(
         lambda c: c["transformer_layer_config"].__setitem__("max_position_embeddings", 1024)),
         lambda tmp: {"target": target(tmp)}),
+    # speculators trains a sliding window through layer_types; SGLang applies one only from a server flag (issue 22)
+    "W-ENGINE-CAVEAT": Case(built("sglang", capture_boundaries=None), edit_config(
+        lambda c: c.update(sliding_window=16, layer_types=["sliding_attention"]))),
     "E-ENGINE-UNSUPPORTED": Case(built("vllm", capture_boundaries=None), edit_config(
         lambda c: c.__setitem__("norm_before_residual", True)), with_engines("sglang")),
     # tensors

@@ -34,6 +34,7 @@ class Verdict:
     verdict: str
     captures: list[int] | None
     why: str
+    caveats: tuple[str, ...] = ()  # the limits of a serving verdict (also in `why`)
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "captures": self.captures, "why": self.why}
@@ -68,7 +69,8 @@ def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict
     judged = _verdict(reading, cfg, ctx)
     if judged.verdict not in SERVING or not reading.caveats:
         return judged
-    return Verdict(judged.engine, judged.verdict, judged.captures, "; ".join([judged.why, *reading.caveats]))
+    return Verdict(judged.engine, judged.verdict, judged.captures, "; ".join([judged.why, *reading.caveats]),
+                   tuple(reading.caveats))
 
 
 def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict:

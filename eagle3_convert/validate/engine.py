@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import WRONG, TargetContext, serve_verdicts
+from ..engines import SERVING, WRONG, TargetContext, serve_verdicts
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
 from .context import ABSENT, Context
@@ -55,8 +55,14 @@ def check_engine_verdicts(ctx: Context) -> None:
     said = {f.engine for f in ctx.out if f.severity in ("error", "warning")}
     if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
         said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
+    cautioned: set[str] = set()
     for reader, verdict in serves.items():
         engine = engine_of(reader)
+        if verdict.caveats and verdict.verdict in SERVING and engine not in cautioned:
+            cautioned.add(engine)
+            ctx.add("W-ENGINE-CAVEAT", "; ".join(verdict.caveats),
+                    "serve it as the caveat says, or with an engine that reads the file in full: "
+                    f"`{ctx.command('vllm')}`", engine=engine)
         if verdict.verdict == WRONG and engine not in said:
             fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
             if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF

@@ -42,6 +42,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W-CONFIG-DEFAULTS-DIFFER": ("warning", "an absent key the engines default differently"),
     "W-CONFIG-CONTEXT": ("warning", "max_position_embeddings below the target's context length"),
     "I-ROPE-EXPORT-YARN": ("info", "a ModelOpt export carries the YaRN rope scaling its exporter injects"),
+    "W-ENGINE-CAVEAT": ("warning", "the engine serves the file as trained only within a limit, or with a serve-time "
+                                   "flag"),
     "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
