@@ -39,6 +39,9 @@ IDS_FROM = "nested"
 CONVENTION = "sglang"  # block outputs, capture_ids
 FLAGS_READ = {"llama": ("norm_before_fc", "fc_norm", "norm_output"), "deepseek_mla": ("fc_norm", "norm_output")}
 MLA_MAX_LAYERS = 1
+# Layers >= 1: the pre-attention norm applied, and the norms built (LlamaDecoderLayer, llama_eagle3.py).
+LATER_NORM_APPLIED = "hidden_norm"
+LATER_NORMS_BUILT = ("input_layernorm", "hidden_norm")
 
 
 
@@ -96,7 +99,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
                         "model.layers.{i})", LABEL)
     r.silent += dropped(has(names, r"\.(q_norm|k_norm)\.weight$"), "q/k norms (it has no Qwen3 drafter class)",
                         LABEL)
-    unapplied = unread_later_norms(names, "input_layernorm", "hidden_norm")
+    unapplied = unread_later_norms(names, "input_layernorm", LATER_NORM_APPLIED)
     if unapplied:  # LlamaDecoderLayer builds input_layernorm in every layer and applies it only in layer 0
         r.silent.append(f"SGLang loads {', '.join(unapplied[:3])} into a norm it never applies in layers >= 1 (it "
                         "normalises them with hidden_norm, left at its initial ones)")

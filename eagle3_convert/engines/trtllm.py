@@ -31,6 +31,9 @@ from .common import (Reading, TargetContext, dropped, flag, has, nested, num_lay
 
 LABEL = "TensorRT-LLM"
 RELEASE = "TensorRT-LLM, 2026 sources"  # read from source, no release loaded (docs/formats.md §8)
+# Layers >= 1: the pre-attention norm applied, and the norms built (Eagle3DecoderLayer, next_layer_regular).
+LATER_NORM_APPLIED = "hidden_norm"
+LATER_NORMS_BUILT = ("hidden_norm",)
 
 
 def built_family(config: Mapping[str, Any]) -> str:
@@ -67,7 +70,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
                             LABEL)
     r.silent += dropped(has(names, r"\.(q_norm|k_norm)\.weight$"), "q/k norms", LABEL)
     if num_layers(names) > 1:
-        r.silent += dropped(unread_later_norms(names, "input_layernorm", "hidden_norm"),
+        r.silent += dropped(unread_later_norms(names, "input_layernorm", LATER_NORM_APPLIED),
                             "the pre-attention norm of layers >= 1 (it reads hidden_norm there)", LABEL)
     window = trained_window(config)
     if window:

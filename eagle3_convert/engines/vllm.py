@@ -56,6 +56,12 @@ SPECULATORS_MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
 IDS_FROM = {"vllm-v1": ("top", "nested"), "vllm-v2": ("top",)}
 CONVENTION = "vllm"  # boundaries
 MLA_FLAGS = ("norm_before_residual", "fc_norm", "norm_output")
+# Layers >= 1: the pre-attention norm applied, and the norms built (LlamaDecoderLayer, llama_eagle3.py).
+LATER_NORM_APPLIED = "input_layernorm"
+LATER_NORMS_BUILT = ("input_layernorm", "hidden_norm")
+# load_weights prepends `model.` to every name but lm_head's; AutoWeightsLoader raises on the `model.model.` a stored
+# `model.` prefix makes (llama_eagle3.py, models/utils.py; checked with vLLM's own AutoWeightsLoader).
+MODEL_PREFIX_REFUSED = True
 
 
 
@@ -127,12 +133,12 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
     if family == "deepseek_mla":
         r.flags = {f: v and f in MLA_FLAGS for f, v in r.flags.items()}
     prefixed = has(names, r"^model\.")
-    if prefixed:  # load_weights prepends model. itself; AutoWeightsLoader raises on model.model. (models/utils.py)
+    if prefixed and MODEL_PREFIX_REFUSED:
         r.refusal = (f"vLLM fails to load it: its loader raises on {prefixed[0]!r} (it adds model. itself: no module "
                      "or parameter named 'model')")
         return r
     if num_layers(names) > 1:
-        unapplied = unread_later_norms(names, "hidden_norm", "input_layernorm")
+        unapplied = unread_later_norms(names, "hidden_norm", LATER_NORM_APPLIED)
         if unapplied:
             r.silent.append(f"vLLM loads {', '.join(unapplied[:3])} into a norm it never applies in layers >= 1 "
                             "(it normalises them with input_layernorm, left at its initial ones)")

@@ -111,13 +111,10 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
     cfg = ctx.cfg
     expected = {**expected_shapes(cfg), **optional_shapes(cfg)}
     rules = p.rules_for(cfg.family)
-    if p.name == "vllm":
-        # Eagle3LlamaForCausalLM.load_weights prepends `model.` to every name but lm_head's, and AutoWeightsLoader
-        # raises on the `model.model.` that makes of a stored `model.` prefix (llama_eagle3.py, models/utils.py,
-        # 0.33.0): loud, not a silent drop.
+    if p.model_prefix_refused:  # loud, not a silent drop (engines/vllm.py)
         prefixed = sorted(n for n, intent in ctx.intents.items() if intent and n.startswith("model."))
         if prefixed:
-            ctx.add("E-KEY-REFUSED", f"vLLM fails to load this file: it adds `model.` to every name but lm_head's "
+            ctx.add("E-KEY-REFUSED", f"{p.label} fails to load this file: it adds `model.` to every name but lm_head's "
                     f"itself, and its loader raises on {prefixed[0]!r} (no module or parameter named 'model')"
                     + (f"; {len(prefixed) - 1} more names carry the prefix" if len(prefixed) > 1 else ""),
                     f"store the names without the prefix: `{ctx.command(p.layout)}` writes them so",
@@ -125,7 +122,7 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
     for stored, intent in sorted(ctx.intents.items()):
         if intent is None or intent not in expected or not p.builds(cfg, intent):
             continue  # unknown, unused or unsupported: reported once, not per engine
-        if p.name == "vllm" and stored.startswith("model."):
+        if p.model_prefix_refused and stored.startswith("model."):
             continue  # E-KEY-REFUSED above
         loaded = to_canonical(stored, rules, cfg.num_layers)
         applied = to_stored(intent, rules, cfg.num_layers)
