@@ -157,6 +157,10 @@ def test_the_forks_untrained_twin_is_named_in_the_refusal(tmp_path: Path):
     assert result.exit_code == 1 and "[E-KEY-DUPLICATE]" in result.stderr
     assert "'layers.1.hidden_norm.weight' holds RMSNorm's initial ones" in result.stderr
     assert not (tmp_path / "out").exists()
+    code, found = findings(src)  # validate says the same
+    duplicate = [f for f in found if f["code"] == "E-KEY-DUPLICATE"]
+    assert code == 1 and len(duplicate) == 1, found
+    assert "'layers.1.hidden_norm.weight' holds RMSNorm's initial ones" in duplicate[0]["message"]
 
 
 def test_sglang_drops_additional_layers_names(tmp_path: Path):

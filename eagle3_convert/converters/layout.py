@@ -9,7 +9,7 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..drafter import Drafter, TargetIdentity
 from ..errors import FormatError, RefusalError
@@ -260,9 +260,7 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
         mine, theirs = ckpt.tensors[name], ckpt.tensors[twin]
         if (mine.dtype, tuple(mine.shape), tensor_sha256(mine)) != (theirs.dtype, tuple(theirs.shape),
                                                                       tensor_sha256(theirs)):
-            untrained = [n for n in (twin, name) if _all_ones(ckpt.tensors[n])]
-            said = (f"; {untrained[0]!r} holds RMSNorm's initial ones, as a norm training never applied keeps them"
-                    if len(untrained) == 1 else "")
+            said = untrained_twin(twin, name, ckpt.tensors)
             raise FormatError(f"tensors {twin!r} and {name!r} hold different weights for one pre-attention norm: "
                               f"{engine} reads the first, the {other_layout} layout's engine the second, and converting "
                               f"would keep one of them{said}", f"put the weight the drafter was trained to apply under "
@@ -275,7 +273,14 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
 _ONE = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": b"\x00\x00\x80\x3f"}  # 1.0, little-endian
 
 
-def _all_ones(src: TensorSource) -> bool:
+def untrained_twin(a: str, b: str, tensors: Mapping[str, TensorSource]) -> str:
+    """'; NAME holds RMSNorm's initial ones...' when exactly one of two differing twins is all ones, else ''."""
+    untrained = [n for n in (a, b) if all_ones(tensors[n])]
+    return (f"; {untrained[0]!r} holds RMSNorm's initial ones, as a norm training never applied keeps them"
+            if len(untrained) == 1 else "")
+
+
+def all_ones(src: TensorSource) -> bool:
     """Whether a norm weight is exactly RMSNorm's initial value (every element 1.0)."""
     one = _ONE.get(src.dtype)
     count = 1
