@@ -227,6 +227,19 @@ def test_nvidia_gpt_oss_export_with_nested_norm_before_fc_and_the_final_boundary
     assert "eagle3_layers_to_capture: [23, 29, 35]" in serve_line(back.stdout, "TensorRT-LLM (from source)")
 
 
+def test_fc_norm_and_norm_output_reach_tensorrt_llm_through_modelopt(tmp_path: Path):
+    """Before: --to modelopt refused every Eagle 3.1 flag. After: written where TensorRT-LLM reads them (top level),
+    every fc_norm weight kept, and TensorRT-LLM's verdict no longer wrong."""
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec(fc_norm=True, norm_output=True))
+    result = run_cli("--no-record", "--to", "modelopt", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    written = config_of(tmp_path / "out")
+    assert (written["fc_norm"], written["norm_output"]) == (True, True)
+    assert "WRONG" not in serve_line(result.stdout, "TensorRT-LLM (from source)")
+    out, before = tensor_hashes(tmp_path / "out"), tensor_hashes(src)
+    assert [out[f"fc_norm.{j}.weight"] for j in range(3)] == [before[f"fc_norm.{j}.weight"] for j in range(3)]
+
+
 def test_return_hidden_post_norm_is_norm_output(tmp_path: Path):
     """TensorRT-LLM reads eagle_config.return_hidden_post_norm as norm_output: so does the ModelOpt reader, and the
     flag reaches the layouts that spell it norm_output (before: dropped, the drafter served with other maths)."""

@@ -208,6 +208,8 @@ class SGLangLayout(Layout):
         for flag in ("norm_before_fc", "fc_norm", "norm_output"):
             if getattr(cfg, flag):
                 config[flag] = True
+        if cfg.norm_before_fc:  # SGLang reads it nested first (llama_eagle3.py), TensorRT-LLM only there
+            eagle["norm_before_fc"] = True
         tensors = with_both_later_norms({to_stored(n, RENAMES, cfg.num_layers): src
                                          for n, src in drafter.tensors.items()}, cfg.num_layers)
         vocab = drafter.vocab or identity_map(cfg.vocab_size)  # SpecForge writes the identity map when Vd == V
