@@ -2,8 +2,9 @@
 CLI on files written by tests/builders.py (independently of our writers), then edited as the producer writes them.
 
 - Multi-layer drafters: vLLM builds `hidden_norm` in every layer and applies `input_layernorm` in layers >= 1
-  (llama_eagle3.py, 0.33.0), and maps `midlayer.` to `layers.0.` at any depth; SGLang 0.5.23 and TensorRT-LLM
-  (modeling_speculative.py @ 00679c66) apply `hidden_norm` there. A later layer's norm stored under one name only is
+  (llama_eagle3.py, 0.33.0), maps `midlayer.` to `layers.0.` at any depth and raises on names it has no module
+  for (a `model.` prefix, `additional_layers.*`); SGLang 0.5.23 and TensorRT-LLM (modeling_speculative.py @
+  00679c66) apply `hidden_norm` there; SGLang at 03d5a77 named layers >= 1 `additional_layers.{i-1}`. A later layer's norm stored under one name only is
   loaded unapplied by one engine (E-KEY-UNAPPLIED, never the E-KEY-DROPPED vLLM's loader contradicts); every
   layout whose engines differ writes both names, so every conversion keeps every trained tensor.
 - vLLM's V1 runner reading a nested block-output list as boundaries is one rule: E-CAPTURE-MISMATCH, whatever the
@@ -163,19 +164,42 @@ def test_the_forks_untrained_twin_is_named_in_the_refusal(tmp_path: Path):
     assert "'layers.1.hidden_norm.weight' holds RMSNorm's initial ones" in duplicate[0]["message"]
 
 
-def test_sglang_drops_additional_layers_names(tmp_path: Path):
-    """SGLang 0.5.23 names every layer model.layers.{i}; `additional_layers.*` (unmerged SGLang #18175) matches no
-    parameter and is skipped without a word: its verdict says so, and the sglang reader refuses the unknown name."""
-    spec = DrafterSpec(num_layers=2)
-    tensors = {n.replace("layers.1.", "additional_layers.0.", 1) if n.startswith("layers.1.") else n: t
-               for n, t in stored_tensors("sglang", spec).items()}
-    src = write(tmp_path / "src", config_for("sglang", spec), tensors)
-    code, found = findings("--engine", "sglang", src)
-    assert code == 1 and "E-KEY-UNKNOWN" in {f["code"] for f in found}, found
-    wrong = [f for f in found if f["code"] == "E-ENGINE-WRONG"]
-    assert len(wrong) == 1 and "SGLang drops additional_layers.*" in wrong[0]["message"], found
-    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
-    assert result.exit_code == 1 and "additional_layers.0." in result.stderr
+def test_sglang_03d5a77_names_are_read_and_renamed_for_0_5_23(tmp_path: Path):
+    """SGLang at 03d5a77 built layer 0 as `model.midlayer` and layers >= 1 as `model.additional_layers.{i-1}`
+    (BasicDecoderLayer: hidden_norm applied, no input_layernorm); 0.5.23 names every layer `model.layers.{i}` and
+    skips `additional_layers.*` without a word; vLLM's loader raises on them. Before: refused as unknown tensors.
+    After: read as layers 1.., the 0.5.23 and vLLM verdicts say what they do, and --to sglang/vllm keep every weight."""
+    spec = DrafterSpec(num_layers=3)
+    renamed = {}
+    for name, tensor in stored_tensors("sglang", spec).items():
+        if name.startswith("layers.0."):
+            name = "midlayer." + name[len("layers.0."):]
+        elif name.startswith("layers."):
+            index, rest = name[len("layers."):].split(".", 1)
+            if rest.startswith("input_layernorm."):
+                continue  # BasicDecoderLayer builds none
+            name = f"additional_layers.{int(index) - 1}.{rest}"
+        renamed[name] = tensor
+    src = write(tmp_path / "src", config_for("sglang", spec), renamed)
+    code, found = findings("--engine", "sglang", "--engine", "vllm", src)
+    codes = {(f["code"], f.get("engine")) for f in found}
+    assert ("E-ENGINE-WRONG", "sglang") in codes and ("E-KEY-REFUSED", "vllm") in codes, found
+    assert not [f for f in found if f["code"] in ("E-KEY-UNKNOWN", "E-KEY-DROPPED")], found
+    wrong = next(f for f in found if f["code"] == "E-ENGINE-WRONG")
+    assert "SGLang drops additional_layers.*" in wrong["message"]
+
+    before = tensor_hashes(src)
+    for to in ("sglang", "vllm"):
+        result = run_cli("--no-record", "--to", to, src, tmp_path / to)
+        assert result.exit_code == 0, result.stderr
+        out = tensor_hashes(tmp_path / to)
+        for j in (0, 1):
+            assert out[f"layers.{j + 1}.hidden_norm.weight"] == out[f"layers.{j + 1}.input_layernorm.weight"] == \
+                before[f"additional_layers.{j}.hidden_norm.weight"]
+            assert out[f"layers.{j + 1}.mlp.down_proj.weight"] == before[f"additional_layers.{j}.mlp.down_proj.weight"]
+        assert out["layers.0.hidden_norm.weight"] == before["midlayer.hidden_norm.weight"]
+        code, found = findings("--engine", to, tmp_path / to)
+        assert not [f for f in found if f["code"].startswith("E-KEY") or f["code"] == "E-ENGINE-WRONG"], found
 
 
 # ------------------------------------------------------------------ vLLM's V1 runner: one rule

@@ -43,6 +43,15 @@ class LayerRename:
     from_layer: int = 1
 
 
+@dataclass(frozen=True)
+class ShiftedLayers:
+    """Read only: `{stored}{j}.` is canonical `layers.{j + shift}.` (SGLang at 03d5a77 kept layer 0 as `midlayer`
+    and layers >= 1 as `additional_layers.{i - 1}`)."""
+
+    stored: str
+    shift: int
+
+
 _LAYER_NAME = re.compile(r"^layers\.(\d+)\.(.+)$")
 
 
@@ -59,8 +68,14 @@ def _swap_in_layer(name: str, renames: tuple[Rename | LayerRename, ...], to_stor
     return name
 
 
-def to_canonical(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: int) -> str:
+def to_canonical(name: str, renames: tuple[Rename | LayerRename | ShiftedLayers, ...], num_layers: int) -> str:
     for rule in renames:
+        if isinstance(rule, ShiftedLayers):
+            m = re.match(rf"^{re.escape(rule.stored)}(\d+)\.", name)
+            if m:
+                name = f"layers.{int(m.group(1)) + rule.shift}.{name[m.end():]}"
+                break
+            continue
         if isinstance(rule, LayerRename) or (rule.single_layer_only and num_layers != 1):
             continue
         if name.startswith(rule.stored):
@@ -69,10 +84,11 @@ def to_canonical(name: str, renames: tuple[Rename | LayerRename, ...], num_layer
     return _swap_in_layer(name, renames, to_stored=False)
 
 
-def to_stored(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: int) -> str:
+def to_stored(name: str, renames: tuple[Rename | LayerRename | ShiftedLayers, ...], num_layers: int) -> str:
     name = _swap_in_layer(name, renames, to_stored=True)
     for rule in renames:
-        if isinstance(rule, LayerRename) or rule.read_only or (rule.single_layer_only and num_layers != 1):
+        if isinstance(rule, (LayerRename, ShiftedLayers)) or rule.read_only or \
+                (rule.single_layer_only and num_layers != 1):
             continue
         if name.startswith(rule.canonical):
             return rule.stored + name[len(rule.canonical):]
@@ -246,7 +262,7 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
     """Layers >= 1 carry one pre-attention norm the engine reads (`used`) and one its class builds
     but never reads (`unused`): drop the unread one with a note when both hold the same weight; refuse when
     they differ (E-KEY-DUPLICATE, as validate says) or when only the unread one is there."""
-    pattern = re.compile(rf"^(model\.)?layers\.([1-9]\d*)\.{re.escape(unused)}\.")
+    pattern = re.compile(rf"^(model\.)?(layers\.[1-9]\d*|additional_layers\.\d+)\.{re.escape(unused)}\.")
     found = sorted(n for n in ckpt.tensors if pattern.match(n))
     if not found:
         return ckpt

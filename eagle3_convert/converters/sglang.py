@@ -23,6 +23,7 @@ from .base import (
     LayerRename,
     Layout,
     Rename,
+    ShiftedLayers,
     WritePlan,
     build_drafter,
     check_top_level_copy,
@@ -50,7 +51,7 @@ from ..capture_ids import IDS_KEY, capture_context, engine_boundaries
 from ..vocab_map import identity_map
 
 # Read in order; written with the first matching rule (SpecForge's spelling).
-RENAMES: tuple[Rename, ...] = (
+RENAMES: tuple[Rename | LayerRename | ShiftedLayers, ...] = (
     Rename("layers.0.", "midlayer.", single_layer_only=True),
     Rename("layers.0.", "midlayer.", read_only=True),  # SGLang maps midlayer to layers.0 whatever the depth
     Rename("layers.", "model.layers.", read_only=True),
@@ -59,6 +60,9 @@ RENAMES: tuple[Rename, ...] = (
     Rename("fc_norm.1.", "aux_norm_mid.", read_only=True),
     Rename("fc_norm.2.", "aux_norm_high.", read_only=True),
     LayerRename("input_layernorm.", "hidden_norm."),  # layers >= 1: SGLang's pre-attention norm
+    # SGLang at 03d5a77 named layers >= 1 `model.additional_layers.{i-1}` (engines/sglang.py): read, never written
+    ShiftedLayers("additional_layers.", 1),
+    ShiftedLayers("model.additional_layers.", 1),
 )
 # The class SGLang builds for each drafter family (it has no Qwen3 EAGLE-3 class): the engine module's facts.
 ARCHITECTURE = engine.ARCHITECTURE

@@ -13,8 +13,10 @@ Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
 - Weights: `midlayer.`, `layers.` or `model.layers.`; layers >= 1 normalise their input with
   `hidden_norm` (`LlamaDecoderLayer.forward`, which builds `input_layernorm` in every layer and applies it
   only in layer 0); biases, q/k norms and unknown names are dropped silently (`load_weights` skips a name
-  that matches no parameter), among them `additional_layers.*`, the deeper-layer name of the unmerged
-  multi-layer PRs (sgl-project/sglang #18175, closed): 0.5.23 names every layer `model.layers.{i}`.
+  that matches no parameter), among them `additional_layers.*`: 0.5.23 names every layer `model.layers.{i}`
+  (mapping `midlayer` to `layers.0`), where sgl-project/sglang at 03d5a77 built layer 0 as `model.midlayer`
+  (a stored `layers.0.*` matched nothing there) and layers >= 1 as `model.additional_layers.{i-1}`
+  (`BasicDecoderLayer`: hidden_norm applied, no input_layernorm). The sglang layout reads those names.
 - Sliding window: `LlamaForCausalLMEagle3` takes its window only from the server flag
   `--speculative-draft-window-size` (`_draft_window_size`, llama_eagle3.py in 0.5.23), never from config.json.
 - `tie_word_embeddings: true` makes both classes set `self.lm_head = self.model.embed_tokens`

@@ -59,9 +59,11 @@ MLA_FLAGS = ("norm_before_residual", "fc_norm", "norm_output")
 # Layers >= 1: the pre-attention norm applied, and the norms built (LlamaDecoderLayer, llama_eagle3.py).
 LATER_NORM_APPLIED = "input_layernorm"
 LATER_NORMS_BUILT = ("input_layernorm", "hidden_norm")
-# load_weights prepends `model.` to every name but lm_head's; AutoWeightsLoader raises on the `model.model.` a stored
-# `model.` prefix makes (llama_eagle3.py, models/utils.py; checked with vLLM's own AutoWeightsLoader).
-MODEL_PREFIX_REFUSED = True
+# AutoWeightsLoader raises on a name that matches no module or parameter (`.bias` aside), and load_weights prepends
+# `model.` to every name but lm_head's, so a stored `model.` prefix is such a name (llama_eagle3.py, models/utils.py;
+# checked with vLLM's own AutoWeightsLoader): loud, never a silent drop.
+UNKNOWN_NAMES_REFUSED = True
+NO_MODULE = r"^(model\.|(model\.)?additional_layers\.)"  # names its Eagle3 model has no module for
 
 
 
@@ -132,10 +134,10 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
     }
     if family == "deepseek_mla":
         r.flags = {f: v and f in MLA_FLAGS for f, v in r.flags.items()}
-    prefixed = has(names, r"^model\.")
-    if prefixed and MODEL_PREFIX_REFUSED:
-        r.refusal = (f"vLLM fails to load it: its loader raises on {prefixed[0]!r} (it adds model. itself: no module "
-                     "or parameter named 'model')")
+    unknown = has(names, NO_MODULE)
+    if unknown and UNKNOWN_NAMES_REFUSED:
+        r.refusal = (f"vLLM fails to load it: its loader raises on {unknown[0]!r} (no module or parameter of that "
+                     "name; it adds model. itself)")
         return r
     if num_layers(names) > 1:
         unapplied = unread_later_norms(names, "hidden_norm", LATER_NORM_APPLIED)

@@ -111,19 +111,10 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
     cfg = ctx.cfg
     expected = {**expected_shapes(cfg), **optional_shapes(cfg)}
     rules = p.rules_for(cfg.family)
-    if p.model_prefix_refused:  # loud, not a silent drop (engines/vllm.py)
-        prefixed = sorted(n for n, intent in ctx.intents.items() if intent and n.startswith("model."))
-        if prefixed:
-            ctx.add("E-KEY-REFUSED", f"{p.label} fails to load this file: it adds `model.` to every name but lm_head's "
-                    f"itself, and its loader raises on {prefixed[0]!r} (no module or parameter named 'model')"
-                    + (f"; {len(prefixed) - 1} more names carry the prefix" if len(prefixed) > 1 else ""),
-                    f"store the names without the prefix: `{ctx.command(p.layout)}` writes them so",
-                    engine=p.name, where=prefixed[0])
+    refused: list[str] = []
     for stored, intent in sorted(ctx.intents.items()):
         if intent is None or intent not in expected or not p.builds(cfg, intent):
             continue  # unknown, unused or unsupported: reported once, not per engine
-        if p.model_prefix_refused and stored.startswith("model."):
-            continue  # E-KEY-REFUSED above
         loaded = to_canonical(stored, rules, cfg.num_layers)
         applied = to_stored(intent, rules, cfg.num_layers)
         if loaded != intent and p.builds_unapplied(cfg, loaded):
@@ -132,6 +123,8 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
                         f"every layer but never applies in layers >= 1; the norm it applies there, {applied!r}, "
                         "keeps its initial ones", f"store the weight under {applied!r} too (`{ctx.command(p.layout)}` "
                         "writes both names)", engine=p.name, where=stored)
+        elif loaded != intent and p.unknown_names_refused and not stored.endswith(".bias"):
+            refused.append(stored)  # loud, not a silent drop (engines/vllm.py)
         elif loaded != intent:
             why = (f"it adds `model.` itself, so {stored!r} matches no parameter" if stored.startswith("model.")
                    else f"it has no parameter named {loaded!r}")
@@ -140,3 +133,9 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
                     f"rename it to the name {p.label} loads"
                     + f" ({to_stored(intent, rules, cfg.num_layers)!r})",
                     engine=p.name, where=stored)
+    if refused:
+        ctx.add("E-KEY-REFUSED", f"{p.label} fails to load this file: its loader raises on {refused[0]!r}, a name that "
+                f"matches no parameter (it adds `model.` to every name but lm_head's itself)"
+                + (f"; {len(refused) - 1} more such names" if len(refused) > 1 else ""),
+                f"store the names {p.label} loads: `{ctx.command(p.layout)}` writes them", engine=p.name,
+                where=refused[0])

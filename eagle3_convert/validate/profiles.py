@@ -40,7 +40,7 @@ class EngineProfile:
     family_from_config: Callable[[Mapping[str, Any]], str] | None = None
     later_norms_built: tuple[str, ...] = ()  # the pre-attention norms it builds in layers >= 1, applied or not
     later_norm_applied: str = "input_layernorm"
-    model_prefix_refused: bool = False  # its loader fails on a stored `model.` prefix (instead of skipping it)
+    unknown_names_refused: bool = False  # its loader fails on a name matching no parameter (instead of skipping it)
 
     def rules_for(self, family: str) -> tuple[Rename, ...]:
         return self.mla_key_rules if family == "deepseek_mla" and self.mla_key_rules is not None else self.key_rules
@@ -120,7 +120,7 @@ def engine_profiles() -> dict[str, EngineProfile]:
                 bias=vllm_rules.BUILDS_BIAS, mla_max_layers=None, needs_t2d=vllm_rules.NEEDS_T2D, needs_d2t=True,
                 fc_skipped_when_width_matches=False, eagle3_alias=True,
                 later_norms_built=vllm_rules.LATER_NORMS_BUILT, later_norm_applied=vllm_rules.LATER_NORM_APPLIED,
-                model_prefix_refused=vllm_rules.MODEL_PREFIX_REFUSED),
+                unknown_names_refused=vllm_rules.UNKNOWN_NAMES_REFUSED),
             "sglang": EngineProfile(
                 name="sglang", label="SGLang", layout="sglang", ids_from=sglang_rules.IDS_FROM,
                 key_rules=sglang.RENAMES, mla_key_rules=_UNPREFIXED_MIDLAYER, classes=sglang_rules.CLASSES,

@@ -71,7 +71,8 @@ def check_tensors(ctx: Context) -> None:
 def _later_norm_twin(stored: str, tensors: Mapping[str, Any]) -> str | None:
     """For `layers.{i>=1}.hidden_norm.weight`, its `input_layernorm` twin when the file holds both: the
     pre-attention norm of that layer written for SGLang and for vLLM (converters.layout.with_both_later_norms)."""
-    m = re.match(r"^((?:model\.)?layers\.[1-9]\d*\.)(hidden_norm|input_layernorm)\.weight$", stored)
+    m = re.match(r"^((?:model\.)?(?:layers\.[1-9]\d*|additional_layers\.\d+)\.)(hidden_norm|input_layernorm)\.weight$",
+                 stored)
     if not m:
         return None
     twin = f"{m.group(1)}{'input_layernorm' if m.group(2) == 'hidden_norm' else 'hidden_norm'}.weight"
