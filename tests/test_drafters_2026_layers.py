@@ -104,6 +104,9 @@ def test_midlayer_is_layer_0_at_any_depth_for_vllm(tmp_path: Path):
     result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
     assert result.exit_code == 0, result.stderr
     assert "serves with its default layers" in serve_line(result.stdout, "vLLM (V2 runner)")
+    code, found = findings("--engine", "trtllm", src)  # TensorRT-LLM's multi-layer module is midlayer.{i}
+    dropped = {f["where"] for f in found if f["code"] == "E-KEY-DROPPED" and f["engine"] == "trtllm"}
+    assert code == 1 and "midlayer.self_attn.q_proj.weight" in dropped, found
     out = tensor_hashes(tmp_path / "out")
     assert out["layers.0.hidden_norm.weight"] == tensor_hashes(src)["midlayer.hidden_norm.weight"]
 

@@ -17,7 +17,8 @@ Read in NVIDIA/TensorRT-LLM `tensorrt_llm/_torch/models/modeling_speculative.py`
   flags on, the input_norm is built and never applied.
 - `Eagle3DecoderLayer`: layers >= 1 (`next_layer_regular`, default true) build no `input_layernorm` and
   normalise their input with `hidden_norm`; `Eagle3ForCausalLM.load_weights` maps `layers.{i}.` to
-  `midlayer.{i}.` and loads by module, so a later layer's stored `input_layernorm` is never read.
+  `midlayer.{i}.` and loads by module, so a later layer's stored `input_layernorm` is never read, nor is a
+  multi-layer drafter's layer 0 stored as `midlayer.*` (its module is `midlayer.0`).
 - `Eagle3Attention` passes no sliding window: the drafter attends over the whole context.
 """
 
@@ -72,6 +73,8 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     if num_layers(names) > 1:
         r.silent += dropped(unread_later_norms(names, "input_layernorm", LATER_NORM_APPLIED),
                             "the pre-attention norm of layers >= 1 (it reads hidden_norm there)", LABEL)
+        r.silent += dropped(has(names, r"^midlayer\.(?!\d)"), "layer 0 stored as midlayer.* (a multi-layer "
+                            "drafter's is midlayer.0)", LABEL)
     window = trained_window(config)
     if window:
         r.caveats.append(window_ignored(LABEL, window))
