@@ -381,3 +381,24 @@ def test_both_rope_spellings_are_carried(tmp_path: Path):
     again = config_of(tmp_path / "back")
     assert (again["rope_scaling"], again["rope_parameters"], again["rope_theta"]) == (
         scaling, {**scaling, "rope_theta": 10000.0}, 10000.0)
+
+
+def test_transformers_5_rope_gets_the_older_spelling_for_sglang(tmp_path: Path):
+    """A drafter with only rope_parameters (transformers 5): the SGLang layout writes rope_theta and rope_scaling
+    beside it (SGLang before 0.5.23 reads only those), and reading our output back drops what it derived."""
+    parameters = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0, "original_max_position_embeddings": 512}
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec(extra={"rope_parameters": parameters}))
+    config = config_of(src)
+    del config["rope_theta"]
+    (src / "config.json").write_text(json.dumps(config))
+    result = run_cli("--no-record", "--to", "sglang", src, tmp_path / "sglang")
+    assert result.exit_code == 0, result.stderr
+    written = config_of(tmp_path / "sglang")
+    assert written["rope_parameters"] == parameters and written["rope_theta"] == 500000.0
+    assert written["rope_scaling"] == {k: v for k, v in parameters.items() if k != "rope_theta"}
+    back = run_cli("--no-record", "--to", "vllm", tmp_path / "sglang", tmp_path / "back")
+    assert back.exit_code == 0, back.stderr
+    again = config_of(tmp_path / "back")
+    assert again["rope_parameters"] == parameters and "rope_scaling" not in again and "rope_theta" not in again
+

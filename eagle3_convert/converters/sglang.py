@@ -204,6 +204,13 @@ class SGLangLayout(Layout):
             # SpecForge writes both spellings; SGLang reads the transformers-4 one.
             config["rope_theta"] = cfg.rope_normalized()["rope_theta"]
             derived.append("rope_theta")
+        parameters = config.get("rope_parameters")
+        if "rope_scaling" not in config and isinstance(parameters, dict) and \
+                parameters.get("rope_type", "default") != "default":
+            # SGLang 0.5.23 reads rope_parameters first (models/llama.py), releases before it rope_scaling only:
+            # the scaling in both spellings, as SpecForge writes it
+            config["rope_scaling"] = {k: v for k, v in parameters.items() if k != "rope_theta"}
+            derived.append("rope_scaling")
         derived += with_yarn_defaults(config)  # SpecForge's YaRN needs beta_fast/beta_slow written out
         if cfg.target_hidden_size is not None:
             config["target_hidden_size"] = cfg.target_hidden_size  # SGLang checks presence only: never null
