@@ -137,9 +137,13 @@ LAYOUT_KEYS: dict[str, Level] = {
     "eagle": _flat({"architectures", "draft_vocab_size", "target_hidden_size"}),
     # NVIDIA ModelOpt's HF export (llama and kimik2 templates of its export plugin).
     # The top-level id list is eagle3-convert's copy for vLLM, as boundaries, beside NVIDIA's nested one.
-    "modelopt": _flat({"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size", CAPTURE_IDS},
+    # The Eagle 3.1 flags where TensorRT-LLM reads them (modeling_speculative.py @ 00679c66): norm_before_fc nested
+    # (NVIDIA's gpt-oss exports), fc_norm and norm_output at the top, norm_output nested as return_hidden_post_norm.
+    "modelopt": _flat({"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size", CAPTURE_IDS,
+                       "norm_before_fc", "fc_norm", "norm_output"},
                       known={"quantization_config"},
-                      eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", *MODELOPT_NESTED}),
+                      eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc", "return_hidden_post_norm",
+                                      *MODELOPT_NESTED}),
 }
 # Keys some layout reads that are not the decoder's, at the top level of a flat config.
 SEMANTIC_ANYWHERE = frozenset().union(*(lvl.semantic for lvl in LAYOUT_KEYS.values())) | frozenset(
