@@ -203,8 +203,8 @@ def stored_name(layout: str, spec: DrafterSpec, canonical: str) -> str:
 
 def stored_tensors(layout: str, spec: DrafterSpec) -> dict[str, RawTensor]:
     out = {stored_name(layout, spec, n): t for n, t in canonical_tensors(spec).items()}
-    if layout in ("sglang", "vllm"):
-        # Layers >= 1: vLLM reads input_layernorm, SGLang hidden_norm, and each leaves the other's name unset
+    if layout in ("sglang", "vllm", "modelopt"):
+        # Layers >= 1: vLLM reads input_layernorm, SGLang and TensorRT-LLM hidden_norm, and each leaves the other's name unset
         # without a word; the one weight under both names is right in both engines (docs/formats.md §6).
         for i in range(1, spec.num_layers):
             both = [f"layers.{i}.input_layernorm.weight", f"layers.{i}.hidden_norm.weight"]
@@ -299,6 +299,9 @@ def config_for(layout: str, spec: DrafterSpec) -> dict[str, Any]:
             "parallel_draft_step": 1, "parallel_draft_heads_num_layers": 1}
         if out_ids is not None:
             cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = out_ids
+        if spec.norm_before_fc:  # where TensorRT-LLM reads it (NVIDIA's gpt-oss exports nest it)
+            cfg["eagle_config"]["norm_before_fc"] = True
+        cfg.update({f: True for f in ("fc_norm", "norm_output") if getattr(spec, f)})
     else:
         raise ValueError(f"unknown layout {layout!r}")
     return cfg
@@ -351,7 +354,9 @@ def expected_refusal(layout: str, spec: DrafterSpec) -> tuple[str, str] | None:
         ],
         "modelopt": [
             (spec.family == "qwen3", "E-FAMILY-UNSUPPORTED", "ModelOpt exports Llama and MLA modules only"),
-            (bool(flags), "E-FLAG-UNSUPPORTED", "ModelOpt and TensorRT-LLM have none of the norm flags"),
+            (spec.norm_before_residual, "E-FLAG-UNSUPPORTED", "TensorRT-LLM has no norm_before_residual"),
+            (spec.norm_before_fc and spec.fc_norm, "E-FLAG-UNSUPPORTED",
+             "TensorRT-LLM applies fc_norm or input_norm, never both"),
             (spec.ht != spec.hidden_size, "E-HIDDEN-UNSUPPORTED", "ModelOpt sizes fc from the drafter's hidden size"),
             (uncaptured, "E-CAPTURE-COUNT", "k != 3 with no capture ids"),
         ],

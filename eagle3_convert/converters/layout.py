@@ -4,11 +4,12 @@ the flat (`LlamaForCausalLMEagle3`-style) layouts apart."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..drafter import Drafter, TargetIdentity
 from ..errors import FormatError, RefusalError
@@ -42,6 +43,15 @@ class LayerRename:
     from_layer: int = 1
 
 
+@dataclass(frozen=True)
+class ShiftedLayers:
+    """Read only: `{stored}{j}.` is canonical `layers.{j + shift}.` (SGLang at 03d5a77 kept layer 0 as `midlayer`
+    and layers >= 1 as `additional_layers.{i - 1}`)."""
+
+    stored: str
+    shift: int
+
+
 _LAYER_NAME = re.compile(r"^layers\.(\d+)\.(.+)$")
 
 
@@ -58,8 +68,14 @@ def _swap_in_layer(name: str, renames: tuple[Rename | LayerRename, ...], to_stor
     return name
 
 
-def to_canonical(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: int) -> str:
+def to_canonical(name: str, renames: tuple[Rename | LayerRename | ShiftedLayers, ...], num_layers: int) -> str:
     for rule in renames:
+        if isinstance(rule, ShiftedLayers):
+            m = re.match(rf"^{re.escape(rule.stored)}(\d+)\.", name)
+            if m:
+                name = f"layers.{int(m.group(1)) + rule.shift}.{name[m.end():]}"
+                break
+            continue
         if isinstance(rule, LayerRename) or (rule.single_layer_only and num_layers != 1):
             continue
         if name.startswith(rule.stored):
@@ -68,10 +84,11 @@ def to_canonical(name: str, renames: tuple[Rename | LayerRename, ...], num_layer
     return _swap_in_layer(name, renames, to_stored=False)
 
 
-def to_stored(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: int) -> str:
+def to_stored(name: str, renames: tuple[Rename | LayerRename | ShiftedLayers, ...], num_layers: int) -> str:
     name = _swap_in_layer(name, renames, to_stored=True)
     for rule in renames:
-        if isinstance(rule, LayerRename) or rule.read_only or (rule.single_layer_only and num_layers != 1):
+        if isinstance(rule, (LayerRename, ShiftedLayers)) or rule.read_only or \
+                (rule.single_layer_only and num_layers != 1):
             continue
         if name.startswith(rule.canonical):
             return rule.stored + name[len(rule.canonical):]
@@ -348,7 +365,7 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
     """Layers >= 1 carry one pre-attention norm the engine reads (`used`) and one its class builds
     but never reads (`unused`): drop the unread one with a note when both hold the same weight; refuse when
     they differ (E-KEY-DUPLICATE, as validate says) or when only the unread one is there."""
-    pattern = re.compile(rf"^(model\.)?layers\.([1-9]\d*)\.{re.escape(unused)}\.")
+    pattern = re.compile(rf"^(model\.)?(layers\.[1-9]\d*|additional_layers\.\d+)\.{re.escape(unused)}\.")
     found = sorted(n for n in ckpt.tensors if pattern.match(n))
     if not found:
         return ckpt
@@ -362,10 +379,30 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
         mine, theirs = ckpt.tensors[name], ckpt.tensors[twin]
         if (mine.dtype, tuple(mine.shape), tensor_sha256(mine)) != (theirs.dtype, tuple(theirs.shape),
                                                                       tensor_sha256(theirs)):
+            said = untrained_twin(twin, name, ckpt.tensors)
             raise FormatError(f"tensors {twin!r} and {name!r} hold different weights for one pre-attention norm: "
                               f"{engine} reads the first, the {other_layout} layout's engine the second, and converting "
-                              "would keep one of them", f"put the weight the drafter was trained to apply under both names "
-                              "in a copy of the source, then convert", code="E-KEY-DUPLICATE")
+                              f"would keep one of them{said}", f"put the weight the drafter was trained to apply under "
+                              "both names in a copy of the source, then convert", code="E-KEY-DUPLICATE")
     notes.append(f"merged {', '.join(found)} into {used} (identical weights): {engine}'s layers >= 1 normalise with "
                  f"{used} and never read {unused}")
     return replace(ckpt, tensors={n: t for n, t in ckpt.tensors.items() if n not in found})
+
+
+_ONE = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": b"\x00\x00\x80\x3f"}  # 1.0, little-endian
+
+
+def untrained_twin(a: str, b: str, tensors: Mapping[str, TensorSource]) -> str:
+    """'; NAME holds RMSNorm's initial ones...' when exactly one of two differing twins is all ones, else ''."""
+    untrained = [n for n in (a, b) if all_ones(tensors[n])]
+    return (f"; {untrained[0]!r} holds RMSNorm's initial ones, as a norm training never applied keeps them"
+            if len(untrained) == 1 else "")
+
+
+def all_ones(src: TensorSource) -> bool:
+    """Whether a norm weight is exactly RMSNorm's initial value (every element 1.0)."""
+    one = _ONE.get(src.dtype)
+    count = 1
+    for dim in src.shape:
+        count *= dim
+    return one is not None and tensor_sha256(src) == hashlib.sha256(one * count).hexdigest()

@@ -206,6 +206,8 @@ class VLLMLayout(Layout):
             **{flag: getattr(cfg, flag) for flag in FLAGS},
         }
         write_capture_ids(config, eagle, cfg, options, "sglang", nested_required=False)
+        if cfg.norm_before_fc:
+            eagle["norm_before_fc"] = True  # vLLM reads it nested first; TensorRT-LLM only there (engines/trtllm.py)
         config["eagle_config"] = eagle
         if cfg.target_hidden_size is not None:
             config["target_hidden_size"] = cfg.target_hidden_size

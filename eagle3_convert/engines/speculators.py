@@ -2,7 +2,9 @@
 
 Facts (docs/formats.md §2.1, §6): reads only speculators-format configs (`speculators_model_type`),
 Llama and Qwen3 decoder layers, capture ids as top-level BOUNDARIES, flags at the top level
-with an absent norm_before_residual read as false (vLLM reads it as true).
+with an absent norm_before_residual read as false (vLLM reads it as true). `Eagle3SpeculatorConfig`
+refuses norm_before_fc together with fc_norm (`_check_norm_flags`, models/eagle3/config.py). A sliding
+window is trained and applied where `layer_types` says "sliding_attention" (models/eagle3/core.py).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     r.family = MODEL_TYPES.get(model_type)
     if r.family is None:
         r.refusal = f"the speculators library has no Eagle3 draft layer for model_type {model_type!r}"
+        return r
+    if flag(config, "norm_before_fc") and flag(config, "fc_norm"):
+        r.refusal = "the speculators library refuses it: norm_before_fc and fc_norm are mutually exclusive"
         return r
     ids = id_list(config.get(IDS_KEY))
     if ids is None:

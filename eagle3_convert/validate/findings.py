@@ -45,10 +45,15 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W-CONFIG-DEFAULTS-DIFFER": ("warning", "an absent key the engines default differently"),
     "W-CONFIG-CONTEXT": ("warning", "max_position_embeddings below the target's context length"),
     "I-ROPE-EXPORT-YARN": ("info", "a ModelOpt export carries the YaRN rope scaling its exporter injects"),
+    "W-ENGINE-CAVEAT": ("warning", "the engine serves the file as trained only within a limit, or with a serve-time "
+                                   "flag"),
     "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
     "E-KEY-DROPPED": ("error", "the engine's name rules drop a tensor silently"),
+    "E-KEY-REFUSED": ("error", "the engine's loader fails on a stored tensor name"),
+    "E-KEY-UNAPPLIED": ("error", "the engine loads a tensor into a norm it never applies, and applies one left at "
+                                 "its initial value"),
     "E-KEY-UNKNOWN": ("error", "a tensor that is no part of an EAGLE-3 drafter"),
     "E-KEY-UNUSED": ("error", "a drafter tensor the config does not use (a flag off, a layer too many)"),
     "E-KEY-DUPLICATE": ("error", "two stored names hold the same weight"),
@@ -121,22 +126,6 @@ def from_error(exc: Eagle3Error, where: str | None = None, engine: str | None = 
 
 
 # How a finding quotes and tests config values.
-
-def show(value: Any, limit: int = 80) -> str:
-    """A config value as a message quotes it: never a whole hostile blob."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def positive(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def int_list(value: Any) -> list[int] | None:
-    if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-        return list(value)
-    return None
-
 
 @dataclass
 class Report:
