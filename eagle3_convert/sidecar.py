@@ -23,6 +23,21 @@ def config_digest(config_bytes: bytes) -> str:
     return hashlib.sha256(config_bytes).hexdigest()
 
 
+def read_claims(root: Path) -> dict[str, Any] | None:
+    """The sidecar if present and well-formed, whatever config.json now says: what it CLAIMS (its drafter id
+    names weights, which an edit of config.json leaves alone); else None. `read` is the trusted reading."""
+    path = root / SIDECAR_NAME
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_SIDECAR_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("sidecar_version") != SIDECAR_VERSION:
+        return None
+    return data
+
+
 def read(root: Path, config_path: Path) -> dict[str, Any] | None:
     """The sidecar if present, well-formed and written with this exact config.json; else None."""
     found = read_record(root, config_path)
@@ -30,24 +45,22 @@ def read(root: Path, config_path: Path) -> dict[str, Any] | None:
 
 
 def read_record(root: Path, config_path: Path) -> tuple[dict[str, Any], bool] | None:
-    """The sidecar if present and well-formed, and whether it was written with this exact config.json.
+    """The sidecar's claims (`read_claims`) and whether it was written with this exact config.json.
 
     One that was not still says what it knew of the weights (their target, capture layers, vocabulary,
     flags): config.json was edited since, and the edit is what provenance.py checks against it. Its config
     facts (ids as written, layout extras) are trusted only with the config it was written with.
     """
-    path = root / SIDECAR_NAME
+    data = read_claims(root)
+    if data is None:
+        return None
+    if not config_path.is_file():  # a FIFO or device named config.json would block the read
+        return data, False
     try:
-        if not path.is_file() or path.stat().st_size > MAX_SIDECAR_BYTES:
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-        config_bytes = config_path.read_bytes() if config_path.is_file() else None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict) or data.get("sidecar_version") != SIDECAR_VERSION:
-        return None
-    trusted = config_bytes is not None and data.get("config_sha256") == config_digest(config_bytes)
-    return data, trusted
+        config_bytes = config_path.read_bytes()
+    except OSError:
+        return data, False
+    return data, data.get("config_sha256") == config_digest(config_bytes)
 
 
 def tool_name() -> str:

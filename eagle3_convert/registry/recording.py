@@ -15,16 +15,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..capture_ids import engine_boundaries
+from ..drafter import TargetIdentity
 from ..errors import UsageError
 from ..names import BOUNDARY, CAPTURE_CONVENTIONS
-from .models import DrafterRecord, LineageEdge, Location, TargetInfo
+from .models import RECORDED_TARGET, DrafterRecord, LineageEdge, Location
 from .store import RegistryStore
 
 CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (the weights: tensor bytes, draft vocab)
 FINGERPRINT = "hub-fingerprint"  # id_kind: registry sync's id of a Hub repo read without its weights
-FORMER = "config-and-weights"  # id_kind of a record made before schema v4 (its id digested the config too)
+FORMER = "config-and-weights"  # id_kind of a record made before schema v5 (its id digested the config too)
 
-_SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind")
+_SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind", "drafter_kind")
 _GAPS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with")
 
 
@@ -39,12 +40,12 @@ def record_fields(facts: dict[str, Any]) -> dict[str, Any]:
     fields.update({name: facts[name] for name in _SCALARS if facts.get(name) is not None})
     target = facts.get("target")
     if isinstance(target, dict) and any(value not in (None, []) for value in target.values()):
-        # TargetIdentity also knows model_type, which the record does not keep; the store validates the rest.
-        fields["target"] = {key: value for key, value in target.items() if key in TargetInfo.model_fields}
+        # the facts the record keeps (not model_type); the store validates them
+        fields["target"] = {key: value for key, value in target.items() if key in RECORDED_TARGET}
     return fields
 
 
-def _filled(known: TargetInfo, new: dict[str, Any]) -> dict[str, Any]:
+def _filled(known: TargetIdentity, new: dict[str, Any]) -> dict[str, Any]:
     """The recorded target with the gaps `new` can fill filled; recorded values win."""
     merged = known.model_dump()
     for key, value in new.items():
@@ -155,7 +156,7 @@ def _record_as_fields(record: DrafterRecord) -> dict[str, Any]:
 
 def adopt_former_ids(store: RegistryStore, drafter_id: str, former_ids: Iterable[str],
                      conflicts: list[dict[str, Any]] | None = None) -> list[str]:
-    """Merge the records made before schema v4 under `former_ids` (fingerprint.config_and_weights_id of these
+    """Merge the records made before schema v5 under `former_ids` (fingerprint.config_and_weights_id of these
     weights) into the record of `drafter_id`: their facts (the training truth they hold) fill what that record
     does not know, their copies and lineage move, and each former id stays an alias (`registry show OLD` finds
     the record). A former record whose capture boundaries or target contradict the record is not merged: the
@@ -171,7 +172,7 @@ def adopt_former_ids(store: RegistryStore, drafter_id: str, former_ids: Iterable
         else:
             found = disagreements(known, old.capture_boundaries, old.target.name_or_path if old.target else None)
             if found:
-                message = "; ".join(f"the record {former[:12]} (before schema v4) says {c['field']} {c['hub']}, "
+                message = "; ".join(f"the record {former[:12]} (before schema v5) says {c['field']} {c['hub']}, "
                                     f"the record {drafter_id[:12]} {c['registry']}" for c in found)
                 if conflicts is not None:
                     conflicts.append({"drafter_id": former, "uri": next((loc.uri for loc in old.locations), ""),

@@ -79,7 +79,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             added_at   TEXT NOT NULL
         )""",
     ),
-    # v4: a drafter is its weights (fingerprint.py): the ids recorded before digested the canonical config
+    # v4: the drafter kind (EAGLE-3 or P-EAGLE); every record before v4 is an EAGLE-3 drafter.
+    (
+        "ALTER TABLE drafters ADD COLUMN drafter_kind TEXT NOT NULL DEFAULT 'eagle3'",
+    ),
+    # v5: a drafter is its weights (fingerprint.py): the ids recorded before digested the canonical config
     # too. They cannot be recomputed here (that needs the tensors' bytes): such a record is marked
     # `config-and-weights` and merged into its weights id, its old id kept as an alias, when a copy of it is
     # read again (records.py). Lineage edges say what they are: `convert` (the same drafter in another
@@ -120,6 +124,7 @@ DRAFTER_COLUMNS = (
     "flags",
     "trained_with",
     "id_kind",
+    "drafter_kind",
     "created_at",
     "updated_at",
 )
@@ -157,6 +162,7 @@ def to_row(record: DrafterRecord) -> dict[str, Any]:
         "flags": dumps(record.flags),
         "trained_with": record.trained_with,
         "id_kind": record.id_kind,
+        "drafter_kind": record.drafter_kind,
         "created_at": ts(record.created_at),
         "updated_at": ts(record.updated_at),
     }
@@ -210,6 +216,7 @@ def to_record(row: Any, locations: list[dict[str, Any]], lineage: list[dict[str,
             "flags": loads(row["flags"]),
             "trained_with": row["trained_with"],
             "id_kind": row["id_kind"],
+            "drafter_kind": row["drafter_kind"],
             "created_at": row["created_at"],
             "updated_at": row["updated_at"],
             "locations": locations,

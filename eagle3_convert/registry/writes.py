@@ -103,7 +103,7 @@ def absorb(conn: Any, twin: str, into: str) -> None:
 
 
 def add_alias(conn: Any, alias: str, drafter_id: str) -> bool:
-    """Remember that `alias` (a Hub fingerprint, or an id from before schema v4) names `drafter_id`; False if it
+    """Remember that `alias` (a Hub fingerprint, or an id from before schema v5) names `drafter_id`; False if it
     already named a drafter."""
     cursor = conn.execute("INSERT INTO aliases (alias, drafter_id, added_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                           (alias, drafter_id, ts(utcnow())))
