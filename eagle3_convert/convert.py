@@ -413,6 +413,9 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
                 facts["drafter_id"] = drafter_id(cast, tensor_digests(cast))
                 derived_from = facts["derived_from"] = ids["source"]
             history_notes[:] = carry_history(facts, previous, {ids["source"], ids["former"]})
+            if derived_from:
+                history_notes.append(f"the weights are cast to another dtype: a new drafter {facts['drafter_id'][:12]}, "
+                                     f"derived from {derived_from[:12]} (lineage: cast)")
             facts["lineage"].append(conversion_edge(source, layout.name, Path(dest), derived_from,
                                                     restated=bool(options.capture_restated)))
             return {sidecar.SIDECAR_NAME: sidecar.build(layout=layout.name, config_bytes=json_bytes(plan.config),

@@ -56,7 +56,7 @@ from .base import (
 from .gguf_file import (  # noqa: F401 (gguf_file, scan_gguf: re-exported)
     ARCH, FILE_TYPE, RECORD_KEY, TargetGGUF, file_name, gguf_file, key_types, read_target_gguf, scan_gguf,
     write_gguf)
-from .gguf_tensors import ELEMENT, StreamedTensor, exactly_back, llama3_rope_factors
+from .gguf_tensors import ELEMENT, StreamedTensor, cast_weights, exactly_back, llama3_rope_factors
 
 # Targets whose llama.cpp graph exposes the layer inputs (t_layer_inp), and those that also set t_h_nextn,
 # which a capture at boundary L needs (docs/formats.md §7.3, grep of b11434 src/models/*.cpp).
@@ -314,7 +314,7 @@ class GGUFLayout(Layout):
         cfg, dtypes = _config(ckpt, keys, notes)
         canonical = _canonical_tensors(ckpt.tensors, cfg, dtypes)
         _check_rope_freqs(ckpt.tensors.get(ROPE_FREQS), cfg, notes)
-        cfg = dtype_of_weights(cfg, canonical["fc.weight"].dtype if "fc.weight" in canonical else None, notes)
+        cfg = dtype_of_weights(cfg, getattr(canonical.get("fc.weight"), "dtype", None), notes)
         drafter = Drafter(cfg, canonical, _vocab_map(ckpt.tensors.get(D2T), keys.draft_vocab, keys.vocab), notes)
         check_tensor_table(drafter)
         return drafter
@@ -332,14 +332,10 @@ class GGUFLayout(Layout):
                          f"{target.block_count}-layer target")
         tensors, dtypes = _gguf_tensors(drafter, outtype)
         main_dtype = _main_dtype(drafter, outtype)
-        cast = _cast_weights(drafter, outtype)
-        if cast:
-            cfg = dtype_of_weights(cfg, main_dtype, notes)
-            notes.append(f"--outtype {outtype}: the 2-D weights are written as {main_dtype}, other bytes than the "
-                         "source's: the GGUF holds a new drafter, recorded as a cast of the source")
+        cast = cast_weights(drafter.tensors, OUTTYPES.get(outtype), NAMES)  # other bytes: a new drafter (convert)
         # What the sidecar is bound to (config_sha256): this exact record, stored in the GGUF.
-        plan_config = {"gguf": _metadata(cfg, boundaries, main_dtype),
-                       RECORD_KEY: _record_to_store(cfg, dtypes, target)}
+        rec = dtype_of_weights(cfg, main_dtype, notes) if cast else cfg  # a cast's record names its own dtype
+        plan_config = {"gguf": _metadata(cfg, boundaries, main_dtype), RECORD_KEY: _record_to_store(rec, dtypes, target)}
         return WritePlan(self.name, plan_config, tensors, notes,
                          writer=_writer(plan_config, main_dtype, target, tensors), cast=cast)
 
@@ -400,14 +396,6 @@ def _outtype(options: ConvertOptions) -> str:
         raise UsageError(f"--outtype {outtype}: not written here", "choose auto, bf16, f16 or f32 (quantize "
                          "afterwards with llama-quantize)", code="E-GGUF-OUTTYPE")
     return outtype
-
-
-def _cast_weights(drafter: Drafter, outtype: str) -> dict[str, TensorSource]:
-    """The canonical 2-D weights `--outtype` changes the dtype of, as the GGUF read back holds them (norms go
-    back to their source dtype exactly; q/k rows are permuted and un-permuted around the same element cast)."""
-    dst = OUTTYPES.get(outtype)
-    return {name: StreamedTensor(src, dst, tuple(src.shape)) for name, src in drafter.tensors.items()
-            if dst is not None and name in NAMES and len(src.shape) == 2 and src.dtype != dst}
 
 
 def _gguf_tensors(drafter: Drafter, outtype: str) -> tuple[dict[str, TensorSource], dict[str, str]]:
