@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -116,7 +115,7 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
         detection = Detection(layout.name, True, "given with --from")
 
     try:
-        drafter = get_layout(detection.layout).read(ckpt, options)
+        drafter = ckpt.read_as(get_layout(detection.layout), options)
     except Eagle3Error as exc:
         if from_layout != "auto":
             raise judge_explicit_from(ckpt, detection.layout, options, error=exc) or exc from None
@@ -173,7 +172,7 @@ def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertO
     if detected.layout == given or not detected.confident:
         return
     try:
-        other = get_layout(detected.layout).read(ckpt, options)
+        other = ckpt.read_as(get_layout(detected.layout), options)
     except Eagle3Error:
         return
     except ValidationError:
@@ -308,6 +307,8 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     if plan.derived_keys:
         facts["derived_config_keys"] = plan.derived_keys
     # Hash the source while the kernel copies it: the id costs no extra wall time on 2+ cores.
+    from concurrent.futures import ThreadPoolExecutor  # (with logging and queue: inspect and validate need none)
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         digests = pool.submit(tensor_digests, source.drafter, min(2, os.cpu_count() or 1))
 

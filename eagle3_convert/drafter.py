@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from .vocab_map import VocabMap
 from .safetensors_io import TensorSource
@@ -52,6 +52,18 @@ class TargetIdentity(BaseModel):
     num_hidden_layers: int | None = None
     hidden_size: int | None = None
     vocab_size: int | None = None
+    # The context it serves (max_position_embeddings), read from its config for validate's W-CONFIG-CONTEXT: a
+    # fact of that config, not of who the target is, so never read from a file nor written out (private).
+    _context_length: int | None = PrivateAttr(default=None)
+
+    @property
+    def context_length(self) -> int | None:
+        return self._context_length
+
+    def serving(self, context_length: int | None) -> "TargetIdentity":
+        """This target, knowing the context it serves (read from its config.json)."""
+        self._context_length = context_length
+        return self
 
     @staticmethod
     def merged(identity: "TargetIdentity | None", more: "TargetIdentity | None") -> "TargetIdentity | None":

@@ -11,7 +11,7 @@ sidecar, config.json and the card alone; `headers=True` reads it with the layout
 sidecar whose config.json was edited since still names the drafter (its id is of the weights): the facts are
 then the files' own, under that id, so that they are compared with the record.
 
-huggingface_hub is imported inside functions (start-up time; tests/test_imports.py).
+huggingface_hub is hub_client.py's.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import sidecar
+from . import hub_client, sidecar
 from .convert import ids_as_written, make_options, read_source, sidecar_facts
 from .converters.gguf_file import DTYPE_OF_GGML, HeaderEndsEarly, scan_gguf
 from .converters.gguf_tensors import ELEMENT
 from .drafter import TargetIdentity
 from .errors import Eagle3Error, FormatError
 from .safetensors_io import INDEX_NAME, MAX_HEADER_BYTES, read_header
-from .sources import chosen_gguf, endpoint_from_env, hub_error, quiet_hub
+from .sources import chosen_gguf, endpoint_from_env, hub_error
 from .targets import load_target
 
 CONFIG = "config.json"
@@ -84,16 +84,14 @@ class HubReader:
     """A Hub session: lists repos, reads drafters, remembers targets already fetched."""
 
     def __init__(self, endpoint: str | None = None, token: str | None = None):
-        from huggingface_hub import HfApi
-
         self.endpoint = endpoint_from_env(endpoint)
         self.token = token
-        self.api = HfApi(endpoint=self.endpoint, token=token)
+        self.api = hub_client.api(self.endpoint, token)
         self._targets: dict[str, Any] = {}
 
     def _guard(self, what: str, repo_id: str, call: Any) -> Any:
         try:
-            with quiet_hub():
+            with hub_client.quiet():
                 return call()
         except Eagle3Error:
             raise
@@ -122,17 +120,9 @@ class HubReader:
 
     def _get(self, repo: HubRepo, name: str, start: int | None = None, end: int | None = None) -> tuple[bytes, int]:
         """A file's bytes at the repo's commit, or bytes [start, end] of it by HTTP Range; (bytes, file size)."""
-        from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-
-        url = hf_hub_url(repo.repo_id, name, revision=repo.sha, endpoint=self.endpoint)
-        headers = build_hf_headers(token=self.token)
-        if start is not None:
-            headers["Range"] = f"bytes={start}-{end}"
-
         def fetch() -> tuple[bytes, int]:
-            response = get_session().get(url, headers=headers, follow_redirects=True, timeout=30)
-            hf_raise_for_status(response)
+            response = hub_client.get_file(repo.repo_id, name, revision=repo.sha, endpoint=self.endpoint,
+                                           token=self.token, byte_range=None if start is None else (start, end))
             total = re.search(r"/(\d+)$", response.headers.get("Content-Range", ""))
             return response.content, int(total[1]) if total else len(response.content)
 

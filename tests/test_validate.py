@@ -769,3 +769,25 @@ def test_deep_reports_progress_over_every_byte(tmp_path: Path):
     weights = (EXAMPLE / "model.safetensors").stat().st_size
     assert len(totals) == 1 and 0 < totals[0] < weights  # the data section: the file less its header
     assert sum(seen) == totals[0] and report.manifest
+
+
+@pytest.mark.parametrize("from_layout", ["auto", "speculators"])
+def test_inspect_reads_a_checkpoint_once(tmp_path: Path, from_layout: str) -> None:
+    """What inspect does: read_raw reads the files once; validate detects, decodes the vocab map and runs the layout
+    reader on that one Checkpoint, and convert's reader then gets the same Checkpoint and the same reading."""
+    from eagle3_convert.convert import read_source
+    from eagle3_convert.validate import checkpoint_loader, read_raw, validate_checkpoint
+
+    src = build_drafter(tmp_path / "d", "speculators")
+    raw, found = read_raw(src)
+    assert found == []
+    report = validate_checkpoint(src, from_layout=from_layout, read=(raw, list(found)))
+    assert not report.failed()
+    ckpt = raw.checkpoint()
+    assert ckpt.detection is not None and list(ckpt.vocab_maps) == [(96, 32)]
+    assert [name for name, _, _ in ckpt.readings] == ["speculators"]
+    source = read_source(str(src), from_layout, load=checkpoint_loader(raw, found))
+    assert source.drafter is ckpt.readings[0][2] and len(ckpt.readings) == 1
+    # where read_raw met a problem, convert's own loader reads the files again, to refuse them in its own words
+    fresh = checkpoint_loader(raw, found + ["a finding"])(src)
+    assert fresh is not ckpt and fresh.tensors.keys() == ckpt.tensors.keys() and not fresh.readings

@@ -15,9 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..drafter import TargetIdentity
 from . import queries, writes
 from .errors import RegistryError
-from .models import DrafterRecord, LineageEdge, Location, TargetInfo
+from .models import DrafterRecord, LineageEdge, Location
 from .paths import ENV_VAR  # noqa: F401  (postgres.py imports it from here)
 
 
@@ -46,7 +47,7 @@ class RegistryStore(ABC):
         self,
         drafter_id: str,
         *,
-        target: TargetInfo | None | _Unset = _UNSET,
+        target: TargetIdentity | None | _Unset = _UNSET,
         capture_boundaries: list[int] | None | _Unset = _UNSET,
         ids_as_written: dict[str, list[int]] | _Unset = _UNSET,
         draft_vocab_size: int | None | _Unset = _UNSET,
@@ -159,6 +160,12 @@ class SQLStore(RegistryStore):
     """`RegistryStore` over a SQL connection; `path` names the registry in messages (never a password)."""
 
     path: Any
+    _conn: Any  # the driver's connection; None once closed
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            raise RegistryError("the registry is closed", hint="open it again with open_registry()")
+        return self._conn
 
     @abstractmethod
     def _txn(self, *, write: bool) -> AbstractContextManager[Any]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from ..capture_ids import default_boundaries, ids_for_engine
+from ..engines.common import id_list
 from ..errors import RefusalError
+from ..json_values import short_repr
 from ..names import BOUNDARY_CONVENTIONS
 from .context import ABSENT, IDS_KEY, LOCATIONS, MAX_CAPTURE_IDS, Context
-from .findings import Finding, finding, from_error, int_list, show
+from .findings import Finding, finding, from_error
 from .profiles import EngineProfile, engine_profiles
 
 
@@ -14,8 +16,8 @@ def read_capture_ids(ctx: Context) -> None:
     for location, value in (("top", ctx.config.get(IDS_KEY, ABSENT)), ("nested", ctx.eagle.get(IDS_KEY, ABSENT))):
         if value is ABSENT or value is None or value == []:
             ctx.ids[location] = None
-        elif int_list(value) is None or len(value) > MAX_CAPTURE_IDS:
-            ctx.add("E-CAPTURE-FIELD", f"{LOCATIONS[location][2:]} is {show(value)}: not a short list of "
+        elif id_list(value) is None or len(value) > MAX_CAPTURE_IDS:
+            ctx.add("E-CAPTURE-FIELD", f"{LOCATIONS[location][2:]} is {short_repr(value)}: not a short list of "
                     "integers", "write the capture ids as a list of integers", where=LOCATIONS[location])
             ctx.ids[location] = None
         else:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
 from ..engines import WRONG, TargetContext, serve_verdicts
+from ..json_values import is_positive_int, short_repr
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
 from .context import ABSENT, Context
-from .findings import positive, show
 from .profiles import ENGINE_LAYOUT, EngineProfile
 from .vocab import engine_vocab
 
@@ -34,8 +34,8 @@ def check_engine(ctx: Context, p: EngineProfile) -> None:
         ctx.add("E-CONFIG-DRAFT-VOCAB", "config.json has no draft_vocab_size: SGLang fails to construct the "
                 "drafter", f"set draft_vocab_size to {rows or 'the lm_head rows'}", engine=p.name,
                 where="$.draft_vocab_size")
-    elif not positive(vd) and rows is not None and rows != cfg.vocab_size:
-        ctx.add("E-CONFIG-DRAFT-VOCAB", f"draft_vocab_size is {show(vd)}: {p.label} then sizes the draft head "
+    elif not is_positive_int(vd) and rows is not None and rows != cfg.vocab_size:
+        ctx.add("E-CONFIG-DRAFT-VOCAB", f"draft_vocab_size is {short_repr(vd)}: {p.label} then sizes the draft head "
                 f"for the full vocab V={cfg.vocab_size}, but lm_head.weight has {rows} rows",
                 f"set draft_vocab_size to {rows}", engine=p.name, where="$.draft_vocab_size")
     if p.name == "sglang" and "target_hidden_size" in raw and raw["target_hidden_size"] is None:
@@ -82,8 +82,8 @@ def _engine_reads_config(ctx: Context, p: EngineProfile) -> bool:
     else:
         served = p.served_family(archs)
         problem = None if served == cfg.family else (
-            f"architectures {show(archs)} name no {p.label} EAGLE-3 drafter class" if served is None else
-            f"architectures {show(archs)} make {p.label} build its {served} drafter class, but the config "
+            f"architectures {short_repr(archs)} name no {p.label} EAGLE-3 drafter class" if served is None else
+            f"architectures {short_repr(archs)} make {p.label} build its {served} drafter class, but the config "
             f"describes a {cfg.family} drafter")
     if problem:
         own_class = next((a for a, fam in (p.classes or {}).items() if fam == cfg.family), None)

@@ -119,22 +119,6 @@ def from_error(exc: Eagle3Error, where: str | None = None, engine: str | None = 
 
 # How a finding quotes and tests config values.
 
-def show(value: Any, limit: int = 80) -> str:
-    """A config value as a message quotes it: never a whole hostile blob."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def positive(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def int_list(value: Any) -> list[int] | None:
-    if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-        return list(value)
-    return None
-
-
 @dataclass
 class Report:
     source: str
