@@ -338,9 +338,12 @@ def test_an_mla_drafter_named_eagle3_deepseek_v3_is_no_schema_error_for_vllm(tmp
     for layout in ("modelopt", "vllm"):
         src = _edit(build_drafter(tmp_path / layout, layout, DrafterSpec(family="deepseek_mla")),
                     lambda c: c.__setitem__("architectures", ["Eagle3DeepseekV3ForCausalLM"]))
-        validated = run_cli("validate", "--engine", "vllm", src)
-        assert "E-SCHEMA" not in validated.stdout, validated.stdout
-        assert validated.exit_code == 0, validated.stdout
+        validated = run_cli("validate", "--engine", "vllm", "--json", src)
+        errors = [f for f in json.loads(validated.stdout)["findings"] if f["severity"] == "error"]
+        assert "E-SCHEMA" not in {f["code"] for f in errors}, errors
+        # ModelOpt's nested block-output ids are read one off by vLLM's V1 runner (issue 22's one rule): that error
+        # is the only one, the MLA class name none
+        assert [f["code"] for f in errors] == ([] if layout == "vllm" else ["E-CAPTURE-MISMATCH"]), errors
 
 
 def test_the_family_follows_the_architecture_and_the_tensors(tmp_path: Path):

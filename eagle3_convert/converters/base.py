@@ -21,7 +21,7 @@ from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json
 from .config_keys import DECODER_SEMANTIC, NEVER_CARRIED
 from .layout import (  # noqa: F401 (re-exported)
     ARCHITECTURE_FAMILY, EAGLE3_ARCHITECTURES, KNOWN_CANONICAL, LATER_NORMS, MODELOPT_EAGLE_FIELDS, VOCAB_TENSORS,
-    ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, WritePlan, canonical_tensors,
+    ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, ShiftedLayers, WritePlan, canonical_tensors,
     drop_unused_layer_norms, flat_markers, refuse_unless, to_canonical, to_stored, with_both_later_norms)
 
 

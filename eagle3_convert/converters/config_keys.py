@@ -114,7 +114,7 @@ LAYOUT_KEYS: dict[str, Level] = {
     # speculators 0.9 (trainer and converter): the decoder nested under transformer_layer_config.
     "speculators": Level(
         semantic=frozenset({"speculators_model_type", "transformer_layer_config", "draft_vocab_size",
-                            "target_hidden_size", CAPTURE_IDS, "speculators_config", *NORM_FLAGS}),
+                            "target_hidden_size", CAPTURE_IDS, "speculators_config", "mask_token_id", *NORM_FLAGS}),
         known=TRANSFORMERS_COMMON | frozenset({"speculators_version", "embed_requires_grad", "tie_word_embeddings",
                                                "has_no_defaults_at_init"}),
         children=(
@@ -130,16 +130,25 @@ LAYOUT_KEYS: dict[str, Level] = {
                     eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc"}),
     # vLLM-native Eagle3 configs.
     "vllm": _flat({"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
-                   CAPTURE_IDS, *NORM_FLAGS},
+                   CAPTURE_IDS, "pard_token", "ptd_token_id", "mask_token_id", *NORM_FLAGS},
                   eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc"},
                   eagle_known=MODELOPT_NESTED),
     # SafeAILab/EAGLE: a plain Llama config and draft_vocab_size.
     "eagle": _flat({"architectures", "draft_vocab_size", "target_hidden_size"}),
     # NVIDIA ModelOpt's HF export (llama and kimik2 templates of its export plugin).
     # The top-level id list is eagle3-convert's copy for vLLM, as boundaries, beside NVIDIA's nested one.
-    "modelopt": _flat({"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size", CAPTURE_IDS},
+    # NeMo Automodel's LlamaEagle3DraftModel: the target's config plus its draft keys (converters/nemo.py).
+    "nemo": _flat({"architectures", "draft_vocab_size", "target_hidden_size", "parallel_drafting", "mask_token_id",
+                   "fc_norm", "norm_output", "num_aux_hidden_states"},
+                  known={"attn_implementation", "num_depths", "down_sample_ratio", "down_sample_ratio_min",
+                         "layer_types", "max_window_layers", "sliding_window", "use_sliding_window"}),
+    # The Eagle 3.1 flags where TensorRT-LLM reads them (modeling_speculative.py @ 00679c66): norm_before_fc nested
+    # (NVIDIA's gpt-oss exports), fc_norm and norm_output at the top, norm_output nested as return_hidden_post_norm.
+    "modelopt": _flat({"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size", CAPTURE_IDS,
+                       "norm_before_fc", "fc_norm", "norm_output"},
                       known={"quantization_config"},
-                      eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", *MODELOPT_NESTED}),
+                      eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc", "return_hidden_post_norm",
+                                      *MODELOPT_NESTED}),
 }
 # Keys some layout reads that are not the decoder's, at the top level of a flat config.
 SEMANTIC_ANYWHERE = frozenset().union(*(lvl.semantic for lvl in LAYOUT_KEYS.values())) | frozenset(
@@ -168,6 +177,7 @@ def _list_of(item: Callable[[Any], bool]) -> Callable[[Any], bool]:
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "boolean": (lambda v: isinstance(v, bool), "true or false"),
     "positive": (is_positive_int, "a positive integer"),
+    "integer": (is_int, "an integer"),  # (a token id: 0 is one; the schema's minimum says the rest)
     "number": (is_number, "a number"),
     "string": (lambda v: isinstance(v, str), "a string"),
     "object": (lambda v: isinstance(v, dict), "an object"),

@@ -56,6 +56,7 @@ class RegistryStore(ABC):
         flags: dict[str, bool] | _Unset = _UNSET,
         trained_with: str | None | _Unset = _UNSET,
         id_kind: str | _Unset = _UNSET,
+        drafter_kind: str | _Unset = _UNSET,
         locations: Iterable[Location] = (),
         lineage: Iterable[LineageEdge] = (),
     ) -> DrafterRecord:
@@ -75,6 +76,7 @@ class RegistryStore(ABC):
             "flags": flags,
             "trained_with": trained_with,
             "id_kind": id_kind,
+            "drafter_kind": drafter_kind,
         }
         given = {name: value for name, value in given.items() if value is not _UNSET}
         try:

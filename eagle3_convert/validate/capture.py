@@ -110,8 +110,16 @@ def engine_capture(ctx: Context, p: EngineProfile) -> None:
             # Converting helps only when the layout's own reader understands where the ids are.
             fix = f"{convert} writes them there"
             if p.name == "vllm" and loc == "nested":
-                coincide += (f" (its V1 runner instead falls back to that list, read as boundaries "
-                             f"{ctx.meaning('vllm', ctx.ids[loc])})")
+                # One rule for the V1 runner, whatever the depth or layer count: its fallback reads the nested
+                # list as boundaries (gpu_model_runner._get_eagle3_aux_layers_from_config); other layers than the
+                # trained ones are an error, the V2 runner's defaults below a warning unless --target shows them wrong.
+                v1 = ctx.meaning("vllm", ctx.ids[loc])
+                coincide += f" (its V1 runner instead falls back to that list, read as boundaries {v1})"
+                if truth and v1 is not None and sorted(set(v1)) != sorted(set(truth)):
+                    ctx.add("E-CAPTURE-MISMATCH", f"vLLM's V1 runner falls back to {LOCATIONS[loc][2:]} "
+                            f"{ctx.ids[loc]} and reads it as boundaries {v1}, but the drafter was trained on "
+                            f"boundaries {truth}", f"write the ids where vLLM reads them: {fix}", engine=p.name,
+                            where=LOCATIONS[loc])
             ctx.add("W-CAPTURE-IDS-IGNORED", f"{p.label} reads capture ids only from "
                     f"{LOCATIONS[p.ids_from][2:]}: it ignores {LOCATIONS[loc][2:]} {ctx.ids[loc]} and captures "
                     f"its default boundaries {shown}{coincide}",

@@ -9,8 +9,8 @@ from .. import schemas
 from ..converters.base import decoder_fields, is_yarn
 from ..converters.config_keys import key_issues
 from ..converters.modelopt import exported_yarn
-from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, to_canonical
-from ..drafter import FAMILY_BY_MODEL_TYPE, MLA_KEYS, DrafterConfig, wrong_target_width
+from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, drafter_kind, to_canonical
+from ..drafter import FAMILY_BY_MODEL_TYPE, KINDS, MLA_KEYS, DrafterConfig, wrong_target_width
 from ..engines.common import id_list
 from ..errors import FormatError
 from ..json_values import is_positive_int
@@ -65,6 +65,9 @@ def read_config(ctx: Context) -> DrafterConfig | None:
     )
     if raw.get("bias") is True:
         fields["attention_bias"] = True
+    kind = drafter_kind(raw)[0]
+    if kind in KINDS:  # (DFlash and DSpark: refused where the layout is detected)
+        fields["kind"] = kind
     fields["num_aux_hidden_states"] = _num_aux(ctx, fields)
     try:
         return DrafterConfig(**fields)

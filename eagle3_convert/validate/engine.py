@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import WRONG, TargetContext, serve_verdicts
+from ..engines import REFUSES, SERVING, WRONG, TargetContext, serve_verdicts
 from ..json_values import is_positive_int, short_repr
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
@@ -55,14 +55,26 @@ def check_engine_verdicts(ctx: Context) -> None:
     said = {f.engine for f in ctx.out if f.severity in ("error", "warning")}
     if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
         said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
+    cautioned: set[str] = set()
     for reader, verdict in serves.items():
         engine = engine_of(reader)
+        if verdict.caveats and verdict.verdict in SERVING and engine not in cautioned:
+            cautioned.add(engine)
+            ctx.add("W-ENGINE-CAVEAT", "; ".join(verdict.caveats),
+                    "serve it as the caveat says, or with an engine that reads the file in full: "
+                    f"`{ctx.command('vllm')}`", engine=engine)
         if verdict.verdict == WRONG and engine not in said:
             fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
             if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF
                 fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
             ctx.add("E-ENGINE-WRONG", f"{LABELS[reader]}: {verdict.why}; it would serve this file wrong", fix,
                     engine=engine)
+            said.add(engine)
+        elif verdict.verdict == REFUSES and cfg.kind != "eagle3" and engine not in said:
+            # what only a kind's own rules decide (P-EAGLE's mask token): the EAGLE-3 profiles above cannot say it
+            ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {verdict.why}",
+                    "add the field the engine names to a copy of config.json (for P-EAGLE, the mask token the "
+                    "drafter was trained with)", engine=engine)
             said.add(engine)
 
 
@@ -105,11 +117,21 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
     cfg = ctx.cfg
     expected = {**expected_shapes(cfg), **optional_shapes(cfg)}
     rules = p.rules_for(cfg.family)
+    refused: list[str] = []
     for stored, intent in sorted(ctx.intents.items()):
         if intent is None or intent not in expected or not p.builds(cfg, intent):
             continue  # unknown, unused or unsupported: reported once, not per engine
         loaded = to_canonical(stored, rules, cfg.num_layers)
-        if loaded != intent:
+        applied = to_stored(intent, rules, cfg.num_layers)
+        if loaded != intent and p.builds_unapplied(cfg, loaded):
+            if applied not in ctx.intents:
+                ctx.add("E-KEY-UNAPPLIED", f"{p.label} loads tensor {stored!r} ({intent}) into a norm it builds in "
+                        f"every layer but never applies in layers >= 1; the norm it applies there, {applied!r}, "
+                        "keeps its initial ones", f"store the weight under {applied!r} too (`{ctx.command(p.layout)}` "
+                        "writes both names)", engine=p.name, where=stored)
+        elif loaded != intent and p.unknown_names_refused and not stored.endswith(".bias"):
+            refused.append(stored)  # loud, not a silent drop (engines/vllm.py)
+        elif loaded != intent:
             why = (f"it adds `model.` itself, so {stored!r} matches no parameter" if stored.startswith("model.")
                    else f"it has no parameter named {loaded!r}")
             ctx.add("E-KEY-DROPPED", f"{p.label} drops tensor {stored!r} ({intent}) silently: {why}; the weight "
@@ -117,3 +139,9 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
                     f"rename it to the name {p.label} loads"
                     + f" ({to_stored(intent, rules, cfg.num_layers)!r})",
                     engine=p.name, where=stored)
+    if refused:
+        ctx.add("E-KEY-REFUSED", f"{p.label} fails to load this file: its loader raises on {refused[0]!r}, a name that "
+                f"matches no parameter (it adds `model.` to every name but lm_head's itself)"
+                + (f"; {len(refused) - 1} more such names" if len(refused) > 1 else ""),
+                f"store the names {p.label} loads: `{ctx.command(p.layout)}` writes them", engine=p.name,
+                where=refused[0])
