@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import WRONG, TargetContext, serve_verdicts
+from ..engines import REFUSES, UNKNOWN, WRONG, TargetContext, release_label, releases_of, serve_verdicts
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
 from .context import ABSENT, Context
@@ -51,19 +51,50 @@ def check_engine_verdicts(ctx: Context) -> None:
     never left unsaid, even where no finding above names the cause."""
     readers = [r for name in ctx.engines for r in ENGINE_RUNNERS.get(name, ())]
     cfg = ctx.cfg.model_copy(update={"capture_boundaries": ctx.intended})
-    serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth), readers)
+    serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth), readers,
+                            ctx.releases)
     said = {f.engine for f in ctx.out if f.severity in ("error", "warning")}
     if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
         said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
     for reader, verdict in serves.items():
         engine = engine_of(reader)
-        if verdict.verdict == WRONG and engine not in said:
-            fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
-            if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF
-                fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
-            ctx.add("E-ENGINE-WRONG", f"{LABELS[reader]}: {verdict.why}; it would serve this file wrong", fix,
-                    engine=engine)
-            said.add(engine)
+        newest = releases_of(engine).newest
+        fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
+        if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF
+            fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
+        for release, judged in verdict.judged or ((verdict.release, verdict),):
+            # the newest release's faults are said by the checks above; an older one's only here
+            label = LABELS[reader] if release == newest else f"{LABELS[reader]} {release}"
+            if judged.verdict == WRONG and (engine not in said or release != newest):
+                ctx.add("E-ENGINE-WRONG", f"{label}: {judged.why}; it would serve this file wrong", fix, engine=engine)
+                said.add(engine)
+            elif judged.verdict == REFUSES and release != newest:
+                ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", fix, engine=engine)
+            elif judged.verdict == UNKNOWN:
+                ctx.add("W-ENGINE-RELEASE-UNKNOWN", judged.why, f"name a release we know ({release_label(engine)} "
+                        "is the newest), or judge the file on that release yourself", engine=engine)
+        _say_release_disagreement(ctx, reader, verdict)
+
+
+def _say_release_disagreement(ctx: Context, reader: str, verdict) -> None:
+    """Where the releases we know read the file differently: one line, a warning when one serves it wrong."""
+    line = verdict.disagreement()
+    if line is None:
+        return
+    engine = engine_of(reader)
+    wrong = any(span.verdict == WRONG for span in verdict.across)
+    message = f"{releases_of(engine).label} releases disagree on this file: {line}"
+    if any(f.message == message for f in ctx.out):  # both vLLM runners may say the same
+        return
+    judged = [r for r in (verdict.release or "").split(", ") if r]
+    wrong_judged = any(span.verdict == WRONG and any(r in releases_of(engine).between(span.first, span.last)
+                                                     for r in judged) for span in verdict.across)
+    if wrong and not wrong_judged:
+        ctx.add("W-ENGINE-RELEASES", message, f"if your fleet runs those releases, name them (--engine "
+                f"{engine}==RELEASE) or upgrade; this file is served as trained only where the line says so",
+                engine=engine)
+    elif not wrong:
+        ctx.add("I-ENGINE-RELEASES", message, None, engine=engine)
 
 
 def _engine_reads_config(ctx: Context, p: EngineProfile) -> bool:

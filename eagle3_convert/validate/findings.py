@@ -43,6 +43,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W-CONFIG-CONTEXT": ("warning", "max_position_embeddings below the target's context length"),
     "I-ROPE-EXPORT-YARN": ("info", "a ModelOpt export carries the YaRN rope scaling its exporter injects"),
     "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
+    "E-ENGINE-REFUSES": ("error", "the engine release named with --engine fails loudly on this file"),
+    "W-ENGINE-RELEASES": ("warning", "a release of the engine other than the one judged serves this file wrong"),
+    "I-ENGINE-RELEASES": ("info", "the engine's releases read this file differently, none of them wrong"),
+    "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release we know nothing about: no verdict for it"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
     "E-KEY-DROPPED": ("error", "the engine's name rules drop a tensor silently"),
@@ -142,6 +146,7 @@ class Report:
     detected_by: str | None
     engines: list[str]
     findings: list[Finding]
+    releases: dict[str, list[str | None]] = field(default_factory=dict)  # engine -> releases named (None: newest)
     manifest: dict[str, dict[str, Any]] | None = None  # --deep: per-tensor sha256, by stored name
     candidates: list[str] = field(default_factory=list)  # every layout it was checked as
 
@@ -151,13 +156,19 @@ class Report:
     def codes(self, *severities: Severity) -> set[str]:
         return {f.code for f in self.findings if not severities or f.severity in severities}
 
+    def release_labels(self) -> list[str]:
+        """'SGLang 0.5.23', 'vLLM 0.24.0, 0.33.0': each engine checked, with the releases judged."""
+        from ..engines import release_label
+
+        return [release_label(e, self.releases.get(e)) for e in self.engines]
+
     def failed(self, strict: bool = False) -> bool:
         return bool(self.count("error") or (strict and self.count("warning")))
 
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
             "source": self.source, "layout": self.layout, "checked_as": self.candidates,
-            "detected_by": self.detected_by, "engines": self.engines,
+            "detected_by": self.detected_by, "engines": self.engines, "releases": self.release_labels(),
             "ok": not self.failed(strict), "counts": {s: self.count(s) for s in SEVERITIES},
             "findings": [f.to_dict() for f in self.findings],
         }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,10 +29,12 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
                         target: TargetFacts | None = None, deep: bool = False, from_layout: str = "auto",
                         expected_boundaries: Sequence[int] | None = None, record_label: str = "the training record",
                         source_label: str | None = None,
-                        progress: Callable[[int], Callable[[int], None]] | None = None) -> Report:
+                        progress: Callable[[int], Callable[[int], None]] | None = None,
+                        releases: Mapping[str, Sequence[str | None]] | None = None) -> Report:
     """Every finding about the drafter checkpoint in directory `path`.
 
     `engines`: which engines to replay (default: those that serve the detected layout).
+    `releases`: engine -> the releases to judge (None: its newest); default, each engine's newest.
     `expected_boundaries`: the capture boundaries a training record (the registry) holds for
     this drafter; a config that disagrees is an error.
     """
@@ -41,7 +43,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     raw, findings = read_raw(root)
     if "_gguf" in (raw.config or {}):
         return validate_gguf(raw, engines, label, deep, progress, target)
-    report = Report(label, None, None, list(engines or ()), findings)
+    report = Report(label, None, None, list(engines or ()), findings, releases={k: list(v) for k, v in
+                                                                               (releases or {}).items()})
     candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
     if from_layout != "auto" and raw.config is not None:
         findings.extend(_explicit_from(raw, from_layout, target))
@@ -51,6 +54,7 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         chosen = list(engines or LAYOUT_ENGINES.get(layout.name, ("vllm",)))
         report.engines += [e for e in chosen if e not in report.engines]
         ctx = Context(raw, layout, chosen, target, label, findings, name_layout=len(candidates) > 1)
+        ctx.releases = report.releases
         run_checks(ctx)
         if expected_boundaries is not None:
             ctx.extend(check_capture_record(ctx.intended, list(expected_boundaries), record_label,
