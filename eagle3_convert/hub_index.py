@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from .convert import read_source
 from .engines import serve_verdicts, target_context
@@ -178,14 +178,15 @@ def _record(store: Any, read: Any) -> SyncEntry:
 
 
 def _judge(config: dict[str, Any], names: list[str], cfg: Any, target: Any, truth: list[int] | None,
-           engines: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+           engines: tuple[str, ...], releases: Mapping[str, Sequence[str | None]]) -> dict[str, dict[str, Any]]:
     if truth is not None and truth != cfg.capture_boundaries:  # the record knows what the training captured
         cfg = cfg.model_copy(update={"capture_boundaries": list(truth)})
-    judged = serve_verdicts(config, names, cfg, target_context(cfg, target), engines)
+    judged = serve_verdicts(config, names, cfg, target_context(cfg, target), engines, releases)
     return {engine: v.to_dict() for engine, v in judged.items()}
 
 
-def _local_copy(path: str, truth: list[int] | None, engines: tuple[str, ...]) -> dict[str, Any]:
+def _local_copy(path: str, truth: list[int] | None, engines: tuple[str, ...],
+                releases: Mapping[str, Sequence[str | None]]) -> dict[str, Any]:
     if not Path(path).exists():
         return {"serves": None, "why": "this copy is no longer there"}
     try:
@@ -193,24 +194,30 @@ def _local_copy(path: str, truth: list[int] | None, engines: tuple[str, ...]) ->
     except Eagle3Error as exc:
         return {"serves": None, "why": f"unreadable: {exc.message} [{exc.code}]"}
     cfg = source.drafter.config
-    return {"serves": _judge(source.stored_config or {}, source.stored_names, cfg, cfg.target, truth, engines),
+    return {"serves": _judge(source.stored_config or {}, source.stored_names, cfg, cfg.target, truth, engines,
+                             releases),
             "why": None}
 
 
-def _hub_copy(read: Any, truth: list[int] | None, engines: tuple[str, ...]) -> dict[str, Any]:
+def _hub_copy(read: Any, truth: list[int] | None, engines: tuple[str, ...],
+              releases: Mapping[str, Sequence[str | None]]) -> dict[str, Any]:
     if read.problem is not None or read.drafter is None:
         code, message = read.problem or ("E-LAYOUT-UNKNOWN", "not read")
         return {"serves": None, "why": f"{message} [{code}]"}
     cfg = read.drafter.config
     target = read.target or cfg.target
-    return {"serves": _judge(read.config or {}, read.names or [], cfg, target, truth, engines), "why": None}
+    return {"serves": _judge(read.config or {}, read.names or [], cfg, target, truth, engines, releases),
+            "why": None}
 
 
-def search(target: str, registry: RegistryArg = None, *, engine: str | None = None, hub: bool = False,
-           endpoint: str | None = None, token: str | None = None) -> dict[str, Any]:
+def search(target: str, registry: RegistryArg = None, *, engines: Sequence[str] = (), hub: bool = False,
+           endpoint: str | None = None, token: str | None = None,
+           releases: Mapping[str, Sequence[str | None]] | None = None) -> dict[str, Any]:
     """The drafters of `target`: from the registry and, with `hub`, from the Hub; each copy with its verdicts
-    (`engine`: one engine's, or one runner's, as names.ENGINE_SPELLINGS spells them)."""
-    engines = runners_of(engine) if engine else RUNNERS
+    (`engines`: engines or runners, as names.ENGINE_SPELLINGS spells them; default every runner), for the
+    `releases` named per engine (default: each one's newest)."""
+    engines = tuple(dict.fromkeys(r for e in engines for r in runners_of(e))) or RUNNERS
+    releases = releases or {}
     try:
         with opened(registry, create=False) as store:
             records = store.list(target)
@@ -227,12 +234,12 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
             "capture_boundaries": record.capture_boundaries, "in_registry": True, "on_hub": False, "copies": []})
         for location in record.locations:
             if location.kind == "local":
-                judged = _local_copy(location.uri, record.capture_boundaries, engines)
+                judged = _local_copy(location.uri, record.capture_boundaries, engines, releases)
             elif hub_reader is not None:
                 try:
                     judged = _hub_copy(hub_reader.read(location.path_or_repo, headers=True,
                                                        revision=location.revision), record.capture_boundaries,
-                                       engines)
+                                       engines, releases)
                     item["on_hub"] = True
                 except Eagle3Error as exc:
                     judged = {"serves": None, "why": f"{exc.message} [{exc.code}]"}
@@ -263,7 +270,7 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
             if any(copy["uri"] == uri for copy in item["copies"]):
                 continue  # the registry's copy at this very commit, judged above
             item["copies"].append({"layout": read.layout, "uri": uri,
-                                   **_hub_copy(read, item["capture_boundaries"], engines)})
+                                   **_hub_copy(read, item["capture_boundaries"], engines, releases)})
     return {"target": target, "engines": list(engines), "hub": hub, "drafters": list(drafters.values()),
             "similar_targets": similar, "no_registry": no_registry}
 

@@ -72,11 +72,14 @@ class Verdict:
         return out
 
     def disagreement(self) -> str | None:
-        """One line where the releases we know disagree: 'as trained on ≥ 0.5.12; WRONG on 0.5.9–0.5.11 (...)'."""
-        if not self.across:
-            return None
-        return "; ".join(f"{SPAN_WORDS[span.verdict]} on {span.releases}" + (
-            f" ({span.why})" if span.verdict not in SERVING else "") for span in self.across)
+        """One line where the releases we know disagree (describe_spans)."""
+        return describe_spans([span.to_dict() for span in self.across]) if self.across else None
+
+
+def describe_spans(spans: Sequence[Mapping[str, Any]]) -> str:
+    """'served as trained on ≥ 0.5.12; served WRONG on 0.5.9–0.5.11 (why)': runs of releases (Span.to_dict)."""
+    return "; ".join(f"{SPAN_WORDS[s['verdict']]} on {s['releases']}" + (
+        f" ({s['why']})" if s["verdict"] not in SERVING else "") for s in spans)
 
 
 def engine_modules() -> dict[str, Any]:

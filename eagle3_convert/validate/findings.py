@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..engines import release_label
 from ..errors import Eagle3Error, RefusalError
 
 Severity = Literal["error", "warning", "info"]
@@ -158,8 +159,6 @@ class Report:
 
     def release_labels(self) -> list[str]:
         """'SGLang 0.5.23', 'vLLM 0.24.0, 0.33.0': each engine checked, with the releases judged."""
-        from ..engines import release_label
-
         return [release_label(e, self.releases.get(e)) for e in self.engines]
 
     def failed(self, strict: bool = False) -> bool:
