@@ -13,7 +13,7 @@ releases we know read the file differently, the verdict also carries each run of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Collection, Mapping, Sequence
 
 from ..capture_ids import capture_context, default_boundaries
@@ -66,7 +66,7 @@ class Verdict:
         out: dict[str, Any] = {"verdict": self.verdict, "captures": self.captures, "why": self.why,
                                "release": self.release}
         if self.judged:
-            out["judged"] = [{"release": r, **v.to_dict()} for r, v in self.judged]
+            out["judged"] = [{**v.to_dict(), "release": r} for r, v in self.judged]
         if self.across:
             out["releases"] = [span.to_dict() for span in self.across]
         return out
@@ -218,8 +218,8 @@ def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: Draft
 
         across = _spans(known, [(first, last, at(first)) for first, last in eras])
         named = list((releases or {}).get(engine_of(e)) or [None])
-        judged = [(known.canonical(r), at(r)) if r is None or known.knows(r) else
-                  (r, Verdict(e, UNKNOWN, None, known.unknown_why(r))) for r in named]
+        judged = [(known.canonical(r), replace(at(r), release=known.canonical(r))) if r is None or known.knows(r)
+                  else (r, Verdict(e, UNKNOWN, None, known.unknown_why(r))) for r in named]
         worst = min(judged, key=lambda rv: WORST_FIRST.index(rv[1].verdict))[1]
         why = worst.why if len(judged) == 1 else "; ".join(f"{r}: {v.verdict} ({v.why})" for r, v in judged)
         out[e] = Verdict(e, worst.verdict, worst.captures, why, ", ".join(r for r, _ in judged),

@@ -77,24 +77,14 @@ def check_engine_verdicts(ctx: Context) -> None:
 
 
 def _say_release_disagreement(ctx: Context, reader: str, verdict) -> None:
-    """Where the releases we know read the file differently: one line, a warning when one serves it wrong."""
+    """Where the releases we know read the file differently: one line. Information, not a fault: the release
+    judged (named with --engine, else the newest) decides; naming an older one turns its line into a finding."""
     line = verdict.disagreement()
     if line is None:
         return
-    engine = engine_of(reader)
-    wrong = any(span.verdict == WRONG for span in verdict.across)
-    message = f"{releases_of(engine).label} releases disagree on this file: {line}"
-    if any(f.message == message for f in ctx.out):  # both vLLM runners may say the same
-        return
-    judged = [r for r in (verdict.release or "").split(", ") if r]
-    wrong_judged = any(span.verdict == WRONG and any(r in releases_of(engine).between(span.first, span.last)
-                                                     for r in judged) for span in verdict.across)
-    if wrong and not wrong_judged:
-        ctx.add("W-ENGINE-RELEASES", message, f"if your fleet runs those releases, name them (--engine "
-                f"{engine}==RELEASE) or upgrade; this file is served as trained only where the line says so",
-                engine=engine)
-    elif not wrong:
-        ctx.add("I-ENGINE-RELEASES", message, None, engine=engine)
+    message = f"{releases_of(engine_of(reader)).label} releases disagree on this file: {line}"
+    if not any(f.message == message for f in ctx.out):  # both vLLM runners may say the same
+        ctx.add("I-ENGINE-RELEASES", message, None, engine=engine_of(reader))
 
 
 def _engine_reads_config(ctx: Context, p: EngineProfile) -> bool:

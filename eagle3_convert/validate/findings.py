@@ -45,8 +45,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "I-ROPE-EXPORT-YARN": ("info", "a ModelOpt export carries the YaRN rope scaling its exporter injects"),
     "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
     "E-ENGINE-REFUSES": ("error", "the engine release named with --engine fails loudly on this file"),
-    "W-ENGINE-RELEASES": ("warning", "a release of the engine other than the one judged serves this file wrong"),
-    "I-ENGINE-RELEASES": ("info", "the engine's releases read this file differently, none of them wrong"),
+    "I-ENGINE-RELEASES": ("info", "the releases of the engine we know read this file differently (--engine "
+                                  "ENGINE==RELEASE judges one)"),
     "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release we know nothing about: no verdict for it"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),

@@ -144,6 +144,7 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
     if getattr(model, "hot_token_id", None) is not None:
         params["hot_token_id"] = model.hot_token_id
     report["params"] = _engine.save(os.path.join(out_dir, f"{job['id']}.sglang.params.safetensors"), params)
+    report["applied"] = _engine.applied_flags(model)
     report["forward"] = {}
     # the target (llama.py / deepseek_v2.py LlamaModel / DeepseekV2Model.forward) hands block i
     # the capture hook when i is in layers_to_capture, for i in range(num_layers): it captures
