@@ -7,7 +7,7 @@ the fact the new way and the source (PR or file) that made the change. A rule fu
 (`b11434`) are compared by their number.
 
 How each boundary was found: the engines' wheels from the package index (`pip download --no-deps`), the
-changed file read in the releases on each side (docs/formats.md §9 lists the releases read).
+changed file read in the releases on each side (each Change's source names them).
 
 The user names releases as `ENGINE`, `ENGINE==RELEASE`, or a fleet: repeated `--engine`, or
 $EAGLE3_ENGINES (the same spellings, separated by commas or spaces) when no --engine is given.

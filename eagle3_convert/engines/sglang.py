@@ -1,5 +1,8 @@
 """SGLang 0.5.23: `llama_eagle3.py` (LlamaForCausalLMEagle3) and `kimi_k25_eagle3.py` (Eagle3DeepseekV2ForCausalLM).
 
+Releases 0.5.9 to 0.5.22 read some facts otherwise: each `Change` below names the first release that reads it
+the new way and its PR; `read(..., release)` replays the release named.
+
 Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
 - The model registry knows two EAGLE-3 classes (`EntryClass`); any other architecture,
   speculators' `Eagle3Speculator` included, is refused at start-up.

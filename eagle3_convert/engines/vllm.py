@@ -1,5 +1,8 @@
 """vLLM 0.33.0: its Eagle3 drafter classes, its speculators config path, and two runners.
 
+Releases 0.18.0 to 0.32.0 read some facts otherwise: each `Change` below names the first release that reads it
+the new way and its PR; `read_v1` / `read_v2(..., release)` replay the release named.
+
 Facts (docs/formats.md §2.3, §6; checked by the engine tier):
 - Architectures resolved by its model registry (`model_executor/models/registry.py`), a plain
   `XForCausalLM` becoming `Eagle3XForCausalLM`; a config with `speculators_model_type` goes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import REFUSES, UNKNOWN, WRONG, TargetContext, release_label, releases_of, serve_verdicts
+from ..engines import REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, release_label, releases_of, serve_verdicts
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
 from .context import ABSENT, Context
@@ -62,14 +62,18 @@ def check_engine_verdicts(ctx: Context) -> None:
         fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
         if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF
             fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
+        serving = [s.releases for s in verdict.across if s.verdict in SERVING]
         for release, judged in verdict.judged or ((verdict.release, verdict),):
             # the newest release's faults are said by the checks above; an older one's only here
             label = LABELS[reader] if release == newest else f"{LABELS[reader]} {release}"
+            older_fix = (f"upgrade to {releases_of(engine).label} {serving[0]}, which serves this file as trained; "
+                         f"or {fix}") if serving and release != newest else fix
             if judged.verdict == WRONG and (engine not in said or release != newest):
-                ctx.add("E-ENGINE-WRONG", f"{label}: {judged.why}; it would serve this file wrong", fix, engine=engine)
+                ctx.add("E-ENGINE-WRONG", f"{label}: {judged.why}; it would serve this file wrong", older_fix,
+                        engine=engine)
                 said.add(engine)
             elif judged.verdict == REFUSES and release != newest:
-                ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", fix, engine=engine)
+                ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", older_fix, engine=engine)
             elif judged.verdict == UNKNOWN:
                 ctx.add("W-ENGINE-RELEASE-UNKNOWN", judged.why, f"name a release we know ({release_label(engine)} "
                         "is the newest), or judge the file on that release yourself", engine=engine)
