@@ -168,3 +168,21 @@ def test_a_fleet_is_judged_release_by_release(tmp_path: Path) -> None:
     v1 = doc["serves"]["vllm-v1"]
     assert v1["release"] == "0.24.0, 0.25.0" and v1["verdict"] == "refuses", v1  # the worst of the fleet
     assert [(j["release"], j["verdict"]) for j in v1["judged"]] == [("0.24.0", "refuses"), ("0.25.0", "as-trained")]
+
+
+def test_search_judges_the_release_named(tmp_path: Path) -> None:
+    from conftest import EXAMPLE
+
+    registry = tmp_path / "registry.db"
+    assert run_cli("--to", "vllm", "-q", "--registry", registry, EXAMPLE, tmp_path / "vllm").exit_code == 0
+    done = run_cli("search", "--json", "--target", "example-org/tiny-llama-target", "--registry", registry,
+                   "--engine", "sglang==0.5.11")
+    assert done.exit_code == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["engines"] == ["sglang"]
+    serves = {copy["uri"].rsplit("/", 1)[-1]: copy["serves"]["sglang"] for copy in found["drafters"][0]["copies"]}
+    # our --to vllm output stores layers.0.*, which SGLang 0.5.11 skips; the speculators source SGLang refuses
+    assert serves["vllm"]["release"] == "0.5.11" and serves["vllm"]["verdict"] == "wrong", serves
+    text = run_cli("search", "--verbose", "--target", "example-org/tiny-llama-target", "--registry", registry,
+                   "--engine", "sglang==0.5.11").stdout
+    assert "    SGLang 0.5.11 " in text and "across releases: served as trained on ≥ 0.5.12" in text, text

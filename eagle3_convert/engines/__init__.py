@@ -217,7 +217,8 @@ def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: Draft
             return judged_eras[first]
 
         across = _spans(known, [(first, last, at(first)) for first, last in eras])
-        named = list((releases or {}).get(engine_of(e)) or [None])
+        named = list(dict.fromkeys(known.canonical(r) if r is None or known.knows(r) else r
+                                   for r in (releases or {}).get(engine_of(e)) or [None]))
         judged = [(known.canonical(r), replace(at(r), release=known.canonical(r))) if r is None or known.knows(r)
                   else (r, Verdict(e, UNKNOWN, None, known.unknown_why(r))) for r in named]
         worst = min(judged, key=lambda rv: WORST_FIRST.index(rv[1].verdict))[1]

@@ -56,6 +56,7 @@ def check_engine_verdicts(ctx: Context) -> None:
     said = {f.engine for f in ctx.out if f.severity in ("error", "warning")}
     if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
         said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
+    said_of_release: set[tuple[str, str]] = set()  # (engine, older release): both vLLM runners often agree
     for reader, verdict in serves.items():
         engine = engine_of(reader)
         newest = releases_of(engine).newest
@@ -68,12 +69,16 @@ def check_engine_verdicts(ctx: Context) -> None:
             label = LABELS[reader] if release == newest else f"{LABELS[reader]} {release}"
             older_fix = (f"upgrade to {releases_of(engine).label} {serving[0]}, which serves this file as trained; "
                          f"or {fix}") if serving and release != newest else fix
+            if release != newest and (engine, release) in said_of_release:
+                continue
             if judged.verdict == WRONG and (engine not in said or release != newest):
                 ctx.add("E-ENGINE-WRONG", f"{label}: {judged.why}; it would serve this file wrong", older_fix,
                         engine=engine)
                 said.add(engine)
+                said_of_release.add((engine, release))
             elif judged.verdict == REFUSES and release != newest:
                 ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", older_fix, engine=engine)
+                said_of_release.add((engine, release))
             elif judged.verdict == UNKNOWN:
                 ctx.add("W-ENGINE-RELEASE-UNKNOWN", judged.why, f"name a release we know ({release_label(engine)} "
                         "is the newest), or judge the file on that release yourself", engine=engine)
@@ -86,9 +91,10 @@ def _say_release_disagreement(ctx: Context, reader: str, verdict) -> None:
     line = verdict.disagreement()
     if line is None:
         return
-    message = f"{releases_of(engine_of(reader)).label} releases disagree on this file: {line}"
-    if not any(f.message == message for f in ctx.out):  # both vLLM runners may say the same
-        ctx.add("I-ENGINE-RELEASES", message, None, engine=engine_of(reader))
+    engine = engine_of(reader)
+    if not any(f.code == "I-ENGINE-RELEASES" and f.engine == engine for f in ctx.out):  # once per engine (runners)
+        ctx.add("I-ENGINE-RELEASES", f"{releases_of(engine).label} releases disagree on this file: {line}", None,
+                engine=engine)
 
 
 def _engine_reads_config(ctx: Context, p: EngineProfile) -> bool:
