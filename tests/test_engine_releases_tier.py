@@ -34,8 +34,10 @@ torch = pytest.importorskip("torch")
 
 DEPENDENCIES = PIP_STEPS[-1]  # the module-level imports of the engines' loading path, pinned (shared with the tier)
 SGLANG_OLD = PeerVenv(name="engines-sglang-0.5.11", env_var="EAGLE3_ENGINES_SGLANG_OLD_VENV", steps=(
-    ("torch==2.13.0",), ("transformers==5.6.0", "safetensors==0.8.0"), ("--no-deps", "sglang==0.5.11"),
-    DEPENDENCIES), constraints=("torch==2.13.0+cpu", "transformers==5.6.0"), build_timeout_s=1800)
+    # httpx2: the tier's openai imports it, and transformers 5.6.0 (unlike 5.19.0) does not bring it
+    ("torch==2.13.0",), ("transformers==5.6.0", "safetensors==0.8.0", "httpx2==2.16.2"),
+    ("--no-deps", "sglang==0.5.11"), DEPENDENCIES), constraints=("torch==2.13.0+cpu", "transformers==5.6.0"),
+    build_timeout_s=1800)
 VLLM_OLD = PeerVenv(name="engines-vllm-0.24.0", env_var="EAGLE3_ENGINES_VLLM_OLD_VENV", steps=(
     ("torch==2.13.0",), ("transformers==5.19.0", "safetensors==0.8.0"), ("--no-deps", "vllm==0.24.0"),
     DEPENDENCIES), constraints=CONSTRAINTS, build_timeout_s=1800)
