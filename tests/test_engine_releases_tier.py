@@ -12,8 +12,8 @@ runtime_context; vLLM 0.24.0 reads no VLLM_TARGET_DEVICE) and report the flags t
 A cell is LOUD (the release raised), SERVED (loaded, captures the trained boundaries, applies the trained flags,
 layer 0's weights loaded bit for bit) or WRONG (loaded, and one of those is not so). Our verdict for that release
 (`validate --engine ENGINE==RELEASE`, the engine modules' rules) must be refuses / a serving verdict / wrong.
-Cold build on the 2-core CI machine (measured): SGLang 0.5.11 venv 2 min 28 s + transformers 5.6.0 1 min;
-vLLM 0.24.0 venv 7 min 30 s; the probes 1-1.5 min per release.
+Measured on the 2-core machine under load (nice 19): 9 min 37 s building both venvs (dependency wheels already in
+pip's cache) and probing; 3 min 4 s with the venvs cached (the four probes, 0.5.23 / 0.33.0 from the tier's venv).
 """
 
 from __future__ import annotations
