@@ -93,6 +93,18 @@ def test_an_sglang_file_with_layers_0_fails_validate_for_releases_before_pr_2466
     assert code == 0 and not {"E-ENGINE-WRONG", "I-ENGINE-RELEASES"} & set(codes(report)), report
 
 
+def test_a_release_that_cannot_load_the_file_refuses_it(tmp_path: Path) -> None:
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec(target_layers=8, num_layers=2,
+                                                                capture_boundaries=(1, 3, 6)))
+    code, report = validate("--engine", "sglang==0.5.11", src)
+    [message] = codes(report)["E-ENGINE-REFUSES"]
+    assert code == 1 and "SGLang 0.5.11 refuses this file" in message and "only supports 1 layer" in message
+    [finding] = [f for f in report["findings"] if f["code"] == "E-ENGINE-REFUSES"]
+    assert finding["hint"].startswith("upgrade to SGLang ≥ 0.5.12, which serves this file as trained"), finding
+    code, report = validate("--engine", "sglang", src)
+    assert code == 0 and "E-ENGINE-REFUSES" not in codes(report), report
+
+
 def test_a_release_we_do_not_know_is_said_to_be_unknown(tmp_path: Path) -> None:
     src = build_drafter(tmp_path / "src", "sglang", DrafterSpec(target_layers=8, capture_boundaries=(1, 3, 6)))
     code, report = validate("--engine", "sglang==0.7.0", src)

@@ -27,7 +27,6 @@ TO_FRAGMENT = re.compile(r"`(--to [a-z]+)`")
 # is run and must succeed, and the list is asserted, so a hint that stops naming its command (or a test that stops
 # running it) fails. A case not listed names no command: its hints are statements.
 VALIDATE_HINT_COMMANDS = {
-    "E-ENGINE-REFUSES": ("--to sglang", "--to vllm"),
     "I-ENGINE-RELEASES": ("--to vllm",),
     "W-ENGINE-RELEASE-UNKNOWN": ("--to vllm",),
     "E-CAPTURE-EMBEDDING": ("--to sglang",),
@@ -42,6 +41,7 @@ VALIDATE_HINT_COMMANDS = {
     "E-DTYPE": ("--to modelopt", "--to sglang"),
     "E-ENGINE-UNSUPPORTED": ("--to vllm",),
     "E-ENGINE-WRONG": ("--to vllm",),
+    "E-KEY-UNAPPLIED": ("--to vllm",),
     "E-KEY-UNKNOWN": ("inspect",),
     "E-SCHEMA": ("--to modelopt", "--to sglang"),
     "E-TARGET-HIDDEN": ("--to modelopt", "--to sglang"),
@@ -53,11 +53,12 @@ VALIDATE_HINT_COMMANDS = {
     "I-CAPTURE-RUNTIME": ("--to vllm",),
     "I-ROPE-EXPORT-YARN": ("--to vllm",),
     "W-CAPTURE-CONVENTION": ("--to sglang",),
-    "W-CAPTURE-IDS-IGNORED": ("--to vllm",),
+    "W-CAPTURE-IDS-IGNORED": ("--to sglang",),
     "W-CONFIG-CONTEXT": ("--to modelopt", "--to sglang"),
     "W-CONFIG-KEY-FOREIGN": ("--to modelopt", "--to sglang"),
     "W-CONFIG-KEY-UNKNOWN": ("--to vllm",),
     "W-DEEP-INIT-NORMS": ("--to vllm",),
+    "W-ENGINE-CAVEAT": ("--to vllm",),
     "W-TARGET-FAMILY": ("--to modelopt", "--to sglang"),
 }
 HAZARD_HINT_COMMANDS = {

@@ -28,6 +28,7 @@ def search_cmd(target: str, engines: tuple[Any, ...], hub: bool, endpoint: str |
     One line per copy, its engines grouped by verdict; --verbose (or --json) for each engine's reading."""
     from ..engines import judged_releases
     from ..hub_index import search
+    from ..registry.recording import conflict_message
 
     choices = chosen_engines(engines)
     found = search(target, registry_path, engines=[c.spelling for c in choices], hub=hub, endpoint=endpoint,
@@ -50,6 +51,9 @@ def search_cmd(target: str, engines: tuple[Any, ...], hub: bool, endpoint: str |
             click.echo(f"drafter {item['drafter_id'][:12]}  boundaries {'engine default' if bounds is None else bounds}"
                        f"  ({where})")
         for copy in item["copies"]:
+            if copy.get("conflicts"):  # judged against the record all the same: the training truth is its
+                click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}  disagrees with the record: "
+                           f"{conflict_message(copy['conflicts'])} [E-SYNC-CONFLICT]")
             if copy["serves"] is None:
                 click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}  not judged: {copy['why']}")
                 continue

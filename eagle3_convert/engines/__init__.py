@@ -58,6 +58,7 @@ class Verdict:
     verdict: str
     captures: list[int] | None
     why: str
+    caveats: tuple[str, ...] = ()  # the limits of a serving verdict (also in `why`)
     release: str | None = None  # the release judged (several, comma-separated, for a fleet); None: unknown
     judged: tuple[tuple[str, "Verdict"], ...] = ()  # a fleet: each release named, and its own verdict
     across: tuple[Span, ...] = ()  # where the releases we know disagree on the file: each run of them
@@ -130,10 +131,21 @@ def _same(a: list[int], b: list[int]) -> bool:
 
 
 def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict:
-    """Whether the engine, reading the file as `reading` says, serves the drafter `cfg` as trained."""
+    """Whether the engine, reading the file as `reading` says, serves the drafter `cfg` as trained; a serving
+    verdict names the reading's caveats (a limit, or a serve-time flag it needs)."""
+    judged = _verdict(reading, cfg, ctx)
+    if judged.verdict not in SERVING or not reading.caveats:
+        return judged
+    return Verdict(judged.engine, judged.verdict, judged.captures, "; ".join([judged.why, *reading.caveats]),
+                   tuple(reading.caveats))
+
+
+def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict:
     name = reading.engine
     if reading.refusal:
         return Verdict(name, REFUSES, None, reading.refusal)
+    if reading.kind != cfg.kind:
+        return Verdict(name, WRONG, reading.captures, f"builds its {reading.kind} drafter for a {cfg.kind} drafter")
     if reading.family != cfg.family:
         return Verdict(name, WRONG, reading.captures, f"builds its {reading.family} drafter class for a {cfg.family} "
                                                       "drafter")
@@ -223,8 +235,8 @@ def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: Draft
                   else (r, Verdict(e, UNKNOWN, None, known.unknown_why(r))) for r in named]
         worst = min(judged, key=lambda rv: WORST_FIRST.index(rv[1].verdict))[1]
         why = worst.why if len(judged) == 1 else "; ".join(f"{r}: {v.verdict} ({v.why})" for r, v in judged)
-        out[e] = Verdict(e, worst.verdict, worst.captures, why, ", ".join(r for r, _ in judged),
-                         tuple(judged) if len(judged) > 1 else (), across)
+        out[e] = Verdict(e, worst.verdict, worst.captures, why, worst.caveats, release=", ".join(r for r, _ in judged),
+                         judged=tuple(judged) if len(judged) > 1 else (), across=across)
     return out
 
 
