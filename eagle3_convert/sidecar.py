@@ -41,11 +41,13 @@ def read_claims(root: Path) -> dict[str, Any] | None:
 def read(root: Path, config_path: Path) -> dict[str, Any] | None:
     """The sidecar if present, well-formed and written with this exact config.json; else None."""
     data = read_claims(root)
+    if data is None or not config_path.is_file():  # a FIFO or device named config.json would block the read
+        return None
     try:
         config_bytes = config_path.read_bytes()
     except OSError:
         return None
-    if data is None or data.get("config_sha256") != config_digest(config_bytes):
+    if data.get("config_sha256") != config_digest(config_bytes):
         return None  # config.json was edited after we wrote it: its word wins
     return data
 
