@@ -88,9 +88,12 @@ def ids_for_engine(engine: str, boundaries: Sequence[int], family: str = "defaul
     shifted = [b - 1 for b in boundaries]
     # Prefer the engine's own convention; quirky families may need the other spelling.
     candidates = (boundaries, shifted) if engine in BOUNDARY_CONVENTIONS else (shifted, boundaries)
-    for ids in candidates:
-        if engine_boundaries(engine, ids, family, num_layers) == boundaries:
-            return ids
+    works = [ids for ids in candidates if engine_boundaries(engine, ids, family, num_layers) == boundaries]
+    # Of those, the spelling older releases read alike: SGLang before PRs 25454 / 32334 reads the DeepSeek and
+    # gpt-oss families' ids as any other family's (engines/sglang.py ID_QUIRKS).
+    safest = [ids for ids in works if engine_boundaries(engine, ids, "default", num_layers) == boundaries]
+    if works:
+        return (safest or works)[0]
     raise RefusalError(
         f"no id list makes {engine} ({family} target family) capture boundaries {boundaries}",
         "this engine's id convention cannot express these capture layers; serve with vLLM instead",

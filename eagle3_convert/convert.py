@@ -25,7 +25,7 @@ from .converters.config_keys import foreign_semantic_keys
 from .converters.layout import drafter_kind, refuse_other_kind
 from .converters.registry import detect, get_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
-from .engines import REFUSES, WRONG, Verdict, serve_verdicts, target_context
+from .engines import REFUSES, WRONG, Verdict, releases_of, serve_verdicts, target_context
 from .engines.vllm import local_verifier
 from .errors import Eagle3Error, FormatError, RefusalError, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, reading_differences, tensor_digests
@@ -465,8 +465,9 @@ def judge_output(plan: WritePlan, drafter: Drafter, options: ConvertOptions,
     """Every engine's verdict on the file about to be written. A file its own engines would serve wrong
     is refused before any byte is written; another engine's wrong reading is reported, never hidden."""
     ctx = target_context(drafter.config, options.target)
-    serves = serve_verdicts(plan.config, plan.tensors, drafter.config, ctx)
+    serves = serve_verdicts(plan.config, plan.tensors, drafter.config, ctx, releases=options.releases)
     home = {e: serves[e] for e in home_engines}
+    plan.notes += older_release_warnings(home)
     wrong = [v for v in home.values() if v.verdict == WRONG]
     if home and (wrong or all(v.verdict == REFUSES for v in home.values())):
         bad = wrong[0] if wrong else next(iter(home.values()))
@@ -475,6 +476,21 @@ def judge_output(plan: WritePlan, drafter: Drafter, options: ConvertOptions,
                            f"{bad.why}", "convert to a layout whose engine serves the drafter as trained (`--to "
                            "vllm` serves every variant)", code="E-ENGINE-WRONG" if wrong else "E-ENGINE-REFUSES")
     return serves
+
+
+def older_release_warnings(home: dict[str, Verdict]) -> list[str]:
+    """The releases of the layout's own engines that serve the file wrong or refuse it, while the release judged
+    serves it: no spelling of this layout is right there (the layouts already write the spelling most releases read)."""
+    notes: dict[str, str] = {}  # both vLLM runners often say the same: once
+    for engine, v in home.items():
+        bad = [s for s in v.across if s.verdict in (WRONG, REFUSES)]
+        if v.verdict in (WRONG, REFUSES) or not bad:
+            continue
+        what = "; ".join(f"{s.releases} {'would serve this file wrong' if s.verdict == WRONG else 'refuses it'}: "
+                         f"{s.why}" for s in bad)
+        notes.setdefault(what, f"WARNING: {releases_of(engine).label} {what} (judged for {v.release}; no spelling "
+                               "of this layout is right on those releases)")
+    return list(notes.values())
 
 
 def total_bytes(plan: WritePlan) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from .convert import read_source
 from .engines import serve_verdicts, target_context
@@ -199,14 +199,15 @@ def _record(store: Any, read: Any) -> SyncEntry:
 
 
 def _judge(config: dict[str, Any], names: list[str], cfg: Any, target: Any, truth: list[int] | None,
-           engines: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+           engines: tuple[str, ...], releases: Mapping[str, Sequence[str | None]]) -> dict[str, dict[str, Any]]:
     if truth is not None and truth != cfg.capture_boundaries:  # the record knows what the training captured
         cfg = cfg.model_copy(update={"capture_boundaries": list(truth)})
-    judged = serve_verdicts(config, names, cfg, target_context(cfg, target), engines)
+    judged = serve_verdicts(config, names, cfg, target_context(cfg, target), engines, releases)
     return {engine: v.to_dict() for engine, v in judged.items()}
 
 
-def _local_copy(path: str, truth: list[int] | None, engines: tuple[str, ...]) -> dict[str, Any]:
+def _local_copy(path: str, truth: list[int] | None, engines: tuple[str, ...],
+                releases: Mapping[str, Sequence[str | None]]) -> dict[str, Any]:
     if not Path(path).exists():
         return {"serves": None, "why": "this copy is no longer there"}
     try:
@@ -214,12 +215,13 @@ def _local_copy(path: str, truth: list[int] | None, engines: tuple[str, ...]) ->
     except Eagle3Error as exc:
         return {"serves": None, "why": f"unreadable: {exc.message} [{exc.code}]"}
     cfg = source.drafter.config
-    return {"serves": _judge(source.stored_config or {}, source.stored_names, cfg, cfg.target, truth, engines),
+    return {"serves": _judge(source.stored_config or {}, source.stored_names, cfg, cfg.target, truth, engines,
+                             releases),
             "why": None}
 
 
 def _hub_copy(read: Any, truth: list[int] | None, engines: tuple[str, ...],
-              record: Any = None) -> dict[str, Any]:
+              releases: Mapping[str, Sequence[str | None]], record: Any = None) -> dict[str, Any]:
     """A Hub copy's verdicts, judged against the training truth; with the record it belongs to, what its files say
     against that record (`conflicts`, as sync reports them)."""
     conflicts = _conflicts(record, read.facts or {}) if record is not None else []
@@ -228,7 +230,8 @@ def _hub_copy(read: Any, truth: list[int] | None, engines: tuple[str, ...],
         return {"serves": None, "why": f"{message} [{code}]", "conflicts": conflicts}
     cfg = read.drafter.config
     target = read.target or cfg.target
-    return {"serves": _judge(read.config or {}, read.names or [], cfg, target, truth, engines), "why": None,
+    return {"serves": _judge(read.config or {}, read.names or [], cfg, target, truth, engines, releases),
+            "why": None,
             "conflicts": conflicts}
 
 
@@ -248,12 +251,15 @@ def _record_of_copy(store: Any, read: Any) -> Any:
     return record
 
 
-def search(target: str, registry: RegistryArg = None, *, engine: str | None = None, hub: bool = False,
-           endpoint: str | None = None, token: str | None = None) -> dict[str, Any]:
+def search(target: str, registry: RegistryArg = None, *, engines: Sequence[str] = (), hub: bool = False,
+           endpoint: str | None = None, token: str | None = None,
+           releases: Mapping[str, Sequence[str | None]] | None = None) -> dict[str, Any]:
     """The drafters of `target`: from the registry and, with `hub`, from the Hub; each copy with its verdicts
-    (`engine`: one engine's, or one runner's, as names.ENGINE_SPELLINGS spells them). A Hub copy of a recorded
-    drafter is listed under its record and judged against the record's capture layers, its disagreements said."""
-    engines = runners_of(engine) if engine else RUNNERS
+    (`engines`: engines or runners, as names.ENGINE_SPELLINGS spells them; default every runner), for the
+    `releases` named per engine (default: each one's newest). A Hub copy of a recorded drafter is listed under its
+    record and judged against the record's capture layers, its disagreements said."""
+    engines = tuple(dict.fromkeys(r for e in engines for r in runners_of(e))) or RUNNERS
+    releases = releases or {}
     try:
         with opened(registry, create=False) as store:
             records = store.list(target)
@@ -274,12 +280,12 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
         item = listed(record)
         for location in record.locations:
             if location.kind == "local":
-                judged = _local_copy(location.uri, record.capture_boundaries, engines)
+                judged = _local_copy(location.uri, record.capture_boundaries, engines, releases)
             elif hub_reader is not None:
                 try:
                     judged = _hub_copy(hub_reader.read(location.path_or_repo, headers=True,
                                                        revision=location.revision), record.capture_boundaries,
-                                       engines, record)
+                                       engines, releases, record)
                     item["on_hub"] = True
                 except Eagle3Error as exc:
                     judged = {"serves": None, "why": f"{exc.message} [{exc.code}]"}
@@ -319,7 +325,7 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
                 if any(copy["uri"] == uri for copy in item["copies"]):
                     continue  # the registry's copy at this very commit, judged above
                 item["copies"].append({"layout": read.layout, "uri": uri,
-                                       **_hub_copy(read, item["capture_boundaries"], engines, record)})
+                                       **_hub_copy(read, item["capture_boundaries"], engines, releases, record)})
     return {"target": target, "engines": list(engines), "hub": hub, "drafters": list(drafters.values()),
             "similar_targets": similar, "no_registry": no_registry}
 

@@ -102,7 +102,7 @@ def test_to_gguf_names_the_file_it_wrote_and_the_llama_server_line(tmp_path: Pat
     assert (f"serve it with the target's GGUF: llama-server -m {target} -md {written} --spec-type draft-eagle3 "
             "--spec-draft-n-max 3 --spec-draft-p-min 0.0 -np 1 -fa on") in lines
     # The engines that cannot open a GGUF say so once, without repeating their own name.
-    assert "  SGLang                             refuses it loudly: a GGUF is llama.cpp's format, not one this " \
+    assert "  SGLang 0.5.23                            refuses it loudly: a GGUF is llama.cpp's format, not one this " \
            "engine loads" in lines
 
     again = run_cli("--to", "gguf", EXAMPLE, dst, "--target-gguf", target, "--no-registry", "--force", "--json")
@@ -163,9 +163,12 @@ def test_search_prints_one_line_per_copy_and_details_under_verbose(tmp_path: Pat
 
     verbose = run_cli("search", "--target", "example-org/tiny-llama-target", "--registry", registry, "--verbose")
     assert verbose.exit_code == 0, verbose.stderr
-    detail = verbose.stdout.splitlines()
-    assert len(detail) == 1 + 5 * (1 + 6)  # each copy, and a line per engine
-    assert "    vLLM (V1 runner)             as-trained      captures [2, 4, 5], trained maths" in detail
+    detail = [line for line in verbose.stdout.splitlines() if not line.startswith("      across releases: ")]
+    assert len(detail) == 1 + 5 * (1 + 6)  # each copy, and a line per engine (and where releases disagree, one more)
+    assert "    vLLM (V1 runner) 0.33.0              as-trained      captures [2, 4, 5], trained maths" in detail
+    # --to vllm writes layers.0.*, which SGLang loads from 0.5.12 on only
+    assert "      across releases: served as trained on ≥ 0.5.12; served WRONG on 0.5.9–0.5.11 (SGLang drops " \
+           "layers.0.* weights" in verbose.stdout
     assert not any(line.count("[2, 4, 5]") > 1 for line in detail)  # the layers are named once per line
 
 

@@ -27,6 +27,8 @@ TO_FRAGMENT = re.compile(r"`(--to [a-z]+)`")
 # is run and must succeed, and the list is asserted, so a hint that stops naming its command (or a test that stops
 # running it) fails. A case not listed names no command: its hints are statements.
 VALIDATE_HINT_COMMANDS = {
+    "I-ENGINE-RELEASES": ("--to vllm",),
+    "W-ENGINE-RELEASE-UNKNOWN": ("--to vllm",),
     "E-CAPTURE-EMBEDDING": ("--to sglang",),
     "E-CAPTURE-FC-BYPASSED": ("--to vllm",),
     "E-CAPTURE-MISMATCH": ("--to sglang",),

@@ -228,7 +228,7 @@ def test_search_gives_each_engines_verdict_as_the_engine_tier_found_it(org: HubS
     # nested ids (and no top-level copy): SGLang serves it as trained ...
     specforge = found[f"{ORG}/specforge-0"]["serves"]
     assert specforge["sglang"] == {"verdict": "as-trained", "captures": [1, 3, 6],
-                                   "why": "captures [1, 3, 6], trained maths"}
+                                   "why": "captures [1, 3, 6], trained maths", "release": "0.5.23"}
     # ... while vLLM's V2 runner, which reads no nested ids (test_issue11_nested_id_layouts_served_by_vllm...:
     # "V2 ignored the nested ids (defaults [2,4,5])"), captures its defaults [2, 4, 5] on this 8-layer target,
     # and V1 reads the nested block outputs as boundaries ("V1 read ... as boundaries ([0,2,5])").
@@ -257,7 +257,7 @@ def test_search_gives_each_engines_verdict_as_the_engine_tier_found_it(org: HubS
     print("\n" + "\n".join(human.stdout.splitlines()[:9]))
     labels = {line[4:].split("  ")[0] for line in human.stdout.splitlines() if line.startswith("    ")
               and "not judged" not in line}
-    assert labels == {"vLLM (V2 runner)"}, labels
+    assert labels == {"vLLM (V2 runner) 0.33.0"}, labels  # the engine, and the release judged
 
 
 def test_hub_failures_are_one_line_with_a_hint(org: HubServer, tmp_path: Path):

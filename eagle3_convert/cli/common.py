@@ -223,3 +223,49 @@ def parse_ids(text: str | None) -> list[int] | None:
     except ValueError:
         raise UsageError(f"--capture-layers {text!r} is not a comma-separated list of integers",
                          "write them like 2,16,29 (SGLang's -1 for the embedding output is allowed)") from None
+
+
+class EngineSpelling(click.ParamType):
+    """`--engine sglang` (its newest release we know) or `--engine sglang==0.5.10` (that release)."""
+
+    name = "engine"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        from ..names import ENGINE_SPELLINGS
+
+        return "[" + "|".join(ENGINE_SPELLINGS) + "][==RELEASE]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..engines.releases import EngineChoice, parse_choice
+        from ..names import ENGINE_SPELLINGS
+
+        if isinstance(value, EngineChoice):
+            return value
+        try:
+            return parse_choice(value, ENGINE_SPELLINGS)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+ENGINE_HELP = ("ENGINE or ENGINE==RELEASE (repeatable: a fleet): the engine's newest release we know, or the one "
+               "named; an unknown release is said to be unknown. Without --engine, $EAGLE3_ENGINES (the same "
+               "spellings, comma-separated) names the fleet.")
+
+
+def engine_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--engine`, the same spelling on every command that judges engines; `what` says what it selects there."""
+    return click.option("--engine", "engines", type=EngineSpelling(), multiple=True, help=f"{what} {ENGINE_HELP}")
+
+
+def chosen_engines(given: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The --engine choices, else the fleet in $EAGLE3_ENGINES (E-USAGE naming a bad entry there)."""
+    if given:
+        return given
+    from ..engines.releases import fleet_from_env
+    from ..errors import UsageError
+    from ..names import ENGINE_SPELLINGS
+
+    try:
+        return fleet_from_env(ENGINE_SPELLINGS)
+    except ValueError as exc:
+        raise UsageError(str(exc), "write it like EAGLE3_ENGINES='sglang==0.5.10,sglang,vllm==0.24.0'") from None

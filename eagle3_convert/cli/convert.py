@@ -12,7 +12,9 @@ from ..names import CAPTURE_CONVENTIONS, LABELS, LAYOUTS
 from . import main
 from .common import (
     Progress,
+    chosen_engines,
     emit_json,
+    engine_option,
     hub_options,
     hub_progress_bars,
     human_bytes,
@@ -133,12 +135,18 @@ def trtllm_lines(serve: dict[str, Any]) -> list[str]:
 
 SERVE_WORDS = {"as-trained": "serves as trained", "default-layers": "serves with its default layers (the trained "
                 "ones)", "runtime-layers": "serves when told the layers", "refuses": "refuses it loudly",
-               "wrong": "serves it WRONG"}
+               "wrong": "serves it WRONG", "unknown": "unknown release"}
 
 
 def serve_lines(serves: dict[str, Any]) -> list[str]:
-    """One line per engine: where the output can be served, and why not elsewhere."""
-    return [f"  {LABELS[engine]:<34} {SERVE_WORDS[v.verdict]}: {v.why}" for engine, v in serves.items()]
+    """One line per engine and the release judged: where the output can be served, and why not elsewhere; a second
+    line where the releases we know disagree."""
+    lines = []
+    for engine, v in serves.items():
+        lines.append(f"  {LABELS[engine] + ' ' + v.release:<40} {SERVE_WORDS[v.verdict]}: {v.why}")
+        if v.across:
+            lines.append(f"      across releases: {v.disagreement()}")
+    return lines
 
 
 def _open_registry(registry_path: str | None) -> Any:
@@ -205,6 +213,7 @@ def _registry_capture(src: str, options: Any, store: Any, registry_path: str | N
               "drafter's tokenizer, depth and width from it).")
 @click.option("--outtype", type=click.Choice(("auto", "bf16", "f16", "f32")), default="auto", show_default=True,
               help="--to gguf: dtype of the 2-D weights (auto keeps the source's; norms are F32, d2t I64).")
+@engine_option("Judge the per-engine lines for this release (engines not named: their newest).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @run_guarded
@@ -213,7 +222,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
                 max_shard_size: int | None, repair_d2t_absolute: bool, trained_with: str | None,
                 capture_layers: str | None, convention: str | None, registry_path: str | None, no_record: bool,
                 no_registry: bool, as_json: bool, quiet: bool, target_gguf: str | None = None,
-                outtype: str = "auto") -> None:
+                outtype: str = "auto", engines: tuple[Any, ...] = ()) -> None:
     """Convert the drafter in SRC (directory or Hub repo id) to another layout in DST.
 
     Lossless: tensors are copied byte for byte (only d2t/t2d may be rebuilt); capture-layer
@@ -226,6 +235,9 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
     state_capture(options, parse_ids(capture_layers), convention)
     options.target_gguf, options.outtype = target_gguf, outtype
+    from ..engines import judged_releases
+
+    options.releases = judged_releases(chosen_engines(engines))
     store = None if no_record or no_registry else _open_registry(registry_path)
     from_registry = None if no_registry else _registry_capture(src, options, store, registry_path)
     result, recorded = _convert_and_record(

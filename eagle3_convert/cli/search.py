@@ -4,31 +4,35 @@ from __future__ import annotations
 
 import click
 
-from ..names import ENGINE_SPELLINGS, LABELS
+from typing import Any
+
+from ..names import LABELS
 from . import main
-from .common import emit_json, hub_options, registry_option, run_guarded
+from .common import chosen_engines, emit_json, engine_option, hub_options, registry_option, run_guarded
 
 
 @main.command("search")
 @click.option("--target", required=True, metavar="NAME", help="The target model as recorded (a Hub repo id: case does not matter).")
-@click.option("--engine", type=click.Choice(ENGINE_SPELLINGS),
-              help="Only this engine's verdicts (vllm: both of its runners; vllm-v1 or vllm-v2: one).")
+@engine_option("Only this engine's verdicts (vllm: both of its runners; vllm-v1 or vllm-v2: one).")
 @click.option("--hub", is_flag=True, help="Also search the Hub (repos whose card names the target as base_model).")
 @hub_options
 @registry_option
 @click.option("--verbose", "-v", is_flag=True, help="One line per engine and copy: the layers it captures and why.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @run_guarded
-def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None, token: str | None,
+def search_cmd(target: str, engines: tuple[Any, ...], hub: bool, endpoint: str | None, token: str | None,
                registry_path: str | None, verbose: bool, as_json: bool) -> None:
     """The drafters trained for TARGET, from the registry (and the Hub with --hub), with the layers each
     engine captures from each copy and whether it serves it as trained. Reads no weights.
 
     One line per copy, its engines grouped by verdict; --verbose (or --json) for each engine's reading."""
+    from ..engines import judged_releases
     from ..hub_index import search
     from ..registry.recording import conflict_message
 
-    found = search(target, registry_path, engine=engine, hub=hub, endpoint=endpoint, token=token)
+    choices = chosen_engines(engines)
+    found = search(target, registry_path, engines=[c.spelling for c in choices], hub=hub, endpoint=endpoint,
+                   token=token, releases=judged_releases(choices))
     if as_json:
         emit_json(found)
         return
@@ -58,18 +62,24 @@ def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None,
                 continue
             click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}")
             for name, v in copy["serves"].items():
-                click.echo(f"    {LABELS[name]:<28} {v['verdict']:<15} {reading(v)}")
+                click.echo(f"    {LABELS[name] + ' ' + (v.get('release') or ''):<36} {v['verdict']:<15} {reading(v)}")
+                if v.get("releases"):
+                    from ..engines import describe_spans
+
+                    click.echo(f"      across releases: {describe_spans(v['releases'])}")
 
 
 def by_verdict(serves: dict[str, dict]) -> str:
     """'as-trained: sglang vllm-v1; refuses: speculators': the engines (as --engine names them) per verdict,
     best first."""
-    from ..engines import AS_TRAINED, DEFAULT_LAYERS, REFUSES, RUNTIME_LAYERS, WRONG
+    from ..engines import AS_TRAINED, DEFAULT_LAYERS, REFUSES, RUNTIME_LAYERS, UNKNOWN, WRONG
 
-    order = (AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS, WRONG, REFUSES)
+    order = (AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS, WRONG, REFUSES, UNKNOWN)
     groups = {verdict: [name for name, v in serves.items() if v["verdict"] == verdict] for verdict in order}
+    disagree = [name for name, v in serves.items() if v.get("releases")]
     return "; ".join(f"{verdict.upper() if verdict == WRONG else verdict}: {' '.join(names)}"
-                     for verdict, names in groups.items() if names)
+                     for verdict, names in groups.items() if names) + (
+        f" (releases disagree: {' '.join(disagree)}; --verbose says how)" if disagree else "")
 
 
 def reading(v: dict) -> str:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from ..names import ENGINE_SPELLINGS, LAYOUTS, engine_of
+from ..names import LAYOUTS, engine_of
 from . import main
 from .common import (
     Progress,
+    chosen_engines,
     emit_json,
+    engine_option,
     error_dict,
     fail,
     hub_options,
@@ -23,9 +27,8 @@ HEADINGS = {"error": "errors", "warning": "warnings", "info": "info"}
 
 @main.command("validate")
 @click.argument("src")
-@click.option("--engine", "engines", type=click.Choice(ENGINE_SPELLINGS), multiple=True,
-              help="Replay this engine's loading rules (repeatable; vllm-v1 and vllm-v2 name vLLM, whose rules "
-                   "cover both runners). Default: the engines that serve the layout.")
+@engine_option("Replay this engine's loading rules (vllm-v1 and vllm-v2 name vLLM, whose rules cover both "
+               "runners). Default: the engines that serve the layout, at their newest release.")
 @click.option("--target", metavar="CONFIG_OR_DIR_OR_REPO",
               help="The target model's config: depth, width, vocab, family and context are checked against it.")
 @click.option("--deep", is_flag=True,
@@ -39,7 +42,7 @@ HEADINGS = {"error": "errors", "warning": "warnings", "info": "info"}
 @registry_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar on --deep.")
 @run_guarded
-def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: bool, strict: bool, as_json: bool,
+def validate_cmd(src: str, engines: tuple[Any, ...], target: str | None, deep: bool, strict: bool, as_json: bool,
                  revision: str | None, endpoint: str | None, token: str | None, from_layout: str,
                  registry_path: str | None, quiet: bool) -> None:
     """Check the drafter in SRC (directory or Hub repo id) for every fault engines load silently.
@@ -64,10 +67,14 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
         bars.append(Progress(total, "reading every byte", quiet or as_json))
         return bars[-1].update
 
-    engines = tuple(dict.fromkeys(engine_of(spelling) for spelling in engines))  # vllm-v1 -> vllm
+    from ..engines import judged_releases
+
+    choices = chosen_engines(engines)
+    names = tuple(dict.fromkeys(engine_of(choice.spelling) for choice in choices))  # vllm-v1 -> vllm
     try:
-        report = validate_checkpoint(path, engines=engines or None, target=facts, deep=deep, from_layout=from_layout,
-                                     source_label=label, known=known, progress=progress)
+        report = validate_checkpoint(path, engines=names or None, target=facts, deep=deep, from_layout=from_layout,
+                                     source_label=label, known=known, progress=progress,
+                                     releases=judged_releases(choices))
     finally:
         for bar in bars:
             bar.close()
@@ -90,7 +97,7 @@ def _print_report(report, strict: bool) -> None:
     how = f" ({report.detected_by})" if report.detected_by and report.layout else ""
     click.echo(f"{report.source}: {layout}{how}")
     if report.engines:
-        click.echo(f"checked for: {', '.join(report.engines)}")
+        click.echo(f"checked for: {', '.join(report.release_labels())}")
     for severity, heading in HEADINGS.items():
         group = [f for f in report.findings if f.severity == severity]
         if not group:

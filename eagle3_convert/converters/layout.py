@@ -140,6 +140,7 @@ class ConvertOptions:
     capture_restated: list[str] = field(default_factory=list)  # what --capture-layers overruled (set by convert)
     target_gguf: str | None = None  # --to gguf: the target's GGUF (tokenizer, depth, width)
     outtype: str = "auto"  # --to gguf: dtype of the 2-D weights
+    releases: dict[str, list[str | None]] = field(default_factory=dict)  # --engine: engine -> releases judged
 
 
 @dataclass

@@ -6,18 +6,22 @@ capture boundaries it takes, the maths flags it applies, and what it drops witho
 `verdict` compares such a reading with the drafter's truth. convert's serve lines, the
 layouts' choice of architecture names and validate's engine findings all ask these modules;
 the engine test tier (tests/engines/) checks them against the real engines.
+
+Every verdict is for a release (releases.py): the one the user names, else the newest we know. Where the
+releases we know read the file differently, the verdict also carries each run of releases and its verdict.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Collection, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Collection, Mapping, Sequence
 
 from ..capture_ids import capture_context, default_boundaries
 from ..drafter import DrafterConfig
-from ..names import LABELS, RUNNERS
+from ..names import LABELS, RUNNERS, engine_of
 from . import llamacpp, sglang, speculators, trtllm, vllm
 from .common import FLAGS, Reading, TargetContext
+from .releases import EngineChoice, Releases
 
 # Verdicts, from best to worst.
 AS_TRAINED = "as-trained"  # the engine captures the trained layers and computes the trained maths
@@ -25,7 +29,27 @@ DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defa
 RUNTIME_LAYERS = "runtime-layers"  # layers come from a serve-time argument: right when given the ids shown
 REFUSES = "refuses"  # the engine fails loudly on this file
 WRONG = "wrong"  # the engine loads it and serves something else, without a word
+UNKNOWN = "unknown"  # a release we know nothing about: no verdict
 SERVING = frozenset({AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS})  # the verdicts under which it serves as trained
+WORST_FIRST = (WRONG, REFUSES, UNKNOWN, RUNTIME_LAYERS, DEFAULT_LAYERS, AS_TRAINED)
+SPAN_WORDS = {AS_TRAINED: "served as trained", DEFAULT_LAYERS: "served as trained (its default layers)",
+              RUNTIME_LAYERS: "served when told the layers", REFUSES: "refused loudly", WRONG: "served WRONG",
+              UNKNOWN: "unknown"}
+
+
+@dataclass(frozen=True)
+class Span:
+    """A run of known releases that read the file alike, and their verdict."""
+
+    releases: str  # "0.5.12–0.5.22", "≥ 0.5.13", "0.5.23"
+    first: str
+    last: str
+    verdict: str
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"releases": self.releases, "first": self.first, "last": self.last, "verdict": self.verdict,
+                "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -35,9 +59,28 @@ class Verdict:
     captures: list[int] | None
     why: str
     caveats: tuple[str, ...] = ()  # the limits of a serving verdict (also in `why`)
+    release: str | None = None  # the release judged (several, comma-separated, for a fleet); None: unknown
+    judged: tuple[tuple[str, "Verdict"], ...] = ()  # a fleet: each release named, and its own verdict
+    across: tuple[Span, ...] = ()  # where the releases we know disagree on the file: each run of them
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "captures": self.captures, "why": self.why}
+        out: dict[str, Any] = {"verdict": self.verdict, "captures": self.captures, "why": self.why,
+                               "release": self.release}
+        if self.judged:
+            out["judged"] = [{**v.to_dict(), "release": r} for r, v in self.judged]
+        if self.across:
+            out["releases"] = [span.to_dict() for span in self.across]
+        return out
+
+    def disagreement(self) -> str | None:
+        """One line where the releases we know disagree (describe_spans)."""
+        return describe_spans([span.to_dict() for span in self.across]) if self.across else None
+
+
+def describe_spans(spans: Sequence[Mapping[str, Any]]) -> str:
+    """'served as trained on ≥ 0.5.12; served WRONG on 0.5.9–0.5.11 (why)': runs of releases (Span.to_dict)."""
+    return "; ".join(f"{SPAN_WORDS[s['verdict']]} on {s['releases']}" + (
+        f" ({s['why']})" if s["verdict"] not in SERVING else "") for s in spans)
 
 
 def engine_modules() -> dict[str, Any]:
@@ -46,10 +89,34 @@ def engine_modules() -> dict[str, Any]:
             "sglang": sglang.read, "trtllm": trtllm.read, "llamacpp": llamacpp.read}
 
 
+MODULES = {"speculators": speculators, "vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp}
+
+
 def release(engine: str) -> str:
-    """The engine release its module's rules were read from (and its verdicts judged for)."""
-    modules = {"speculators": speculators, "vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp}
-    return modules[engine.split("-")[0]].RELEASE
+    """The engine release its module's rules were read from (and its verdicts judged for by default)."""
+    return MODULES[engine_of(engine)].RELEASE
+
+
+def releases_of(engine: str) -> Releases:
+    """The releases an engine (or one of its runners) is known in, and what changed between them."""
+    return MODULES[engine_of(engine)].RELEASES
+
+
+def judged_releases(choices: Sequence[EngineChoice]) -> dict[str, list[str | None]]:
+    """Engine -> the releases named for it (None: the newest), from the user's --engine choices."""
+    out: dict[str, list[str | None]] = {}
+    for choice in choices:
+        named = out.setdefault(engine_of(choice.spelling), [])
+        if choice.release not in named:
+            named.append(choice.release)
+    return out
+
+
+def release_label(engine: str, releases: Sequence[str | None] | None = None) -> str:
+    """'SGLang 0.5.23', 'SGLang 0.5.10, 0.5.23': the releases a verdict is for (an unknown one as named)."""
+    known = releases_of(engine)
+    shown = [known.canonical(r) if r is None or known.knows(r) else r for r in (releases or [None])]
+    return f"{known.label} {', '.join(dict.fromkeys(shown))}"
 
 
 def trained_boundaries(cfg: DrafterConfig, depth: int | None) -> list[int] | None:
@@ -125,21 +192,65 @@ def gguf_metadata(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext,
-             engines: Collection[str] = RUNNERS) -> dict[str, Reading]:
+             engines: Collection[str] = RUNNERS, releases: Mapping[str, str] | None = None) -> dict[str, Reading]:
+    """Each engine's reading of the file, by the release `releases` names for it (a known one), else its newest."""
     readers = engine_modules()
+
+    def own(e: str) -> str | None:
+        return (releases or {}).get(engine_of(e))
+
     meta = gguf_metadata(config)
     if meta is not None:  # a GGUF file: only llama.cpp opens it
         config = {"gguf": meta}
-        return {e: readers[e](config, names, ctx) if e == "llamacpp" else
+        return {e: readers[e](config, names, ctx, own(e)) if e == "llamacpp" else
                 Reading(e, LABELS[e], refusal="a GGUF is llama.cpp's format, not one this engine loads")
                 for e in engines}
-    return {e: readers[e](config, names, ctx) for e in engines}
+    return {e: readers[e](config, names, ctx, own(e)) for e in engines}
 
 
 def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: DrafterConfig, ctx: TargetContext,
-                   engines: Collection[str] = RUNNERS) -> dict[str, Verdict]:
-    """Every engine's verdict on a checkpoint with this config.json and these stored tensor names."""
-    return {e: verdict(r, cfg, ctx) for e, r in read_all(config, names, ctx, engines).items()}
+                   engines: Collection[str] = RUNNERS,
+                   releases: Mapping[str, Sequence[str | None]] | None = None) -> dict[str, Verdict]:
+    """Every engine's verdict on a checkpoint with this config.json and these stored tensor names, for the
+    releases named per engine (`releases`: engine -> releases, None = the newest we know; default: the newest).
+    Each verdict also carries the runs of known releases that disagree on the file (`across`)."""
+    out = {}
+    for e in engines:
+        known = releases_of(e)
+        eras = known.eras()
+        judged_eras: dict[str, Verdict] = {}
+
+        def at(release: str | None) -> Verdict:  # all releases of an era read alike: judge its first one
+            key = known.canonical(release)
+            first = next((f for f, last in eras if key in known.between(f, last)), key)
+            if first not in judged_eras:
+                reading = read_all(config, names, ctx, (e,), {engine_of(e): first})[e]
+                judged_eras[first] = verdict(reading, cfg, ctx)
+            return judged_eras[first]
+
+        across = _spans(known, [(first, last, at(first)) for first, last in eras])
+        named = list(dict.fromkeys(known.canonical(r) if r is None or known.knows(r) else r
+                                   for r in (releases or {}).get(engine_of(e)) or [None]))
+        judged = [(known.canonical(r), replace(at(r), release=known.canonical(r))) if r is None or known.knows(r)
+                  else (r, Verdict(e, UNKNOWN, None, known.unknown_why(r))) for r in named]
+        worst = min(judged, key=lambda rv: WORST_FIRST.index(rv[1].verdict))[1]
+        why = worst.why if len(judged) == 1 else "; ".join(f"{r}: {v.verdict} ({v.why})" for r, v in judged)
+        out[e] = Verdict(e, worst.verdict, worst.captures, why, worst.caveats, release=", ".join(r for r, _ in judged),
+                         judged=tuple(judged) if len(judged) > 1 else (), across=across)
+    return out
+
+
+def _spans(known: Releases, eras: list[tuple[str, str, Verdict]]) -> tuple[Span, ...]:
+    """Runs of releases (newest first) whose verdicts agree; () when every release we know agrees."""
+    runs: list[list[Any]] = []
+    for first, last, v in eras:  # newest first
+        if runs and (runs[-1][2].verdict, runs[-1][2].why) == (v.verdict, v.why):
+            runs[-1][0] = first
+        else:
+            runs.append([first, last, v])
+    if len(runs) < 2:
+        return ()
+    return tuple(Span(known.span(first, last), first, last, v.verdict, v.why) for first, last, v in runs)
 
 
 def target_context(cfg: DrafterConfig, *targets: Any) -> TargetContext:

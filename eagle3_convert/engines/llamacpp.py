@@ -14,9 +14,15 @@ from typing import Any, Collection, Mapping
 
 from ..capture_ids import default_boundaries
 from .common import IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested, num_layers
+from .releases import Change, Releases
 
 LABEL = "llama.cpp's converter (from source)"
 RELEASE = "llama.cpp b11434"  # the build these rules were read from (docs/formats.md §7)
+CONFIG_IDS = Change(
+    "capture ids", "the converter wrote the defaults {2, L//2, L-3} from the target's depth, whatever the drafter's "
+    "config says", "the top-level eagle_aux_hidden_state_layer_ids, else the defaults", None,
+    "PR 25794 (merged 2026-07; in b11434; its first build is not established here: unknown)")
+RELEASES = Releases("llamacpp", "llama.cpp", ("b11434",), (CONFIG_IDS,))  # the one build read
 # llama-server's flags for an EAGLE-3 drafter (b11434; -md is --model-draft; the draft flags from PR #24593).
 SERVE_FLAGS = ("--spec-type", "draft-eagle3", "--spec-draft-n-max", "3", "--spec-draft-p-min", "0.0", "-np", "1",
                "-fa", "on")
@@ -60,7 +66,7 @@ def read_gguf(meta: Mapping[str, Any], names: Collection[str]) -> Reading:
     return r
 
 
-def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, release: str | None = None) -> Reading:
     if isinstance(config.get("gguf"), dict):  # a GGUF we write: llama.cpp loads it as written
         return read_gguf(config["gguf"], names)
     r = Reading("llamacpp", LABEL)

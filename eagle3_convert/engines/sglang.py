@@ -1,5 +1,8 @@
 """SGLang 0.5.23: `llama_eagle3.py` (LlamaForCausalLMEagle3) and `kimi_k25_eagle3.py` (Eagle3DeepseekV2ForCausalLM).
 
+Releases 0.5.9 to 0.5.22 read some facts otherwise: each `Change` below names the first release that reads it
+the new way and its PR; `read(..., release)` replays the release named.
+
 Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
 - The model registry knows two EAGLE-3 classes (`EntryClass`); any other architecture,
   speculators' `Eagle3Speculator` included, is refused at start-up.
@@ -32,9 +35,46 @@ from typing import Any, Collection, Mapping
 from ..capture_ids import capturable, default_boundaries, engine_boundaries
 from .common import (IDS_KEY, Reading, TargetContext, architectures, dropped, flag, has, id_list, nested, num_layers,
                      trained_window, unread_later_norms, window_ignored)
+from .releases import Change, Releases
 
 LABEL = "SGLang"
-RELEASE = "SGLang 0.5.23"  # the release these rules were read from and the engine tier loads
+
+# What older releases read otherwise (each boundary read in the wheels on both sides of it).
+LAYERS_N = Change(
+    "tensor names", "one decoder layer, `midlayer` (midlayer.* and model.midlayer.* load; layers.0.* and "
+    "model.layers.0.* match no parameter and are skipped without a word); num_hidden_layers != 1 refused; fc sized "
+    "for exactly 3 captures", "layers.{i}.* (midlayer.* read as layers.0.*), any depth, fc sized from "
+    "num_aux_hidden_states or the nested id list", "0.5.12",
+    "PR 24663 (llama_eagle3.py; 0.5.11 has self.midlayer only, 0.5.12 the layers ModuleList)")
+FC_NORM_OUTPUT = Change(
+    "flags", "fc_norm, use_aux_norm and norm_output not read: fc_norm.* / aux_norm_* tensors skipped without a word",
+    "fc_norm (legacy use_aux_norm, aux_norm_low/mid/high names) and norm_output read at the top level", "0.5.12",
+    "PR 24663 (llama_eagle3.py, 0.5.11 vs 0.5.12)")
+MLA_CLASS = Change(
+    "architectures", "only LlamaForCausalLMEagle3: Eagle3DeepseekV2ForCausalLM refused at start-up",
+    "Eagle3DeepseekV2ForCausalLM (kimi_k25_eagle3.py) registered", "0.5.12",
+    "kimi_k25_eagle3.py, first in the 0.5.12 wheel (the PR is not identified)")
+DEEPSEEK_IDS_AS_IS = Change(
+    "capture ids", "DeepSeek/Kimi targets: nested ids +1 always (output of block x)",
+    "DeepSeek/Kimi targets: +1 only when the first id is 1, else read as boundaries", "0.5.13",
+    "PR 25454 (deepseek_v2.py set_eagle3_layers_to_capture; 0.5.12.post1 vs 0.5.13)")
+GPT_OSS_BOUNDARIES = Change(
+    "capture ids", "gpt-oss targets: nested ids +1 always; the final boundary L is never captured",
+    "gpt-oss targets: ids read as boundaries when the largest is L (captured before the final norm), else +1",
+    "0.5.17", "PR 32334 (gpt_oss.py set_eagle3_layers_to_capture; 0.5.16 vs 0.5.17)")
+NORM_BEFORE_FC = Change(
+    "flags", "norm_before_fc not read: input_norm.weight skipped without a word",
+    "norm_before_fc read at the top level or nested in eagle_config", "0.5.17",
+    "PR 32334 (llama_eagle3.py input_norm; 0.5.16 vs 0.5.17)")
+RELEASES = Releases(
+    "sglang", LABEL,
+    ("0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14",
+     "0.5.15", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"),
+    (LAYERS_N, FC_NORM_OUTPUT, MLA_CLASS, DEEPSEEK_IDS_AS_IS, GPT_OSS_BOUNDARIES, NORM_BEFORE_FC))
+RELEASE = f"{LABEL} {RELEASES.newest}"  # the newest release read, which the engine tier loads
+
+# The SGLang target families whose id reading a change above moves (capture_ids.engine_boundaries).
+ID_QUIRKS = {"deepseek": DEEPSEEK_IDS_AS_IS, "gpt_oss": GPT_OSS_BOUNDARIES}
 CLASSES = {"LlamaForCausalLMEagle3": "llama", "Eagle3DeepseekV2ForCausalLM": "deepseek_mla"}
 ARCHITECTURE = {family: arch for arch, family in CLASSES.items()}
 IDS_FROM = "nested"
@@ -53,10 +93,13 @@ BUILDS_BIAS = False
 NEEDS_T2D = False  # t2d is never read: hot_token_id = arange(Vd) + d2t
 FC_SKIPPED_WHEN_WIDTH_MATCHES = True  # fc only when k*Ht != H
 
-def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, release: str | None = None) -> Reading:
+    """SGLang `release` (None: the newest we know)'s reading of the file."""
     r = Reading("sglang", LABEL)
     archs = architectures(config)
     family = next((CLASSES[a] for a in archs if a in CLASSES), None)
+    if family == "deepseek_mla" and not RELEASES.reads(MLA_CLASS, release):
+        family = None
     if "speculators_model_type" in config or family is None:
         r.refusal = f"SGLang refuses it: model architectures {archs} are not supported"
         return r
@@ -66,25 +109,35 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     if "target_hidden_size" in config and config["target_hidden_size"] is None:
         r.refusal = "SGLang fails to construct fc: target_hidden_size is null"
         return r
-    r.family = family
     eagle = nested(config)
     layers = num_layers(names)
+    ids = id_list(eagle.get(IDS_KEY))
+    multi_layer = RELEASES.reads(LAYERS_N, release)
+    if not multi_layer and config.get("num_hidden_layers", 1) != 1:
+        r.refusal = "SGLang refuses it: EAGLE3 currently only supports 1 layer (num_hidden_layers != 1)"
+        return r
+    if not multi_layer and ids is not None and len(ids) != 3:
+        r.refusal = f"SGLang fails to load fc: it is sized for 3 captured layers, the file names {len(ids)}"
+        return r
+    r.family = family
     if family == "deepseek_mla" and layers > MLA_MAX_LAYERS:
         r.silent.append(f"SGLang's MLA class builds {MLA_MAX_LAYERS} layer and drops the other {layers - 1}")
-    ids = id_list(eagle.get(IDS_KEY))
     if ids is None:
         r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
     else:
-        captured = engine_boundaries(CONVENTION, ids, ctx.family, ctx.depth)
+        quirk = ID_QUIRKS.get(ctx.family)  # a release before the quirk reads this family's ids as any other's
+        target_family = ctx.family if quirk is None or RELEASES.reads(quirk, release) else "default"
+        captured = engine_boundaries(CONVENTION, ids, target_family, ctx.depth)
         if captured is None:
             r.silent.append(f"SGLang captures nothing for ids {ids} on a {ctx.family}-family target")
         else:
-            lost = [b for b in captured if not capturable(CONVENTION, b, ctx.family, ctx.depth)]
+            lost = [b for b in captured if not capturable(CONVENTION, b, target_family, ctx.depth)]
             if lost:
                 r.silent.append(f"SGLang cannot capture boundaries {lost} (the last block's output) and serves "
                                 "without them")
             r.captures = captured
-    read_flags = FLAGS_READ[family]
+    read_flags = tuple(f for f in FLAGS_READ[family] if RELEASES.reads(FC_NORM_OUTPUT if f != "norm_before_fc"
+                                                                      else NORM_BEFORE_FC, release))
     values = {"norm_before_residual": False,
               "norm_before_fc": flag(config, "norm_before_fc") or flag(eagle, "norm_before_fc"),
               "fc_norm": flag(config, "fc_norm") or flag(config, "use_aux_norm"),
@@ -97,6 +150,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     if isinstance(ht, int) and k * ht == config.get("hidden_size"):
         r.silent.append(f"SGLang skips fc: k*Ht == H ({k}*{ht})")
     r.silent += dropped(has(names, r"\.bias$"), "bias tensors", LABEL)
+    if not multi_layer:
+        r.silent += dropped(has(names, r"^(model\.)?layers\.0\."), "layers.0.* weights (it loads midlayer.* only)",
+                            LABEL)
     r.silent += dropped(has(names, r"^(model\.)?additional_layers\."), "additional_layers.* (it names every layer "
                         "model.layers.{i})", LABEL)
     r.silent += dropped(has(names, r"\.(q_norm|k_norm)\.weight$"), "q/k norms (it has no Qwen3 drafter class)",

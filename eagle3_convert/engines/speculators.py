@@ -13,9 +13,11 @@ from typing import Any, Collection, Mapping
 
 from ..capture_ids import default_boundaries
 from .common import FLAGS, IDS_KEY, Reading, TargetContext, flag, id_list
+from .releases import Releases
 
 LABEL = "speculators library"
-RELEASE = "speculators 0.9.0"
+RELEASES = Releases("speculators", "speculators", ("0.9.0",))  # the one release read
+RELEASE = f"{RELEASES.label} {RELEASES.newest}"
 MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
 # speculators_model_type -> the kind it loads (SpeculatorModel.register("eagle3") / ("peagle"), models/*/core.py)
 KINDS = {"eagle3": "eagle3", "peagle": "peagle"}
@@ -30,7 +32,7 @@ MLA_FLAGS_READ: frozenset[str] = frozenset()
 BUILDS_BIAS = True
 NEEDS_T2D = True  # its d2t/t2d buffers are loaded as saved: a missing t2d stays uninitialised
 
-def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, release: str | None = None) -> Reading:
     r = Reading("speculators", LABEL)
     if "speculators_model_type" not in config:
         r.refusal = "the speculators library reads only speculators-format configs (speculators_model_type)"

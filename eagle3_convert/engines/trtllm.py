@@ -29,12 +29,19 @@ from typing import Any, Collection, Mapping
 from ..capture_ids import default_boundaries
 from .common import (Reading, TargetContext, dropped, flag, has, nested, num_layers, trained_window,
                      unread_later_norms, window_ignored)
+from .releases import Change, Releases
 
 LABEL = "TensorRT-LLM"
 RELEASE = "TensorRT-LLM, 2026 sources"  # read from source, no release loaded (docs/formats.md §8)
 # Layers >= 1: the pre-attention norm applied, and the norms built (Eagle3DecoderLayer, next_layer_regular).
 LATER_NORM_APPLIED = "hidden_norm"
 LATER_NORMS_BUILT = ("hidden_norm",)
+# The rules are read from one source snapshot, not a release: every numbered release is unknown to us.
+FC_NORM_OUTPUT = Change(
+    "flags", "fc_norm and norm_output not read", "fc_norm (fc_norm.{j}.weight) and norm_output read at the top level",
+    None, "PR 14988 (merged 2026-06-05; in the sources read; its first release is not established here: unknown)")
+RELEASES = Releases("trtllm", LABEL, ("2026-sources",), (FC_NORM_OUTPUT,),
+                    note="TensorRT-LLM's rules come from a 2026 source snapshot, not from a numbered release")
 
 
 def built_family(config: Mapping[str, Any]) -> str:
@@ -47,7 +54,7 @@ def runtime_ids(boundaries: list[int]) -> list[int]:
     return sorted(b - 1 for b in boundaries)
 
 
-def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, release: str | None = None) -> Reading:
     r = Reading("trtllm", LABEL)
     if "speculators_model_type" in config or "model_type" not in config:
         r.refusal = "TensorRT-LLM reads the config through transformers and needs a model_type (speculators " \

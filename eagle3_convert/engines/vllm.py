@@ -1,5 +1,8 @@
 """vLLM 0.33.0: its Eagle3 drafter classes, its speculators config path, and two runners.
 
+Releases 0.18.0 to 0.32.0 read some facts otherwise: each `Change` below names the first release that reads it
+the new way and its PR; `read_v1` / `read_v2(..., release)` replay the release named.
+
 Facts (docs/formats.md §2.3, §6; checked by the engine tier):
 - Architectures resolved by its model registry (`model_executor/models/registry.py`), a plain
   `XForCausalLM` becoming `Eagle3XForCausalLM`; a config with `speculators_model_type` goes
@@ -36,9 +39,48 @@ from typing import Any, Collection, Mapping
 from ..capture_ids import default_boundaries
 from .common import (FLAGS, IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested,
                      num_layers, unread_later_norms)
+from .releases import Change, Releases
 
 LABEL = "vLLM"
-RELEASE = "vLLM 0.33.0"  # the release these rules were read from and the engine tier loads
+
+# What older releases read otherwise (each boundary read in the wheels on both sides of it).
+SPECULATORS_NORM_BEFORE_FC = Change(
+    "flags", "speculators configs: norm_before_fc not passed on (input_norm.weight skipped without a word)",
+    "speculators configs: norm_before_fc passed on", "0.19.0",
+    "PR 38111 (transformers_utils/configs/speculators/algos.py; 0.18.1 vs 0.19.0)")
+V1_NESTED_IDS = Change(
+    "capture ids", "V1 runner: the top-level list only", "V1 runner: the top-level list, then the nested one",
+    "0.22.0", "PR 42764 (v1/worker/gpu_model_runner.py _get_eagle3_aux_layers_from_config; 0.21.0 vs 0.22.0)")
+NESTED_NORM_BEFORE_FC = Change(
+    "flags", "norm_before_fc read at the top level only (a nested one: input_norm.weight skipped without a word)",
+    "norm_before_fc read nested in eagle_config too", "0.22.0",
+    "PR 42143 (llama_eagle3.py eagle_config.get; 0.21.0 vs 0.22.0)")
+EAGLE31_FLAGS = Change(
+    "flags", "fc_norm and norm_output not read: fc_norm.* fails to load (KeyError) in the Llama class and is "
+    "skipped without a word in the MLA class; norm_output ignored",
+    "fc_norm and norm_output read at the top level (Llama and MLA classes)", "0.22.0",
+    "llama_eagle3.py / deepseek_eagle3.py, first in the 0.22.0 wheel (norm_output: PR 42764)")
+QWEN3_CLASS = Change(
+    "architectures", "no Qwen3 drafter class: Eagle3Qwen3ForCausalLM refused, a speculators qwen3 config built as "
+    "Eagle3LlamaForCausalLM (its q_norm/k_norm fail to load)", "Eagle3Qwen3ForCausalLM registered; speculators "
+    "model_type qwen3 maps to it", "0.24.0", "PR 43132 (registry.py, algos.py eagle3_arch_map; 0.23.0 vs 0.24.0)")
+SPECULATORS_EAGLE31_FLAGS = Change(
+    "flags", "speculators configs: fc_norm and norm_output not passed on (fc_norm.* fails to load; norm_output "
+    "ignored without a word)", "speculators configs: fc_norm and norm_output passed on", "0.25.0",
+    "PR 46488 (algos.py update_eagle3; 0.24.0 vs 0.25.0)")
+FOUR_TOP_LEVEL_IDS = Change(
+    "capture ids", "4 or more top-level ids: some releases crash at start-up (a caveat on every verdict, not replayed "
+    "per release)", "fixed", None,
+    "PR 54598 (open: in no release)")
+RELEASES = Releases(
+    "vllm", LABEL,
+    ("0.18.0", "0.18.1", "0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0",
+     "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
+     "0.33.0"),
+    (SPECULATORS_NORM_BEFORE_FC, V1_NESTED_IDS, NESTED_NORM_BEFORE_FC, EAGLE31_FLAGS, QWEN3_CLASS,
+     SPECULATORS_EAGLE31_FLAGS, FOUR_TOP_LEVEL_IDS))
+RELEASE = f"{LABEL} {RELEASES.newest}"  # the newest release read, which the engine tier loads
+
 CLASSES = {
     "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "Eagle3Qwen2_5vlForCausalLM": "llama",
     "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama",
@@ -99,15 +141,21 @@ def local_verifier(name: Any) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.path.exists(name)
 
 
-def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
+def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: TargetContext,
+          release: str | None = None) -> Reading:
     r = Reading(engine, f"{LABEL} ({engine[-2:].upper()} runner)")
     speculators = "speculators_model_type" in config
+    qwen3 = RELEASES.reads(QWEN3_CLASS, release)
     if speculators:
         layer_cfg = config.get("transformer_layer_config")
         model_type = layer_cfg.get("model_type") if isinstance(layer_cfg, dict) else None
         family = SPECULATORS_MODEL_TYPES.get(model_type)
         if family is None:
             r.refusal = f"vLLM's speculators path has no Eagle3 class for model_type {model_type!r}"
+            return r
+        if family == "qwen3" and not qwen3:
+            r.refusal = "vLLM builds Eagle3LlamaForCausalLM for a qwen3 speculators config and fails to load its " \
+                        "q_norm/k_norm (KeyError)"
             return r
         spec_cfg = config.get("speculators_config")
         verifier = spec_cfg.get("verifier") if isinstance(spec_cfg, dict) else None
@@ -126,6 +174,8 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
     else:
         archs = architectures(config)
         family = served_family(archs)
+        if family == "qwen3" and not qwen3:
+            family = None
         if config.get("model_type") in MTP_MODEL_TYPES:
             r.refusal = (f"vLLM takes a {config['model_type']} draft config for DeepSeek MTP: model architectures "
                          "['Eagle3DeepSeekMTPModel'] are not supported")
@@ -141,19 +191,27 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
                 r.refusal = ("vLLM refuses it: for parallel drafting, the draft model config must have "
                              "`pard_token` or `ptd_token_id`")
                 return r
+    eagle31 = RELEASES.reads(EAGLE31_FLAGS, release) and (
+        not speculators or RELEASES.reads(SPECULATORS_EAGLE31_FLAGS, release))
+    if flag(config, "fc_norm") and not eagle31 and family != "deepseek_mla" and has(names, r"^fc_norm\."):
+        r.refusal = "vLLM builds no fc_norm and fails to load fc_norm.* (KeyError)"
+        return r
     r.family = family
     eagle = nested(config)
     places = {"top": id_list(config.get(IDS_KEY)), "nested": id_list(eagle.get(IDS_KEY))}
-    ids = next((places[p] for p in IDS_FROM[engine] if places[p] is not None), None)
+    read_from = [p for p in IDS_FROM[engine] if p != "nested" or RELEASES.reads(V1_NESTED_IDS, release)]
+    ids = next((places[p] for p in read_from if places[p] is not None), None)
     if ids is None:
         r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
     else:
         r.captures = sorted(set(ids))
+    top_nbf = flag(config, "norm_before_fc") and (not speculators or RELEASES.reads(SPECULATORS_NORM_BEFORE_FC,
+                                                                                    release))
     r.flags = {
         "norm_before_residual": flag(config, "norm_before_residual", default=speculators),
-        "norm_before_fc": flag(config, "norm_before_fc") or flag(eagle, "norm_before_fc"),
-        "fc_norm": flag(config, "fc_norm"),
-        "norm_output": flag(config, "norm_output"),
+        "norm_before_fc": top_nbf or (flag(eagle, "norm_before_fc") and RELEASES.reads(NESTED_NORM_BEFORE_FC, release)),
+        "fc_norm": flag(config, "fc_norm") and eagle31,
+        "norm_output": flag(config, "norm_output") and eagle31,
     }
     if family == "deepseek_mla":
         r.flags = {f: v and f in MLA_FLAGS for f, v in r.flags.items()}
@@ -175,9 +233,11 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
     return r
 
 
-def read_v1(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
-    return _read("vllm-v1", config, names, ctx)
+def read_v1(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext,
+            release: str | None = None) -> Reading:
+    return _read("vllm-v1", config, names, ctx, release)
 
 
-def read_v2(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) -> Reading:
-    return _read("vllm-v2", config, names, ctx)
+def read_v2(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext,
+            release: str | None = None) -> Reading:
+    return _read("vllm-v2", config, names, ctx, release)

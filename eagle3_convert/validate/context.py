@@ -56,6 +56,7 @@ class Context:
         self.intents: dict[str, str | None] = {}  # stored name -> canonical name the layout means by it
         self.ids: dict[str, list[int] | None] = {}  # "top"/"nested" -> capture ids as written
         self.intended: list[int] | None = None  # the boundaries the config means (None: unknown or default)
+        self.releases: dict[str, list[str | None]] = {}  # engine -> the releases to judge (None: its newest)
 
     # --- plumbing
     def add(self, code: str, message: str, hint: str | None = None, where: str | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import REFUSES, SERVING, WRONG, TargetContext, serve_verdicts
+from ..engines import REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, release_label, releases_of, serve_verdicts
 from ..json_values import is_positive_int, short_repr
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
@@ -51,31 +51,62 @@ def check_engine_verdicts(ctx: Context) -> None:
     never left unsaid, even where no finding above names the cause."""
     readers = [r for name in ctx.engines for r in ENGINE_RUNNERS.get(name, ())]
     cfg = ctx.cfg.model_copy(update={"capture_boundaries": ctx.intended})
-    serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth), readers)
+    serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth), readers,
+                            ctx.releases)
     said = {f.engine for f in ctx.out if f.severity in ("error", "warning")}
     if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
         said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
+    said_of_release: set[tuple[str, str]] = set()  # (engine, older release): both vLLM runners often agree
     cautioned: set[str] = set()
     for reader, verdict in serves.items():
         engine = engine_of(reader)
+        newest = releases_of(engine).newest
         if verdict.caveats and verdict.verdict in SERVING and engine not in cautioned:
             cautioned.add(engine)
             ctx.add("W-ENGINE-CAVEAT", "; ".join(verdict.caveats),
                     "serve it as the caveat says, or with an engine that reads the file in full: "
                     f"`{ctx.command('vllm')}`", engine=engine)
-        if verdict.verdict == WRONG and engine not in said:
-            fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
-            if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF
-                fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
-            ctx.add("E-ENGINE-WRONG", f"{LABELS[reader]}: {verdict.why}; it would serve this file wrong", fix,
-                    engine=engine)
-            said.add(engine)
-        elif verdict.verdict == REFUSES and cfg.kind != "eagle3" and engine not in said:
-            # what only a kind's own rules decide (P-EAGLE's mask token): the EAGLE-3 profiles above cannot say it
-            ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {verdict.why}",
-                    "add the field the engine names to a copy of config.json (for P-EAGLE, the mask token the "
-                    "drafter was trained with)", engine=engine)
-            said.add(engine)
+        fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
+        if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF
+            fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
+        serving = [s.releases for s in verdict.across if s.verdict in SERVING]
+        for release, judged in verdict.judged or ((verdict.release, verdict),):
+            # the newest release's faults are said by the checks above; an older one's only here
+            label = LABELS[reader] if release == newest else f"{LABELS[reader]} {release}"
+            older_fix = (f"upgrade to {releases_of(engine).label} {serving[0]}, which serves this file as trained; "
+                         f"or {fix}") if serving and release != newest else fix
+            if release != newest and (engine, release) in said_of_release:
+                continue
+            if judged.verdict == WRONG and (engine not in said or release != newest):
+                ctx.add("E-ENGINE-WRONG", f"{label}: {judged.why}; it would serve this file wrong", older_fix,
+                        engine=engine)
+                said.add(engine)
+                said_of_release.add((engine, release))
+            elif judged.verdict == REFUSES and release != newest:
+                ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", older_fix, engine=engine)
+                said_of_release.add((engine, release))
+            elif judged.verdict == REFUSES and cfg.kind != "eagle3" and engine not in said:
+                # what only a kind's own rules decide (P-EAGLE's mask token): the EAGLE-3 profiles above cannot say it
+                ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {judged.why}",
+                        "add the field the engine names to a copy of config.json (for P-EAGLE, the mask token the "
+                        "drafter was trained with)", engine=engine)
+                said.add(engine)
+            elif judged.verdict == UNKNOWN:
+                ctx.add("W-ENGINE-RELEASE-UNKNOWN", judged.why, f"name a release we know ({release_label(engine)} "
+                        "is the newest), or judge the file on that release yourself", engine=engine)
+        _say_release_disagreement(ctx, reader, verdict)
+
+
+def _say_release_disagreement(ctx: Context, reader: str, verdict) -> None:
+    """Where the releases we know read the file differently: one line. Information, not a fault: the release
+    judged (named with --engine, else the newest) decides; naming an older one turns its line into a finding."""
+    line = verdict.disagreement()
+    if line is None:
+        return
+    engine = engine_of(reader)
+    if not any(f.code == "I-ENGINE-RELEASES" and f.engine == engine for f in ctx.out):  # once per engine (runners)
+        ctx.add("I-ENGINE-RELEASES", f"{releases_of(engine).label} releases disagree on this file: {line}", None,
+                engine=engine)
 
 
 def _engine_reads_config(ctx: Context, p: EngineProfile) -> bool:

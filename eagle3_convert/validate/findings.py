@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..engines import release_label
 from ..errors import Eagle3Error, RefusalError
 
 Severity = Literal["error", "warning", "info"]
@@ -38,7 +39,8 @@ CODES: dict[str, tuple[Severity, str]] = {
                                     "needs are checked, and it is not converted"),
     "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
     "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
-    "E-ENGINE-REFUSES": ("error", "the engine refuses this file loudly (a field its drafter kind needs is missing)"),
+    "E-ENGINE-REFUSES": ("error", "the engine refuses this file loudly (a field its drafter kind needs is missing, "
+                                  "or the release named with --engine cannot load it)"),
     "E-ENGINE-WRONG": ("error", "the engine loads this file and serves something other than the trained drafter"),
     "E-CONFIG-DRAFT-VOCAB": ("error", "draft_vocab_size is missing, or the engine's reading of it misfits lm_head"),
     "E-CONFIG-TARGET-HIDDEN-NULL": ("error", "target_hidden_size is null, and SGLang checks presence only"),
@@ -48,6 +50,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W-ENGINE-CAVEAT": ("warning", "the engine serves the file as trained only within a limit, or with a serve-time "
                                    "flag"),
     "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
+    "I-ENGINE-RELEASES": ("info", "the releases of the engine we know read this file differently (--engine "
+                                  "ENGINE==RELEASE judges one)"),
+    "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release we know nothing about: no verdict for it"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
     "E-KEY-DROPPED": ("error", "the engine's name rules drop a tensor silently"),
@@ -135,6 +140,7 @@ class Report:
     detected_by: str | None
     engines: list[str]
     findings: list[Finding]
+    releases: dict[str, list[str | None]] = field(default_factory=dict)  # engine -> releases named (None: newest)
     manifest: dict[str, dict[str, Any]] | None = None  # --deep: per-tensor sha256, by stored name
     candidates: list[str] = field(default_factory=list)  # every layout it was checked as
 
@@ -144,13 +150,17 @@ class Report:
     def codes(self, *severities: Severity) -> set[str]:
         return {f.code for f in self.findings if not severities or f.severity in severities}
 
+    def release_labels(self) -> list[str]:
+        """'SGLang 0.5.23', 'vLLM 0.24.0, 0.33.0': each engine checked, with the releases judged."""
+        return [release_label(e, self.releases.get(e)) for e in self.engines]
+
     def failed(self, strict: bool = False) -> bool:
         return bool(self.count("error") or (strict and self.count("warning")))
 
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
             "source": self.source, "layout": self.layout, "checked_as": self.candidates,
-            "detected_by": self.detected_by, "engines": self.engines,
+            "detected_by": self.detected_by, "engines": self.engines, "releases": self.release_labels(),
             "ok": not self.failed(strict), "counts": {s: self.count(s) for s in SEVERITIES},
             "findings": [f.to_dict() for f in self.findings],
         }

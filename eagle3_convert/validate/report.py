@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,7 +32,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
                         expected_boundaries: Sequence[int] | None = None, record_label: str = "the training record",
                         known: Sequence[provenance.Known] = (), source_label: str | None = None,
                         progress: Callable[[int], Callable[[int], None]] | None = None,
-                        read: tuple[RawCheckpoint, list[Finding]] | None = None) -> Report:
+                        read: tuple[RawCheckpoint, list[Finding]] | None = None,
+                        releases: Mapping[str, Sequence[str | None]] | None = None) -> Report:
     """Every finding about the drafter checkpoint in directory `path`.
 
     `engines`: which engines to replay (default: those that serve the detected layout).
@@ -40,6 +41,7 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     against it and against the sidecar beside it (read here), with or without `target`.
     `expected_boundaries`: capture boundaries a training record holds for this drafter (`record_label`
     names it), as a bare list; a config that disagrees is an error.
+    `releases`: engine -> the releases to judge (None: its newest); default, each engine's newest.
     `read`: what read_raw already read of `path` (the list of findings is extended), else it is read here.
     """
     root = Path(path)
@@ -48,7 +50,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     if "_gguf" in (raw.config or {}):
         return validate_gguf(raw, engines, label, deep, progress, target)
     known = [*known, *_sidecar_known(root, raw)]
-    report = Report(label, None, None, list(engines or ()), findings)
+    report = Report(label, None, None, list(engines or ()), findings, releases={k: list(v) for k, v in
+                                                                               (releases or {}).items()})
     candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
     if from_layout != "auto" and raw.config is not None:
         findings.extend(_explicit_from(raw, from_layout, target))
@@ -59,6 +62,7 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         report.engines += [e for e in chosen if e not in report.engines]
         ctx = Context(raw, layout, chosen, target, label, findings, name_layout=len(candidates) > 1,
                       recorded_target=next((k.target for k in known if k.target is not None), None))
+        ctx.releases = report.releases
         run_checks(ctx)
         if expected_boundaries is not None:
             ctx.extend(check_capture_record(ctx.intended, list(expected_boundaries), record_label,

@@ -136,3 +136,14 @@ def causal_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: in
         v = v.repeat_interleave(num_heads // num_kv_heads, dim=0)
     out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
     return out.transpose(0, 1).reshape(t, num_heads * v_head_dim)
+
+
+def applied_flags(model) -> dict:
+    """The maths flags the engine's drafter module took from the config (None: the release has no such attribute):
+    what an older release drops without a word shows here, beside the parameters it loaded."""
+    inner = getattr(model, "model", model)
+    out = {}
+    for flag, attr in (("norm_output", "norm_output"), ("norm_before_fc", "norm_before_fc"), ("fc_norm", "fc_norm")):
+        value = getattr(inner, attr, None) if hasattr(inner, attr) else None
+        out[flag] = None if not hasattr(inner, attr) else (value is not None and value is not False)
+    return out

@@ -40,11 +40,38 @@ def server_args(target: str, draft: str):
 
 
 def publish(target: str, draft: str):
-    from sglang.srt.runtime_context import SpawnRanks, publish
-
     args = server_args(target, draft)
+    try:
+        from sglang.srt.runtime_context import SpawnRanks, publish
+    except ImportError:  # releases before runtime_context (0.5.11 and older): the scheduler's global server args
+        from sglang.srt.server_args import set_global_server_args_for_scheduler
+
+        set_global_server_args_for_scheduler(args)
+        return args
     publish(args, role="scheduler", ranks=SpawnRanks(world_rank=0))
     return args
+
+
+def capture_ids(args, target, draft_path: str):
+    """The ids SGLang hands the target's set_eagle3_layers_to_capture, by the release's own code where it has a
+    function for it (resolve_spec_aux_hidden_state_config); releases before it (0.5.9-0.5.11) read them inline in
+    ModelRunner.__init__ (model_runner.py): the draft config's nested eagle_config list, else None, as replayed here."""
+    try:
+        from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
+            resolve_spec_aux_hidden_state_config)
+    except ImportError:
+        from sglang.srt.configs.model_config import ModelConfig
+
+        draft = ModelConfig.from_server_args(args, model_path=draft_path, is_draft_model=True)
+        try:
+            return getattr(draft.hf_config, "eagle_config", None)["eagle_aux_hidden_state_layer_ids"]
+        except Exception:  # noqa: BLE001  (their bare except: no nested list means the defaults)
+            return None
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    aux = resolve_spec_aux_hidden_state_config(server_args=args, model_config=target,
+                                               spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False)
+    return aux.eagle_aux_hidden_state_layer_ids
 
 
 class SDPAAttention(torch.nn.Module):
@@ -60,11 +87,14 @@ class SDPAAttention(torch.nn.Module):
 
 
 def prepare_forward(model: torch.nn.Module) -> None:
-    from sglang.kernels.fused_op import BaseFusedOp
     from sglang.srt.layers.radix_attention import RadixAttention
 
+    try:
+        from sglang.kernels.fused_op import BaseFusedOp
+    except ImportError:  # older releases call their ops' native paths on CPU themselves
+        BaseFusedOp = ()
     for module in list(model.modules()):
-        if isinstance(module, BaseFusedOp):
+        if BaseFusedOp and isinstance(module, BaseFusedOp):
             module._forward_method = module.forward_native
         for name, child in list(module.named_children()):
             if isinstance(child, RadixAttention):
@@ -83,11 +113,8 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
     from sglang.srt.configs.device_config import DeviceConfig
     from sglang.srt.configs.load_config import LoadConfig
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
-        resolve_spec_aux_hidden_state_config)
     from sglang.srt.model_loader import get_model
     from sglang.srt.model_loader.utils import get_model_architecture
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     report: dict = {}
     stage("server args")
@@ -97,9 +124,7 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
     num_layers = target.hf_config.num_hidden_layers
     target_cls, _ = get_model_architecture(target)
     stage("capture ids (resolve_spec_aux_hidden_state_config)")
-    aux = resolve_spec_aux_hidden_state_config(server_args=args, model_config=target,
-                                               spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False)
-    ids = aux.eagle_aux_hidden_state_layer_ids
+    ids = capture_ids(args, target, job["draft"])
     report["capture_ids"] = {"sglang": list(ids) if ids is not None else None}
     stand_in = SimpleNamespace(pp_group=SimpleNamespace(is_last_rank=True),
                                config=SimpleNamespace(num_hidden_layers=num_layers), model=SimpleNamespace())
@@ -119,6 +144,7 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
     if getattr(model, "hot_token_id", None) is not None:
         params["hot_token_id"] = model.hot_token_id
     report["params"] = _engine.save(os.path.join(out_dir, f"{job['id']}.sglang.params.safetensors"), params)
+    report["applied"] = _engine.applied_flags(model)
     report["forward"] = {}
     # the target (llama.py / deepseek_v2.py LlamaModel / DeepseekV2Model.forward) hands block i
     # the capture hook when i is in layers_to_capture, for i in range(num_layers): it captures

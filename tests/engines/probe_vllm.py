@@ -33,6 +33,18 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # the CUDA wheel picks its C
 import _engine  # noqa: E402  (offline env, empty_cache stand-in)
 import torch  # noqa: E402
 
+_stdout, sys.stdout = sys.stdout, sys.stderr  # vLLM's log handler binds the stdout of its first import (0.24.0):
+import vllm.platforms as _platforms  # noqa: E402  (stdout carries the one JSON report only)
+
+sys.stdout = _stdout
+
+if _platforms.cpu_platform_plugin() is None:
+    # Allowed stand-in for releases that read no VLLM_TARGET_DEVICE (0.24.0 picks its CPU platform only for a CPU
+    # build, one whose version says "cpu"): the CPU platform class the newer releases pick when told.
+    from vllm.platforms.cpu import CpuPlatform
+
+    _platforms._current_platform = CpuPlatform()
+
 DTYPE = "float32"  # bf16 checkpoints are upcast exactly; the forward runs in full precision
 
 
@@ -107,6 +119,7 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
     report["class"] = f"{type(model).__module__}.{type(model).__name__}"
     params = dict(model.named_parameters())  # buffers (rotary caches, kv scales) are not checkpoint tensors
     report["params"] = _engine.save(os.path.join(out_dir, f"{job['id']}.vllm.params.safetensors"), params)
+    report["applied"] = _engine.applied_flags(model)
     report["forward"] = {}
     if job.get("inputs"):
         stage("forward")

@@ -1,0 +1,155 @@
+"""Engine releases: which releases of an engine read each fact which way, and the release a user names.
+
+Each engine module states its `RELEASES`: the releases we know (read in their released code, or between two
+releases read, with no change of the facts in between), and each `Change` with the first release that reads
+the fact the new way and the source (PR or file) that made the change. A rule function asks
+`RELEASES.reads(CHANGE, release)`. Releases are compared as versions (`packaging`); llama.cpp's builds
+(`b11434`) are compared by their number.
+
+How each boundary was found: the engines' wheels from the package index (`pip download --no-deps`), the
+changed file read in the releases on each side (each Change's source names them).
+
+The user names releases as `ENGINE`, `ENGINE==RELEASE`, or a fleet: repeated `--engine`, or
+$EAGLE3_ENGINES (the same spellings, separated by commas or spaces) when no --engine is given.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+FLEET_ENV = "EAGLE3_ENGINES"  # the fleet's releases, when a command is given no --engine
+
+
+@dataclass(frozen=True)
+class Change:
+    """One fact an engine reads differently from release `since` on."""
+
+    fact: str  # the kind of fact: "capture ids", "tensor names", "flags", "architectures", "default layers"
+    before: str  # how releases before `since` read it
+    after: str  # how `since` and later read it
+    since: str | None  # the first release that reads it the new way; None: in no release we know
+    source: str  # the PR (or file) that made the change, and where the boundary was read
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fact": self.fact, "before": self.before, "after": self.after, "since": self.since,
+                "source": self.source}
+
+
+def _key(release: str) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    build = re.fullmatch(r"b(\d+)", release)
+    try:
+        return Version(build.group(1)) if build else Version(release)
+    except InvalidVersion:
+        raise ValueError(f"{release!r} is not a release number") from None
+
+
+@dataclass(frozen=True)
+class Releases:
+    """An engine's known releases (oldest first) and the changes between them."""
+
+    engine: str  # as --engine names it
+    label: str  # "SGLang"
+    known: tuple[str, ...]  # every release whose reading we know, oldest first
+    changes: tuple[Change, ...] = ()
+    note: str = ""  # what "known" rests on, when it is not a released package (TensorRT-LLM's sources)
+
+    @property
+    def newest(self) -> str:
+        return self.known[-1]
+
+    def knows(self, release: str) -> bool:
+        if release in self.known:
+            return True
+        try:
+            key = _key(release)
+        except ValueError:
+            return False
+        return any(_key(k) == key for k in self.known)
+
+    def canonical(self, release: str | None) -> str:
+        """The known spelling of `release` (0.5.10 for 0.5.10.0); the newest for None."""
+        if release is None or release in self.known:
+            return release or self.newest
+        key = _key(release)
+        return next(k for k in self.known if _key(k) == key)
+
+    def reads(self, change: Change, release: str | None) -> bool:
+        """Whether `release` (None: the newest) reads `change`'s fact the new way."""
+        if change.since is None:
+            return False
+        return _key(release or self.newest) >= _key(change.since)
+
+    def eras(self) -> list[tuple[str, str]]:
+        """The known releases cut where a change lands: (first, last) of each run that reads alike, newest first."""
+        cuts = {_key(c.since) for c in self.changes if c.since is not None}
+        if not cuts:
+            return [(self.known[0], self.newest)]
+        runs: list[list[str]] = []
+        for release in self.known:
+            if not runs or _key(release) in cuts:
+                runs.append([])
+            runs[-1].append(release)
+        return [(run[0], run[-1]) for run in reversed(runs)]
+
+    def span(self, first: str, last: str) -> str:
+        """'0.5.12–0.5.23', '≥ 0.5.13' (up to the newest), or one release."""
+        if first == last:
+            return first
+        if last == self.newest:
+            return f"≥ {first}"
+        return f"{first}–{last}"
+
+    def between(self, first: str, last: str) -> list[str]:
+        """The known releases from `first` to `last` (both known spellings)."""
+        return list(self.known[self.known.index(first):self.known.index(last) + 1])
+
+    def unknown_why(self, release: str) -> str:
+        known = f"{self.known[0]} to {self.newest}" if len(self.known) > 1 else self.newest
+        return (f"{self.label} {release} is a release we know nothing about (we know {known}"
+                f"{'; ' + self.note if self.note else ''}): no verdict")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "known": list(self.known), "newest": self.newest,
+                "changes": [c.to_dict() for c in self.changes]}
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """One --engine spelling: the engine or runner, and the release named (None: the newest we know)."""
+
+    spelling: str  # vllm, vllm-v1, sglang, ...
+    release: str | None = None
+
+    def __str__(self) -> str:
+        return self.spelling + (f"=={self.release}" if self.release else "")
+
+
+def parse_choice(text: str, spellings: tuple[str, ...]) -> EngineChoice:
+    """`sglang`, `sglang==0.5.10`, `vllm-v1==0.24.0`; ValueError with the reason otherwise."""
+    name, sep, release = text.strip().partition("==")
+    name, release = name.strip(), release.strip()
+    if name not in spellings:
+        raise ValueError(f"{name!r} is not an engine (one of {', '.join(spellings)}, optionally ==RELEASE)")
+    if sep and not release:
+        raise ValueError(f"{text!r} names no release after ==")
+    if release:
+        _key(release)  # a spelling that is no release number at all is refused; an unknown one is judged unknown
+    return EngineChoice(name, release or None)
+
+
+def fleet_from_env(spellings: tuple[str, ...]) -> tuple[EngineChoice, ...]:
+    """$EAGLE3_ENGINES: `sglang==0.5.10, sglang==0.5.23 vllm==0.24.0`; ValueError naming the bad entry."""
+    text = os.environ.get(FLEET_ENV, "")
+    choices = []
+    for item in re.split(r"[,\s]+", text.strip()):
+        if item:
+            try:
+                choices.append(parse_choice(item, spellings))
+            except ValueError as exc:
+                raise ValueError(f"${FLEET_ENV}: {exc}") from None
+    return tuple(choices)
