@@ -22,6 +22,7 @@ from .converters.base import (
 )
 from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family
 from .converters.config_keys import foreign_semantic_keys
+from .converters.layout import drafter_kind, refuse_other_kind
 from .converters.registry import detect, get_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .engines import REFUSES, WRONG, Verdict, serve_verdicts, target_context
@@ -225,6 +226,7 @@ def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | No
         "hidden_size": cfg.hidden_size,
         "draft_vocab_size": cfg.draft_vocab_size,
         "vocab_size": cfg.vocab_size,
+        "drafter_kind": cfg.kind,
         "flags": {f: getattr(cfg, f) for f in MATH_FLAGS},
         "layout_extra": cfg.layout_extra,
         "trained_with": trained_with,  # free-form provenance: trainer, data, run
@@ -331,6 +333,8 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     """Everything a conversion decides, without writing: the capture layers from training, the destination
     layout's plan, and every engine's verdict on it. Raises what convert would refuse with."""
     layout = get_layout(to)
+    kind_named = drafter_kind(source.stored_config or {})[1]
+    refuse_other_kind(source.drafter.config.kind, layout.name, layout.kinds, kind_named)
     apply_training_capture(source.drafter, options)
     check_capture_range(source.drafter.config, options)
     plan = layout.plan(source.drafter, options)

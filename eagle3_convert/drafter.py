@@ -20,6 +20,11 @@ from .safetensors_io import TensorSource
 
 Family = Literal["llama", "qwen3", "deepseek_mla"]
 FAMILIES = ("llama", "qwen3", "deepseek_mla")
+# The drafter kinds this tool knows: EAGLE-3, and P-EAGLE (vllm-project/speculators `models/peagle`: EAGLE-3 layers
+# plus a learned `mask_hidden` and a `mask_token_id`, drafting several tokens in one pass). DFlash and DSpark
+# (block-diffusion drafters in the same files) are recognised by name and refused (converters/layout.py).
+Kind = Literal["eagle3", "peagle"]
+KINDS = ("eagle3", "peagle")
 
 # Drafter decoder model_type -> family. MLA drafters serve DeepSeek-V3 / Kimi-K2.5 targets.
 FAMILY_BY_MODEL_TYPE: dict[str, Family] = {
@@ -82,6 +87,7 @@ class DrafterConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    kind: Kind = "eagle3"
     family: Family = "llama"
     hidden_size: int = Field(gt=0)
     intermediate_size: int = Field(gt=0)
@@ -111,6 +117,8 @@ class DrafterConfig(BaseModel):
     attention_bias: bool = False
     mlp_bias: bool = False
     tie_word_embeddings: bool = False
+    # P-EAGLE: the token id its parallel positions are filled with (vLLM's update_peagle reads it as pard_token)
+    mask_token_id: int | None = Field(default=None, ge=0)
 
     target: TargetIdentity | None = None
     hf_extra: dict[str, Any] = Field(default_factory=dict, description="decoder-config keys carried verbatim")
@@ -148,6 +156,8 @@ class DrafterConfig(BaseModel):
     def semantic_dict(self) -> dict[str, Any]:
         """What defines the model (for equality across layouts and the drafter id)."""
         data = self.model_dump(exclude={"hf_extra", "top_extra", "layout_extra", "rope", "target"})
+        if self.kind == "eagle3":  # an EAGLE-3 drafter's id stays what it was before kinds existed
+            del data["kind"], data["mask_token_id"]
         data["head_dim"] = self.resolved_head_dim
         data["target_hidden_size"] = self.resolved_target_hidden_size
         data["rope"] = self.rope_normalized()
@@ -201,6 +211,8 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
     }
     if cfg.norm_before_fc:
         shapes["input_norm.weight"] = (k * Ht,)
+    if cfg.kind == "peagle":  # the hidden state of the masked positions (speculators PEagleDraftModel.mask_hidden)
+        shapes["mask_hidden"] = (1, 1, k * Ht)
     if cfg.fc_norm:
         for j in range(k):
             shapes[f"fc_norm.{j}.weight"] = (Ht,)

@@ -135,15 +135,29 @@ def hub_error(exc: Exception, repo_id: str, action: str, endpoint: str | None = 
                "check the network, HF_ENDPOINT and your token", "E-HUB")
 
 
+def chosen_gguf(siblings: list[str]) -> str | None:
+    """The drafter GGUF of a repo without config.json or safetensors: `eagle3-<name>-<TYPE>.gguf` (BF16 before
+    F16 before F32; quantized files cannot be read back), else its only .gguf; None if neither."""
+    from fnmatch import fnmatch
+
+    top = [s for s in siblings if "/" not in s]
+    if "config.json" in top or any(s.endswith(".safetensors") for s in top):
+        return None
+    for pattern in GGUF_FILES:
+        found = sorted(s for s in top if fnmatch(s, pattern))
+        if found:
+            return found[0]
+    ggufs = [s for s in top if s.endswith(".gguf")]
+    return ggufs[0] if len(ggufs) == 1 else None
+
+
 def _choose_files(siblings: list[str]) -> list[str]:
     from fnmatch import fnmatch
 
     has_st = any(s.endswith(".safetensors") for s in siblings)
-    if "config.json" not in siblings and not has_st:
-        for pattern in GGUF_FILES:  # BF16 before F16 before F32; quantized files cannot be read back
-            found = sorted(s for s in siblings if "/" not in s and fnmatch(s, pattern))
-            if found:
-                return [found[0], *(s for s in siblings if s in ("eagle3-convert.json", "README.md"))]
+    gguf = chosen_gguf(siblings)
+    if gguf is not None:
+        return [gguf, *(s for s in siblings if s in ("eagle3-convert.json", "README.md"))]
     patterns = DRAFTER_FILES + (() if has_st else BIN_FILES)
     return [s for s in siblings if "/" not in s and any(fnmatch(s, p) for p in patterns)]
 

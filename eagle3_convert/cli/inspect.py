@@ -136,6 +136,8 @@ def _print(label: str, data: dict[str, Any]) -> None:
     view = data["drafter"]
     if view is not None:
         cfg = view["config"]
+        if cfg.get("kind", "eagle3") != "eagle3":  # (an EAGLE-3 drafter's config names no kind)
+            click.echo(f"  kind         {cfg['kind']}, mask token {cfg.get('mask_token_id')}")
         click.echo(f"  family       {cfg.get('family')}, {cfg.get('num_layers')} layer(s), hidden "
                    f"{cfg.get('hidden_size')}, heads {cfg.get('num_attention_heads')}/"
                    f"{cfg.get('num_key_value_heads')}, intermediate {cfg.get('intermediate_size')}")

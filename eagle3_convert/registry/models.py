@@ -197,6 +197,8 @@ class DrafterRecord(_Model):
     trained_with: str | None = None
     # how drafter_id was computed: "content" (fingerprint.py) or "hub-fingerprint" (registry sync, no weights)
     id_kind: Literal["content", "hub-fingerprint"] = "content"
+    # what kind of drafter (drafter.KINDS): EAGLE-3, or P-EAGLE with its mask token
+    drafter_kind: Literal["eagle3", "peagle"] = "eagle3"
     created_at: UTCDateTime = Field(default_factory=utcnow)
     updated_at: UTCDateTime = Field(default_factory=utcnow)
     locations: list[Location] = Field(default_factory=list)

@@ -24,7 +24,7 @@ from .store import RegistryStore
 CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (canonical config, tensor bytes, vocab)
 FINGERPRINT = "hub-fingerprint"  # id_kind: registry sync's id of a Hub repo read without its weights
 
-_SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind")
+_SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind", "drafter_kind")
 _GAPS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with")
 
 

@@ -40,7 +40,7 @@ class Context:
                  source_label: str, findings: list[Finding], name_layout: bool = False):
         self.raw, self.layout, self.engines, self.out = raw, layout, list(engines), findings
         self.name_layout = name_layout  # detection could not choose: commands must say --from
-        self.config: dict[str, Any] = raw.config or {}
+        self.config: dict[str, Any] = layout.config_view(raw.config or {})
         self.src = source_label
         self.given_target = target  # --target
         self.target = target or sidecar_target(raw.sidecar)

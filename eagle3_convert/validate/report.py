@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..atomic import CONFIG_NAME
-from ..converters.layout import ConvertOptions, Layout
+from ..converters.layout import BLOCK_DIFFUSION, ConvertOptions, Layout, block_diffusion_problems, drafter_kind
 from ..converters.registry import detect, get_layout, layouts
 from ..drafter import TargetIdentity
 from ..errors import CaptureConflict, Eagle3Error, FormatError
@@ -77,6 +77,15 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     if from_layout != "auto":
         report.detected_by = "given with --from"
         return [get_layout(from_layout)]
+    kind, named = drafter_kind(raw.config or {})
+    if kind in BLOCK_DIFFUSION:  # a kind recognised by name: no EAGLE-3 check applies, only its own fields
+        report.findings.append(finding(
+            "W-KIND-UNCHECKED", f"{named}: a {BLOCK_DIFFUSION[kind]} drafter; only the fields vLLM needs to build it "
+            "are checked (no tensor, capture or engine check), and this tool does not convert it",
+            f"serve it as published: vLLM builds {BLOCK_DIFFUSION[kind]} drafters from this config", where=CONFIG_NAME))
+        report.findings += [finding("E-CONFIG-FIELD", why, f"write {field} into config.json, as the drafter was "
+                                    "trained", where=f"$.{field}") for field, why in block_diffusion_problems(raw.config)]
+        return []
     ckpt = raw.checkpoint()
     try:
         detection = detect(ckpt)

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..capture_ids import target_family
 from ..drafter import TargetIdentity
+from ..json_values import short_repr
 from ..targets import read_target_config, refuse_drafter_as_target, target_from_config
-from .findings import show
 
 if TYPE_CHECKING:
     from .context import Context
@@ -52,7 +52,7 @@ def check_target(ctx: Context) -> None:
                 f"{name}, a {target.model_type} model", "check --target")
     recorded = _verifier_architectures(ctx)
     if recorded and target.architectures and not set(recorded) & set(target.architectures):
-        ctx.add("W-TARGET-FAMILY", f"config.json names a verifier of architecture {show(recorded)}, {name} is "
+        ctx.add("W-TARGET-FAMILY", f"config.json names a verifier of architecture {short_repr(recorded)}, {name} is "
                 f"{target.architectures}", "check --target is the model the drafter was trained for",
                 where="$.speculators_config.verifier.architectures")
     context = ctx.given_target.context_length if ctx.given_target else None
