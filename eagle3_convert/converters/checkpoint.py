@@ -65,8 +65,9 @@ class Checkpoint:
 
     def read_as(self, layout: Any, options: Any) -> Any:
         """The Drafter `layout` (a converters.layout.Layout) reads from this checkpoint with `options`, read once: a
-        command that asks again with equal options (validate's last word, inspect's view) gets the same reading, to
-        be treated as read-only. A refusal is not kept: asking again reads, and refuses, again."""
+        command that asks again with equal options (validate's last word, inspect's view) gets the same object, so
+        what a caller changes in it (convert.apply_training_capture fills the capture layers, idempotently) the
+        next one sees. A refusal is not kept: asking again reads, and refuses, again."""
         for name, given, drafter in self.readings:
             if name == layout.name and given == options:
                 return drafter
