@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from builders import DrafterSpec, build_drafter, stored_tensors, write_target
+from builders import DrafterSpec, RawTensor, build_drafter, stored_tensors, write_target
 from conftest import run_cli, tensor_hashes
 from test_caught_bugs import write_checkpoint
 
@@ -82,3 +82,91 @@ def test_reading_each_layout_gives_the_canonical_tensors(tmp_path: Path, layers:
 
 def raw_hashes(tensors: dict) -> dict[str, str]:
     return {name: hashlib.sha256(t.data).hexdigest() for name, t in tensors.items()}
+
+
+@pytest.mark.parametrize("layout, used, unused, engine, other", LATER_NORM_READERS,
+                         ids=[row[0] for row in LATER_NORM_READERS])
+def test_identical_later_norm_twins_are_merged_with_a_note(tmp_path: Path, layout, used, unused, engine, other):
+    src = build_drafter(tmp_path / "src", layout, DrafterSpec(num_layers=3))
+    result = run_cli("--from", layout, "--to", other, "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert (f"note: merged layers.1.{unused}.weight, layers.2.{unused}.weight into {used} (identical weights): "
+            f"{engine}'s layers >= 1 normalise with {used} and never read {unused}") in result.stdout.splitlines()
+
+
+def zeroed(t: RawTensor) -> RawTensor:
+    return RawTensor(t.dtype, t.shape, bytes(len(t.data)))
+
+
+def as_f16(t: RawTensor) -> RawTensor:
+    return RawTensor("F16", t.shape, t.data)  # the same bytes, read as another dtype
+
+
+@pytest.mark.parametrize("layout, used, unused, engine, other", LATER_NORM_READERS,
+                         ids=[row[0] for row in LATER_NORM_READERS])
+@pytest.mark.parametrize("layer, change", [(2, zeroed), (1, as_f16)], ids=["other bytes", "other dtype"])
+def test_later_norm_twins_holding_different_weights_are_refused(tmp_path: Path, layout, used, unused, engine, other,
+                                                                 layer: int, change):
+    """Converting would keep one of the two; which one the drafter was trained with, only its owner knows."""
+    spec = DrafterSpec(num_layers=3)
+    tensors = stored_tensors(layout, spec)
+    tensors[f"layers.{layer}.{unused}.weight"] = change(tensors[f"layers.{layer}.{unused}.weight"])
+    src = write_checkpoint(tmp_path / "src", layout, spec, tensors)
+    result = run_cli("--from", layout, "--to", other, "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"error: tensors 'layers.{layer}.{used}.weight' and 'layers.{layer}.{unused}.weight' hold different weights "
+        f"for one pre-attention norm: {engine} reads the first, the {other} layout's engine the second, and "
+        f"converting would keep one of them [E-KEY-DUPLICATE] — hint: put the weight the drafter was trained to apply "
+        "under both names in a copy of the source, then convert"), result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def renamed(tensors: dict[str, RawTensor], rename) -> dict[str, RawTensor]:
+    return {rename(name): t for name, t in tensors.items()}
+
+
+LEGACY_FC_NORMS = {"fc_norm.0.": "aux_norm_low.", "fc_norm.1.": "aux_norm_mid.", "fc_norm.2.": "aux_norm_high."}
+# SGLang's spellings it reads and never writes: (spec, how the builder's SGLang names are respelled)
+SGLANG_ALIASES = {
+    "legacy fc_norm names": (DrafterSpec(fc_norm=True), lambda n: next(
+        (n.replace(a, b, 1) for a, b in LEGACY_FC_NORMS.items() if n.startswith(a)), n)),
+    "model.layers. prefix": (DrafterSpec(num_layers=3), lambda n: "model." + n if n.startswith("layers.") else n),
+    "midlayer. as layer 0 of three": (DrafterSpec(num_layers=3), lambda n: n.replace("layers.0.", "midlayer.", 1)),
+}
+
+
+@pytest.mark.parametrize("alias", sorted(SGLANG_ALIASES))
+def test_sglang_names_it_only_reads_convert_to_the_canonical_tensors(tmp_path: Path, alias: str):
+    spec, rename = SGLANG_ALIASES[alias]
+    tensors = renamed(stored_tensors("sglang", spec), rename)
+    assert set(tensors) != set(stored_tensors("sglang", spec))
+    src = write_checkpoint(tmp_path / "src", "sglang", spec, tensors)
+    result = run_cli("--from", "sglang", "--to", "vllm", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert tensor_hashes(tmp_path / "out") == raw_hashes(stored_tensors("vllm", spec))
+
+
+def test_one_weight_under_two_prefixes_is_refused(tmp_path: Path):
+    spec = DrafterSpec()
+    tensors = stored_tensors("sglang", spec)
+    tensors["layers.0.mlp.up_proj.weight"] = tensors["midlayer.mlp.up_proj.weight"]
+    src = write_checkpoint(tmp_path / "src", "sglang", spec, tensors)
+    result = run_cli("--from", "sglang", "--to", "vllm", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: tensors 'midlayer.mlp.up_proj.weight' and another name both map to 'layers.0.mlp.up_proj.weight' "
+        "[E-KEY-DUPLICATE] — hint: the checkpoint stores one weight twice under two prefixes; keep one")
+
+
+def test_a_tensor_no_drafter_has_is_refused(tmp_path: Path):
+    spec = DrafterSpec()
+    tensors = stored_tensors("vllm", spec)
+    tensors["extra.weight"] = tensors["norm.weight"]
+    src = write_checkpoint(tmp_path / "src", "vllm", spec, tensors)
+    result = run_cli("--from", "vllm", "--to", "sglang", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: tensor 'extra.weight' is not part of an EAGLE-3 drafter in the vllm layout [E-KEY-UNKNOWN] — hint: "
+        "engines drop unknown tensors silently; rename it to the layout's key or remove it (`eagle3-convert inspect "
+        "SRC` lists the expected names)")
