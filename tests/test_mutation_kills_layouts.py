@@ -170,3 +170,13 @@ def test_a_tensor_no_drafter_has_is_refused(tmp_path: Path):
         "error: tensor 'extra.weight' is not part of an EAGLE-3 drafter in the vllm layout [E-KEY-UNKNOWN] — hint: "
         "engines drop unknown tensors silently; rename it to the layout's key or remove it (`eagle3-convert inspect "
         "SRC` lists the expected names)")
+
+
+def test_a_layout_refusal_has_its_message_hint_and_code(tmp_path: Path):
+    """Layouts state their limits with refuse_unless: EAGLE builds one layer."""
+    src = build_drafter(tmp_path / "src", "speculators", DrafterSpec(num_layers=3))
+    result = run_cli("--to", "eagle", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: the drafter has 3 decoder layers; original EAGLE-3 builds one [E-LAYERS-UNSUPPORTED] — hint: serve a "
+        "multi-layer drafter with vLLM or SGLang (`--to vllm`)"), result.stderr
