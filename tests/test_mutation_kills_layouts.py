@@ -180,3 +180,19 @@ def test_a_layout_refusal_has_its_message_hint_and_code(tmp_path: Path):
     assert result.stderr.splitlines()[-1] == (
         "error: the drafter has 3 decoder layers; original EAGLE-3 builds one [E-LAYERS-UNSUPPORTED] — hint: serve a "
         "multi-layer drafter with vLLM or SGLang (`--to vllm`)"), result.stderr
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+def test_modelopt_reads_midlayer_only_as_the_one_layer_of_a_one_layer_file(tmp_path: Path, layers: int):
+    """The Megatron exporter's midlayer.* is layer 0 of a one-layer drafter; in a deeper file it is no layer."""
+    spec = DrafterSpec(num_layers=layers, modelopt_hf_trained=True)
+    tensors = renamed(stored_tensors("modelopt", spec), lambda n: n.replace("layers.0.", "midlayer.", 1))
+    src = write_checkpoint(tmp_path / "src", "modelopt", spec, tensors)
+    result = run_cli("--from", "modelopt", "--to", "vllm", "--no-record", src, tmp_path / "out")
+    if layers == 1:
+        assert result.exit_code == 0, result.stderr
+        assert tensor_hashes(tmp_path / "out") == raw_hashes(stored_tensors("vllm", spec))
+    else:
+        assert result.exit_code == 1
+        assert "error: tensor 'midlayer.hidden_norm.weight' is not part of an EAGLE-3 drafter in the modelopt layout " \
+               "[E-KEY-UNKNOWN]" in result.stderr.splitlines()[-1]
