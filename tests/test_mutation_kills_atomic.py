@@ -384,3 +384,29 @@ def test_json_bytes_is_indented_json_with_a_final_newline():
     from eagle3_convert.atomic import json_bytes
 
     assert json_bytes({"k": [1, "é"]}) == json.dumps({"k": [1, "é"]}, indent=2).encode() + b"\n"
+
+
+# ------------------------------------------------------------------ an old copy that cannot be removed
+
+@needs_chattr
+@pytest.mark.parametrize("platform", ["linux", "darwin"], ids=["exchange", "two renames"])
+def test_an_old_copy_that_cannot_be_removed_does_not_undo_the_swap(dst: Path, vllm_reference: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch, platform: str):
+    """The new output is in place once swapped: a file of the old copy that cannot be deleted (immutable) leaves
+    that copy behind, beside DST, for the next writer to clear; the conversion still succeeds."""
+    assert can_make_immutable(tmp_path)
+    subprocess.run(["chattr", "+i", str(dst / "config.json")], check=True)
+    monkeypatch.setattr(sys, "platform", platform)
+    try:
+        result = convert("vllm", dst, "--force")
+    finally:
+        monkeypatch.undo()
+        for stuck in [dst / "config.json", *dst.parent.glob(".dst.*/config.json"),
+                      *dst.parent.glob(".dst.*/d/config.json")]:
+            subprocess.run(["chattr", "-i", str(stuck)], check=True)
+    assert result.exit_code == 0, result.stderr
+    assert same_output(dst, vllm_reference)
+    [left] = beside(dst)
+    old = dst.parent / left / ("d" if platform == "darwin" else "")
+    assert left.startswith(".dst.tmp-" if platform == "linux" else ".dst.old-")
+    assert sorted(p.name for p in old.iterdir()) == ["config.json"]  # the rest of the old copy is gone

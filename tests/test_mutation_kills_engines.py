@@ -131,7 +131,8 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
         "transformer_layer_config"].__setitem__("model_type", "mistral")), L8, refused(
         "vLLM's speculators path has no Eagle3 class for model_type 'mistral'")),
     "vllm: speculators, no decoder config": ("vllm-v1", file("speculators", lambda c, n: c.__setitem__(
-        "transformer_layer_config", [])), L8, refused("vLLM's speculators path has no Eagle3 class for model_type None")),
+        "transformer_layer_config", [])), L8,
+        refused("vLLM's speculators path has no Eagle3 class for model_type None")),
     "vllm: speculators, a qwen3 decoder": ("vllm-v2", file("speculators", family="qwen3"), L8,
                                            served([2, 4, 5], family="qwen3", norm_before_residual=False)),
     **{f"vllm: verifier {value}": ("vllm-v2", file("speculators", verifier(value)), L8, refused(

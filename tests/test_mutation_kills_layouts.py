@@ -54,8 +54,8 @@ def test_one_later_layer_missing_its_read_norm_is_enough_to_refuse(tmp_path: Pat
 # independent builder (tests/builders.py) stores for that layout; and reading any layout's file gives back the
 # builder's speculators (canonical) tensors. One layer (SGLang and EAGLE say midlayer.*) and three (every layer
 # under layers.*, the later layers' norm under both engines' names).
-ROUND_TRIPS = [(layers, layout) for layers in (1, 3) for layout in ("speculators", "sglang", "vllm", "eagle",
-                                                                    "modelopt") if not (layout == "eagle" and layers > 1)]
+ROUND_TRIPS = [(layers, layout) for layers in (1, 3) for layout in ("speculators", "sglang", "vllm", "eagle", "modelopt")
+               if not (layout == "eagle" and layers > 1)]
 
 
 @pytest.mark.parametrize("layers, layout", ROUND_TRIPS, ids=[f"{n}-layer {lay}" for n, lay in ROUND_TRIPS])
@@ -117,8 +117,8 @@ def test_later_norm_twins_holding_different_weights_are_refused(tmp_path: Path, 
     assert result.stderr.splitlines()[-1] == (
         f"error: tensors 'layers.{layer}.{used}.weight' and 'layers.{layer}.{unused}.weight' hold different weights "
         f"for one pre-attention norm: {engine} reads the first, the {other} layout's engine the second, and "
-        f"converting would keep one of them [E-KEY-DUPLICATE] — hint: put the weight the drafter was trained to apply "
-        "under both names in a copy of the source, then convert"), result.stderr
+        f"converting would keep one of them [E-KEY-DUPLICATE] — hint: put the weight the drafter was trained to "
+        "apply under both names in a copy of the source, then convert"), result.stderr
     assert not (tmp_path / "out").exists()
 
 
