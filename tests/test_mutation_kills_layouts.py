@@ -54,8 +54,8 @@ def test_one_later_layer_missing_its_read_norm_is_enough_to_refuse(tmp_path: Pat
 # independent builder (tests/builders.py) stores for that layout; and reading any layout's file gives back the
 # builder's speculators (canonical) tensors. One layer (SGLang and EAGLE say midlayer.*) and three (every layer
 # under layers.*, the later layers' norm under both engines' names).
-ROUND_TRIPS = [(layers, layout) for layers in (1, 3) for layout in ("speculators", "sglang", "vllm", "eagle", "modelopt")
-               if not (layout == "eagle" and layers > 1)]
+LAYOUTS = ("speculators", "sglang", "vllm", "eagle", "modelopt")
+ROUND_TRIPS = [(layers, layout) for layers in (1, 3) for layout in LAYOUTS if not (layout == "eagle" and layers > 1)]
 
 
 @pytest.mark.parametrize("layers, layout", ROUND_TRIPS, ids=[f"{n}-layer {lay}" for n, lay in ROUND_TRIPS])
