@@ -10,6 +10,7 @@ import pytest
 from builders import DrafterSpec, RawTensor, build_drafter, stored_tensors, write_target
 from conftest import run_cli, tensor_hashes
 from test_caught_bugs import write_checkpoint
+from test_validate import edit_config
 
 # layout, the later-layer norm it reads, the one it leaves unread, its engine, the layout whose names these are
 LATER_NORM_READERS = [("sglang", "hidden_norm", "input_layernorm", "SGLang", "vllm"),
@@ -196,3 +197,50 @@ def test_modelopt_reads_midlayer_only_as_the_one_layer_of_a_one_layer_file(tmp_p
         assert result.exit_code == 1
         assert "error: tensor 'midlayer.hidden_norm.weight' is not part of an EAGLE-3 drafter in the modelopt layout " \
                "[E-KEY-UNKNOWN]" in result.stderr.splitlines()[-1]
+
+
+# ------------------------------------------------------------------ the markers that tell the flat layouts apart
+
+def layout_line(path: Path) -> str:
+    result = run_cli("inspect", path)
+    return next(line.strip() for line in result.stdout.splitlines() if line.strip().startswith("layout "))
+
+
+@pytest.mark.parametrize("with_eagle_config, reason", [
+    (True, "sglang (LlamaForCausalLMEagle3 config with eagle_config and no top-level ids)"),
+    (False, "sglang (LlamaForCausalLMEagle3 flat config without layout markers (vLLM reads it the same way))")])
+def test_an_sglang_file_without_ids_is_told_by_its_eagle_config(tmp_path: Path, with_eagle_config: bool, reason):
+    path = build_drafter(tmp_path / "src", "sglang", DrafterSpec(num_layers=3, capture_boundaries=None))
+    if not with_eagle_config:
+        edit_config(lambda c: c.pop("eagle_config"))(path)
+    assert layout_line(path) == f"layout       {reason}"
+
+
+def test_a_flat_config_without_architectures_is_no_known_layout(tmp_path: Path):
+    path = build_drafter(tmp_path / "src", "sglang", DrafterSpec())
+    edit_config(lambda c: c.pop("architectures"))(path)
+    result = run_cli("inspect", path)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].startswith(
+        f"error: {path}: not a known EAGLE-3 drafter layout (config.json has neither speculators_model_type nor an "
+        "Eagle3 architecture) [E-LAYOUT-UNKNOWN]"), result.stderr
+
+
+def quantization_config(path: Path) -> None:
+    edit_config(lambda c: c.__setitem__("quantization_config", {"quant_method": "modelopt"}))(path)
+
+
+def hf_quant_config(path: Path) -> None:
+    (path / "hf_quant_config.json").write_text('{"quantization": {"quant_algo": "FP8"}}')
+
+
+@pytest.mark.parametrize("quantize", [quantization_config, hf_quant_config])
+def test_a_quantized_modelopt_export_is_refused(tmp_path: Path, quantize):
+    src = build_drafter(tmp_path / "src", "modelopt", DrafterSpec())
+    quantize(src)
+    result = run_cli("--to", "vllm", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: a quantized ModelOpt export (quantization_config / hf_quant_config.json): its scales have no "
+        "counterpart in the other layouts [E-QUANT-UNSUPPORTED] — hint: export the drafter unquantized (bf16) from "
+        "ModelOpt and convert that"), result.stderr

@@ -121,6 +121,9 @@ EQUIVALENT: dict[str, str] = {
         "a canonical drafter holds no layers.{i>=1}.hidden_norm (E-KEY-UNUSED), so the swap in the wrong direction "
         "leaves input_layernorm, and every writer with the LayerRename (SGLang) then adds hidden_norm beside it "
         "(with_both_later_norms): the same names and bytes",
+    "eagle3_convert.converters.layout.x__swap_in_layer__mutmut_13":
+        "always the stored -> canonical direction: reading is unchanged, and writing is to_stored mutant 8",
+    "eagle3_convert.converters.layout.x_to_canonical__mutmut_12": "to_stored=None reads as False, which it was",
     "eagle3_convert.converters.layout.x_to_stored__mutmut_11":
         "with more than one layer the only writable rule left is SGLang's layers. -> layers., an identity",
     "eagle3_convert.converters.layout.x_to_stored__mutmut_14":
