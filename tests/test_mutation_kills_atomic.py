@@ -15,6 +15,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -90,8 +91,8 @@ def can_make_immutable(tmp_path: Path) -> bool:
 needs_chattr = pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs root (CAP_LINUX_IMMUTABLE)")
 
 
-def convert(to: str, dst: Path, *flags: str):
-    return run_cli("--to", to, "--no-record", *flags, EXAMPLE, dst)
+def convert(to: str, dst: Path, *flags: str, src: Path = EXAMPLE):
+    return run_cli("--to", to, "--no-record", *flags, src, dst)
 
 
 def beside(dst: Path) -> list[str]:
@@ -410,3 +411,71 @@ def test_an_old_copy_that_cannot_be_removed_does_not_undo_the_swap(dst: Path, vl
     old = dst.parent / left / ("d" if platform == "darwin" else "")
     assert left.startswith(".dst.tmp-" if platform == "linux" else ".dst.old-")
     assert sorted(p.name for p in old.iterdir()) == ["config.json"]  # the rest of the old copy is gone
+
+
+# ------------------------------------------------------------------ destinations refused before anything is written
+
+def last_error(result) -> str:
+    assert result.exit_code == 1 and "Traceback" not in result.stderr, result.stderr
+    return result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("where", ["the source itself", "inside the source", "around the source"])
+def test_a_destination_overlapping_the_source_is_refused(tmp_path: Path, where: str):
+    src = tmp_path / "outer" / "src"
+    shutil.copytree(EXAMPLE, src)
+    dst = {"the source itself": src, "inside the source": src / "out", "around the source": src.parent}[where]
+    before = tree_digest(src.parent)
+    assert last_error(convert("sglang", dst, "--force", src=src)) == (
+        f"error: destination {dst} overlaps the source {src} [E-DEST] — hint: write to a separate directory; the "
+        "source is never modified")
+    assert tree_digest(src.parent) == before
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["is the cwd", "contains the cwd"])
+def test_a_destination_holding_the_current_directory_is_refused(tmp_path: Path, monkeypatch, inside: bool):
+    dst = tmp_path / "dst"
+    cwd = dst / "sub" if inside else dst
+    cwd.mkdir(parents=True)
+    monkeypatch.chdir(cwd)
+    where = f"contains the current directory {cwd}" if inside else "is the current directory"
+    assert last_error(convert("sglang", dst, "--force")) == (
+        f"error: destination {dst} {where}; replacing it would leave this shell in a deleted directory [E-DEST-CWD] "
+        f"— hint: run from outside it (cd {tmp_path}) and name the directory, or choose another destination")
+
+
+def test_a_deleted_current_directory_is_no_destination(tmp_path: Path, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    result = convert("sglang", tmp_path / "dst")
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("kind", ["link to a directory", "dangling link"])
+def test_a_destination_that_is_a_link_is_refused(tmp_path: Path, kind: str):
+    dst = tmp_path / "dst"
+    (tmp_path / "real").mkdir()
+    dst.symlink_to(tmp_path / ("real" if kind == "link to a directory" else "nothing"))
+    assert last_error(convert("sglang", dst, "--force")) == (
+        f"error: destination {dst} exists and is not a directory [E-DEST] — hint: choose a new directory name")
+    assert list((tmp_path / "real").iterdir()) == []
+
+
+def test_a_destination_that_is_a_file_is_refused(tmp_path: Path):
+    """(The CLI's argument check refuses a file first; the writer refuses it as well.)"""
+    dst = tmp_path / "dst"
+    dst.write_text("x")
+    with pytest.raises(DestinationError) as refused:
+        write_directory(dst, {}, {}, {}, src=None, force=True, writer=gguf_writer("x.gguf"))
+    assert (refused.value.message, refused.value.hint) == (f"destination {dst} exists and is not a directory",
+                                                           "choose a new directory name")
+    assert dst.read_text() == "x" and beside(dst) == []
+
+
+def test_a_destination_inside_a_file_is_refused(tmp_path: Path):
+    (tmp_path / "file").write_text("x")
+    dst = tmp_path / "file" / "dst"
+    assert last_error(convert("sglang", dst)) == (
+        f"error: {tmp_path / 'file'} is not a directory [E-DEST] — hint: choose a destination inside a directory")
