@@ -57,6 +57,18 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
     "sglang: its own file": ("sglang", file("sglang"), L8, served([2, 4, 5])),
     "sglang: a speculators file": ("sglang", file("speculators"), L8, refused(
         "SGLang refuses it: model architectures ['Eagle3Speculator'] are not supported")),
+    "sglang: a speculators file naming an SGLang class": ("sglang", file("speculators", lambda c, n: c.__setitem__(
+        "architectures", ["LlamaForCausalLMEagle3"])), L8, refused(
+        "SGLang refuses it: model architectures ['LlamaForCausalLMEagle3'] are not supported")),
+    "sglang: a gpt-oss target, ids up to L read as boundaries": ("sglang", file("sglang", nested_ids([2, 12, 24])),
+                                                                 TargetContext("gpt_oss", 24), served([2, 12, 24])),
+    "sglang: a gpt-oss target, ids below L read as block outputs": ("sglang", file("sglang", nested_ids([1, 11, 23])),
+                                                                    TargetContext("gpt_oss", 24), served([2, 12, 24])),
+    "sglang: no use_aux_hidden_state": ("sglang", file("sglang", lambda c, n: c["eagle_config"].pop(
+        "use_aux_hidden_state")), L8, served([2, 4, 5])),
+    "sglang: one id, no target_hidden_size, so Ht is H": ("sglang", file("sglang", lambda c, n: (
+        c["eagle_config"].__setitem__(IDS, [3]), c.pop("target_hidden_size", None))), L8,
+        served([4], "SGLang skips fc: k*Ht == H (1*32)")),
     "sglang: a vLLM-only class": ("sglang", file("sglang", lambda c, n: c.__setitem__(
         "architectures", ["Eagle3LlamaForCausalLM"])), L8, refused(
         "SGLang refuses it: model architectures ['Eagle3LlamaForCausalLM'] are not supported")),

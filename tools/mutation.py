@@ -132,6 +132,11 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.converters.layout.x_with_both_later_norms__mutmut_5":
         "layer 0 always holds both norms (hidden_norm for the captured states, input_layernorm for the embeddings), "
         "or, spelled midlayer.*, neither: the loop changes nothing there",
+    "eagle3_convert.engines.sglang.x_read__mutmut_90":
+        "SGLang applies no norm_before_residual (not in FLAGS_READ): the value is masked to False either way",
+    **{f"eagle3_convert.engines.sglang.x_read__mutmut_{n}":
+       "an absent use_aux_hidden_state only has to read as not `False`: None is not False, as True is not"
+       for n in (133, 135)},
     **{f"eagle3_convert.registry.writes.x_{fn}__mutmut_{n}": _SQL_CASE for fn, numbers in (
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
