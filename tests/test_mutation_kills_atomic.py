@@ -479,3 +479,29 @@ def test_a_destination_inside_a_file_is_refused(tmp_path: Path):
     dst = tmp_path / "file" / "dst"
     assert last_error(convert("sglang", dst)) == (
         f"error: {tmp_path / 'file'} is not a directory [E-DEST] — hint: choose a destination inside a directory")
+
+
+def test_without_force_a_checkpoint_in_dst_is_refused_naming_its_files(dst: Path):
+    before = tree_digest(dst)
+    assert last_error(convert("vllm", dst)) == (
+        f"error: destination {dst} is not empty (it holds config.json, eagle3-convert.json, model.safetensors) "
+        "[E-DEST] — hint: pass --force to replace those files, or choose a new path")
+    assert tree_digest(dst) == before
+
+
+def test_a_destination_several_new_directories_deep_is_made(tmp_path: Path):
+    dst = tmp_path / "a" / "b" / "c" / "dst"
+    assert convert("sglang", dst).exit_code == 0
+    assert (dst / "config.json").is_file() and beside(dst) == []
+
+
+def test_a_single_file_writer_reports_its_progress_through_the_callback_given(tmp_path: Path):
+    progress: list[int] = []
+
+    def writer(tmp: Path, dest: Path, on_progress) -> list[str]:
+        (tmp / "m.gguf").write_bytes(b"GGUF")
+        on_progress(4)
+        return ["m.gguf"]
+
+    write_directory(tmp_path / "dst", {}, {}, {}, src=None, force=False, on_progress=progress.append, writer=writer)
+    assert progress == [4]
