@@ -505,3 +505,19 @@ def test_a_single_file_writer_reports_its_progress_through_the_callback_given(tm
 
     write_directory(tmp_path / "dst", {}, {}, {}, src=None, force=False, on_progress=progress.append, writer=writer)
     assert progress == [4]
+
+
+def test_the_weights_are_sharded_as_asked_marked_pt_and_their_progress_reported(tmp_path: Path):
+    from eagle3_convert.safetensors_io import InMemoryTensor
+
+    progress: list[int] = []
+    tensors = {"w": InMemoryTensor("F32", (2,), b"\0" * 8), "v": InMemoryTensor("F32", (2,), b"\1" * 8)}
+    files = write_directory(tmp_path / "dst", {"a": 1}, tensors, {}, src=None, force=False, max_shard_bytes=8,
+                            on_progress=progress.append)
+    assert files == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                     "model.safetensors.index.json", "config.json"]
+    assert sum(progress) == 16
+    for shard in files[:2]:
+        data = (tmp_path / "dst" / shard).read_bytes()
+        size = int.from_bytes(data[:8], "little")
+        assert json.loads(data[8:8 + size])["__metadata__"] == {"format": "pt"}

@@ -106,9 +106,9 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.atomic.x__exchange__mutmut_{n}":
        "both paths are absolute (dest.resolve(), and mkdtemp beside it), and renameat2 ignores the dirfd of an "
        "absolute path" for n in (27, 28, 30, 32)},
-    "eagle3_convert.atomic.x_write_directory__mutmut_11":
-        "tmp starting as '' instead of None: a failure before mkdtemp then runs rmtree('', ignore_errors=True), which "
-        "removes nothing and raises nothing",
+    **{f"eagle3_convert.atomic.x_write_directory__mutmut_{n}":
+       "tmp '' instead of None (at the start, or once swapped): an exception then runs rmtree('', "
+       "ignore_errors=True), which removes nothing and raises nothing" for n in (11, 89)},
     **{f"eagle3_convert.atomic.x__remove_dead_temp_dirs__mutmut_{n}":
        "O_DIRECTORY/O_NOFOLLOW only make the open of a file or a symlink fail early: without them iterdir, rmdir or "
        "rmtree of it fails (OSError, caught; rmtree refuses a symlink) and nothing is removed either way"
