@@ -149,7 +149,7 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
                                            served([2, 4, 5], family="qwen3", norm_before_residual=False)),
     **{f"vllm: verifier {value}": ("vllm-v2", file("speculators", verifier(value)), L8, refused(
         f"vLLM refuses it: Speculators verifier must name a remote model repository (name_or_path is {value!r})"))
-       for value in ("./model", "/abs/model", "~/model", "org/model/sub")},
+       for value in ("./model", "/model", "~/model", "org/model/sub")},
     **{f"vllm: verifier {value!r} is no path": ("vllm-v2", file("speculators", verifier(value)), L8, served([2, 4, 5]))
        for value in ("org/model", "", 5, None)},
     "vllm: a verifier that is not a mapping": ("vllm-v2", file("speculators", lambda c, n: c[
@@ -174,6 +174,8 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
         c.pop(IDS), c["eagle_config"].__setitem__(IDS, [1, 3, 6]))), L8, served([1, 3, 6])),
     "vllm V2: never the nested list": ("vllm-v2", file("vllm", lambda c, n: (
         c.pop(IDS), c["eagle_config"].__setitem__(IDS, [1, 3, 6]))), L8, served([2, 4, 5], from_default=True)),
+    "vllm V1: no list, depth known": ("vllm-v1", file("vllm", capture_boundaries=None), L8,
+                                      served([2, 4, 5], from_default=True)),
     "vllm V2: no list, depth unknown": ("vllm-v2", file("vllm", capture_boundaries=None), TargetContext(),
                                         served(None, from_default=True)),
     "vllm: speculators without norm_before_residual": ("vllm-v1", file("speculators", lambda c, n: c.pop(

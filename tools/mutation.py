@@ -140,6 +140,10 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.engines.sglang.x_read__mutmut_{n}":
        "an absent use_aux_hidden_state only has to read as not `False`: None is not False, as True is not"
        for n in (133, 135)},
+    "eagle3_convert.engines.vllm.x_served_family__mutmut_2":
+        "architectures() already keeps only the strings: no entry that is not one reaches the loop",
+    "eagle3_convert.engines.vllm.x__read__mutmut_137":
+        "the model. drops are the first silent entry: += onto the empty list is =",
     **{f"eagle3_convert.registry.writes.x_{fn}__mutmut_{n}": _SQL_CASE for fn, numbers in (
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
