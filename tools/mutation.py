@@ -127,8 +127,6 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.converters.layout.x__swap_in_layer__mutmut_13":
         "always the stored -> canonical direction: reading is unchanged, and writing is to_stored mutant 8",
     "eagle3_convert.converters.layout.x_to_canonical__mutmut_12": "to_stored=None reads as False, which it was",
-    "eagle3_convert.converters.layout.x_to_stored__mutmut_11":
-        "with more than one layer the only writable rule left is SGLang's layers. -> layers., an identity",
     "eagle3_convert.converters.layout.x_to_stored__mutmut_14":
         "no table has a writable renaming rule after one skipped by `continue` (SGLang's later one, layers. -> "
         "layers., is an identity): stopping there writes the same names",
