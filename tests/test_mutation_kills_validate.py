@@ -118,3 +118,10 @@ def test_later_norm_twins_holding_the_same_weight_are_one_norm(layout: str, tmp_
     stored, _ = read_tensor_table(path)
     assert {f"layers.{i}.{norm}.weight" for i in (1, 2) for norm in ("input_layernorm", "hidden_norm")} <= set(stored)
     assert findings(path) == []
+
+
+def test_an_sglang_file_with_later_norms_under_hidden_norm_alone_is_clean(tmp_path: Path):
+    """As SGLang's own trainers write a multi-layer drafter: no input_layernorm twin to compare with."""
+    path = build_drafter(tmp_path / "drafter", "sglang", DrafterSpec(num_layers=3))
+    drop_tensor("layers.1.input_layernorm.weight", "layers.2.input_layernorm.weight")(path)
+    assert findings(path) == []
