@@ -75,6 +75,12 @@ CASES: dict[str, tuple[str, dict[str, Any], Callable[[Path], None], list[dict[st
          "'midlayer.input_layernorm.weight' both hold layers.0.input_layernorm.weight",
          "hint": "the checkpoint stores one weight twice under two prefixes: keep one",
          "where": "midlayer.input_layernorm.weight"}]),
+    "a later norm under a second prefix": ("sglang", {"num_layers": 2}, edit_tensors(
+        lambda t: t.__setitem__("model.layers.1.input_layernorm.weight", t["layers.1.input_layernorm.weight"])), [
+        {"code": "E-KEY-DUPLICATE", "message": "tensors 'layers.1.hidden_norm.weight' and "
+         "'model.layers.1.input_layernorm.weight' both hold layers.1.input_layernorm.weight",
+         "hint": "the checkpoint stores one weight twice under two prefixes: keep one",
+         "where": "model.layers.1.input_layernorm.weight"}]),
     "dtype": ("speculators", {}, edit_header(lambda h: h["norm.weight"].__setitem__("dtype", "I16")), [
         {"code": "E-DTYPE", "message": "tensor norm.weight has dtype I16; drafter weights are float tensors",
          "hint": "re-export the weights in bf16/fp16/fp32", "where": "norm.weight"}]),

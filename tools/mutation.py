@@ -142,9 +142,6 @@ EQUIVALENT: dict[str, str] = {
         "architectures() already keeps only the strings: no entry that is not one reaches the loop",
     "eagle3_convert.engines.vllm.x__read__mutmut_137":
         "the model. drops are the first silent entry: += onto the empty list is =",
-    "eagle3_convert.validate.tensors.x__later_norm_twin__mutmut_13":
-        "an input_layernorm then names itself as its twin: the caller compares only from the hidden_norm side, and "
-        "an input_layernorm with or without a twin goes on to the same checks",
     **{f"eagle3_convert.registry.writes.x_{fn}__mutmut_{n}": _SQL_CASE for fn, numbers in (
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
