@@ -104,6 +104,16 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
         family="deepseek_mla"), L8, served(
         [2, 4, 5], "SGLang drops input_norm (norm_before_fc) (input_norm.weight) without a word",
         family="deepseek_mla", fc_norm=True, norm_output=True)),
+    "sglang: the llama class reads input_norm": ("sglang", file("sglang", lambda c, n: (
+        c.__setitem__("norm_before_fc", True), n + ["input_norm.weight"])[1]), L8,
+        served([2, 4, 5], norm_before_fc=True)),
+    "sglang: the MLA class, input_norm stored but norm_before_fc off": ("sglang", file("sglang", lambda c, n: n + [
+        "input_norm.weight"], family="deepseek_mla"), L8, served([2, 4, 5], family="deepseek_mla")),
+    "sglang: the MLA class drops a bias and input_norm": ("sglang", file("sglang", lambda c, n: (
+        c.__setitem__("norm_before_fc", True), n + ["input_norm.weight", "midlayer.mlp.up_proj.bias"])[1],
+        family="deepseek_mla"), L8, served(
+        [2, 4, 5], "SGLang drops bias tensors (midlayer.mlp.up_proj.bias) without a word",
+        "SGLang drops input_norm (norm_before_fc) (input_norm.weight) without a word", family="deepseek_mla")),
     "sglang: use_aux_hidden_state false": ("sglang", file("sglang", lambda c, n: c["eagle_config"].__setitem__(
         "use_aux_hidden_state", False)), L8, served(
         [2, 4, 5], "SGLang never applies fc: eagle_config.use_aux_hidden_state is false")),
