@@ -89,6 +89,14 @@ CASES: dict[str, tuple[str, dict[str, Any], Callable[[Path], None], list[dict[st
         {"code": "E-SHAPE", "message": "tensor layers.0.mlp.down_proj.weight has shape [64, 32], the config implies "
          "[32, 64]", "hint": "config.json and the weights disagree: fix the config field the shape depends on, or "
          "re-export the weights", "where": "layers.0.mlp.down_proj.weight"}]),
+    "fc and another tensor of the wrong shape": ("speculators", {}, edit_header(lambda h: (
+        h["fc.weight"].__setitem__("shape", [64, 48]),
+        h["layers.0.mlp.down_proj.weight"].__setitem__("shape", [64, 32]))),
+        [{"code": "E-SHAPE-FC", "message": "fc.weight has 48 input columns, not a multiple of the target hidden size "
+          "Ht=32", "hint": "set target_hidden_size in config.json to the target's hidden size", "where": "fc.weight"},
+         {"code": "E-SHAPE", "message": "tensor layers.0.mlp.down_proj.weight has shape [64, 32], the config implies "
+          "[32, 64]", "hint": "config.json and the weights disagree: fix the config field the shape depends on, or "
+          "re-export the weights", "where": "layers.0.mlp.down_proj.weight"}]),
     "shape-of-a-renamed-tensor": ("sglang", {}, edit_header(
         lambda h: h["midlayer.mlp.down_proj.weight"].__setitem__("shape", [64, 32])), [
         {"code": "E-SHAPE", "message": "tensor midlayer.mlp.down_proj.weight (layers.0.mlp.down_proj.weight) has "
