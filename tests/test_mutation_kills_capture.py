@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_validate import CASES
+from builders import DrafterSpec, build_drafter
+from test_validate import CASES, _ids
 
-from eagle3_convert.validate import validate_checkpoint
+from eagle3_convert.validate import check_capture_record, validate_checkpoint
 
 EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
     'E-CAPTURE-COUNT': [
@@ -141,3 +142,61 @@ def test_each_capture_case_gives_exactly_these_findings(code: str, tmp_path: Pat
     got = [(f.code, f.severity, f.message, f.hint, f.where) for f in report.findings]
     assert got == [tuple(v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for v in row)
                    for row in EXPECTED[code]]
+
+
+# Two lists out of their layout's place: a top-level list in an SGLang file (vLLM reads it), a nested list alone in
+# a vLLM file (only SGLang and vLLM's V1 runner read it).
+MISPLACED: dict[str, tuple[str, dict, list[tuple[str, str, str, str | None, str | None]]]] = {
+    "a top-level list in an SGLang file": ("sglang", {"top": [3, 5, 6]}, [
+        ('E-CAPTURE-CONFLICT', 'error',
+         'the top-level eagle_aux_hidden_state_layer_ids [3, 5, 6] (vLLM reads them as boundaries [3, 5, 6]) and '
+         'eagle_config.eagle_aux_hidden_state_layer_ids (read by SGLang as boundaries [2, 4, 5]) name different '
+         'layers',
+         'say which the drafter was trained on: `eagle3-convert --capture-layers 2,4,5 --convention boundary --to '
+         'sglang {tmp}/drafter drafter-sglang` (the SGLang reading) or `eagle3-convert --capture-layers 3,5,6 '
+         '--convention boundary --to sglang {tmp}/drafter drafter-sglang` (the vLLM reading); a file written for '
+         'vLLM (boundaries in both places) reads right with --from vllm',
+         None),
+        ('W-CAPTURE-CONVENTION', 'warning',
+         "eagle_aux_hidden_state_layer_ids [3, 5, 6] is read by vLLM as boundaries [3, 5, 6], while in the sglang "
+         "layout's convention it means boundaries [4, 6, 7]",
+         'keep one list where the serving engine reads it: move it to eagle_config.eagle_aux_hidden_state_layer_ids '
+         'if it is in the sglang convention, or, if the ids are boundaries, convert with `eagle3-convert --from vllm '
+         '--to sglang {tmp}/drafter drafter-sglang`',
+         '$.eagle_aux_hidden_state_layer_ids')]),
+    "a nested list alone in a vLLM file": ("vllm", {"top": None, "nested": [1, 3, 6]}, [
+        ('W-CAPTURE-CONVENTION', 'warning',
+         "eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 6] is read by SGLang as boundaries [2, 4, 7], while "
+         "in the vllm layout's convention it means boundaries [1, 3, 6]",
+         "no conversion fixes this: writing the vllm layout is refused (--from sglang leaves norm_before_residual "
+         "unread, which the vllm layout's engines read: the checkpoint is in the vllm layout (top-level "
+         "norm_before_residual (a vLLM key SGLang has not)) [E-FROM-MISMATCH])",
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids'),
+        ('W-CAPTURE-IDS-IGNORED', 'warning',
+         'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it ignores '
+         'eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 6] and captures its default boundaries {2, L//2, '
+         'L-3} (its V1 runner instead falls back to that list, read as boundaries [1, 3, 6])',
+         "no conversion fixes this: writing the vllm layout is refused (capture ids are only in eagle_config: "
+         "vLLM's V1 runner reads them as boundaries while its V2 runner ignores them and captures its defaults "
+         "[E-CAPTURE-AMBIGUOUS])",
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids')]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISPLACED))
+def test_a_list_out_of_its_layouts_place(name: str, tmp_path: Path):
+    layout, ids, expected = MISPLACED[name]
+    path = build_drafter(tmp_path / "drafter", layout, DrafterSpec())
+    _ids(**ids)(path)
+    got = [(f.code, f.severity, f.message, f.hint, f.where) for f in validate_checkpoint(path).findings]
+    assert got == [tuple(v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for v in row)
+                   for row in expected]
+
+
+def test_a_record_with_the_embedding_tap_the_config_lost():
+    [found] = check_capture_record([2, 4, 5], [0, 4, 5], "the record", where="$.x")
+    assert (found.code, found.message, found.hint, found.where) == (
+        "E-CAPTURE-EMBEDDING", "the record says the drafter was trained with the embedding output (boundary 0) among "
+        "its taps [0, 4, 5], but the config captures boundaries [2, 4, 5]", "rewrite the ids from the record: "
+        "block-output engines (SGLang) capture the embedding with id -1", "$.x")
+    assert check_capture_record([5, 4, 0], [0, 4, 5], "the record") == []
