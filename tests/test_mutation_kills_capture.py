@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from builders import DrafterSpec, build_drafter
-from test_validate import CASES, _ids
+from test_validate import CASES, _ids, edit_config
 
 from eagle3_convert.validate import check_capture_record, validate_checkpoint
 
@@ -200,3 +200,27 @@ def test_a_record_with_the_embedding_tap_the_config_lost():
         "its taps [0, 4, 5], but the config captures boundaries [2, 4, 5]", "rewrite the ids from the record: "
         "block-output engines (SGLang) capture the embedding with id -1", "$.x")
     assert check_capture_record([5, 4, 0], [0, 4, 5], "the record") == []
+
+
+def test_a_nested_list_alone_read_as_vllm_without_its_markers(tmp_path: Path):
+    """A vLLM file without norm_before_residual and without its top-level list, read with --from vllm: the
+    nested list's warning offers `--from sglang` (the ids may be block outputs), and vLLM's V1 reading of it is
+    what --capture-layers would have to say."""
+    path = build_drafter(tmp_path / "drafter", "vllm", DrafterSpec())
+    _ids(top=None, nested=[1, 3, 6])(path)
+    edit_config(lambda c: c.pop("norm_before_residual"))(path)
+    got = [(f.code, f.message, f.hint) for f in validate_checkpoint(path, from_layout="vllm").findings]
+    assert got[1:] == [
+        ("W-CAPTURE-CONVENTION",
+         "eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 6] is read by SGLang as boundaries [2, 4, 7], while "
+         "in the vllm layout's convention it means boundaries [1, 3, 6]",
+         "keep one list where the serving engine reads it: move it to eagle_aux_hidden_state_layer_ids if it is in "
+         "the vllm convention, or, if the ids are block outputs, convert with `eagle3-convert --from sglang --to vllm "
+         f"{path} drafter-vllm`"),
+        ("W-CAPTURE-IDS-IGNORED",
+         "vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it ignores "
+         "eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 6] and captures its default boundaries {2, L//2, "
+         "L-3} (its V1 runner instead falls back to that list, read as boundaries [1, 3, 6])",
+         "no conversion fixes this: writing the vllm layout is refused (config.json captures boundaries [2, 4, 7] "
+         "but --capture-layers (vllm ids [1, 3, 6]) says the drafter was trained on [1, 3, 6] [E-CAPTURE-RECORD])")]
+    assert got[0][0] == "E-FROM-MISMATCH"
