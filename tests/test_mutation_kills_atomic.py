@@ -26,8 +26,9 @@ from typing import Iterator
 import pytest
 from conftest import EXAMPLE, run_cli, tree_digest
 
-from eagle3_convert.atomic import write_directory, written_destinations
+from eagle3_convert.atomic import json_bytes, write_directory, written_destinations
 from eagle3_convert.errors import DestinationError
+from eagle3_convert.safetensors_io import InMemoryTensor
 
 WATCHED = {"os.rename", "tempfile.mkdtemp", "shutil.rmtree", "ctypes.dlsym"}
 _events: list[tuple[str, tuple]] | None = None
@@ -269,8 +270,6 @@ def test_write_directory_writes_config_weights_and_extra_files_and_returns_their
     weights are written; the names come back in the order written; the destination is remembered as given;
     no file descriptor is left open."""
     monkeypatch.chdir(tmp_path)
-    from eagle3_convert.safetensors_io import InMemoryTensor
-
     weights_seen: list[bool] = []
 
     def extra() -> dict[str, bytes]:
@@ -382,8 +381,6 @@ def test_a_symlink_named_like_a_temp_dir_is_not_followed(tmp_path: Path):
 
 
 def test_json_bytes_is_indented_json_with_a_final_newline():
-    from eagle3_convert.atomic import json_bytes
-
     assert json_bytes({"k": [1, "é"]}) == json.dumps({"k": [1, "é"]}, indent=2).encode() + b"\n"
 
 
@@ -508,8 +505,6 @@ def test_a_single_file_writer_reports_its_progress_through_the_callback_given(tm
 
 
 def test_the_weights_are_sharded_as_asked_marked_pt_and_their_progress_reported(tmp_path: Path):
-    from eagle3_convert.safetensors_io import InMemoryTensor
-
     progress: list[int] = []
     tensors = {"w": InMemoryTensor("F32", (2,), b"\0" * 8), "v": InMemoryTensor("F32", (2,), b"\1" * 8)}
     files = write_directory(tmp_path / "dst", {"a": 1}, tensors, {}, src=None, force=False, max_shard_bytes=8,
