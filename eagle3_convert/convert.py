@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +22,7 @@ from .converters.base import (
 )
 from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family
 from .converters.config_keys import foreign_semantic_keys
+from .converters.layout import drafter_kind, refuse_other_kind
 from .converters.registry import detect, get_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .engines import REFUSES, WRONG, Verdict, serve_verdicts, target_context
@@ -116,7 +116,7 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
         detection = Detection(layout.name, True, "given with --from")
 
     try:
-        drafter = get_layout(detection.layout).read(ckpt, options)
+        drafter = ckpt.read_as(get_layout(detection.layout), options)
     except Eagle3Error as exc:
         if from_layout != "auto":
             raise judge_explicit_from(ckpt, detection.layout, options, error=exc) or exc from None
@@ -173,7 +173,7 @@ def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertO
     if detected.layout == given or not detected.confident:
         return
     try:
-        other = get_layout(detected.layout).read(ckpt, options)
+        other = ckpt.read_as(get_layout(detected.layout), options)
     except Eagle3Error:
         return
     except ValidationError:
@@ -226,6 +226,7 @@ def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | No
         "hidden_size": cfg.hidden_size,
         "draft_vocab_size": cfg.draft_vocab_size,
         "vocab_size": cfg.vocab_size,
+        "drafter_kind": cfg.kind,
         "flags": {f: getattr(cfg, f) for f in MATH_FLAGS},
         "layout_extra": cfg.layout_extra,
         "trained_with": trained_with,  # free-form provenance: trainer, data, run
@@ -308,6 +309,8 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     if plan.derived_keys:
         facts["derived_config_keys"] = plan.derived_keys
     # Hash the source while the kernel copies it: the id costs no extra wall time on 2+ cores.
+    from concurrent.futures import ThreadPoolExecutor  # (with logging and queue: inspect and validate need none)
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         digests = pool.submit(tensor_digests, source.drafter, min(2, os.cpu_count() or 1))
 
@@ -330,6 +333,8 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     """Everything a conversion decides, without writing: the capture layers from training, the destination
     layout's plan, and every engine's verdict on it. Raises what convert would refuse with."""
     layout = get_layout(to)
+    kind_named = drafter_kind(source.stored_config or {})[1]
+    refuse_other_kind(source.drafter.config.kind, layout.name, layout.kinds, kind_named)
     apply_training_capture(source.drafter, options)
     check_capture_range(source.drafter.config, options)
     plan = layout.plan(source.drafter, options)

@@ -13,13 +13,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from .vocab_map import VocabMap
 from .safetensors_io import TensorSource
 
 Family = Literal["llama", "qwen3", "deepseek_mla"]
 FAMILIES = ("llama", "qwen3", "deepseek_mla")
+# The drafter kinds this tool knows: EAGLE-3, and P-EAGLE (vllm-project/speculators `models/peagle`: EAGLE-3 layers
+# plus a learned `mask_hidden` and a `mask_token_id`, drafting several tokens in one pass). DFlash and DSpark
+# (block-diffusion drafters in the same files) are recognised by name and refused (converters/layout.py).
+Kind = Literal["eagle3", "peagle"]
+KINDS = ("eagle3", "peagle")
 
 # Drafter decoder model_type -> family. MLA drafters serve DeepSeek-V3 / Kimi-K2.5 targets.
 FAMILY_BY_MODEL_TYPE: dict[str, Family] = {
@@ -52,6 +57,18 @@ class TargetIdentity(BaseModel):
     num_hidden_layers: int | None = None
     hidden_size: int | None = None
     vocab_size: int | None = None
+    # The context it serves (max_position_embeddings), read from its config for validate's W-CONFIG-CONTEXT: a
+    # fact of that config, not of who the target is, so never read from a file nor written out (private).
+    _context_length: int | None = PrivateAttr(default=None)
+
+    @property
+    def context_length(self) -> int | None:
+        return self._context_length
+
+    def serving(self, context_length: int | None) -> "TargetIdentity":
+        """This target, knowing the context it serves (read from its config.json)."""
+        self._context_length = context_length
+        return self
 
     @staticmethod
     def merged(identity: "TargetIdentity | None", more: "TargetIdentity | None") -> "TargetIdentity | None":
@@ -70,6 +87,7 @@ class DrafterConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    kind: Kind = "eagle3"
     family: Family = "llama"
     hidden_size: int = Field(gt=0)
     intermediate_size: int = Field(gt=0)
@@ -99,6 +117,8 @@ class DrafterConfig(BaseModel):
     attention_bias: bool = False
     mlp_bias: bool = False
     tie_word_embeddings: bool = False
+    # P-EAGLE: the token id its parallel positions are filled with (vLLM's update_peagle reads it as pard_token)
+    mask_token_id: int | None = Field(default=None, ge=0)
 
     target: TargetIdentity | None = None
     hf_extra: dict[str, Any] = Field(default_factory=dict, description="decoder-config keys carried verbatim")
@@ -136,6 +156,8 @@ class DrafterConfig(BaseModel):
     def semantic_dict(self) -> dict[str, Any]:
         """What defines the model (for equality across layouts and the drafter id)."""
         data = self.model_dump(exclude={"hf_extra", "top_extra", "layout_extra", "rope", "target"})
+        if self.kind == "eagle3":  # an EAGLE-3 drafter's id stays what it was before kinds existed
+            del data["kind"], data["mask_token_id"]
         data["head_dim"] = self.resolved_head_dim
         data["target_hidden_size"] = self.resolved_target_hidden_size
         data["rope"] = self.rope_normalized()
@@ -189,6 +211,8 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
     }
     if cfg.norm_before_fc:
         shapes["input_norm.weight"] = (k * Ht,)
+    if cfg.kind == "peagle":  # the hidden state of the masked positions (speculators PEagleDraftModel.mask_hidden)
+        shapes["mask_hidden"] = (1, 1, k * Ht)
     if cfg.fc_norm:
         for j in range(k):
             shapes[f"fc_norm.{j}.weight"] = (Ht,)

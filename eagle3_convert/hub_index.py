@@ -10,6 +10,7 @@ verdict (engines.serve_verdicts, the same rules convert and validate use).
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,11 @@ from typing import Any
 from .convert import read_source
 from .engines import serve_verdicts, target_context
 from .errors import Eagle3Error
-from .hub_read import HubReader
+from .hub_read import SIDECAR_KIND, HubReader, weights_alias
 from .names import RUNNERS, runners_of
 from .records import RegistryArg, opened
 from .registry.errors import NoRegistry
-from .registry.models import Location
+from .registry.models import ELSEWHERE_SCHEME, Location
 from .registry.recording import FINGERPRINT, conflict_message, disagreements, record_facts
 from .sources import unreachable, unreachable_error
 
@@ -94,14 +95,28 @@ def _target_of(facts: dict[str, Any]) -> tuple[str | None, str | None]:
     return target.get("name_or_path"), target.get("revision")
 
 
-def _pinned_lineage(facts: dict[str, Any], repo_id: str, uri: str) -> list[Any]:
-    """The sidecar's edges, those into this repo pinned to the commit read (as publish records them)."""
+def _pinned_lineage(facts: dict[str, Any], repo_id: str, uri: str, known: Any) -> list[Any]:
+    """The sidecar's edges, those into this repo pinned to the commit read (as publish records them), less those
+    naming by `local:NAME` a copy the record `known` already holds by its path (the uploader's registry: counting
+    it twice would add an edge)."""
     out = []
     for edge in facts.get("lineage") or []:
         if isinstance(edge, dict) and isinstance(edge.get("dest"), dict) and edge["dest"].get("uri") == f"hf://{repo_id}":
             edge = {**edge, "dest": {**edge["dest"], "uri": uri}}
+        if known is not None and _held_by_path(edge, known):
+            continue
         out.append(edge)
     return out
+
+
+def _held_by_path(edge: Any, known: Any) -> bool:
+    """Whether every `local:NAME` end of `edge` is a copy `known` holds by a path ending in NAME, in that layout."""
+    ends = [end for end in (edge.get("source"), edge.get("dest")) if isinstance(end, dict)] if isinstance(
+        edge, dict) else []
+    private = [end for end in ends if str(end.get("uri")).startswith(ELSEWHERE_SCHEME)]
+    held = {(loc.layout, Path(loc.uri).name) for loc in known.locations if loc.kind == "local"}
+    return bool(private) and all((end.get("layout"), str(end["uri"])[len(ELSEWHERE_SCHEME):]) in held
+                                 for end in private)
 
 
 def _conflicts(known: Any, facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -109,12 +124,14 @@ def _conflicts(known: Any, facts: dict[str, Any]) -> list[dict[str, Any]]:
     return disagreements(known, facts.get("capture_boundaries"), _target_of(facts)[0])
 
 
-def _owner(store: Any, fingerprint: str, uri: str) -> str | None:
+def _owner(store: Any, fingerprint: str, uri: str, weights: str | None) -> str | None:
     """The content-identified record a drafter read by its Hub fingerprint belongs to: the one a record of that
-    fingerprint was merged into (its alias), else the one holding this very commit (converted or added from it)."""
-    merged = store.aliased(fingerprint)
-    if merged is not None:
-        return merged
+    fingerprint was merged into (its alias), else the one whose weight files are these very bytes (a copy of them
+    published or synced before), else the one holding this very commit (converted or added from it)."""
+    for alias in (fingerprint, weights):
+        merged = store.aliased(alias) if alias else None
+        if merged is not None:
+            return merged
     for drafter_id in store.holding(uri):
         record = store.get(drafter_id) if drafter_id != fingerprint else None
         if record is not None and record.drafter_id == drafter_id and record.id_kind != FINGERPRINT:
@@ -129,14 +146,15 @@ def _record(store: Any, read: Any) -> SyncEntry:
     if read.problem is not None or read.facts is None or not read.layout:
         entry.code, entry.message = read.problem or ("E-LAYOUT-UNKNOWN", "no layout could be read")
         return entry
-    facts = {**read.facts, "lineage": _pinned_lineage(read.facts, repo.repo_id, repo.uri)}
+    facts = dict(read.facts)
     entry.drafter_id = facts["drafter_id"]
     entry.target, entry.target_revision = _target_of(facts)
     entry.capture_boundaries = facts.get("capture_boundaries")
     location = Location(layout=read.layout, uri=repo.uri)
     twins: list[str] = []
     with store.transaction():
-        owner = _owner(store, entry.drafter_id, repo.uri) if read.identity == FINGERPRINT else None
+        weights = weights_alias(repo.files)
+        owner = _owner(store, entry.drafter_id, repo.uri, weights) if read.identity == FINGERPRINT else None
         if owner is not None:  # one drafter, one record: the one under its content id
             entry.notes.append(f"recorded under drafter {owner[:12]}, the content id of this drafter's record "
                                f"(hub fingerprint {entry.drafter_id[:12]})")
@@ -147,6 +165,7 @@ def _record(store: Any, read: Any) -> SyncEntry:
         known = store.get(entry.drafter_id)
         if known is not None and known.drafter_id != entry.drafter_id:
             known = None  # a prefix match of another id
+        facts["lineage"] = _pinned_lineage(facts, repo.repo_id, repo.uri, known)
         if known is not None:
             entry.conflicts = _conflicts(known, facts)
             twin = store.get(twins[0]) if twins else None
@@ -161,6 +180,8 @@ def _record(store: Any, read: Any) -> SyncEntry:
         record, notes = record_facts(store, facts, locations=[location], twins=twins)
         if owner is not None:
             store.add_alias(twins[0], owner)
+        if weights is not None and read.identity == SIDECAR_KIND and not read.claimed:  # copies of these bytes join it
+            store.add_alias(weights, record.drafter_id)
     entry.notes += notes
     if known is not None and facts.get("capture_boundaries") is None and known.capture_boundaries is not None:
         entry.notes.append(f"the files name no capture layers; the record's {known.capture_boundaries} stand")
@@ -197,19 +218,41 @@ def _local_copy(path: str, truth: list[int] | None, engines: tuple[str, ...]) ->
             "why": None}
 
 
-def _hub_copy(read: Any, truth: list[int] | None, engines: tuple[str, ...]) -> dict[str, Any]:
+def _hub_copy(read: Any, truth: list[int] | None, engines: tuple[str, ...],
+              record: Any = None) -> dict[str, Any]:
+    """A Hub copy's verdicts, judged against the training truth; with the record it belongs to, what its files say
+    against that record (`conflicts`, as sync reports them)."""
+    conflicts = _conflicts(record, read.facts or {}) if record is not None else []
     if read.problem is not None or read.drafter is None:
         code, message = read.problem or ("E-LAYOUT-UNKNOWN", "not read")
-        return {"serves": None, "why": f"{message} [{code}]"}
+        return {"serves": None, "why": f"{message} [{code}]", "conflicts": conflicts}
     cfg = read.drafter.config
     target = read.target or cfg.target
-    return {"serves": _judge(read.config or {}, read.names or [], cfg, target, truth, engines), "why": None}
+    return {"serves": _judge(read.config or {}, read.names or [], cfg, target, truth, engines), "why": None,
+            "conflicts": conflicts}
+
+
+def _record_of_copy(store: Any, read: Any) -> Any:
+    """The record a Hub copy belongs to: the one its sidecar names, else the one its fingerprint or its weight
+    files' bytes were joined to, else the one holding this very commit; None if the registry knows none."""
+    if store is None:
+        return None
+    facts = read.facts or {}
+    drafter_id = facts.get("drafter_id")
+    if read.identity == FINGERPRINT or not drafter_id:
+        drafter_id = _owner(store, drafter_id or "", read.repo.uri, weights_alias(read.repo.files)) or drafter_id
+    record = store.get(drafter_id) if drafter_id else None
+    if record is None:
+        held = store.holding(read.repo.uri)
+        record = store.get(held[0]) if held else None
+    return record
 
 
 def search(target: str, registry: RegistryArg = None, *, engine: str | None = None, hub: bool = False,
            endpoint: str | None = None, token: str | None = None) -> dict[str, Any]:
     """The drafters of `target`: from the registry and, with `hub`, from the Hub; each copy with its verdicts
-    (`engine`: one engine's, or one runner's, as names.ENGINE_SPELLINGS spells them)."""
+    (`engine`: one engine's, or one runner's, as names.ENGINE_SPELLINGS spells them). A Hub copy of a recorded
+    drafter is listed under its record and judged against the record's capture layers, its disagreements said."""
     engines = runners_of(engine) if engine else RUNNERS
     try:
         with opened(registry, create=False) as store:
@@ -220,11 +263,15 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
         records, similar, no_registry = [], [], exc.message
     hub_reader = reader(endpoint, token) if hub else None
     drafters: dict[str, dict[str, Any]] = {}
-    for record in records:
-        item = drafters.setdefault(record.drafter_id, {
+
+    def listed(record: Any) -> dict[str, Any]:
+        return drafters.setdefault(record.drafter_id, {
             "drafter_id": record.drafter_id, "target": target,
             "target_revision": record.target.revision if record.target else None,
             "capture_boundaries": record.capture_boundaries, "in_registry": True, "on_hub": False, "copies": []})
+
+    for record in records:
+        item = listed(record)
         for location in record.locations:
             if location.kind == "local":
                 judged = _local_copy(location.uri, record.capture_boundaries, engines)
@@ -232,7 +279,7 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
                 try:
                     judged = _hub_copy(hub_reader.read(location.path_or_repo, headers=True,
                                                        revision=location.revision), record.capture_boundaries,
-                                       engines)
+                                       engines, record)
                     item["on_hub"] = True
                 except Eagle3Error as exc:
                     judged = {"serves": None, "why": f"{exc.message} [{exc.code}]"}
@@ -240,30 +287,39 @@ def search(target: str, registry: RegistryArg = None, *, engine: str | None = No
                 judged = {"serves": None, "why": "a Hub copy: pass --hub to read it"}
             item["copies"].append({"layout": location.layout, "uri": location.uri, **judged})
     if hub_reader is not None:
-        for repo_id in hub_reader.search(target):
+        with ExitStack() as stack:
             try:
-                read = hub_reader.read(repo_id, headers=True)
-            except Eagle3Error as exc:
-                if exc.code in ("E-HUB-OFFLINE", "E-HUB-AUTH"):
-                    raise
-                drafters[f"unreadable:{repo_id}"] = {
-                    "drafter_id": None, "target": target, "target_revision": None, "capture_boundaries": None,
-                    "in_registry": False, "on_hub": True,
-                    "copies": [{"layout": None, "uri": f"hf://{repo_id}", "serves": None,
-                                "why": f"{exc.message} [{exc.code}]"}]}
-                continue
-            uri = read.repo.uri
-            facts = read.facts or {}
-            key = facts.get("drafter_id") or f"unreadable:{repo_id}"
-            item = drafters.setdefault(key, {
-                "drafter_id": facts.get("drafter_id"), "target": target,
-                "target_revision": _target_of(facts)[1], "capture_boundaries": facts.get("capture_boundaries"),
-                "in_registry": False, "on_hub": True, "copies": []})
-            item["on_hub"] = True
-            if any(copy["uri"] == uri for copy in item["copies"]):
-                continue  # the registry's copy at this very commit, judged above
-            item["copies"].append({"layout": read.layout, "uri": uri,
-                                   **_hub_copy(read, item["capture_boundaries"], engines)})
+                store = stack.enter_context(opened(registry, create=False))
+            except NoRegistry:
+                store = None
+            for repo_id in hub_reader.search(target):
+                try:
+                    read = hub_reader.read(repo_id, headers=True)
+                except Eagle3Error as exc:
+                    if exc.code in ("E-HUB-OFFLINE", "E-HUB-AUTH"):
+                        raise
+                    drafters[f"unreadable:{repo_id}"] = {
+                        "drafter_id": None, "target": target, "target_revision": None, "capture_boundaries": None,
+                        "in_registry": False, "on_hub": True,
+                        "copies": [{"layout": None, "uri": f"hf://{repo_id}", "serves": None,
+                                    "why": f"{exc.message} [{exc.code}]"}]}
+                    continue
+                uri = read.repo.uri
+                facts = read.facts or {}
+                record = _record_of_copy(store, read)
+                if record is not None:  # the training truth is the record's, whatever this copy's files say
+                    item = listed(record)
+                else:
+                    key = facts.get("drafter_id") or f"unreadable:{repo_id}"
+                    item = drafters.setdefault(key, {
+                        "drafter_id": facts.get("drafter_id"), "target": target,
+                        "target_revision": _target_of(facts)[1], "capture_boundaries": facts.get("capture_boundaries"),
+                        "in_registry": False, "on_hub": True, "copies": []})
+                item["on_hub"] = True
+                if any(copy["uri"] == uri for copy in item["copies"]):
+                    continue  # the registry's copy at this very commit, judged above
+                item["copies"].append({"layout": read.layout, "uri": uri,
+                                       **_hub_copy(read, item["capture_boundaries"], engines, record)})
     return {"target": target, "engines": list(engines), "hub": hub, "drafters": list(drafters.values()),
             "similar_targets": similar, "no_registry": no_registry}
 

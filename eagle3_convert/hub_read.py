@@ -2,20 +2,23 @@
 
 One repo at one commit: its metadata (`model_info`: commit sha, card front matter, tags, files with their LFS
 sha256), config.json, the eagle3-convert.json sidecar, and, where the layout readers are needed, each
-safetensors file's HEADER and its d2t/t2d vocabulary map, fetched by HTTP Range into a sparse local copy that
-has the real file's size. The layout detection and readers then run on that copy unchanged; they read no
-tensor bytes besides d2t/t2d (vocab_map.py), so no weight matrix is ever downloaded.
+safetensors file's HEADER and its d2t/t2d vocabulary map (or a GGUF drafter's header and its small tensors),
+fetched by HTTP Range into a sparse local copy that has the real file's size. The layout detection and readers
+then run on that copy unchanged; they read no weight matrix, so none is ever downloaded.
 
 A repo whose trusted sidecar (written by us with this very config.json) names its drafter id is taken from the
-sidecar, config.json and the card alone; `headers=True` reads it with the layout readers too and compares.
+sidecar, config.json and the card alone; `headers=True` reads it with the layout readers too and compares. A
+sidecar whose config.json was edited since still names the drafter (its id is of the weights): the facts are
+then the files' own, under that id, so that they are compared with the record.
 
-huggingface_hub is imported inside functions (start-up time; tests/test_imports.py).
+huggingface_hub is hub_client.py's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import struct
 import tempfile
@@ -23,18 +26,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import sidecar
+from . import hub_client, sidecar
 from .convert import ids_as_written, make_options, read_source, sidecar_facts
+from .converters.gguf_file import DTYPE_OF_GGML, HeaderEndsEarly, scan_gguf
+from .converters.gguf_tensors import ELEMENT
 from .drafter import TargetIdentity
 from .errors import Eagle3Error, FormatError
 from .safetensors_io import INDEX_NAME, MAX_HEADER_BYTES, read_header
-from .sources import endpoint_from_env, hub_error, quiet_hub
+from .sources import chosen_gguf, endpoint_from_env, hub_error
 from .targets import load_target
 
 CONFIG = "config.json"
 VOCAB_TENSORS = ("d2t", "t2d")  # the only tensors the layout readers read bytes of
 FINGERPRINT_KIND = "hub-fingerprint"
 SIDECAR_KIND = "sidecar"
+WEIGHTS_ALIAS = "weights-sha256:"  # a registry alias naming a drafter by its weight files' bytes (weights_alias)
+WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin")
+GGUF_FIRST_READ = 64 << 10  # the first Range of a GGUF: a small tokenizer's header fits; a 128k one takes 4 more
+MAX_GGUF_HEADER = 256 << 20
+GGUF_BYTES_READ = ("d2t", "rope_freqs.weight")  # 2-D or not, the GGUF reader reads these bytes (with the 1-D norms)
 
 
 @dataclass
@@ -60,6 +70,7 @@ class HubDrafter:
     layout: str | None = None
     facts: dict[str, Any] | None = None  # drafter_id, target, capture_boundaries, ids_as_written, flags, ...
     identity: str | None = None  # SIDECAR_KIND or FINGERPRINT_KIND
+    claimed: bool = False  # SIDECAR_KIND from a sidecar config.json no longer matches: its id, the files' facts
     config: dict[str, Any] | None = None  # config.json as stored
     names: list[str] | None = None  # stored tensor names (from the headers), None when not read
     drafter: Any = None  # the canonical Drafter, when the layout reader ran
@@ -73,16 +84,14 @@ class HubReader:
     """A Hub session: lists repos, reads drafters, remembers targets already fetched."""
 
     def __init__(self, endpoint: str | None = None, token: str | None = None):
-        from huggingface_hub import HfApi
-
         self.endpoint = endpoint_from_env(endpoint)
         self.token = token
-        self.api = HfApi(endpoint=self.endpoint, token=token)
+        self.api = hub_client.api(self.endpoint, token)
         self._targets: dict[str, Any] = {}
 
     def _guard(self, what: str, repo_id: str, call: Any) -> Any:
         try:
-            with quiet_hub():
+            with hub_client.quiet():
                 return call()
         except Eagle3Error:
             raise
@@ -111,17 +120,9 @@ class HubReader:
 
     def _get(self, repo: HubRepo, name: str, start: int | None = None, end: int | None = None) -> tuple[bytes, int]:
         """A file's bytes at the repo's commit, or bytes [start, end] of it by HTTP Range; (bytes, file size)."""
-        from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-
-        url = hf_hub_url(repo.repo_id, name, revision=repo.sha, endpoint=self.endpoint)
-        headers = build_hf_headers(token=self.token)
-        if start is not None:
-            headers["Range"] = f"bytes={start}-{end}"
-
         def fetch() -> tuple[bytes, int]:
-            response = get_session().get(url, headers=headers, follow_redirects=True, timeout=30)
-            hf_raise_for_status(response)
+            response = hub_client.get_file(repo.repo_id, name, revision=repo.sha, endpoint=self.endpoint,
+                                           token=self.token, byte_range=None if start is None else (start, end))
             total = re.search(r"/(\d+)$", response.headers.get("Content-Range", ""))
             return response.content, int(total[1]) if total else len(response.content)
 
@@ -144,10 +145,11 @@ class HubReader:
         as 401/404 on the repo itself are raised: they are the caller's to report)."""
         repo = self.info(repo_id, revision)
         out = HubDrafter(repo)
-        if CONFIG not in repo.files:
-            ggufs = [f for f in repo.files if f.endswith(".gguf")]
-            out.problem = (("E-HUB-GGUF", "a GGUF repo: its metadata is not read without downloading the file")
-                           if ggufs else ("E-SRC-MISSING", "no config.json"))
+        gguf = chosen_gguf(list(repo.files))
+        if CONFIG not in repo.files and gguf is None:
+            ggufs = sorted(f for f in repo.files if f.endswith(".gguf"))
+            out.problem = (("E-SRC-AMBIGUOUS", f"{len(ggufs)} GGUF files ({', '.join(ggufs[:3])}) and none named "
+                            "eagle3-<name>-<BF16|F16|F32>.gguf") if ggufs else ("E-SRC-MISSING", "no config.json"))
             return out
         with tempfile.TemporaryDirectory(prefix="eagle3-hub-") as tmp:
             root = Path(tmp)
@@ -155,21 +157,26 @@ class HubReader:
                 if name in repo.files:
                     (root / name).write_bytes(self._get(repo, name)[0])
                     out.requests += 1
-            try:
-                out.config = json.loads((root / CONFIG).read_bytes())
-            except (ValueError, UnicodeDecodeError):
-                out.config = None  # the reader says why, with its code
-            trusted = sidecar.read(root, root / CONFIG)
-            if trusted and isinstance(trusted.get("drafter_id"), str):
-                out.facts, out.identity, out.layout = dict(trusted), SIDECAR_KIND, trusted.get("layout")
-                if not headers:
-                    return out
-            self._read_with_layouts(root, out)
+            claims = sidecar.read_claims(root)
+            if gguf is None:
+                try:
+                    out.config = json.loads((root / CONFIG).read_bytes())
+                except (ValueError, UnicodeDecodeError):
+                    out.config = None  # the reader says why, with its code
+                trusted = sidecar.read(root, root / CONFIG)
+                if trusted is not None and _names_a_drafter(trusted):
+                    out.facts, out.identity, out.layout = dict(trusted), SIDECAR_KIND, trusted.get("layout")
+                    if not headers:
+                        return out
+            self._read_with_layouts(root, out, gguf, claims)
         return out
 
-    def _read_with_layouts(self, root: Path, out: HubDrafter) -> None:
+    def _read_with_layouts(self, root: Path, out: HubDrafter, gguf: str | None, claims: dict[str, Any] | None) -> None:
+        """The layout readers on sparse copies of the weights (safetensors headers, or a GGUF's header) and what
+        the repo's files say: the trusted sidecar's facts, else the files' own with the drafter id the sidecar
+        claims (config.json edited since: the weights it names are still these), else a Hub fingerprint."""
         repo = out.repo
-        weights = sorted(f for f in repo.files if f.endswith(".safetensors"))
+        weights = [gguf] if gguf else sorted(f for f in repo.files if f.endswith(".safetensors"))
         if not weights:
             pickles = [f for f in repo.files if f.endswith(".bin")]
             out.problem = (("E-HUB-PICKLED", "pickled weights (.bin) only: no header to read without "
@@ -177,7 +184,7 @@ class HubReader:
             return
         try:
             for name in weights:
-                self._sparse_copy(repo, name, root / name, out)
+                (self._gguf_copy if gguf else self._sparse_copy)(repo, name, root / name, out)
         except Eagle3Error as exc:
             if exc.code.startswith("E-HUB"):
                 raise
@@ -200,13 +207,55 @@ class HubReader:
         facts["drafter_id"] = fingerprint(drafter, repo)
         out.names = sorted(source.stored_names)
         out.drafter, out.target = drafter, target
+        if gguf:
+            out.config = source.stored_config  # the GGUF's keys: what llama.cpp reads
+            if _names_a_drafter(source.sidecar):  # bound to this GGUF's record
+                out.facts, out.identity = dict(source.sidecar), SIDECAR_KIND
         if out.facts is not None:  # a trusted sidecar: the readers must agree with what it says
+            out.layout = out.layout or layout
             said = out.facts.get("capture_boundaries")
             if drafter.config.capture_boundaries is not None and said != drafter.config.capture_boundaries:
-                out.problem = ("E-HUB-SIDECAR", f"eagle3-convert.json says capture boundaries {said}, config.json "
-                               f"means {drafter.config.capture_boundaries}")
+                out.problem = ("E-HUB-SIDECAR", f"eagle3-convert.json says capture boundaries {said}, "
+                               f"{weights[0] if gguf else 'config.json'} means {drafter.config.capture_boundaries}")
+            return
+        if _names_a_drafter(claims):
+            facts = _claimed(facts, claims)
+            out.notes.append(f"{weights[0] if gguf else 'config.json'} was changed after eagle3-convert.json was "
+                             f"written: its facts are read from the files, the drafter id "
+                             f"{claims['drafter_id'][:12]} (of the weights) from eagle3-convert.json")
+            out.facts, out.identity, out.layout, out.claimed = facts, SIDECAR_KIND, layout, True
             return
         out.facts, out.identity, out.layout = facts, FINGERPRINT_KIND, layout
+
+    def _gguf_copy(self, repo: HubRepo, name: str, dest: Path, out: HubDrafter) -> None:
+        """`dest`: the GGUF's header (keys, tokenizer, tensor infos: fetched by Range in growing steps until the
+        scan ends inside them) and its small tensors (d2t, rope_freqs, the 1-D norms: all the layout reader reads
+        bytes of) at their offsets, zeros elsewhere, at its real size."""
+        have, size, step = b"", None, GGUF_FIRST_READ
+        while True:
+            part, size = self._get(repo, name, len(have), len(have) + step - 1)
+            out.requests += 1
+            have += part
+            dest.write_bytes(have)
+            try:
+                scan = scan_gguf(dest, "GGUF", size=size)
+                break
+            except HeaderEndsEarly:
+                if len(have) >= size or len(have) >= MAX_GGUF_HEADER:
+                    raise
+                step = 3 * len(have)  # four times what is held: 5 requests in all for a 128k-token tokenizer
+        with open(dest, "r+b") as f:
+            f.truncate(size)
+            for tensor, shape, kind, offset in scan.tensors:
+                dtype = DTYPE_OF_GGML.get(kind)
+                if dtype is None or (len(shape) != 1 and tensor not in GGUF_BYTES_READ):
+                    continue  # a quantized tensor: the reader refuses the file, with its code
+                nbytes = ELEMENT[dtype] * math.prod(shape)
+                if nbytes and offset + nbytes <= size and offset + nbytes > len(have):
+                    data, _ = self._get(repo, name, offset, offset + nbytes - 1)
+                    out.requests += 1
+                    f.seek(offset)
+                    f.write(data)
 
     def _sparse_copy(self, repo: HubRepo, name: str, dest: Path, out: HubDrafter) -> None:
         """`dest`: the file's header and vocabulary tensors at their offsets, zeros elsewhere, at its real size."""
@@ -231,6 +280,41 @@ class HubReader:
                     out.requests += 1
                     f.seek(ref.start)
                     f.write(data)
+
+
+def _names_a_drafter(side: dict[str, Any] | None) -> bool:
+    """Whether a sidecar names a drafter id as ours are spelled (a sha256 in hex): a registry lookup of anything
+    else would be a prefix or an error."""
+    return bool(side) and isinstance(side.get("drafter_id"), str) and re.fullmatch(r"[0-9a-f]{64}", side[
+        "drafter_id"]) is not None
+
+
+def _claimed(facts: dict[str, Any], claims: dict[str, Any]) -> dict[str, Any]:
+    """The files' own facts under the drafter id a sidecar claims, with what only it knows (provenance, history,
+    a target the files do not name)."""
+    out = {**facts, "drafter_id": claims["drafter_id"], "lineage": claims.get("lineage") or []}
+    target = out.get("target") if isinstance(out.get("target"), dict) else {}
+    if not target.get("name_or_path") and isinstance(claims.get("target"), dict):
+        out["target"] = claims["target"]
+    for key in ("trained_with", "converted_from"):
+        if claims.get(key) is not None:
+            out[key] = claims[key]
+    return out
+
+
+def weights_alias(files: dict[str, str | None]) -> str | None:
+    """What names a repo's weights by their bytes alone: the LFS sha256 (the Hub's content hash, which
+    `publish` computes for its upload) of every weight file the readers read (its safetensors, else its pickles,
+    or the one drafter GGUF: not a target GGUF beside it), sorted. Equal for two repos exactly when their
+    weight files are byte-identical, whatever config.json, sidecar or file names say; None when a weight file is
+    not in LFS (no hash to compare) or there is none."""
+    gguf = chosen_gguf(list(files))
+    names = [gguf] if gguf else ([n for n in files if n.endswith(".safetensors")]  # what the readers read
+                                 or [n for n in files if n.endswith(".bin")])
+    hashes = [files[name] for name in names]
+    if not hashes or any(sha is None for sha in hashes):
+        return None
+    return WEIGHTS_ALIAS + hashlib.sha256(",".join(sorted(hashes)).encode()).hexdigest()  # type: ignore[arg-type]
 
 
 def _format(message: str, code: str) -> Eagle3Error:

@@ -1,8 +1,8 @@
 """The README.md published with a drafter: YAML front matter for the Hub, and a body that says
 which target it needs, which layers it captures in every engine's convention, and how to serve it.
 
-Built with huggingface_hub's ModelCardData (front matter) and ModelCard (parsing it back), without
-its Jinja templates: the markdown is assembled here, so Jinja need not be installed.
+Built with huggingface_hub's ModelCardData (front matter) and ModelCard (parsing it back; hub_client.card_text),
+without its Jinja templates: the markdown is assembled here, so Jinja need not be installed.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import hub_client
 from .capture_ids import capture_context, convention_table
 from .names import CONVENTIONS
 from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
@@ -40,16 +41,14 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
     """README.md for `repo_id`: `facts` are the published sidecar's, `report` the validation of the
     published files, `engines` those that serve `layout` (the tags), `serves` every engine's verdict on
     the published files (engines.serve_verdicts), which decides the serve commands."""
-    from huggingface_hub import ModelCard, ModelCardData
-
     target = TargetIdentity.model_validate(facts["target"]) if facts.get("target") else config.target
     target_name = hub_repo_id(target.name_or_path if target else None)  # never a local path
-    data = ModelCardData(
-        base_model=target_name,
-        library_name=layout,  # each layout is named after the library that writes and loads it
-        tags=card_tags(layout, engines),
-        license=license,
-    )
+    front_matter = {
+        "base_model": target_name,
+        "library_name": layout,  # each layout is named after the library that writes and loads it
+        "tags": card_tags(layout, engines),
+        "license": license,
+    }
     body = "\n".join([
         f"# {repo_id.split('/')[-1]}",
         "",
@@ -67,8 +66,7 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
          f"`eagle3-convert inspect {repo_id}` and `eagle3-convert validate {repo_id}` read them back."),
         "",
     ])
-    # The front matter is ModelCardData's own YAML; ModelCard parses the whole text back as the Hub will.
-    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}"))
+    return hub_client.card_text(front_matter, body)
 
 
 def hub_repo_id(name: str | None) -> str | None:

@@ -15,6 +15,7 @@ LAYOUT_SUMMARIES = {
     "eagle": "SafeAILab EAGLE-3 (yuhuili/EAGLE3-*, .bin); written as safetensors",
     "modelopt": "NVIDIA ModelOpt HF export (NVIDIA eagle_config); vLLM, TensorRT-LLM",
     "gguf": "llama.cpp GGUF, arch eagle3 (--target-gguf); llama-server -md --spec-type draft-eagle3",
+    "nemo": "NVIDIA NeMo Automodel LlamaEagle3DraftModel training output; read only",
 }
 LAYOUTS = tuple(LAYOUT_SUMMARIES)
 

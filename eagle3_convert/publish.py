@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import sidecar
+from . import hub_client, sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
-from .converters.base import CONFIG_NAME, load_checkpoint
+from .converters.base import CONFIG_NAME
 from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
 from .drafter import TargetIdentity
 from .engines import serve_verdicts, target_context
@@ -33,11 +33,10 @@ from .sources import (
     endpoint_from_env,
     hub_error,
     hub_url,
-    quiet_hub,
     resolve_source,
     unreachable,
 )
-from .validate import LAYOUT_ENGINES, load_target_facts, validate_checkpoint
+from .validate import LAYOUT_ENGINES, checkpoint_loader, load_target_facts, read_raw, validate_checkpoint
 
 CARD_NAME = "README.md"
 # Published beside config.json when the source has them: engines read them with the weights.
@@ -61,7 +60,7 @@ class PublishFile:
     path_in_repo: str
     size: int
     sha256: str
-    operation: Any  # huggingface_hub.CommitOperationAdd, holding the same hash: the upload does not hash again
+    operation: Any  # hub_client.upload_operation's CommitOperationAdd: holds the hash, the upload does not hash again
 
 
 @dataclass
@@ -117,13 +116,15 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
     checked_against = load_target_facts(target, endpoint=endpoint, token=token) if target else None
     path, commit = resolve_source(src, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
+    raw, read_findings = read_raw(path)  # read once: validated, then read as the drafter from the same Checkpoint
     report = _validate(path, label, from_layout, checked_against, registry,
-                       f"hf://{src}@{commit}" if commit else None)
-    source = read_source(str(path), from_layout, options)
+                       f"hf://{src}@{commit}" if commit else None, read=(raw, list(read_findings)))
+    loaded = checkpoint_loader(raw, read_findings)
+    source = read_source(str(path), from_layout, options, load=loaded)
     if commit:  # read from the HF cache: name it by repo and commit, as read_source(src) would
         source.uri, source.commit = f"hf://{src}@{commit}", commit
     layout = layout or source.detection.layout
-    weights = _weight_files(path)
+    weights = loaded(path).weight_files
     gguf_source = source.detection.layout == "gguf"
     pickled = not gguf_source and not all(name.endswith(".safetensors") for name in weights)
     workdir = None
@@ -167,19 +168,16 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None) -> Any:
+def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None,
+              read: Any = None) -> Any:
     # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
     recorded = recorded_capture(path, registry, uri=uri) if registry is not None else None
     expected, record_label = recorded or (None, "")
     report = validate_checkpoint(path, from_layout=from_layout, target=target, source_label=label,
-                                 expected_boundaries=expected, record_label=record_label)
+                                 expected_boundaries=expected, record_label=record_label, read=read)
     if report.failed():
         raise PublishRefused(report)
     return report
-
-
-def _weight_files(root: Path) -> list[str]:
-    return load_checkpoint(root).weight_files
 
 
 def _gguf_name(name: str, root: Path, repo_id: str) -> str:
@@ -214,7 +212,7 @@ def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[st
     facts["drafter_id"] = the_id
     notes = drafter.notes + carry_history(facts, source.sidecar)
     if layout == "gguf":  # a GGUF's sidecar is bound to the record it carries (it has no config.json)
-        record = load_checkpoint(source.path).config.get(RECORD_KEY)
+        record = (source.stored_config or {}).get(RECORD_KEY)  # its metadata as read
         config_bytes = record.encode() if isinstance(record, str) else b""
     else:
         config_bytes = (source.path / CONFIG_NAME).read_bytes()
@@ -247,8 +245,7 @@ def _with_registry_facts(facts: dict[str, Any], registry: Any) -> tuple[dict[str
     out, taken = dict(facts), []
     known = facts.get("target") if isinstance(facts.get("target"), dict) else None
     if record.target is not None and record.target.name_or_path and not (known or {}).get("name_or_path"):
-        recorded = TargetIdentity.model_validate(record.target.model_dump())
-        out["target"] = TargetIdentity.merged(recorded, TargetIdentity.model_validate(known) if known else None
+        out["target"] = TargetIdentity.merged(record.target, TargetIdentity.model_validate(known) if known else None
                                               ).model_dump()
         taken.append("the target")
     if record.trained_with and not facts.get("trained_with"):
@@ -308,33 +305,26 @@ def _serving_engines(layout: str) -> tuple[str, ...]:
 
 def _license_of(root: Path) -> str | None:
     """The license a README.md beside the source declares (as a downloaded Hub repo has)."""
-    from huggingface_hub import ModelCard
-
     readme = root / CARD_NAME
     if not readme.is_file():
         return None
     try:
-        license = ModelCard.load(readme, ignore_metadata_errors=True).data.license
+        license = hub_client.card_license(readme)
     except Exception:  # an unreadable card only costs the license line
         return None
     return license if isinstance(license, str) else None
 
 
 def _file(path_in_repo: str, content: Path | bytes) -> PublishFile:
-    from huggingface_hub import CommitOperationAdd
-
-    operation = CommitOperationAdd(path_in_repo=path_in_repo,
-                                   path_or_fileobj=str(content) if isinstance(content, Path) else content)
+    operation = hub_client.upload_operation(path_in_repo, content)
     info = operation.upload_info  # hashes a file here, once: the plan shows it and the upload reuses it
     return PublishFile(path_in_repo, info.size, info.sha256.hex(), operation)
 
 
 def resolve_token(token: str | None) -> str:
     """--token, else HF_TOKEN, else the `hf auth login` store; a write needs one."""
-    from huggingface_hub import get_token
-
     try:
-        found = token or get_token()
+        found = token or hub_client.stored_token()
     except Exception as exc:  # e.g. an OIDC token exchange that failed (HF_OIDC_RESOURCE)
         raise HubError(f"could not obtain a Hub token ({type(exc).__name__})",
                        "pass --token or set HF_TOKEN", code="E-HUB-AUTH") from None
@@ -347,16 +337,14 @@ def resolve_token(token: str | None) -> str:
 def upload(plan: PublishPlan, *, private: bool = False, endpoint: str | None = None,
            token: str | None = None) -> Published:
     """Create the repo if missing, then every file of the plan in one commit (or one pull request)."""
-    from huggingface_hub import HfApi
-
     endpoint = endpoint_from_env(endpoint)
-    api = HfApi(endpoint=endpoint, token=resolve_token(token))
+    api = hub_client.api(endpoint, resolve_token(token))
     why = unreachable(endpoint)
     if why:
         raise _hub_error("publishing to", plan.repo_id, f"cannot reach the Hub at {hub_url(endpoint)} ({why})",
                          "check the network, and --endpoint or HF_ENDPOINT", "E-HUB-OFFLINE")
     try:
-        with quiet_hub():
+        with hub_client.quiet():
             api.create_repo(plan.repo_id, private=private, exist_ok=True)
             if plan.branch and plan.branch != "main":
                 api.create_branch(plan.repo_id, branch=plan.branch, exist_ok=True)
@@ -369,8 +357,7 @@ def upload(plan: PublishPlan, *, private: bool = False, endpoint: str | None = N
 
 def publish_error(exc: Exception, repo_id: str, endpoint: str | None) -> HubError:
     """A failed write as one line: what a write needs differs from what a download needs."""
-    from huggingface_hub import errors as hf_errors
-
+    hf_errors = hub_client.errors()
     status = getattr(getattr(exc, "response", None), "status_code", None)
     where = endpoint or "https://huggingface.co"
     if status is None and _is_transport_error(exc):

@@ -25,6 +25,7 @@ from .converters.base import CONFIG_NAME
 from .capture_ids import capture_context, default_boundaries
 from .errors import Eagle3Error, UsageError
 from .fingerprint import drafter_id, tensor_digests
+from .hub_read import WEIGHT_SUFFIXES, weights_alias
 from .registry.errors import NoRegistry, RegistryError
 from .registry.models import ELSEWHERE_SCHEME, DrafterRecord, LineageEdge, Location
 from .registry.recording import record_facts, training_boundaries
@@ -231,6 +232,10 @@ def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: 
     known = sidecar.read(root, root / CONFIG_NAME) or {}
     if isinstance(known.get("drafter_id"), str) and (record := store.get(known["drafter_id"])) is not None:
         return record
+    if uri and uri.startswith("hf://"):  # downloaded: its files' sha256 are the Hub's LFS hashes sync and publish keep
+        owner = store.aliased(alias) if (alias := weights_alias(_file_hashes(root))) else None
+        if owner is not None and (record := store.get(owner)) is not None:
+            return record
     uris = {os.path.normpath(root.resolve()), uri}
     here = [r for r in store.list() if any(location.uri in uris for location in r.locations)]
     if here:
@@ -242,6 +247,21 @@ def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: 
             return None  # validate reports why it cannot be read
         return store.get(drafter_id(source.drafter, tensor_digests(source.drafter)))
     return None
+
+
+def _file_hashes(root: Path) -> dict[str, str | None]:
+    """sha256 of each weight file in `root` (read in bounded chunks), by name."""
+    import hashlib
+
+    out: dict[str, str | None] = {}
+    for path in sorted(root.iterdir()):
+        if path.name.endswith(WEIGHT_SUFFIXES) and path.is_file():
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 24):
+                    digest.update(chunk)
+            out[path.name] = digest.hexdigest()
+    return out
 
 
 def record_publication(plan: Any, published: Any, registry: RegistryArg = None) -> Recorded:
@@ -256,9 +276,12 @@ def record_publication(plan: Any, published: Any, registry: RegistryArg = None) 
                if isinstance(edge, dict) and not _names_a_private_copy(edge)]
     lineage.append(LineageEdge(source=source, dest=hub, tool=sidecar.tool_name()).model_dump(mode="json"))
     conflicts: list[dict[str, Any]] = []
-    with opened(registry) as store:
+    weights = weights_alias({f.path_in_repo: f.sha256 for f in plan.files})
+    with opened(registry) as store, store.transaction():
         record, notes = record_facts(store, {**plan.facts, "lineage": lineage}, locations=[source, hub],
                                      conflicts=conflicts)
+        if weights is not None:  # a copy of these bytes uploaded elsewhere without our sidecar joins this record
+            store.add_alias(weights, record.drafter_id)
     return Recorded(record, hub, notes, conflicts)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from .errors import DestinationError, FormatError
+from .json_values import is_int
 from .writeback import WINDOW, Writeback, write_durably
 
 # Bytes per element, safetensors spelling. Sub-byte float formats are not EAGLE-3 drafter dtypes.
@@ -101,10 +102,6 @@ def reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def open_plain_file(path: str | os.PathLike, display: str) -> int:
     """A read-only fd for a weights file. O_NONBLOCK: a FIFO planted under a weights name must not block
     the open forever; anything but a plain file is refused."""
@@ -178,10 +175,10 @@ def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> Safet
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
         if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
             raise FormatError(f"{where}: unknown dtype {dtype!r}", _HINT_CORRUPT, code="E-FILE-DTYPE")
-        if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        if not isinstance(shape, list) or not all(is_int(d) and d >= 0 for d in shape):
             raise FormatError(f"{where}: shape {shape!r} is not a list of non-negative integers",
                               _HINT_CORRUPT, code="E-FILE-HEADER")
-        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) for o in offsets)):
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(is_int(o) for o in offsets)):
             raise FormatError(f"{where}: data_offsets {offsets!r} is not two integers", _HINT_CORRUPT,
                               code="E-FILE-HEADER")
         begin, end = offsets

@@ -23,19 +23,29 @@ def config_digest(config_bytes: bytes) -> str:
     return hashlib.sha256(config_bytes).hexdigest()
 
 
-def read(root: Path, config_path: Path) -> dict[str, Any] | None:
-    """The sidecar if present, well-formed and written with this exact config.json; else None."""
+def read_claims(root: Path) -> dict[str, Any] | None:
+    """The sidecar if present and well-formed, whatever config.json now says: what it CLAIMS (its drafter id
+    names weights, which an edit of config.json leaves alone); else None. `read` is the trusted reading."""
     path = root / SIDECAR_NAME
     try:
         if not path.is_file() or path.stat().st_size > MAX_SIDECAR_BYTES:
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
-        config_bytes = config_path.read_bytes()
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("sidecar_version") != SIDECAR_VERSION:
         return None
-    if data.get("config_sha256") != config_digest(config_bytes):
+    return data
+
+
+def read(root: Path, config_path: Path) -> dict[str, Any] | None:
+    """The sidecar if present, well-formed and written with this exact config.json; else None."""
+    data = read_claims(root)
+    try:
+        config_bytes = config_path.read_bytes()
+    except OSError:
+        return None
+    if data is None or data.get("config_sha256") != config_digest(config_bytes):
         return None  # config.json was edited after we wrote it: its word wins
     return data
 

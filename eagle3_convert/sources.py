@@ -1,20 +1,16 @@
 """Where a drafter or a target comes from: a local path, or a Hub repo id resolved to a snapshot in the
 standard HF cache. The repo-id rules, downloads, and how a Hub failure reads (one line, fast when the Hub
-is unreachable). Publishing is publish.py's.
-
-huggingface_hub is imported inside functions: most commands never touch the Hub, and its
-import costs more than the rest of the CLI start-up.
+is unreachable). Publishing is publish.py's; huggingface_hub itself is hub_client.py's.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import hub_client
 from .converters.base import read_json_file
 from .errors import Eagle3Error, FormatError, UsageError
 
@@ -70,9 +66,7 @@ def hub_offline() -> bool:
 
 
 def hub_url(endpoint: str | None) -> str:
-    from huggingface_hub import constants
-
-    return (endpoint_from_env(endpoint) or constants.ENDPOINT or "https://huggingface.co").rstrip("/")
+    return (endpoint_from_env(endpoint) or hub_client.default_endpoint() or "https://huggingface.co").rstrip("/")
 
 
 def unreachable(endpoint: str | None) -> str | None:
@@ -80,15 +74,13 @@ def unreachable(endpoint: str | None) -> str | None:
     DNS or the network do. Any HTTP answer, even an error status, counts as reachable."""
     import threading
 
-    from huggingface_hub.utils import get_session
-
     url = hub_url(endpoint)
 
     outcome: dict[str, str | None] = {}
 
     def ask() -> None:
         try:
-            get_session().head(f"{url}/", timeout=REACH_TIMEOUT_S, follow_redirects=False)
+            hub_client.session().head(f"{url}/", timeout=REACH_TIMEOUT_S, follow_redirects=False)
             outcome["why"] = None
         except Exception as exc:  # httpx/requests transport errors: refused, DNS, TLS, timeout
             text = " ".join(str(exc).split())[:160]
@@ -100,20 +92,6 @@ def unreachable(endpoint: str | None) -> str | None:
     return outcome["why"] if "why" in outcome else f"no answer within {REACH_TIMEOUT_S:g} s"
 
 
-@contextmanager
-def quiet_hub() -> Iterator[None]:
-    """huggingface_hub logs every retry as a warning; our one error line says what happened."""
-    import logging
-
-    logger = logging.getLogger("huggingface_hub")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 def unreachable_error(action: str, repo_id: str, endpoint: str | None, why: str) -> HubError:
     return _hub_error(action, repo_id, f"the Hub at {hub_url(endpoint)} is unreachable ({why})",
                       "check the network, and --endpoint or HF_ENDPOINT", "E-HUB-OFFLINE")
@@ -121,8 +99,7 @@ def unreachable_error(action: str, repo_id: str, endpoint: str | None, why: str)
 
 def hub_error(exc: Exception, repo_id: str, action: str, endpoint: str | None = None) -> HubError:
     """One line with a hint for any huggingface_hub or network failure."""
-    from huggingface_hub import errors as hf_errors
-
+    hf_errors = hub_client.errors()
     status = getattr(getattr(exc, "response", None), "status_code", None)
     name = type(exc).__name__
 
@@ -158,15 +135,29 @@ def hub_error(exc: Exception, repo_id: str, action: str, endpoint: str | None = 
                "check the network, HF_ENDPOINT and your token", "E-HUB")
 
 
+def chosen_gguf(siblings: list[str]) -> str | None:
+    """The drafter GGUF of a repo without config.json or safetensors: `eagle3-<name>-<TYPE>.gguf` (BF16 before
+    F16 before F32; quantized files cannot be read back), else its only .gguf; None if neither."""
+    from fnmatch import fnmatch
+
+    top = [s for s in siblings if "/" not in s]
+    if "config.json" in top or any(s.endswith(".safetensors") for s in top):
+        return None
+    for pattern in GGUF_FILES:
+        found = sorted(s for s in top if fnmatch(s, pattern))
+        if found:
+            return found[0]
+    ggufs = [s for s in top if s.endswith(".gguf")]
+    return ggufs[0] if len(ggufs) == 1 else None
+
+
 def _choose_files(siblings: list[str]) -> list[str]:
     from fnmatch import fnmatch
 
     has_st = any(s.endswith(".safetensors") for s in siblings)
-    if "config.json" not in siblings and not has_st:
-        for pattern in GGUF_FILES:  # BF16 before F16 before F32; quantized files cannot be read back
-            found = sorted(s for s in siblings if "/" not in s and fnmatch(s, pattern))
-            if found:
-                return [found[0], *(s for s in siblings if s in ("eagle3-convert.json", "README.md"))]
+    gguf = chosen_gguf(siblings)
+    if gguf is not None:
+        return [gguf, *(s for s in siblings if s in ("eagle3-convert.json", "README.md"))]
     patterns = DRAFTER_FILES + (() if has_st else BIN_FILES)
     return [s for s in siblings if "/" not in s and any(fnmatch(s, p) for p in patterns)]
 
@@ -174,16 +165,14 @@ def _choose_files(siblings: list[str]) -> list[str]:
 def download(repo_id: str, revision: str | None = None, *, endpoint: str | None = None,
              token: str | None = None, cache_dir: str | None = None) -> tuple[Path, str | None]:
     """Snapshot only the files a drafter needs; returns (local dir, commit sha). Works offline from cache."""
-    from huggingface_hub import HfApi, snapshot_download
-
     endpoint = endpoint_from_env(endpoint)
     offline = hub_offline()
     why = None if offline else unreachable(endpoint)
     try:
-        with quiet_hub():
+        with hub_client.quiet():
             if offline or why:
                 try:
-                    path = Path(snapshot_download(repo_id, revision=revision, cache_dir=cache_dir,
+                    path = Path(hub_client.snapshot_download(repo_id, revision=revision, cache_dir=cache_dir,
                                                   local_files_only=True,
                                                   allow_patterns=list(DRAFTER_FILES + BIN_FILES + GGUF_FILES)))
                 except Exception:
@@ -192,10 +181,10 @@ def download(repo_id: str, revision: str | None = None, *, endpoint: str | None 
                     raise
                 # The cache names each snapshot folder by its commit sha.
                 return path, path.name if re.fullmatch(r"[0-9a-f]{40}", path.name) else None
-            api = HfApi(endpoint=endpoint, token=token)
+            api = hub_client.api(endpoint, token)
             info = api.model_info(repo_id, revision=revision)
             files = _choose_files([s.rfilename for s in info.siblings or []])
-            path = snapshot_download(repo_id, revision=info.sha or revision, endpoint=endpoint, token=token,
+            path = hub_client.snapshot_download(repo_id, revision=info.sha or revision, endpoint=endpoint, token=token,
                                      cache_dir=cache_dir, allow_patterns=files)
             _remember_ref(Path(path), revision or "main", info.sha)
             return Path(path), info.sha
@@ -222,13 +211,11 @@ def _remember_ref(snapshot: Path, revision: str, sha: str | None) -> None:
 def fetch_config(repo_id: str, revision: str | None = None, *, endpoint: str | None = None,
                  token: str | None = None) -> tuple[dict[str, Any], str | None]:
     """A repo's config.json alone (a target model's weights are never needed)."""
-    from huggingface_hub import hf_hub_download
-
     endpoint = endpoint_from_env(endpoint)
     why = None if hub_offline() else unreachable(endpoint)
     try:
-        with quiet_hub():
-            path = hf_hub_download(repo_id, "config.json", revision=revision, endpoint=endpoint, token=token,
+        with hub_client.quiet():
+            path = hub_client.file_download(repo_id, "config.json", revision=revision, endpoint=endpoint, token=token,
                                    local_files_only=bool(why))
     except Exception as exc:
         if why:

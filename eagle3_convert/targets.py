@@ -28,7 +28,7 @@ def target_from_config(config: dict[str, Any], name_or_path: str | None, revisio
         num_hidden_layers=num("num_hidden_layers"),
         hidden_size=num("hidden_size"),
         vocab_size=num("vocab_size"),
-    )
+    ).serving(context_length(config))
 
 
 def context_length(config: dict[str, Any]) -> int | None:

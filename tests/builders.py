@@ -89,6 +89,8 @@ class DrafterSpec:
     verifier: str = "org/target-model"
     vocab_ids: tuple[int, ...] | None = None  # Vd must be len(vocab_ids)
     extra: dict[str, Any] = field(default_factory=dict)  # decoder-config keys written verbatim
+    # P-EAGLE (speculators models/peagle): its mask token; set, the drafter is a P-EAGLE one with `mask_hidden`
+    peagle_mask_token_id: int | None = None
 
     @property
     def vd(self) -> int:
@@ -125,6 +127,8 @@ def canonical_shapes(spec: DrafterSpec) -> dict[str, tuple[int, ...]]:
         shapes["input_norm.weight"] = (k * Ht,)
     if spec.fc_norm:
         shapes.update({f"fc_norm.{j}.weight": (Ht,) for j in range(k)})
+    if spec.peagle_mask_token_id is not None:  # PEagleDraftModel.mask_hidden
+        shapes["mask_hidden"] = (1, 1, k * Ht)
     for i in range(spec.num_layers):
         p, width = f"layers.{i}.", 2 * H if i == 0 else H
         if spec.family == "deepseek_mla":
@@ -199,8 +203,8 @@ def stored_name(layout: str, spec: DrafterSpec, canonical: str) -> str:
 
 def stored_tensors(layout: str, spec: DrafterSpec) -> dict[str, RawTensor]:
     out = {stored_name(layout, spec, n): t for n, t in canonical_tensors(spec).items()}
-    if layout in ("sglang", "vllm"):
-        # Layers >= 1: vLLM reads input_layernorm, SGLang hidden_norm, and each leaves the other's name unset
+    if layout in ("sglang", "vllm", "modelopt"):
+        # Layers >= 1: vLLM reads input_layernorm, SGLang and TensorRT-LLM hidden_norm, and each leaves the other's name unset
         # without a word; the one weight under both names is right in both engines (docs/formats.md §6).
         for i in range(1, spec.num_layers):
             both = [f"layers.{i}.input_layernorm.weight", f"layers.{i}.hidden_norm.weight"]
@@ -248,7 +252,7 @@ def _block_output_ids(spec: DrafterSpec) -> list[int] | None:
 def config_for(layout: str, spec: DrafterSpec) -> dict[str, Any]:
     b, out_ids = _boundaries(spec), _block_output_ids(spec)
     if layout == "speculators":
-        return {
+        spec_cfg = {
             "architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "speculators_version": "0.9.0",
             "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
                                    "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3,
@@ -258,6 +262,7 @@ def config_for(layout: str, spec: DrafterSpec) -> dict[str, Any]:
             "target_hidden_size": spec.target_hidden_size, "eagle_aux_hidden_state_layer_ids": b,
             **{f: getattr(spec, f) for f in FLAGS}, "embed_requires_grad": False, "tie_word_embeddings": False,
         }
+        return spec_cfg if spec.peagle_mask_token_id is None else _as_peagle(spec_cfg, spec.peagle_mask_token_id)
     cfg: dict[str, Any] = {**_decoder(spec), "draft_vocab_size": spec.vd}
     if spec.target_hidden_size is not None:
         cfg["target_hidden_size"] = spec.target_hidden_size
@@ -280,6 +285,8 @@ def config_for(layout: str, spec: DrafterSpec) -> dict[str, Any]:
             cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = b
         if spec.num_aux != 3:
             cfg["num_aux_hidden_states"] = spec.num_aux
+        if spec.peagle_mask_token_id is not None:  # as SpecForge names it, with the token where vLLM reads it
+            cfg.update({"architectures": ["PEagleDraftModel"], "pard_token": spec.peagle_mask_token_id})
     elif layout == "eagle":
         cfg["architectures"] = ["LlamaForCausalLMEagle3"]
     elif layout == "modelopt":
@@ -292,9 +299,20 @@ def config_for(layout: str, spec: DrafterSpec) -> dict[str, Any]:
             "parallel_draft_step": 1, "parallel_draft_heads_num_layers": 1}
         if out_ids is not None:
             cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = out_ids
+        if spec.norm_before_fc:  # where TensorRT-LLM reads it (NVIDIA's gpt-oss exports nest it)
+            cfg["eagle_config"]["norm_before_fc"] = True
+        cfg.update({f: True for f in ("fc_norm", "norm_output") if getattr(spec, f)})
     else:
         raise ValueError(f"unknown layout {layout!r}")
     return cfg
+
+
+def _as_peagle(config: dict[str, Any], mask_token_id: int) -> dict[str, Any]:
+    """A speculators EAGLE-3 config as speculators' PEagleSpeculatorConfig writes it."""
+    config.update({"speculators_model_type": "peagle", "architectures": ["PEagleSpeculator"],
+                   "mask_token_id": mask_token_id})
+    config["speculators_config"]["algorithm"] = "peagle"
+    return config
 
 
 # ------------------------------------------------------------- what holds what
@@ -336,7 +354,9 @@ def expected_refusal(layout: str, spec: DrafterSpec) -> tuple[str, str] | None:
         ],
         "modelopt": [
             (spec.family == "qwen3", "E-FAMILY-UNSUPPORTED", "ModelOpt exports Llama and MLA modules only"),
-            (bool(flags), "E-FLAG-UNSUPPORTED", "ModelOpt and TensorRT-LLM have none of the norm flags"),
+            (spec.norm_before_residual, "E-FLAG-UNSUPPORTED", "TensorRT-LLM has no norm_before_residual"),
+            (spec.norm_before_fc and spec.fc_norm, "E-FLAG-UNSUPPORTED",
+             "TensorRT-LLM applies fc_norm or input_norm, never both"),
             (spec.ht != spec.hidden_size, "E-HIDDEN-UNSUPPORTED", "ModelOpt sizes fc from the drafter's hidden size"),
             (uncaptured, "E-CAPTURE-COUNT", "k != 3 with no capture ids"),
         ],

@@ -338,9 +338,12 @@ def test_an_mla_drafter_named_eagle3_deepseek_v3_is_no_schema_error_for_vllm(tmp
     for layout in ("modelopt", "vllm"):
         src = _edit(build_drafter(tmp_path / layout, layout, DrafterSpec(family="deepseek_mla")),
                     lambda c: c.__setitem__("architectures", ["Eagle3DeepseekV3ForCausalLM"]))
-        validated = run_cli("validate", "--engine", "vllm", src)
-        assert "E-SCHEMA" not in validated.stdout, validated.stdout
-        assert validated.exit_code == 0, validated.stdout
+        validated = run_cli("validate", "--engine", "vllm", "--json", src)
+        errors = [f for f in json.loads(validated.stdout)["findings"] if f["severity"] == "error"]
+        assert "E-SCHEMA" not in {f["code"] for f in errors}, errors
+        # ModelOpt's nested block-output ids are read one off by vLLM's V1 runner (issue 22's one rule): that error
+        # is the only one, the MLA class name none
+        assert [f["code"] for f in errors] == ([] if layout == "vllm" else ["E-CAPTURE-MISMATCH"]), errors
 
 
 def test_the_family_follows_the_architecture_and_the_tensors(tmp_path: Path):
@@ -360,10 +363,9 @@ def test_the_key_tables_cover_what_the_readers_model(tmp_path: Path):
     from importlib import import_module
 
     from eagle3_convert.convert import plan_conversion
-    from eagle3_convert.converters import base, config_keys
+    from eagle3_convert.converters import config_keys
     from eagle3_convert.converters.base import ConvertOptions
 
-    assert config_keys.DECODER_SEMANTIC == base.DECODER_KEYS
     for layout, table in config_keys.LAYOUT_KEYS.items():
         module = import_module(f"eagle3_convert.converters.{layout}")
         modeled = set(module.MODELED) - set(getattr(module, "FOREIGN_FLAGS", ()))

@@ -7,6 +7,10 @@ by tests/builders.py (independently of our writers), then edited as the producer
   a two-field rope_scaling (converters/eagle.py): anything else is refused with the field that blocks it.
 - Near-miss keys: a key one edit from a modelled key that is ALSO present is no typo (renaming it would write a
   duplicate key); DeepSeek-V4's `o_lora_rank` beside `q_lora_rank` is a key real producers write.
+- Drafter kinds: P-EAGLE (`speculators_model_type: peagle`, `mask_token_id`, a learned `mask_hidden`) was refused with
+  "E-SCHEMA: 'eagle3' was expected"; now read, validated, recorded with its kind and written to speculators, and
+  refused by every EAGLE-3 layout with the field that names it. DFlash and DSpark (SpecForge's real configs) are
+  recognised by name and refused in one line, by validate as by convert.
 - E-KEY-DUPLICATE through multi-layer names: a layer >= 1 whose `input_layernorm` and `hidden_norm` differ (a
   SpecForge fork applies the first and leaves the second all ones) is refused by convert as validate reports it;
   identical twins are merged, and the output says so. (tests/test_caught_bugs.py covers two prefixes of one name.)
@@ -16,12 +20,14 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 from pathlib import Path
 
 import pytest
 
-from builders import DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors, write_safetensors
-from conftest import run_cli, tensor_hashes
+from builders import (DrafterSpec, RawTensor, build_drafter, canonical_tensors, config_for, draft_vocab,
+                      stored_tensors, write_safetensors)
+from conftest import DATA, run_cli, tensor_hashes
 
 ERROR_LINE = re.compile(r"^error: .+ \[(E-[A-Z0-9-]+)\] — hint: .+$")
 
@@ -240,3 +246,215 @@ def test_identical_later_norms_are_merged_and_said(tmp_path: Path, layout: str, 
     written = tensor_hashes(tmp_path / "out")
     assert written["layers.1.hidden_norm.weight"] == written["layers.1.input_layernorm.weight"] == \
         tensor_hashes(src)["layers.1.input_layernorm.weight"]
+
+
+# ------------------------------------------------------------------ drafter kinds: P-EAGLE, DFlash, DSpark
+
+PEAGLE = DrafterSpec(num_layers=2, peagle_mask_token_id=7)
+
+
+def test_peagle_speculators_drafter_is_validated_converted_and_recorded(tmp_path: Path):
+    """Before: validate said E-SCHEMA ('eagle3' was expected) and convert refused. After: a clean report, the
+    speculators layout written back with its kind, mask token and every tensor, and the registry records the kind."""
+    src = build_drafter(tmp_path / "src", "speculators", PEAGLE)
+    validated = run_cli("validate", "--json", src)
+    assert validated.exit_code == 0, validated.stdout
+    assert "kind         peagle, mask token 7" in run_cli("inspect", src).stdout
+    registry = tmp_path / "registry.db"
+    result = run_cli("--to", "speculators", src, tmp_path / "out", "--registry", registry)
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (written["speculators_model_type"], written["speculators_config"]["algorithm"]) == ("peagle", "peagle")
+    assert written["mask_token_id"] == 7 and written["architectures"] == ["PEagleSpeculator"]
+    before, after = tensor_hashes(src), tensor_hashes(tmp_path / "out")
+    assert after["mask_hidden"] == before["mask_hidden"] and set(after) == set(before)
+    [record] = json.loads(run_cli("registry", "list", "--json", "--registry", registry).stdout)["records"]
+    assert record["drafter_kind"] == "peagle"
+
+
+@pytest.mark.parametrize("to", ["sglang", "vllm", "eagle", "modelopt"])
+def test_peagle_is_refused_by_the_eagle3_layouts_naming_the_field(tmp_path: Path, to: str):
+    src = build_drafter(tmp_path / "src", "speculators", PEAGLE)
+    result = run_cli("--no-record", "--to", to, src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
+    assert "speculators_model_type 'peagle'" in result.stderr and "--to speculators" in result.stderr
+    assert nothing_written(tmp_path, "out")
+
+
+def test_peagle_without_its_mask_token_is_refused_naming_it(tmp_path: Path):
+    """vLLM's update_peagle reads config_dict['mask_token_id']: without it the file names no servable drafter."""
+    src = build_drafter(tmp_path / "src", "speculators", PEAGLE)
+    config = json.loads((src / "config.json").read_text())
+    del config["mask_token_id"]
+    (src / "config.json").write_text(json.dumps(config))
+    result = run_cli("--no-record", "--to", "speculators", src, tmp_path / "out")
+    assert result.exit_code == 1 and refusal_code(result.stderr) == "E-CONFIG-FIELD"
+    assert "mask_token_id" in result.stderr
+    codes = {f["code"] for f in json.loads(run_cli("validate", "--json", src).stdout)["findings"]}
+    assert {"E-SCHEMA", "E-ENGINE-REFUSES"} <= codes
+
+
+def test_flat_peagle_converts_to_speculators_with_its_mask_token(tmp_path: Path):
+    """SpecForge's PEagleDraftModel, with the token where vLLM reads it (pard_token), becomes speculators' P-EAGLE."""
+    src = build_drafter(tmp_path / "src", "vllm", PEAGLE)
+    result = run_cli("--no-record", "--verifier", "org/target", "--to", "speculators", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (written["speculators_model_type"], written["mask_token_id"]) == ("peagle", 7)
+    assert tensor_hashes(tmp_path / "out")["mask_hidden"] == tensor_hashes(src)["mask_hidden"]
+
+
+BLOCK_DIFFUSION = DATA / "block-diffusion"
+
+
+@pytest.mark.parametrize("name, kind", [("specforge-qwen3-8b-dflash", "DFlash"),
+                                        ("specforge-qwen3-8b-dspark", "DSpark")])
+def test_dflash_and_dspark_are_recognised_and_refused_in_one_line(tmp_path: Path, name: str, kind: str):
+    """Before: 'not a known EAGLE-3 drafter layout'. After: the kind named, with the field that names it."""
+    src = tmp_path / name
+    src.mkdir()
+    (src / "config.json").write_bytes((BLOCK_DIFFUSION / f"{name}.json").read_bytes())
+    write_safetensors(src / "model.safetensors", {"fc.weight": RawTensor("BF16", (4, 4), bytes(32))})
+    result = run_cli("--no-record", "--to", "speculators", src, tmp_path / "out")
+    assert result.exit_code == 1 and refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
+    assert f"a {kind} block-diffusion drafter" in result.stderr and f"{kind}DraftModel" in result.stderr
+    assert nothing_written(tmp_path, "out")
+    # validate checks what vLLM needs to build it (the published file has it all) and says the rest is unchecked
+    validated = run_cli("validate", "--json", src)
+    assert validated.exit_code == 0, validated.stdout
+    assert [f["code"] for f in json.loads(validated.stdout)["findings"]] == ["W-KIND-UNCHECKED"]
+    config = json.loads((src / "config.json").read_text())
+    del config["dflash_config"]["mask_token_id"]
+    (src / "config.json").write_text(json.dumps(config))
+    validated = run_cli("validate", "--json", src)
+    assert validated.exit_code == 1
+    errors = [f for f in json.loads(validated.stdout)["findings"] if f["severity"] == "error"]
+    assert [(f["code"], f["where"]) for f in errors] == [("E-CONFIG-FIELD", "$.dflash_config.mask_token_id")]
+
+
+@pytest.mark.parametrize("kind", ["dflash", "dspark"])
+def test_speculators_dflash_and_dspark_are_refused_naming_the_field(tmp_path: Path, kind: str):
+    src = build_drafter(tmp_path / "src", "speculators", DrafterSpec())
+    edit_config(src, speculators_model_type=kind)
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 1 and refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
+    assert f"speculators_model_type {kind!r}" in result.stderr and "aux_hidden_state_layer_ids" in result.stderr
+    # vLLM's update_dflash / update_dspark read both: without them it fails to build the drafter
+    findings = json.loads(run_cli("validate", "--json", src).stdout)["findings"]
+    assert {f["where"] for f in findings if f["code"] == "E-CONFIG-FIELD"} == \
+        {"$.aux_hidden_state_layer_ids", "$.mask_token_id"}
+
+
+# ------------------------------------------------------------------ NeMo Automodel's LlamaEagle3DraftModel
+
+NEMO_UNPREFIXED = ("lm_head.", "d2t", "t2d", "mask_hidden")  # beside its `model.` backbone (draft_llama.py)
+
+
+def nemo_drafter(dest: Path, spec: DrafterSpec, target_layers: int = 8) -> Path:
+    """As NeMo Automodel's EAGLE-3 recipe saves it: the TARGET's config (a Qwen3 target here, its depth and
+    layer_types) plus the draft's keys, and the backbone's tensors under `model.`."""
+    tensors = {(n if n.startswith(NEMO_UNPREFIXED) else f"model.{n}"): t
+               for n, t in canonical_tensors(spec).items()}
+    ids = draft_vocab(spec)
+    if ids is not None:  # its d2t/t2d buffers (set_vocab_mapping): offsets and the presence mask
+        tensors["d2t"] = RawTensor("I64", (len(ids),), b"".join(struct.pack("<q", t - i) for i, t in enumerate(ids)))
+        tensors["t2d"] = RawTensor("BOOL", (spec.vocab_size,), bytes(int(t in ids) for t in range(spec.vocab_size)))
+    peagle = spec.peagle_mask_token_id is not None
+    config = {"architectures": ["LlamaEagle3DraftModel"], "model_type": "qwen3", "hidden_size": spec.hidden_size,
+              "intermediate_size": spec.intermediate_size, "num_attention_heads": spec.num_attention_heads,
+              "num_key_value_heads": spec.num_key_value_heads, "head_dim": spec.head_dim,
+              "num_hidden_layers": spec.num_layers if peagle else target_layers, "vocab_size": spec.vocab_size,
+              "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 4096,
+              "layer_types": ["full_attention"] * target_layers, "max_window_layers": target_layers,
+              "use_sliding_window": False, "tie_word_embeddings": False, "draft_vocab_size": spec.vd,
+              "target_hidden_size": spec.ht, "attn_implementation": "eager", "parallel_drafting": peagle,
+              "torch_dtype": "bfloat16"}
+    if peagle:
+        config["mask_token_id"] = spec.peagle_mask_token_id
+    dest.mkdir(parents=True)
+    (dest / "config.json").write_text(json.dumps(config, indent=2))
+    write_safetensors(dest / "model.safetensors", tensors)
+    return dest
+
+
+def test_nemo_draft_reads_as_the_draft_not_as_its_target(tmp_path: Path):
+    """Before: E-LAYOUT-UNKNOWN. After: one Llama-style layer (not the target's 8 Qwen3 layers), the `model.` prefix
+    removed, the target's depth known (so the default capture is the trained one), every tensor kept."""
+    src = nemo_drafter(tmp_path / "src", DrafterSpec(capture_boundaries=None))
+    validated = json.loads(run_cli("validate", "--json", src).stdout)
+    # as saved, no engine resolves LlamaEagle3DraftModel (vLLM: "not supported")
+    assert [(f["code"], f["engine"]) for f in validated["findings"] if f["severity"] == "error"] == \
+        [("E-CONFIG-ARCH", "vllm")]
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (written["model_type"], written["num_hidden_layers"]) == ("llama", 1)
+    assert "layer_types" not in written and written["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert "default layers (the trained ones)" in serve_line(result.stdout, "vLLM (V1 runner)")
+    stored = tensor_hashes(src)
+    assert tensor_hashes(tmp_path / "out") == {n.removeprefix("model."): h for n, h in stored.items()}
+    assert run_cli("validate", tmp_path / "out").exit_code == 0
+
+
+def test_nemo_peagle_converts_to_speculators(tmp_path: Path):
+    src = nemo_drafter(tmp_path / "src", DrafterSpec(capture_boundaries=None, num_layers=2, peagle_mask_token_id=5))
+    result = run_cli("--no-record", "--verifier", "org/target", "--to", "speculators", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (written["speculators_model_type"], written["mask_token_id"]) == ("peagle", 5)
+    assert written["transformer_layer_config"]["num_hidden_layers"] == 2
+    assert tensor_hashes(tmp_path / "out")["mask_hidden"] == tensor_hashes(src)["mask_hidden"]
+
+
+def test_nemo_is_read_only(tmp_path: Path):
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec())
+    result = run_cli("--no-record", "--to", "nemo", src, tmp_path / "out")
+    assert result.exit_code == 1 and refusal_code(result.stderr) == "E-LAYOUT-READ-ONLY"
+    assert nothing_written(tmp_path, "out")
+
+
+# ------------------------------------------------------------------ architecture aliases
+
+def test_community_draft_declaring_plain_llama_reads_as_vllm_native(tmp_path: Path):
+    """Before: E-LAYOUT-UNKNOWN. A draft that declares LlamaForCausalLM with draft_vocab_size and layers.* names is
+    what vLLM builds Eagle3LlamaForCausalLM from: read so, clean, and converted."""
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec())
+    edit_config(src, architectures=["LlamaForCausalLM"])
+    assert run_cli("validate", src).exit_code == 0
+    result = run_cli("--no-record", "--to", "sglang", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert "detected vllm" in result.stderr
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]
+
+
+@pytest.mark.parametrize("arch, family, written", [("EAGLE3LlamaForCausalLM", "llama", "LlamaForCausalLMEagle3"),
+                                                   ("Eagle3DeepSeekV3ForCausalLM", "deepseek_mla",
+                                                    "Eagle3DeepseekV2ForCausalLM")])
+def test_tensorrt_llm_class_names_are_read_and_written_as_each_layout_names_them(tmp_path: Path, arch: str,
+                                                                                   family: str, written: str):
+    """TensorRT-LLM registers these names (modeling_speculative.py); vLLM and SGLang resolve neither. Before:
+    E-LAYOUT-UNKNOWN. After: the family they name, a vLLM refusal said by validate, and outputs that engines load."""
+    spec = DrafterSpec(family=family, target_model_type="deepseek_v3" if family == "deepseek_mla" else "llama")
+    src = build_drafter(tmp_path / "src", "vllm", spec)
+    edit_config(src, architectures=[arch])
+    findings = json.loads(run_cli("validate", "--json", src).stdout)["findings"]
+    assert [(f["code"], f["engine"]) for f in findings if f["severity"] == "error"] == [("E-CONFIG-ARCH", "vllm")]
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert f"{arch} is TensorRT-LLM's registered name" in result.stdout + result.stderr
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == [written]
+    assert run_cli("validate", tmp_path / "out").exit_code == 0
+
+
+def test_a_class_name_in_another_case_is_read_as_that_class(tmp_path: Path):
+    """AngelSlim's configs/qwen3/eagle3/qwen3-4b-eagle3.json says Eagle3LLamaforCausalLM. Before: E-LAYOUT-UNKNOWN.
+    After: read as Eagle3LlamaForCausalLM, validate says vLLM refuses that spelling, the output spells it right."""
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec())
+    edit_config(src, architectures=["Eagle3LLamaforCausalLM"])
+    findings = json.loads(run_cli("validate", "--json", src).stdout)["findings"]
+    assert [(f["code"], f["engine"]) for f in findings if f["severity"] == "error"] == [("E-CONFIG-ARCH", "vllm")]
+    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert "Eagle3LlamaForCausalLM in another case" in result.stdout + result.stderr
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]

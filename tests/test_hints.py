@@ -39,6 +39,7 @@ VALIDATE_HINT_COMMANDS = {
     "E-DTYPE": ("--to modelopt", "--to sglang"),
     "E-ENGINE-UNSUPPORTED": ("--to vllm",),
     "E-ENGINE-WRONG": ("--to vllm",),
+    "E-KEY-UNAPPLIED": ("--to vllm",),
     "E-KEY-UNKNOWN": ("inspect",),
     "E-SCHEMA": ("--to modelopt", "--to sglang"),
     "E-TARGET-HIDDEN": ("--to modelopt", "--to sglang"),
@@ -50,11 +51,12 @@ VALIDATE_HINT_COMMANDS = {
     "I-CAPTURE-RUNTIME": ("--to vllm",),
     "I-ROPE-EXPORT-YARN": ("--to vllm",),
     "W-CAPTURE-CONVENTION": ("--to sglang",),
-    "W-CAPTURE-IDS-IGNORED": ("--to vllm",),
+    "W-CAPTURE-IDS-IGNORED": ("--to sglang",),
     "W-CONFIG-CONTEXT": ("--to modelopt", "--to sglang"),
     "W-CONFIG-KEY-FOREIGN": ("--to modelopt", "--to sglang"),
     "W-CONFIG-KEY-UNKNOWN": ("--to vllm",),
     "W-DEEP-INIT-NORMS": ("--to vllm",),
+    "W-ENGINE-CAVEAT": ("--to vllm",),
     "W-TARGET-FAMILY": ("--to modelopt", "--to sglang"),
 }
 HAZARD_HINT_COMMANDS = {

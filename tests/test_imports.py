@@ -116,3 +116,44 @@ def test_a_registry_is_read_and_written_without_a_heavy_module(drafters: Path, t
         modules, stdout = imported_modules("validate", str(checked), cwd=tmp_path, with_stdout=True)
         assert "the registry's record of drafter" in stdout, stdout  # the record was read, and it disagrees
         assert not heavy(modules) - SCHEMAS, (checked, sorted(heavy(modules)))
+
+
+def test_inspect_and_validate_start_no_thread_pool(drafters: Path, tmp_path: Path) -> None:
+    """Threads (concurrent.futures, with logging and queue) are for --deep and convert's copy only."""
+    for verb in ("inspect", "validate"):
+        modules = imported_modules(verb, str(drafters / "st"), cwd=tmp_path)
+        assert "eagle3_convert.validate.deep" in modules and "concurrent.futures" not in modules, verb
+
+
+PYDANTIC_PLUGIN = '''
+import sys
+
+
+class Plugin:
+    def new_schema_validator(self, *args, **kwargs):
+        return None, None, None
+
+
+plugin = Plugin()
+sys.stderr.write("acme pydantic plugin loaded\\n")
+'''
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_pydantic_plugin_a_package_declares_is_still_loaded(declared: bool, drafters: Path, tmp_path: Path) -> None:
+    """The CLI skips pydantic's plugin lookup (every installed package's metadata) only where no package declares
+    the `pydantic` entry-point group: a declared plugin is loaded as pydantic always did, an undeclared module not."""
+    site = tmp_path / "site"
+    dist = site / "acme_pydantic-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (site / "acme_pydantic_plugin.py").write_text(PYDANTIC_PLUGIN)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-pydantic\nVersion: 1.0\n")
+    if declared:
+        (dist / "entry_points.txt").write_text("[pydantic]\nacme = acme_pydantic_plugin:plugin\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join([str(site), str(REPO)]),
+               EAGLE3_CONVERT_REGISTRY=str(tmp_path / "registry.db"))
+    done = subprocess.run([sys.executable, "-m", "eagle3_convert", "inspect", str(drafters / "st")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("acme pydantic plugin loaded" in done.stderr) == declared, done.stderr[-2000:]

@@ -23,6 +23,7 @@ import pytest
 from conftest import DATA, run_cli
 from eagle3_convert.convert import plan_conversion, read_source
 from eagle3_convert.converters.base import ConvertOptions
+from eagle3_convert.drafter import TargetIdentity
 from eagle3_convert.errors import Eagle3Error
 
 REAL = DATA / "real-configs"
@@ -48,7 +49,39 @@ EXPECTED: dict[str, tuple[str, str, int, int, int, list[int] | None]] = {
     "nebius-EAGLE3-gpt-oss-20b": ("midlayer.", "llama", 2880, 64000, 201088, None),
     "modelopt-llama-eagle3-template": ("layers.0.", "llama", 4096, 32000, 128256, [2, 16, 29]),
     "modelopt-kimik2-eagle3-template": ("layers.0.", "deepseek_mla", 7168, 32000, 163840, [2, 30, 58]),
+    # issue 22: SpecForge's configs/ at a6b6b023 (2026-08-08), as SpecForge writes them (SGLang ids, +1)
+    "specforge-llama3-8B-eagle3": ("midlayer.", "llama", 4096, 32000, 128256, None),
+    "specforge-gpt-oss-20B-eagle3": ("midlayer.", "llama", 2880, 32000, 201088, [2, 12, 22]),
+    "specforge-gpt-oss-120B-eagle3": ("midlayer.", "llama", 2880, 32000, 201088, [2, 18, 34]),
+    "specforge-qwen3-8b-eagle3": ("midlayer.", "llama", 4096, 32000, 151936, None),
+    "specforge-qwen3-4b-eagle3": ("midlayer.", "llama", 2560, 32000, 151936, None),
+    "specforge-qwen3-30B-A3B-eagle3": ("midlayer.", "llama", 2048, 32000, 151936, None),
+    "specforge-qwen3-30B-A3B-eagle3.1": ("midlayer.", "llama", 2048, 32000, 151936, None),
+    "specforge-qwen2.5-7b-eagle3": ("midlayer.", "llama", 3584, 16000, 152064, None),
+    "specforge-qwen2.5-0.5b-eagle3": ("midlayer.", "llama", 896, 16000, 151936, None),
+    "specforge-qwen2-5-vl-7b-eagle3": ("midlayer.", "llama", 3584, 32000, 152064, None),
+    "specforge-qwen2.5-vl-32b-eagle3": ("midlayer.", "llama", 5120, 32000, 152064, None),
+    "specforge-deepseek-v2-lite-eagle3": ("midlayer.", "llama", 2048, 32000, 102400, None),
+    "specforge-gemma3-1b-eagle3": ("midlayer.", "llama", 1152, 32000, 262144, None),
+    "specforge-ling-flash-2.0-eagle3": ("midlayer.", "llama", 4096, 32000, 157184, None),
+    "specforge-phi4-eagle3": ("midlayer.", "llama", 5120, 32000, 100352, None),
+    "specforge-qwq-32B-eagle3": ("midlayer.", "llama", 5120, 32000, 152064, None),
+    "specforge-qwen3-coder-30B-A3B-instruct-eagle3": ("midlayer.", "llama", 2048, 32000, 151936, None),
+    "specforge-qwen3-coder-480B-A35B-instruct-eagle3": ("midlayer.", "llama", 6144, 32000, 151936, None),
+    "specforge-qwen3-coder-next-eagle3": ("midlayer.", "llama", 2048, 32000, 151936, None),
+    "specforge-qwen3-next-80b-a3b-eagle3": ("midlayer.", "llama", 2048, 32000, 151936, None),
+    "specforge-qwen3.5-35b-a3b-eagle3": ("midlayer.", "llama", 2048, 32000, 248320, None),
+    # Tencent/AngelSlim's EAGLE-3 trainer configs (vLLM-native Eagle3LlamaForCausalLM, layers.0.* tensors)
+    "angelslim-qwen3-8b-eagle3": ("layers.0.", "llama", 4096, 32000, 151936, None),
+    "angelslim-qwen3-30b-a3b-eagle3": ("layers.0.", "llama", 2048, 32000, 151936, None),
+    "angelslim-qwen3-vl-4b-eagle3-mrope": ("layers.0.", "llama", 2560, 32000, 151936, None),
+    "angelslim-qwen3-4b-eagle3": ("layers.0.", "llama", 2560, 32000, 151936, None),
+    # P-EAGLE, 4 layers, as SpecForge's PEagleDraftModel saves it (layers.{i}, mask_hidden, its own embed_tokens)
+    "specforge-qwen3-8b-peagle": ("layers.0.", "llama", 4096, 32000, 151936, None),
 }
+# The drafter kind each config names (drafter.KINDS); the rest are EAGLE-3.
+KIND = {"specforge-qwen3-8b-peagle": "peagle"}
+VERIFIER = TargetIdentity(name_or_path="org/target")
 MLA = {"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"}
 # What validate rightly reports on the published file itself.
 VALIDATE_ERRORS: dict[str, set[str]] = {
@@ -61,6 +94,10 @@ VALIDATE_ERRORS: dict[str, set[str]] = {
     # tie_word_embeddings true (the template copies Phi-4-mini's flag; SpecForge turns it off to train): SGLang
     # then ties lm_head to embed_tokens and never loads the trained head (issue 22; engines/sglang.py)
     "specforge-phi4-mini-eagle3": {"E-ENGINE-WRONG"},
+    # "Eagle3LLamaforCausalLM": no engine matches a class name in another case (read as Eagle3LlamaForCausalLM)
+    "angelslim-qwen3-4b-eagle3": {"E-CONFIG-ARCH"},
+    # SpecForge's P-EAGLE config names no mask token: vLLM's parallel drafting refuses it without pard_token
+    "specforge-qwen3-8b-peagle": {"E-ENGINE-REFUSES"},
 }
 
 
@@ -92,8 +129,19 @@ def full_size_shapes(cfg: dict[str, Any]) -> tuple[dict[str, tuple[int, ...]], i
     s.update({p + "mlp.gate_proj.weight": (I, H), p + "mlp.up_proj.weight": (I, H), p + "mlp.down_proj.weight": (H, I),
               p + "input_layernorm.weight": (H,), p + "hidden_norm.weight": (H,),
               p + "post_attention_layernorm.weight": (H,)})
+    for i in range(1, dec.get("num_hidden_layers", 1)):  # later layers: a plain decoder layer reading H
+        q = f"layers.{i}."
+        s.update({q + "self_attn.q_proj.weight": (nh * hd, H), q + "self_attn.k_proj.weight": (nkv * hd, H),
+                  q + "self_attn.v_proj.weight": (nkv * hd, H), q + "self_attn.o_proj.weight": (H, nh * hd),
+                  q + "mlp.gate_proj.weight": (I, H), q + "mlp.up_proj.weight": (I, H),
+                  q + "mlp.down_proj.weight": (H, I), q + "input_layernorm.weight": (H,),
+                  q + "post_attention_layernorm.weight": (H,)})
     if cfg.get("norm_before_fc"):
         s["input_norm.weight"] = (k * Ht,)
+    if cfg.get("fc_norm"):  # Eagle 3.1: one norm per captured state
+        s.update({f"fc_norm.{j}.weight": (Ht,) for j in range(k)})
+    if "PEagleDraftModel" in (cfg.get("architectures") or ()):  # SpecForge's P-EAGLE trains both
+        s.update({"mask_hidden": (1, 1, k * Ht), "embed_tokens.weight": (V, H)})
     return s, V, Vd
 
 
@@ -163,6 +211,7 @@ def test_real_config_reads_as_published(name: str, rebuilt: dict[str, Path]):
     assert (cfg.family, cfg.hidden_size, cfg.draft_vocab_size, cfg.vocab_size) == (family, hidden, vd, vocab)
     assert cfg.capture_boundaries == boundaries
     assert (source.drafter.vocab is None) == (vd == vocab)
+    assert cfg.kind == KIND.get(name, "eagle3")
 
     validated = run_cli("validate", "--json", path)
     _one_line_refusal(validated.stderr)
@@ -179,19 +228,39 @@ def test_real_config_reads_as_published(name: str, rebuilt: dict[str, Path]):
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_real_config_converts_or_refuses_in_one_line(name: str, rebuilt: dict[str, Path]):
     path = rebuilt[name]
-    options = ConvertOptions()
-    written = []
+    options = ConvertOptions(verifier=VERIFIER)  # the speculators layout names its verifier
+    written, refused = [], {}
     for to in LAYOUTS:
         source = read_source(str(path))
         try:
             plan, _serves = plan_conversion(source, to, options)
         except Eagle3Error as exc:
             assert exc.code.startswith("E-") and exc.hint and "\n" not in exc.message, (to, exc)
+            refused[to] = exc.code
             continue
         written.append(to)
         assert plan.config and plan.tensors
-    assert written, f"{name}: no layout can hold it"
-    assert "vllm" in written  # vLLM serves every variant
+    if KIND.get(name, "eagle3") == "eagle3":
+        assert "vllm" in written  # vLLM serves every EAGLE-3 variant
+    else:  # P-EAGLE: only speculators holds it, and it needs the mask token this file does not name
+        assert refused == {"speculators": "E-CONFIG-FIELD", **{to: "E-KIND-UNSUPPORTED" for to in LAYOUTS[1:]}}
+
+
+def test_specforge_peagle_converts_once_its_mask_token_is_named(rebuilt: dict[str, Path], tmp_path: Path):
+    """The hint of the refusal above, followed: the mask token written where vLLM reads it (pard_token), and the
+    drafter converts to speculators' P-EAGLE, every trained tensor kept (mask_hidden and all four layers)."""
+    name = "specforge-qwen3-8b-peagle"
+    cfg = json.loads((REAL / f"{name}.json").read_text())
+    rebuild_sparse(tmp_path / "src", {**cfg, "pard_token": 151669}, "layers.0.")
+    source = read_source(str(tmp_path / "src"))
+    assert (source.drafter.config.kind, source.drafter.config.mask_token_id) == ("peagle", 151669)
+    plan, serves = plan_conversion(source, "speculators", ConvertOptions(verifier=VERIFIER))
+    assert plan.config["speculators_model_type"] == plan.config["speculators_config"]["algorithm"] == "peagle"
+    assert plan.config["mask_token_id"] == 151669 and plan.config["architectures"] == ["PEagleSpeculator"]
+    assert plan.config["transformer_layer_config"]["num_hidden_layers"] == 4
+    assert set(plan.tensors) == set(source.drafter.tensors) | {"d2t", "t2d"}
+    assert "mask_hidden" in plan.tensors and "layers.3.mlp.down_proj.weight" in plan.tensors
+    assert serves["vllm-v1"].verdict != "wrong" and serves["sglang"].verdict == "refuses"
 
 
 # The real CLI conversions copy the full-size zeros: the smallest drafter (0.5 GB, about 10 s for the five layouts)

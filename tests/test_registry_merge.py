@@ -226,7 +226,7 @@ def test_a_version_2_registry_is_migrated_and_its_synced_record_merged(hub: HubS
         params=(fingerprint, uri_of(hub, repo)))
 
     [old] = dump(registry_url)  # opening migrates
-    assert schema_version(registry_url) == SCHEMA_VERSION == 3 and old["id_kind"] == "content"
+    assert schema_version(registry_url) == SCHEMA_VERSION == 4 and old["id_kind"] == "content"
     assert sql(registry_url, "SELECT count(*) FROM aliases") == [(0,)]
     code, resynced = sync(hub, registry_url, repo)
     assert code == 0 and resynced["repos"][0]["status"] == "updated"
@@ -244,7 +244,7 @@ def test_publish_of_a_synced_commit_tells_of_a_twin_it_disagrees_with(hub: HubSe
     than the checkpoint's own (speculators names its verifier; other capture layers are refused before the upload,
     E-CAPTURE-RECORD): the commit is made and recorded, and the disagreement is a warning line and
     `registry_conflicts` (it was a note nobody printed)."""
-    from eagle3_convert.registry import TargetInfo
+    from eagle3_convert.drafter import TargetIdentity
 
     repo = f"{ORG}/publish-twin-{backend(registry_url)}"
     src = build_drafter(tmp_path / "src", "speculators", DrafterSpec(capture_boundaries=(1, 3, 6), seed=503))
@@ -254,7 +254,7 @@ def test_publish_of_a_synced_commit_tells_of_a_twin_it_disagrees_with(hub: HubSe
     [synced] = dump(registry_url)
     assert synced["id_kind"] == "hub-fingerprint" and synced["target"]["name_or_path"] == TARGET
     with open_registry(registry_url) as store:
-        store.upsert_drafter(synced["drafter_id"], target=TargetInfo(name_or_path="other-org/other-target"))
+        store.upsert_drafter(synced["drafter_id"], target=TargetIdentity(name_or_path="other-org/other-target"))
     dest_repo = f"{ORG}/published-{backend(registry_url)}"
     result = run_cli("publish", repo, dest_repo, "--endpoint", hub.url, "--token", TOKEN, "--registry",
                      registry_url, "--json")

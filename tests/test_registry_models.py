@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from eagle3_convert.drafter import TargetIdentity
 from eagle3_convert.registry import models
 
 T = "2024-05-06T07:08:09.123456+00:00"
@@ -52,6 +53,21 @@ def test_values_are_normalised_where_they_enter() -> None:
 def test_a_bad_value_is_refused_naming_why(change: dict[str, Any], words: str) -> None:
     with pytest.raises(ValidationError, match=words):
         models.DrafterRecord(**{**RECORD, **change})
+
+
+def test_the_target_is_a_target_identity_kept_as_the_registry_columns() -> None:
+    """One TargetIdentity: the record holds it, refuses a depth or width that is not positive (pydantic's own
+    error, under target.<field>), and shows what its columns keep, in their order (model_type has none)."""
+    record = models.DrafterRecord(**{**RECORD, "target": TargetIdentity(name_or_path="org/t", model_type="llama",
+                                                                        num_hidden_layers=32)})
+    assert isinstance(record.target, TargetIdentity) and record.target.model_type == "llama"
+    assert list(record.model_dump(mode="json")["target"].items()) == [
+        ("name_or_path", "org/t"), ("revision", None), ("architectures", []), ("num_hidden_layers", 32),
+        ("hidden_size", None), ("vocab_size", None)]
+    with pytest.raises(ValidationError) as refused:
+        models.DrafterRecord(**{**RECORD, "target": {"name_or_path": "org/t", "hidden_size": 0}})
+    first = refused.value.errors()[0]
+    assert (first["loc"], first["msg"]) == (("target", "hidden_size"), "Input should be greater than 0")
 
 
 def test_a_location_as_an_edge_endpoint_loses_its_timestamp() -> None:

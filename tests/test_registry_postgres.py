@@ -14,7 +14,8 @@ import pytest
 from registry_backends import REPO, did, registry_columns, registry_indexes, schema_version, sql
 
 from conftest import run_cli
-from eagle3_convert.registry import SCHEMA_VERSION, RegistryError, TargetInfo, open_registry
+from eagle3_convert.drafter import TargetIdentity
+from eagle3_convert.registry import SCHEMA_VERSION, RegistryError, open_registry
 from eagle3_convert.registry.postgres import redact
 
 
@@ -77,7 +78,7 @@ def test_a_version_1_registry_on_postgresql_is_migrated_with_its_records(pg, tmp
 
     with open_registry(url) as store:
         record = store.get(drafter_id)
-        assert record.target == TargetInfo(name_or_path="meta-llama/Llama-3.1-8B-Instruct", revision="main")
+        assert record.target == TargetIdentity(name_or_path="meta-llama/Llama-3.1-8B-Instruct", revision="main")
         assert record.capture_boundaries == [2, 16, 29] and record.flags == {"fc_norm": False}
         assert record.ids_as_written == {} and record.created_at.isoformat() == "2025-01-01T00:00:00+00:00"
         assert [(loc.layout, loc.uri) for loc in record.locations] == [("speculators", "/models/spec")]

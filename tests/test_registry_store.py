@@ -14,6 +14,7 @@ import pytest
 from conftest import without_root_powers
 from registry_backends import count, did, set_schema_version, sql
 
+from eagle3_convert.drafter import TargetIdentity
 from eagle3_convert.registry import (
     SCHEMA_VERSION,
     DrafterRecord,
@@ -22,13 +23,12 @@ from eagle3_convert.registry import (
     RegistryError,
     RegistryStore,
     SQLiteStore,
-    TargetInfo,
     default_registry_path,
     open_registry,
 )
 
 TOOL = "eagle3-convert 0.1.0"
-LLAMA = TargetInfo(
+LLAMA = TargetIdentity(
     name_or_path="meta-llama/Llama-3.1-8B-Instruct",
     revision="0e9e39f249a16976918f6564b8830bc894c89659",
     architectures=["LlamaForCausalLM"],
@@ -62,7 +62,7 @@ def test_record_list_and_show_by_id_and_prefix(store: RegistryStore) -> None:
         flags={"norm_before_residual": False, "fc_norm": False},
         trained_with="speculators 0.3, ultrachat 200k",
     )
-    store.upsert_drafter(qwen_id, target=TargetInfo(name_or_path="Qwen/Qwen3-8B"), capture_boundaries=None)
+    store.upsert_drafter(qwen_id, target=TargetIdentity(name_or_path="Qwen/Qwen3-8B"), capture_boundaries=None)
 
     assert [r.drafter_id for r in store.list()] == [llama_id, qwen_id]
     assert [r.drafter_id for r in store.list(target="Qwen/Qwen3-8B")] == [qwen_id]
@@ -275,7 +275,7 @@ def test_a_version_1_registry_is_migrated_with_its_records(tmp_path: Path) -> No
     with SQLiteStore(path) as store:
         record = store.get(drafter_id)
         assert record is not None
-        assert record.target == TargetInfo(name_or_path="meta-llama/Llama-3.1-8B-Instruct", revision="main")
+        assert record.target == TargetIdentity(name_or_path="meta-llama/Llama-3.1-8B-Instruct", revision="main")
         assert record.capture_boundaries == [2, 16, 29]
         assert (record.draft_vocab_size, record.vocab_size, record.hidden_size) == (32000, 128256, 4096)
         assert record.flags == {"fc_norm": False}

@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 from builders import LAYOUTS, DrafterSpec, build_drafter, config_for, expected_refusal
 from conftest import DATA
 from eagle3_convert.convert import read_source
-from eagle3_convert.converters import base, eagle, modelopt, sglang, speculators, vllm
+from eagle3_convert.converters import base, config_keys, eagle, modelopt, sglang, speculators, vllm
 from eagle3_convert.converters.base import ConvertOptions
 from eagle3_convert.converters.registry import get_layout, layouts
 from eagle3_convert.drafter import FAMILY_BY_MODEL_TYPE, DrafterConfig
@@ -153,7 +153,7 @@ def test_a_layout_without_a_schema_has_no_violations_to_report():
 
 def test_schemas_agree_with_the_layout_constants():
     assert contains_enum("sglang") == set(sglang.ARCHITECTURE.values())
-    assert contains_enum("vllm") == set(vllm.CLASS_FAMILY)
+    assert contains_enum("vllm") == set(vllm.CLASS_FAMILY) | vllm.PLAIN_BASES
     assert contains_enum("modelopt") >= set(modelopt.ARCHITECTURE.values())
     assert contains_enum("eagle") >= set(eagle.ARCHITECTURES)
     assert set(properties("modelopt")["eagle_config"]["properties"]) == \
@@ -163,7 +163,7 @@ def test_schemas_agree_with_the_layout_constants():
     assert properties("decoder")["model_type"]["type"] == "string"
     assert set(properties("speculators")["transformer_layer_config"]["properties"]["model_type"]["enum"]) <= \
         set(FAMILY_BY_MODEL_TYPE)
-    assert set(properties("decoder")) >= base.DECODER_KEYS | set(base.TOP_KEYS)
+    assert set(properties("decoder")) >= config_keys.DECODER_SEMANTIC | set(base.TOP_KEYS)
     assert set(properties("speculators")) >= speculators.MODELED
     for name, module in (("sglang", sglang), ("vllm", vllm), ("eagle", eagle), ("modelopt", modelopt)):
         assert set(properties(name)) | set(properties("decoder")) >= module.MODELED, name
@@ -185,3 +185,26 @@ def test_schemas_agree_with_the_pydantic_model():
         assert properties("eagle")[field] == {"$ref": "decoder.json#/$defs/positive"}
     assert fields["capture_boundaries"].annotation == (list[int] | None)
     assert load_schema("decoder")["$defs"]["boundary_ids"]["items"] == {"type": "integer", "minimum": 0}
+
+
+def test_the_key_table_takes_its_types_from_the_schemas():
+    """converters/config_keys checks the JSON type of a semantic key with the type the schemas give it: a key
+    a layout reads keeps its type check only while a schema types it, and a value of that type passes."""
+    from eagle3_convert.schemas import config_key_types
+
+    read = config_keys.SEMANTIC_AT_ANY_LEVEL - config_keys.TYPED_BY_DECODER_FIELDS
+    untyped = read - set(config_keys.type_checks())
+    assert untyped == {"mrope_section", "mrope_interleaved"}  # no schema types them: no check, none lost
+    assert config_keys.type_checks()["rope_theta"][1:] == ("a number", True)  # null in a rope object: absent
+    assert config_key_types()["parallel_draft_step"].kind == "positive"
+    assert config_key_types()["use_aux_hidden_state"].kind == "boolean"  # typed in sglang, a const true elsewhere
+
+    config = config_for("sglang", DrafterSpec())
+    config["rope_scaling"] = {"rope_type": "llama3", "factor": "8", "original_max_position_embeddings": None}
+    issues = config_keys.key_issues("sglang", config)
+    assert [(i.code, i.where) for i in issues] == [("E-CONFIG-FIELD", "$.rope_scaling.factor")]
+    assert "expects a number" in issues[0].message
+    # the schema says the same of the same place (validate names it once: the key table's finding)
+    assert [v.path for v in violations("sglang", config)] == ["$.rope_scaling.factor"]
+    config["rope_scaling"]["factor"] = 8.0
+    assert config_keys.key_issues("sglang", config) == [] and violations("sglang", config) == []

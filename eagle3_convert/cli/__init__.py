@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from ..entry_points import pydantic_plugins_off_when_none_declared
 from .common import LAYOUT_HELP, begin_command, fail, json_answered, run_guarded  # noqa: F401  (run_guarded: re-exported)
 
 
@@ -109,6 +110,8 @@ def main() -> None:
     # huggingface_hub otherwise fetches metadata from huggingface.co even when --endpoint names
     # another Hub (read at its import, which comes later): a private mirror means private.
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    # pydantic looks its plugins up in every installed package's metadata; where none declares one, it need not
+    pydantic_plugins_off_when_none_declared()
 
 
 from . import convert as _convert  # noqa: E402,F401  (registers commands)

@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator
 
 import click
 
+from .. import hub_client
 from ..names import LAYOUT_SUMMARIES
 
 LAYOUT_HELP = "\n".join(f"{name:<12} {text}" for name, text in LAYOUT_SUMMARIES.items())
@@ -193,31 +194,8 @@ def hub_progress_bars(wanted: bool) -> Iterator[None]:
     if wanted and sys.stderr.isatty():
         yield
         return
-    if "huggingface_hub" not in sys.modules:  # read at its import: no need to import it here just to say no
-        saved = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
-        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-        try:
-            yield
-        finally:
-            if saved is None:
-                os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
-            else:
-                os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = saved
-        return
-    from huggingface_hub.utils import (
-        are_progress_bars_disabled,
-        disable_progress_bars,
-        enable_progress_bars,
-    )
-
-    was_disabled = are_progress_bars_disabled()
-    if not was_disabled:
-        disable_progress_bars()
-    try:
+    with hub_client.no_progress_bars():
         yield
-    finally:
-        if not was_disabled:
-            enable_progress_bars()
 
 
 def parse_ids(text: str | None) -> list[int] | None:

@@ -218,37 +218,52 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     is refused. DST appears complete or not at all. The conversion is recorded in the registry
     (drafter id, both copies, lineage) unless --no-record.
     """
-    from ..convert import convert, make_options, state_capture
-    from ..registry.errors import RegistryError
+    from ..convert import make_options, state_capture
 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
     state_capture(options, parse_ids(capture_layers), convention)
     options.target_gguf, options.outtype = target_gguf, outtype
     store = None if no_record or no_registry else _open_registry(registry_path)
     from_registry = None if no_registry else _registry_capture(src, options, store, registry_path)
+    result, recorded = _convert_and_record(
+        src, dst, to_layout, from_layout, options, store, silent=quiet or as_json, revision=revision,
+        endpoint=endpoint, token=token, force=force, max_shard_bytes=max_shard_size, trained_with=trained_with,
+        registry_facts=from_registry)
+    summary = conversion_summary(result, recorded, store, options.target, target_gguf)
+    if as_json:
+        emit_json(summary)
+    else:
+        print_summary(summary, result)
+
+
+def _convert_and_record(src: str, dst: str, to_layout: str, from_layout: str, options: Any, store: Any, *,
+                        silent: bool, **convert_args: Any) -> tuple[Any, Any]:
+    """Convert SRC into DST (progress bars unless `silent`), then record it in `store` if one is open. A registry
+    that fails then is a warning, not an error: DST is complete and its sidecar holds the facts."""
+    from ..convert import convert
+    from ..registry.errors import RegistryError
+
     bars: list[Progress] = []
 
     def progress(total: int):
-        bars.append(Progress(total, f"writing {to_layout}", quiet or as_json))
+        bars.append(Progress(total, f"writing {to_layout}", silent))
         return bars[-1].update
 
     def announce(source: Any) -> None:
-        if not (as_json or quiet) and from_layout == "auto":
+        if not silent and from_layout == "auto":
             click.echo(f"detected {source.detection.layout}: {source.detection.reason}", err=True)
 
+    recorded, record_error = None, None
     try:
-        with hub_progress_bars(not (quiet or as_json)):
-            result = convert(src, dst, to_layout, from_layout, options=options, revision=revision,
-                             endpoint=endpoint, token=token, force=force, max_shard_bytes=max_shard_size,
-                             progress=progress, on_source=announce, trained_with=trained_with,
-                             registry_facts=from_registry)
-        recorded, record_error = None, None
+        with hub_progress_bars(not silent):
+            result = convert(src, dst, to_layout, from_layout, options=options, progress=progress,
+                             on_source=announce, **convert_args)
         if store is not None:
             from ..records import record_conversion
 
             try:
                 recorded = record_conversion(result, store)
-            except RegistryError as exc:  # DST is complete and its sidecar holds the facts: warn, exit 0
+            except RegistryError as exc:
                 record_error = exc
     finally:
         for bar in bars:
@@ -257,30 +272,36 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
             store.close()
     if record_error is not None:
         warn_unrecorded("converted", record_error, dst)
-    conflicts = recorded.conflicts if recorded else []
-    for conflict in conflicts:  # DST is written and recorded; the user must still hear of the disagreement
+    for conflict in recorded.conflicts if recorded else []:  # DST is written and recorded; the user still hears of it
         warn_twin(conflict)
-    drafter = result.source.drafter
-    size = sum(t.nbytes for t in result.plan.tensors.values())
-    capture = capture_rows(drafter, options.target)
-    summary = {
+    return result, recorded
+
+
+def conversion_summary(result: Any, recorded: Any, store: Any, target: Any, target_gguf: str | None) -> dict[str, Any]:
+    """What convert says of a conversion: the --json document, which the text output reads too."""
+    capture = capture_rows(result.source.drafter, target)
+    return {
         "source": result.source.uri, "from": result.source.detection.layout, "to": result.layout,
-        "dest": str(result.dest), "files": result.files, "replaced": result.replaced, "tensors": len(result.plan.tensors), "bytes": size,
+        "dest": str(result.dest), "files": result.files, "replaced": result.replaced,
+        "tensors": len(result.plan.tensors), "bytes": sum(t.nbytes for t in result.plan.tensors.values()),
         "capture": capture, "notes": result.notes + (recorded.notes if recorded else []),
         "drafter_id": result.drafter_id, "recorded_in": str(store.path) if recorded else None,
         "serves": {engine: v.to_dict() for engine, v in result.serves.items()},
-        "from_registry": result.facts.get("from_registry"), "registry_conflicts": conflicts,
+        "from_registry": result.facts.get("from_registry"),
+        "registry_conflicts": recorded.conflicts if recorded else [],
         "trtllm_serve": (trtllm_serve(capture, str(result.dest), result.serves.get("trtllm"))
                          if result.layout == "modelopt" else None),
         "llama_server": llama_server(result, target_gguf) if result.layout == "gguf" else None,
     }
-    if as_json:
-        emit_json(summary)
-        return
-    written = summary["llama_server"]["gguf"] if summary["llama_server"] else result.dest
-    click.echo(f"wrote {written} ({result.layout}): {len(result.plan.tensors)} tensors, {human_bytes(size)}")
+
+
+def print_summary(summary: dict[str, Any], result: Any) -> None:
+    """The text output: what was written, the capture layers, each engine's verdict, how to serve it, notes."""
+    written = summary["llama_server"]["gguf"] if summary["llama_server"] else summary["dest"]
+    click.echo(f"wrote {written} ({result.layout}): {summary['tensors']} tensors, {human_bytes(summary['bytes'])}")
     if result.replaced:
         click.echo(f"--force replaced: {', '.join(result.replaced)}")
+    capture = summary["capture"]
     per_engine = capture["per_engine"]
 
     def spelled(layout: str) -> Any:  # a layout named after no engine (gguf) spells its engine's convention
@@ -297,7 +318,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
             click.echo(line)
     if summary["llama_server"]:
         click.echo(f"serve it with the target's GGUF: {summary['llama_server']['command']}")
-    if recorded:
-        click.echo(f"recorded drafter {result.drafter_id[:12]} in {store.path}")
+    if summary["recorded_in"]:
+        click.echo(f"recorded drafter {result.drafter_id[:12]} in {summary['recorded_in']}")
     for note in summary["notes"]:
         click.echo(f"note: {note}")

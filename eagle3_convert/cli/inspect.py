@@ -29,7 +29,7 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
     Shows a broken checkpoint too (truncated weights, bad JSON, unknown layout), as far as it can be
     read. Exit status 1 when a finding is an error (as `validate`), else 0.
     """
-    from ..validate import Finding, load_target_facts, read_raw, validate_checkpoint
+    from ..validate import Finding, checkpoint_loader, load_target_facts, read_raw, validate_checkpoint
     from ..convert import make_options, read_source
     from ..errors import Eagle3Error
     from ..sources import resolve_source
@@ -38,14 +38,15 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
     with hub_progress_bars(not as_json):
         path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
-    raw, _ = read_raw(path)
-    report = validate_checkpoint(path, from_layout=from_layout, target=facts, source_label=label)
+    raw, read_findings = read_raw(path)  # read once: validate and the reader below take what it read
+    report = validate_checkpoint(path, from_layout=from_layout, target=facts, source_label=label,
+                                 read=(raw, list(read_findings)))
     findings = list(report.findings)
     drafter_view, refusal = None, None
     try:
         options = make_options(endpoint=endpoint, token=token)
-        options.target = facts.identity if facts else None
-        source = read_source(str(path), from_layout, options)
+        options.target = facts
+        source = read_source(str(path), from_layout, options, load=checkpoint_loader(raw, read_findings))
         drafter_view = _drafter_view(source, options)
         drafter_view["trtllm_serve"] = _trtllm_view(src, raw, source.drafter.config, drafter_view["capture"],
                                                     options)
@@ -135,6 +136,8 @@ def _print(label: str, data: dict[str, Any]) -> None:
     view = data["drafter"]
     if view is not None:
         cfg = view["config"]
+        if cfg.get("kind", "eagle3") != "eagle3":  # (an EAGLE-3 drafter's config names no kind)
+            click.echo(f"  kind         {cfg['kind']}, mask token {cfg.get('mask_token_id')}")
         click.echo(f"  family       {cfg.get('family')}, {cfg.get('num_layers')} layer(s), hidden "
                    f"{cfg.get('hidden_size')}, heads {cfg.get('num_attention_heads')}/"
                    f"{cfg.get('num_key_value_heads')}, intermediate {cfg.get('intermediate_size')}")

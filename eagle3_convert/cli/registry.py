@@ -220,7 +220,7 @@ def sync_cmd(sources: tuple[str, ...], verify: bool, endpoint: str | None, token
     """Record the drafters on the Hub: every model of an org or user, or the repos named (org/name).
 
     Reads card, config.json, eagle3-convert.json, and the safetensors headers with the d2t/t2d vocabulary map
-    (HTTP Range), never the weight matrices. A fact the registry holds is never overwritten: where the Hub disagrees (capture boundaries, target) the repo is
+    (or a GGUF's header and small tensors; HTTP Range), never the weight matrices. A fact the registry holds is never overwritten: where the Hub disagrees (capture boundaries, target) the repo is
     reported as a conflict, nothing of it is recorded, and the exit status is 1. Broken repos are listed with
     their finding code and do not fail the sync.
     """
@@ -232,7 +232,12 @@ def sync_cmd(sources: tuple[str, ...], verify: bool, endpoint: str | None, token
     if not as_json:
         for entry in report.entries:
             where = entry.uri or entry.repo_id
-            if entry.status in ("conflict", "broken"):
+            if entry.status == "conflict":  # which record, and why this copy is that drafter
+                click.echo(f"{entry.status:<12} {where}: {entry.message} (the record of drafter "
+                           f"{entry.drafter_id[:SHORT_ID]}) [{entry.code}]")
+                for note in entry.notes:
+                    click.echo(f"{'':<12} note: {note}")
+            elif entry.status == "broken":
                 click.echo(f"{entry.status:<12} {where}: {entry.message} [{entry.code}]")
             else:
                 click.echo(f"{entry.status:<12} {where} ({entry.layout}) drafter {entry.drafter_id[:SHORT_ID]} "

@@ -26,6 +26,7 @@ def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None,
 
     One line per copy, its engines grouped by verdict; --verbose (or --json) for each engine's reading."""
     from ..hub_index import search
+    from ..registry.recording import conflict_message
 
     found = search(target, registry_path, engine=engine, hub=hub, endpoint=endpoint, token=token)
     if as_json:
@@ -46,6 +47,9 @@ def search_cmd(target: str, engine: str | None, hub: bool, endpoint: str | None,
             click.echo(f"drafter {item['drafter_id'][:12]}  boundaries {'engine default' if bounds is None else bounds}"
                        f"  ({where})")
         for copy in item["copies"]:
+            if copy.get("conflicts"):  # judged against the record all the same: the training truth is its
+                click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}  disagrees with the record: "
+                           f"{conflict_message(copy['conflicts'])} [E-SYNC-CONFLICT]")
             if copy["serves"] is None:
                 click.echo(f"  {copy['layout'] or '?'}  {copy['uri']}  not judged: {copy['why']}")
                 continue

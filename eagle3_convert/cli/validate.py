@@ -54,7 +54,7 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
         from ..records import recorded_capture
 
         recorded = recorded_capture(path, registry_path, uri=f"hf://{src}@{commit}" if commit else None,
-                                    by_content=deep, target_depth=facts.identity.num_hidden_layers if facts else None)
+                                    by_content=deep, target_depth=facts.num_hidden_layers if facts else None)
     expected, record_label = recorded or (None, "")  # the label is used only with boundaries
     bars: list[Progress] = []
 

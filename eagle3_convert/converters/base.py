@@ -14,45 +14,31 @@ from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROP
                        TargetIdentity, expected_shapes, optional_shapes, wrong_target_width)
 from ..engines.vllm import MTP_MODEL_TYPES
 from ..errors import CaptureConflict, FormatError, RefusalError, UsageError
+from ..json_values import is_number, is_positive_int, short_repr
 from ..safetensors_io import TensorSource
 from ..vocab_map import VocabMap, read_vocab_map, repair_absolute_d2t
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
-from .config_keys import NEVER_CARRIED
+from .config_keys import DECODER_SEMANTIC, NEVER_CARRIED
 from .layout import (  # noqa: F401 (re-exported)
     ARCHITECTURE_FAMILY, EAGLE3_ARCHITECTURES, KNOWN_CANONICAL, LATER_NORMS, MODELOPT_EAGLE_FIELDS, VOCAB_TENSORS,
-    ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, WritePlan, canonical_tensors,
+    ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, ShiftedLayers, WritePlan, canonical_tensors,
     drop_unused_layer_norms, flat_markers, refuse_unless, to_canonical, to_stored, with_both_later_norms)
 
 
 # ------------------------------------------------------- decoder config mapping
 
-# HF decoder-config keys the canonical config models; every other key rides in hf_extra.
-DECODER_KEYS = {
-    "model_type", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-    "num_hidden_layers", "rms_norm_eps", "hidden_act", "max_position_embeddings", "vocab_size",
-    "attention_bias", "mlp_bias", "tie_word_embeddings", *ROPE_KEYS, *MLA_KEYS,
-}
 # Top-level keys that are about the file, not the decoder (they stay top level in every layout).
 TOP_KEYS = ("dtype", "torch_dtype", "transformers_version")
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 def _positive_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    return is_number(value) and value > 0
 
 
 def _require_int(cfg: Mapping[str, Any], key: str, where: str) -> int:
     value = cfg.get(key)
-    if not _positive_int(value):
-        raise FormatError(f"{where}: {key} is {_short(value)}; expected a positive integer",
+    if not is_positive_int(value):
+        raise FormatError(f"{where}: {key} is {short_repr(value)}; expected a positive integer",
                           f"fix {key} in config.json", code="E-CONFIG-FIELD")
     return value
 
@@ -72,9 +58,9 @@ def _require_vocab_size(dec: Mapping[str, Any], where: str) -> int:
 # Optional decoder keys and the JSON type each must have when present: a string "1e-5" or "false"
 # must be refused, not coerced (bool("false") is True).
 _OPTIONAL_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "num_key_value_heads": (_positive_int, "a positive integer"),
-    "head_dim": (_positive_int, "a positive integer"),
-    "max_position_embeddings": (_positive_int, "a positive integer"),
+    "num_key_value_heads": (is_positive_int, "a positive integer"),
+    "head_dim": (is_positive_int, "a positive integer"),
+    "max_position_embeddings": (is_positive_int, "a positive integer"),
     "rms_norm_eps": (_positive_number, "a positive number"),
     "rope_theta": (_positive_number, "a positive number"),
     "partial_rotary_factor": (_positive_number, "a positive number"),
@@ -91,8 +77,8 @@ def _check_optional_types(dec: Mapping[str, Any], where: str) -> None:
     for key, (ok, expected) in _OPTIONAL_TYPES.items():
         value = dec.get(key)
         if value is not None and not ok(value):
-            raise FormatError(f"{where}: {key} is {_short(value)}; expected {expected}", f"fix {key} in config.json",
-                              code="E-CONFIG-FIELD")
+            raise FormatError(f"{where}: {key} is {short_repr(value)}; expected {expected}",
+                              f"fix {key} in config.json", code="E-CONFIG-FIELD")
 
 
 def structural_family(architectures: Any, tensor_names: Iterable[str] = ()) -> str | None:
@@ -121,7 +107,7 @@ def decoder_fields(dec: Mapping[str, Any], where: str, tensor_names: Iterable[st
     """
     model_type = dec.get("model_type", "llama")
     if not isinstance(model_type, str):
-        raise FormatError(f"{where}: model_type is {_short(model_type)}; expected a string",
+        raise FormatError(f"{where}: model_type is {short_repr(model_type)}; expected a string",
                           "fix model_type in config.json", code="E-CONFIG-FIELD")
     _check_optional_types(dec, where)
     family = FAMILY_BY_MODEL_TYPE.get(model_type)
@@ -197,7 +183,7 @@ def split_decoder_extra(dec: Mapping[str, Any], also_known: set[str]) -> dict[st
     """Decoder keys the canonical config does not model, kept verbatim (not NEVER_CARRIED: keys some layout
     reads, whose unread copy would shadow the destination's)."""
     return {k: v for k, v in dec.items()
-            if k not in DECODER_KEYS and k not in also_known and k not in TOP_KEYS and k not in NEVER_CARRIED}
+            if k not in DECODER_SEMANTIC and k not in also_known and k not in TOP_KEYS and k not in NEVER_CARRIED}
 
 
 def keep_model_type_spelling(dec: Mapping[str, Any], fields: dict[str, Any], extra: dict[str, Any]) -> None:
@@ -219,8 +205,8 @@ def infer_num_aux(fc: TensorSource | None, cfg_fields: Mapping[str, Any], declar
                   ids: list[int] | None) -> int:
     """k from the fc width (k * Ht), cross-checked against the ids and any declared count."""
     declared_ht = cfg_fields.get("target_hidden_size")
-    if declared_ht is not None and not _positive_int(declared_ht):
-        raise FormatError(f"target_hidden_size is {_short(declared_ht)}; expected a positive integer or null",
+    if declared_ht is not None and not is_positive_int(declared_ht):
+        raise FormatError(f"target_hidden_size is {short_repr(declared_ht)}; expected a positive integer or null",
                           "fix target_hidden_size in config.json", code="E-CONFIG-FIELD")
     ht = declared_ht or cfg_fields["hidden_size"]
     if fc is None or len(fc.shape) != 2:

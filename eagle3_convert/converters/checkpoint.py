@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,11 @@ class Checkpoint:
     weight_files: list[str]
     sidecar: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
-    # What a command reads from the files once and passes on: the layout detection (converters.registry.detect)
-    # and the d2t/t2d map for each (V, Vd) a reader asked for.
+    # What a command reads from the files once and passes on: the layout detection (converters.registry.detect),
+    # the d2t/t2d map for each (V, Vd) a reader asked for, and each layout's reading (read_as).
     detection: Any = field(default=None, repr=False, compare=False)
     vocab_maps: dict[tuple[int, int], VocabMap | None] = field(default_factory=dict, repr=False, compare=False)
+    readings: list[tuple[str, Any, Any]] = field(default_factory=list, repr=False, compare=False)
 
     def vocab_map(self, vocab_size: int, draft_vocab_size: int) -> VocabMap | None:
         """d2t/t2d decoded and cross-checked once (vocab_map.read_vocab_map raises what is wrong with them)."""
@@ -61,6 +62,17 @@ class Checkpoint:
         if key not in self.vocab_maps:
             self.vocab_maps[key] = read_vocab_map(self.tensors.get("d2t"), self.tensors.get("t2d"), *key)
         return self.vocab_maps[key]
+
+    def read_as(self, layout: Any, options: Any) -> Any:
+        """The Drafter `layout` (a converters.layout.Layout) reads from this checkpoint with `options`, read once: a
+        command that asks again with equal options (validate's last word, inspect's view) gets the same reading, to
+        be treated as read-only. A refusal is not kept: asking again reads, and refuses, again."""
+        for name, given, drafter in self.readings:
+            if name == layout.name and given == options:
+                return drafter
+        drafter = layout.read(self, options)
+        self.readings.append((layout.name, replace(options), drafter))
+        return drafter
 
 
 def missing_config_hint(root: Path) -> str:
@@ -81,6 +93,16 @@ def missing_config_hint(root: Path) -> str:
     return "a drafter directory needs config.json beside its weights"
 
 
+def pickled_weights(root: Path) -> list[str]:
+    return sorted(p.name for p in root.glob("*.bin") if p.name.startswith("pytorch_model"))
+
+
+def pickles_ignored(bins: list[str]) -> list[str]:
+    """The note for pickled weights beside safetensors ones (none when there are none)."""
+    return [f"ignored {', '.join(bins)}: safetensors weights are present and are never second-guessed by a "
+            "pickle"] if bins else []
+
+
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     root = Path(path)
     if gguf_file(root) is not None:  # a .gguf, or a directory holding one and no config.json
@@ -94,12 +116,10 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     config = read_json_file(config_path, f"{root}/config.json")
     notes: list[str] = []
     has_st = (root / INDEX_NAME).is_file() or any(root.glob("*.safetensors"))
-    bins = sorted(p.name for p in root.glob("*.bin") if p.name.startswith("pytorch_model"))
+    bins = pickled_weights(root)
     if has_st:
         tensors, files = read_tensor_table(root)
-        if bins:
-            notes.append(f"ignored {', '.join(bins)}: safetensors weights are present and are never second-guessed "
-                         "by a pickle")
+        notes += pickles_ignored(bins)
     elif bins:
         from ..bin_reader import read_bin_tensors  # torch is heavy: only for pickled checkpoints
 

@@ -23,11 +23,14 @@ first, so convert and validate judge a config the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Callable, Iterable, Mapping
 
+from .. import schemas
 from ..drafter import MLA_KEYS, NORM_FLAGS, ROPE_KEYS
 from ..capture_ids import IDS_KEY as CAPTURE_IDS
 from ..errors import FormatError
+from ..json_values import is_int, is_number, is_positive_int, short_repr
 
 # ------------------------------------------------------------------------ the tables
 
@@ -59,13 +62,12 @@ DECODER_WRITTEN = frozenset({
     "num_local_experts", "experts_per_token", "decoder_sparse_step", "mlp_only_layers",
     "o_lora_rank",  # DeepSeek-V4 (transformers' DeepseekV4Config), one edit from the q_lora_rank written beside it
 })
-# Decoder keys the canonical config models (the same set as base.DECODER_KEYS): semantic everywhere.
+# HF decoder-config keys the canonical config models (every other key rides in hf_extra): semantic everywhere.
 DECODER_SEMANTIC = frozenset({
     "model_type", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
     "num_hidden_layers", "rms_norm_eps", "hidden_act", "max_position_embeddings", "vocab_size",
     "attention_bias", "mlp_bias", "tie_word_embeddings", *ROPE_KEYS, *MLA_KEYS,
 })
-FLAGS = NORM_FLAGS
 MODELOPT_NESTED = frozenset({"use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
                              "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers"})
 
@@ -112,7 +114,7 @@ LAYOUT_KEYS: dict[str, Level] = {
     # speculators 0.9 (trainer and converter): the decoder nested under transformer_layer_config.
     "speculators": Level(
         semantic=frozenset({"speculators_model_type", "transformer_layer_config", "draft_vocab_size",
-                            "target_hidden_size", CAPTURE_IDS, "speculators_config", *FLAGS}),
+                            "target_hidden_size", CAPTURE_IDS, "speculators_config", "mask_token_id", *NORM_FLAGS}),
         known=TRANSFORMERS_COMMON | frozenset({"speculators_version", "embed_requires_grad", "tie_word_embeddings",
                                                "has_no_defaults_at_init"}),
         children=(
@@ -128,16 +130,25 @@ LAYOUT_KEYS: dict[str, Level] = {
                     eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc"}),
     # vLLM-native Eagle3 configs.
     "vllm": _flat({"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
-                   CAPTURE_IDS, *FLAGS},
+                   CAPTURE_IDS, "pard_token", "ptd_token_id", "mask_token_id", *NORM_FLAGS},
                   eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc"},
                   eagle_known=MODELOPT_NESTED),
     # SafeAILab/EAGLE: a plain Llama config and draft_vocab_size.
     "eagle": _flat({"architectures", "draft_vocab_size", "target_hidden_size"}),
     # NVIDIA ModelOpt's HF export (llama and kimik2 templates of its export plugin).
     # The top-level id list is eagle3-convert's copy for vLLM, as boundaries, beside NVIDIA's nested one.
-    "modelopt": _flat({"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size", CAPTURE_IDS},
+    # NeMo Automodel's LlamaEagle3DraftModel: the target's config plus its draft keys (converters/nemo.py).
+    "nemo": _flat({"architectures", "draft_vocab_size", "target_hidden_size", "parallel_drafting", "mask_token_id",
+                   "fc_norm", "norm_output", "num_aux_hidden_states"},
+                  known={"attn_implementation", "num_depths", "down_sample_ratio", "down_sample_ratio_min",
+                         "layer_types", "max_window_layers", "sliding_window", "use_sliding_window"}),
+    # The Eagle 3.1 flags where TensorRT-LLM reads them (modeling_speculative.py @ 00679c66): norm_before_fc nested
+    # (NVIDIA's gpt-oss exports), fc_norm and norm_output at the top, norm_output nested as return_hidden_post_norm.
+    "modelopt": _flat({"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size", CAPTURE_IDS,
+                       "norm_before_fc", "fc_norm", "norm_output"},
                       known={"quantization_config"},
-                      eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", *MODELOPT_NESTED}),
+                      eagle_semantic={CAPTURE_IDS, "use_aux_hidden_state", "norm_before_fc", "return_hidden_post_norm",
+                                      *MODELOPT_NESTED}),
 }
 # Keys some layout reads that are not the decoder's, at the top level of a flat config.
 SEMANTIC_ANYWHERE = frozenset().union(*(lvl.semantic for lvl in LAYOUT_KEYS.values())) | frozenset(
@@ -145,75 +156,51 @@ SEMANTIC_ANYWHERE = frozenset().union(*(lvl.semantic for lvl in LAYOUT_KEYS.valu
 # Keys some layout reads inside eagle_config.
 EAGLE_CONFIG_ANYWHERE = frozenset().union(*(lvl.child("eagle_config").semantic for lvl in LAYOUT_KEYS.values()
                                             if lvl.child("eagle_config") is not None))
+
+
+def _semantic(level: Level) -> frozenset[str]:
+    return level.semantic.union(*(_semantic(child) for _, child in level.children))
+
+
+# Keys some layout reads, at any level.
+SEMANTIC_AT_ANY_LEVEL = frozenset().union(*map(_semantic, LAYOUT_KEYS.values()))
 # Never carried verbatim into another layout's config: each is read by SOME layout, so an unread copy
 # would change what the destination's engine reads.
 NEVER_CARRIED = (SEMANTIC_ANYWHERE - DECODER_SEMANTIC) | {"speculators_config", "transformer_layer_config"}
 
 
-def _bool(v: Any) -> bool:
-    return isinstance(v, bool)
+def _list_of(item: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, list) and all(item(x) for x in v)
 
 
-def _positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-def _ids(v: Any) -> bool:
-    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
-
-
-def _str_list(v: Any) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-# The JSON type of each semantic key, where the readers' coercion would turn a wrong type into another
-# model (`"false"` read as true, a string width). Decoder keys are typed by base.decoder_fields.
-TYPES: dict[str, tuple[Callable[[Any], bool], str, bool]] = {  # key -> (check, expected, null allowed)
-    **{flag: (_bool, "true or false", False) for flag in FLAGS},
-    "use_aux_norm": (_bool, "true or false", False),
-    "bias": (_bool, "true or false", False),
-    "use_aux_hidden_state": (_bool, "true or false", False),
-    "use_input_layernorm_in_first_layer": (_bool, "true or false", False),
-    "use_last_layernorm": (_bool, "true or false", False),
-    "use_mtp_layernorm": (_bool, "true or false", False),
-    "next_layer_regular": (_bool, "true or false", False),
-    "parallel_draft_step": (_positive_int, "a positive integer", False),
-    "parallel_draft_heads_num_layers": (_positive_int, "a positive integer", False),
-    "draft_vocab_size": (_positive_int, "a positive integer", True),
-    "target_hidden_size": (_positive_int, "a positive integer", True),
-    "num_aux_hidden_states": (_positive_int, "a positive integer", False),
-    "num_hidden_layers": (_positive_int, "a positive integer", False),
-    "model_type": (lambda v: isinstance(v, str), "a string", False),
-    "architectures": (_str_list, "a list of strings", False),
-    CAPTURE_IDS: (_ids, "a list of integers", True),
-    "eagle_config": (lambda v: isinstance(v, dict), "an object", False),
-    "transformer_layer_config": (lambda v: isinstance(v, dict), "an object", False),
-    "speculators_config": (lambda v: isinstance(v, dict), "an object", False),
-    "verifier": (lambda v: isinstance(v, dict), "an object", False),
-    "speculators_model_type": (lambda v: isinstance(v, str), "a string", False),
-    "algorithm": (lambda v: isinstance(v, str), "a string", False),
-    "name_or_path": (lambda v: isinstance(v, str), "a string", True),
+# How each JSON type the schemas give a key is checked, and said in a finding.
+CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "boolean": (lambda v: isinstance(v, bool), "true or false"),
+    "positive": (is_positive_int, "a positive integer"),
+    "integer": (is_int, "an integer"),  # (a token id: 0 is one; the schema's minimum says the rest)
+    "number": (is_number, "a number"),
+    "string": (lambda v: isinstance(v, str), "a string"),
+    "object": (lambda v: isinstance(v, dict), "an object"),
+    "array of integer": (_list_of(is_int), "a list of integers"),
+    "array of number": (_list_of(is_number), "a list of numbers"),
+    "array of string": (_list_of(lambda x: isinstance(x, str)), "a list of strings"),
 }
-
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _numbers(v: Any) -> bool:
-    return isinstance(v, list) and all(_number(x) for x in v)
+# Decoder keys base.decoder_fields types itself (with its own message); the key table checks the rest.
+TYPED_BY_DECODER_FIELDS = DECODER_SEMANTIC - {"model_type", "num_hidden_layers"} - ROPE.semantic
+# A null the reader takes as absent though the schema wants a value (validate reports the schema's finding):
+# the speculators reader names no verifier.
+NULL_READ_AS_ABSENT = frozenset({"name_or_path"})
 
 
-TYPES.update({
-    "rope_type": (lambda v: isinstance(v, str), "a string", False),
-    "type": (lambda v: isinstance(v, str), "a string", False),
-    **{k: (_number, "a number", True) for k in (
-        "rope_theta", "factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
-        "mscale_all_dim", "attention_factor", "partial_rotary_factor")},
-    "original_max_position_embeddings": (_positive_int, "a positive integer", True),
-    "truncate": (_bool, "true or false", True),
-    "short_factor": (_numbers, "a list of numbers", True),
-    "long_factor": (_numbers, "a list of numbers", True),
-})
+@cache
+def type_checks() -> dict[str, tuple[Callable[[Any], bool], str, bool]]:
+    """key -> (check, expected, null allowed) for each semantic key whose wrong JSON type the readers' coercion
+    would turn into another model (`"false"` read as true, a string width); the types are the shipped schemas'."""
+    typed_here = SEMANTIC_AT_ANY_LEVEL - TYPED_BY_DECODER_FIELDS
+    return {key: (*CHECKS[t.kind], t.nullable or key in NULL_READ_AS_ABSENT)
+            for key, t in schemas.config_key_types().items() if key in typed_here}
+
+
 TYPE_CODES = {CAPTURE_IDS: "E-CAPTURE-FIELD"}  # the code of a wrong type, where not E-CONFIG-FIELD
 
 
@@ -283,11 +270,6 @@ def _path(parent: str, key: str) -> str:
     return f"{parent}.{text if len(text) <= 40 else text[:37] + '...'}"
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -322,10 +304,11 @@ def _walk(layout: str, level: Level, obj: Mapping[str, Any], where: str,
     for key, value in obj.items():
         path = _path(where, key)
         if key in level.semantic:
-            check = TYPES.get(key)
+            check = type_checks().get(key)
             if check is not None and not (value is None and check[2]) and not check[0](value):
-                out.append(KeyIssue(TYPE_CODES.get(key, "E-CONFIG-FIELD"), path, f"{path[2:]} is {_show(value)} (JSON "
-                                    f"{_json_type(value)}); the {layout} reader expects {check[1]} and would coerce it",
+                out.append(KeyIssue(TYPE_CODES.get(key, "E-CONFIG-FIELD"), path, f"{path[2:]} is "
+                                    f"{short_repr(value, 60)} (JSON {_json_type(value)}); the {layout} reader expects "
+                                    f"{check[1]} and would coerce it",
                                     f"write {path[2:]} as {check[1]} in config.json"))
                 continue
             child = level.child(key)
@@ -358,7 +341,9 @@ _MISSING: Any = object()
 
 
 def _instead(home: str, there: Any) -> str:
-    return "it would be taken as absent" if there is _MISSING else f"the reader uses {home[2:]} = {_show(there)} instead"
+    if there is _MISSING:
+        return "it would be taken as absent"
+    return f"the reader uses {home[2:]} = {short_repr(there, 60)} instead"
 
 
 def _judge_stray(layout: str, level: Level, obj: Mapping[str, Any], key: str, path: str, where: str,

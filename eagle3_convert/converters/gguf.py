@@ -37,7 +37,9 @@ from typing import Any, Callable
 
 from ..capture_ids import default_boundaries
 from ..drafter import Drafter, DrafterConfig, TargetIdentity
+from ..engines.common import id_list
 from ..errors import FormatError, RefusalError, UsageError
+from ..json_values import is_positive_int
 from ..safetensors_io import InMemoryTensor, TensorSource, read_tensor_bytes
 from ..vocab_map import VocabMap, encode_d2t
 from .base import (
@@ -89,7 +91,7 @@ D2T = "d2t"
 OUTTYPES = {"bf16": "BF16", "f16": "F16", "f32": "F32"}
 
 
-def _record(ckpt: Checkpoint) -> dict[str, Any] | None:
+def _stored_record(ckpt: Checkpoint) -> dict[str, Any] | None:
     text = ckpt.config.get(RECORD_KEY)
     if not isinstance(text, str):
         return None
@@ -103,17 +105,11 @@ def _record(ckpt: Checkpoint) -> dict[str, Any] | None:
 
 def _int(cfg: dict[str, Any], key: str, required: bool = True) -> int | None:
     value = cfg.get(key)
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    if is_positive_int(value):
         return value
     if required:
         raise FormatError(f"GGUF key {key} is {value!r}", "llama.cpp needs it: the file is not a complete eagle3 "
                           "GGUF", code="E-GGUF-KEY")
-    return None
-
-
-def _int_list(value: Any) -> list[int] | None:
-    if isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-        return [int(x) for x in value]
     return None
 
 
@@ -137,7 +133,7 @@ def _keys_llamacpp_reads(meta: dict[str, Any], tensors: dict[str, TensorSource])
     layers = _int(meta, f"{a}.block_count")
     refuse_unless(layers == 1, f"{a}.block_count is {layers}; llama.cpp's eagle3 graph asserts one layer",
                   "the file is not a valid eagle3 drafter", "E-LAYERS-UNSUPPORTED")
-    ids = _int_list(meta.get(f"{a}.target_layers"))
+    ids = id_list(meta.get(f"{a}.target_layers"))
     if ids is None or len(ids) != 3:
         raise FormatError(f"{a}.target_layers is {meta.get(f'{a}.target_layers')!r}; llama.cpp requires exactly "
                           "3 ids", "the file is not a loadable eagle3 drafter", code="E-CAPTURE-COUNT")
@@ -226,6 +222,17 @@ def _fields_from_keys(meta: dict[str, Any], keys: _Keys, tensors: dict[str, Tens
     return fields
 
 
+def _config(ckpt: Checkpoint, keys: _Keys, notes: list[str]) -> tuple[DrafterConfig, dict[str, str]]:
+    """The canonical config, and the source dtype of each tensor: our own record where it agrees with the keys
+    llama.cpp reads, else what those keys alone say (and no dtypes: the GGUF's are the source's)."""
+    record = _stored_record(ckpt)
+    fields = _fields_from_record(record, keys, notes)
+    if fields is None:
+        return DrafterConfig.model_validate(_fields_from_keys(ckpt.config, keys, ckpt.tensors, notes)), {}
+    dtypes = record.get("dtypes") if record else None
+    return DrafterConfig.model_validate(fields), dtypes if isinstance(dtypes, dict) else {}
+
+
 def _canonical_tensors(tensors: dict[str, TensorSource], cfg: DrafterConfig,
                        dtypes: dict[str, str]) -> dict[str, TensorSource]:
     """The GGUF's tensors by canonical name: q/k rows un-permuted, norms back in the source's dtype (`dtypes`)."""
@@ -304,14 +311,8 @@ class GGUFLayout(Layout):
         self.detect(ckpt)
         keys = _keys_llamacpp_reads(ckpt.config, ckpt.tensors)
         notes = list(ckpt.notes)
-        record = _record(ckpt)
-        fields = _fields_from_record(record, keys, notes)
-        from_record = fields is not None
-        if fields is None:
-            fields = _fields_from_keys(ckpt.config, keys, ckpt.tensors, notes)
-        dtypes = (record or {}).get("dtypes") if from_record else None  # the source dtypes of OUR tensors
-        cfg = DrafterConfig.model_validate(fields)
-        canonical = _canonical_tensors(ckpt.tensors, cfg, dtypes if isinstance(dtypes, dict) else {})
+        cfg, dtypes = _config(ckpt, keys, notes)
+        canonical = _canonical_tensors(ckpt.tensors, cfg, dtypes)
         _check_rope_freqs(ckpt.tensors.get(ROPE_FREQS), cfg, notes)
         drafter = Drafter(cfg, canonical, _vocab_map(ckpt.tensors.get(D2T), keys.draft_vocab, keys.vocab), notes)
         check_tensor_table(drafter)
@@ -324,37 +325,21 @@ class GGUFLayout(Layout):
         target = _target_gguf(options)
         boundaries = _capturable_boundaries(cfg, options, target)
         outtype = _outtype(options)
-        L = target.block_count
         notes = modelopt_first_layer_note(cfg, self.name)
         if cfg.capture_boundaries is None:
             notes.append(f"eagle3.target_layers written as {boundaries}: the engine default {{2, L//2, L-3}} on the "
-                         f"{L}-layer target")
+                         f"{target.block_count}-layer target")
         tensors, dtypes = _gguf_tensors(drafter, outtype)
-        main_dtype = OUTTYPES.get(outtype) or (drafter.tensors["fc.weight"].dtype
-                                               if drafter.tensors["fc.weight"].dtype in FILE_TYPE else "F32")
-        metadata = _metadata(cfg, boundaries, main_dtype)
-        target_id = TargetIdentity.merged(cfg.target, TargetIdentity(
-            num_hidden_layers=L, hidden_size=cfg.resolved_target_hidden_size, vocab_size=target.vocab_size))
-        record = {"drafter": cfg.model_copy(update={"target": target_id}).model_dump(mode="json"), "dtypes": dtypes,
-                  "target_gguf": {"architecture": target.arch, "block_count": L, "file": target.path.name}}
+        main_dtype = _main_dtype(drafter, outtype)
         # What the sidecar is bound to (config_sha256): this exact record, stored in the GGUF.
-        plan_config = {"gguf": metadata, RECORD_KEY: record}
-        record_text = json_bytes(plan_config).decode()
-        plan_config_types = key_types(metadata)
-
-        def write(tmp: Path, dest: Path, on_progress: Callable[[int], None] | None) -> list[str]:
-            name = file_name(dest, main_dtype)
-            write_gguf(tmp / name, metadata, plan_config_types, record_text, target, tensors, on_progress)
-            return [name]
-
-        return WritePlan(self.name, plan_config, tensors, notes, writer=write)
-
-
-_WHERE = "llama.cpp's eagle3 architecture"
+        plan_config = {"gguf": _metadata(cfg, boundaries, main_dtype),
+                       RECORD_KEY: _record_to_store(cfg, dtypes, target)}
+        return WritePlan(self.name, plan_config, tensors, notes,
+                         writer=_writer(plan_config, main_dtype, target, tensors))
 
 
 def _refuse_what_llamacpp_cannot_build(cfg: DrafterConfig) -> None:
-    where = _WHERE
+    where = "llama.cpp's eagle3 architecture"
     refuse_unless(cfg.family == "llama", f"the drafter is a {cfg.family} drafter; {where} builds a Llama layer "
                   "(no q/k norms, no MLA)", "serve it with vLLM (--to vllm)", "E-FAMILY-UNSUPPORTED")
     refuse_unless(cfg.num_layers == 1, f"the drafter has {cfg.num_layers} layers; {where} builds exactly one",
@@ -476,6 +461,38 @@ def _metadata(cfg: DrafterConfig, boundaries: list[int], main_dtype: str) -> dic
         metadata[f"{a}.attention.key_length"] = cfg.head_dim
         metadata[f"{a}.attention.value_length"] = cfg.head_dim
     return metadata
+
+
+def _main_dtype(drafter: Drafter, outtype: str) -> str:
+    """The dtype of the 2-D weights, which general.file_type names: --outtype's, else fc.weight's if a GGUF
+    file type, else F32."""
+    fc_dtype = drafter.tensors["fc.weight"].dtype
+    return OUTTYPES.get(outtype) or (fc_dtype if fc_dtype in FILE_TYPE else "F32")
+
+
+def _record_to_store(cfg: DrafterConfig, dtypes: dict[str, str], target: TargetGGUF) -> dict[str, Any]:
+    """eagle3_convert.record: the canonical config (with the target the GGUF was written against) and the source
+    dtypes, which llama.cpp's keys cannot hold."""
+    target_id = TargetIdentity.merged(cfg.target, TargetIdentity(
+        num_hidden_layers=target.block_count, hidden_size=cfg.resolved_target_hidden_size,
+        vocab_size=target.vocab_size))
+    return {"drafter": cfg.model_copy(update={"target": target_id}).model_dump(mode="json"), "dtypes": dtypes,
+            "target_gguf": {"architecture": target.arch, "block_count": target.block_count, "file": target.path.name}}
+
+
+def _writer(plan_config: dict[str, Any], main_dtype: str, target: TargetGGUF,
+            tensors: dict[str, TensorSource]) -> Callable[[Path, Path, Callable[[int], None] | None], list[str]]:
+    """The plan's writer: one GGUF file holding the keys, the record, the target's tokenizer and the tensors."""
+    metadata = plan_config["gguf"]
+    record_text = json_bytes(plan_config).decode()
+    types = key_types(metadata)
+
+    def write(tmp: Path, dest: Path, on_progress: Callable[[int], None] | None) -> list[str]:
+        name = file_name(dest, main_dtype)
+        write_gguf(tmp / name, metadata, types, record_text, target, tensors, on_progress)
+        return [name]
+
+    return write
 
 
 LAYOUT = GGUFLayout()

@@ -71,6 +71,10 @@ STRING, ARRAY = 8, 9
 MAX_KV = 1 << 20  # a GGUF header with more entries than this is hostile, not a model
 
 
+class HeaderEndsEarly(FormatError):
+    """The header runs past the bytes there are: a truncated file, or a prefix fetched by Range too short."""
+
+
 class _Stream:
     def __init__(self, f: Any, path: Path, size: int):
         self.f, self.path, self.size = f, path, size
@@ -78,8 +82,8 @@ class _Stream:
     def read(self, n: int) -> bytes:
         data = self.f.read(n)
         if len(data) != n:
-            raise FormatError(f"{self.path.name}: the GGUF header ends early", "the file is truncated or not a GGUF",
-                              code="E-GGUF-READ")
+            raise HeaderEndsEarly(f"{self.path.name}: the GGUF header ends early",
+                                  "the file is truncated or not a GGUF", code="E-GGUF-READ")
         return data
 
     def unpack(self, fmt: str) -> Any:
@@ -124,11 +128,12 @@ class _Stream:
         return [self.value(sub, True) for _ in range(count)]
 
 
-def scan_gguf(path: Path, what: str) -> GGUFScan:
-    """Header, keys and tensor infos of a GGUF file; tokenizer values skipped over (their spans kept)."""
+def scan_gguf(path: Path, what: str, size: int | None = None) -> GGUFScan:
+    """Header, keys and tensor infos of a GGUF file; tokenizer values skipped over (their spans kept). `size`: the
+    whole file's, where `path` holds only its first bytes (a Hub file read by Range; HeaderEndsEarly: fetch more)."""
     gguf = _gguf()
     try:
-        size = path.stat().st_size
+        size = path.stat().st_size if size is None else size
         f = open(path, "rb", buffering=1 << 20)
     except OSError as exc:
         raise FormatError(f"{what} {path}: cannot read ({exc.strerror or exc})", "check the path",

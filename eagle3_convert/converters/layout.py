@@ -4,11 +4,12 @@ the flat (`LlamaForCausalLMEagle3`-style) layouts apart."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..drafter import Drafter, TargetIdentity
 from ..errors import FormatError, RefusalError
@@ -42,6 +43,15 @@ class LayerRename:
     from_layer: int = 1
 
 
+@dataclass(frozen=True)
+class ShiftedLayers:
+    """Read only: `{stored}{j}.` is canonical `layers.{j + shift}.` (SGLang at 03d5a77 kept layer 0 as `midlayer`
+    and layers >= 1 as `additional_layers.{i - 1}`)."""
+
+    stored: str
+    shift: int
+
+
 _LAYER_NAME = re.compile(r"^layers\.(\d+)\.(.+)$")
 
 
@@ -58,8 +68,14 @@ def _swap_in_layer(name: str, renames: tuple[Rename | LayerRename, ...], to_stor
     return name
 
 
-def to_canonical(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: int) -> str:
+def to_canonical(name: str, renames: tuple[Rename | LayerRename | ShiftedLayers, ...], num_layers: int) -> str:
     for rule in renames:
+        if isinstance(rule, ShiftedLayers):
+            m = re.match(rf"^{re.escape(rule.stored)}(\d+)\.", name)
+            if m:
+                name = f"layers.{int(m.group(1)) + rule.shift}.{name[m.end():]}"
+                break
+            continue
         if isinstance(rule, LayerRename) or (rule.single_layer_only and num_layers != 1):
             continue
         if name.startswith(rule.stored):
@@ -68,10 +84,11 @@ def to_canonical(name: str, renames: tuple[Rename | LayerRename, ...], num_layer
     return _swap_in_layer(name, renames, to_stored=False)
 
 
-def to_stored(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: int) -> str:
+def to_stored(name: str, renames: tuple[Rename | LayerRename | ShiftedLayers, ...], num_layers: int) -> str:
     name = _swap_in_layer(name, renames, to_stored=True)
     for rule in renames:
-        if isinstance(rule, LayerRename) or rule.read_only or (rule.single_layer_only and num_layers != 1):
+        if isinstance(rule, (LayerRename, ShiftedLayers)) or rule.read_only or \
+                (rule.single_layer_only and num_layers != 1):
             continue
         if name.startswith(rule.canonical):
             return rule.stored + name[len(rule.canonical):]
@@ -81,7 +98,7 @@ def to_stored(name: str, renames: tuple[Rename | LayerRename, ...], num_layers: 
 KNOWN_CANONICAL = re.compile(
     r"^(fc\.weight|norm\.weight|lm_head\.weight|embed_tokens\.weight|input_norm\.weight|fc_norm\.\d+\.weight"
     r"|layers\.\d+\.(self_attn\.[a-z_]+|mlp\.(gate|up|down)_proj|input_layernorm|hidden_norm"
-    r"|post_attention_layernorm)\.(weight|bias))$")
+    r"|post_attention_layernorm)\.(weight|bias)|mask_hidden)$")
 VOCAB_TENSORS = ("d2t", "t2d")
 
 
@@ -152,6 +169,13 @@ class Layout(ABC):
     # The engines (eagle3_convert.engines names) a file in this layout is written for: each must
     # serve it as trained, or the write is refused.
     home_engines: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ("eagle3",)  # the drafter kinds (drafter.KINDS) the layout can hold
+    writes = True  # False: a producer's training output this tool reads and never writes (plan refuses)
+
+    def config_view(self, config: dict[str, Any]) -> dict[str, Any]:
+        """config.json as the drafter is built from it (validate checks this view): the file itself, unless a
+        producer writes another model's config (NeMo Automodel writes the target's)."""
+        return config
 
     @abstractmethod
     def detect(self, ckpt: Checkpoint) -> Detection | None: ...
@@ -168,6 +192,80 @@ def refuse_unless(cond: bool, message: str, hint: str, code: str) -> None:
         raise RefusalError(message, hint, code=code)
 
 
+# ---------------------------------------------------------------- drafter kinds
+
+# The kind a config names, by the name its producer gives it. speculators: `speculators_model_type`, as each config
+# class registers it (speculators models/{eagle3,peagle,dflash,dspark}/config.py: SpeculatorModelConfig.register).
+# Flat configs: the architecture. SpecForge writes PEagleDraftModel, DFlashDraftModel, DSparkDraftModel
+# (configs/qwen3-8b-{peagle,dflash,dspark}.json); vLLM's speculators path turns peagle into PeagleLlamaForCausalLM /
+# PeagleQwen3ForCausalLM (transformers_utils/configs/speculators/algos.py, update_peagle).
+KIND_BY_SPECULATORS_TYPE = {"eagle3": "eagle3", "peagle": "peagle", "dflash": "dflash", "dspark": "dspark"}
+KIND_BY_ARCHITECTURE = {"PEagleSpeculator": "peagle", "PEagleDraftModel": "peagle", "PeagleLlamaForCausalLM": "peagle",
+                        "PeagleQwen3ForCausalLM": "peagle", "DFlashSpeculator": "dflash", "DFlashDraftModel": "dflash",
+                        "DSparkSpeculator": "dspark", "DSparkDraftModel": "dspark"}
+# Block-diffusion drafters: a non-causal block of `block_size` masked tokens drafted in one pass from their own target
+# layers (speculators `aux_hidden_state_layer_ids`; z-lab/SpecForge `dflash_config.target_layer_ids`, one lower),
+# with no EAGLE-3 first layer (q/k/v read H, not 2H) and the verifier's head: no EAGLE-3 layout can hold one.
+BLOCK_DIFFUSION = {"dflash": "DFlash", "dspark": "DSpark"}
+
+
+def drafter_kind(config: dict[str, Any]) -> tuple[str | None, str]:
+    """The drafter kind config.json names (None: a speculators type this tool does not know), and the field naming
+    it, as `field 'value'`. A config that names no kind is EAGLE-3."""
+    named = config.get("speculators_model_type")
+    if named is not None:
+        return KIND_BY_SPECULATORS_TYPE.get(named) if isinstance(named, str) else None, \
+            f"speculators_model_type {named!r}"
+    archs = config.get("architectures") if isinstance(config.get("architectures"), list) else []
+    arch = next((a for a in archs if isinstance(a, str) and a in KIND_BY_ARCHITECTURE), None)
+    if arch is not None:
+        return KIND_BY_ARCHITECTURE[arch], f"architectures {archs}"
+    return "eagle3", "no kind named (EAGLE-3)"
+
+
+def block_diffusion_problems(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, why) for each field vLLM needs to build a DFlash/DSpark drafter from this config and does not find.
+    speculators layout: vLLM's update_dflash / update_dspark read config_dict["aux_hidden_state_layer_ids"] and
+    ["mask_token_id"] (transformers_utils/configs/speculators/algos.py); flat z-lab/SpecForge layout: its DFlash
+    model reads dflash_config.target_layer_ids and the proposer dflash_config.mask_token_id."""
+    if "speculators_model_type" in config:
+        where, fields = config, ("aux_hidden_state_layer_ids", "mask_token_id")
+        prefix = ""
+    else:
+        nested = config.get("dflash_config")
+        where, fields, prefix = (nested if isinstance(nested, dict) else {}), ("target_layer_ids", "mask_token_id"), \
+            "dflash_config."
+    problems = []
+    for name in fields:
+        value = where.get(name)
+        ok = (isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                         for x in value)) if name.endswith("ids") else \
+            (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+        if not ok:
+            problems.append((prefix + name, f"{prefix + name} is {value!r}: vLLM reads it to build the drafter"))
+    return problems
+
+
+def refuse_block_diffusion(config: dict[str, Any]) -> None:
+    """DFlash and DSpark are recognised by name and refused with the field that names them."""
+    kind, field = drafter_kind(config)
+    if kind in BLOCK_DIFFUSION:
+        ids = "aux_hidden_state_layer_ids" if "speculators_model_type" in config else "dflash_config.target_layer_ids"
+        raise RefusalError(f"{field}: a {BLOCK_DIFFUSION[kind]} block-diffusion drafter (its own target layers in "
+                           f"{ids}, no EAGLE-3 first layer, the verifier's head), not one of the kinds this tool "
+                           "converts (EAGLE-3, P-EAGLE)",
+                           f"serve it as published: vLLM builds {BLOCK_DIFFUSION[kind]} drafters from this config "
+                           "(`eagle3-convert validate` checks the fields it needs)", code="E-KIND-UNSUPPORTED")
+
+
+def refuse_other_kind(kind: str, layout: str, kinds: tuple[str, ...], where: str) -> None:
+    """A layout holds only the kinds its engines build: anything else is refused, naming the field."""
+    if kind not in kinds:
+        homes = "the speculators layout (`--to speculators`, served by vLLM)" if kind == "peagle" else "its own layout"
+        raise RefusalError(f"the drafter is a {kind} drafter ({where}), and the {layout} layout holds "
+                           f"{' and '.join(kinds)} drafters only", f"convert it to {homes}", code="E-KIND-UNSUPPORTED")
+
+
 # ---------------------------------------------------- flat-config layout markers
 
 # The same flat `LlamaForCausalLMEagle3` config is written for SGLang, vLLM, original EAGLE and
@@ -175,14 +273,36 @@ def refuse_unless(cond: bool, message: str, hint: str, code: str) -> None:
 EAGLE3_ARCHITECTURES = frozenset({
     "LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM", "Eagle3DeepseekV2ForCausalLM",
     "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM", "Eagle3Qwen3vlForCausalLM",
-    "Eagle3MiniMaxM2ForCausalLM", "LlamaForCausalLMEagle3Deep"})
+    "Eagle3MiniMaxM2ForCausalLM", "LlamaForCausalLMEagle3Deep",
+    # P-EAGLE drafters vLLM builds from its Eagle3 classes (registry.py; speculators algos.py update_peagle)
+    "PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM",
+    # TensorRT-LLM's registered names (modeling_speculative.py: @register_auto_model on Eagle3ForCausalLM)
+    "EAGLE3LlamaForCausalLM", "Eagle3DeepSeekV3ForCausalLM"})
 # The drafter family of the class each engine builds for an architecture (vLLM's registry, SGLang's EntryClass).
 ARCHITECTURE_FAMILY = {
     "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "Eagle3Qwen2_5vlForCausalLM": "llama",
     "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama", "LlamaForCausalLMEagle3Deep": "llama",
     "Eagle3Qwen3ForCausalLM": "qwen3",
     "Eagle3DeepseekV2ForCausalLM": "deepseek_mla", "Eagle3DeepseekV3ForCausalLM": "deepseek_mla",
+    "PEagleDraftModel": "llama", "PeagleLlamaForCausalLM": "llama", "PeagleQwen3ForCausalLM": "qwen3",
+    "EAGLE3LlamaForCausalLM": "llama", "Eagle3DeepSeekV3ForCausalLM": "deepseek_mla",
 }
+# Architecture names only TensorRT-LLM registers (vLLM's registry and SGLang's EntryClass have neither): a flat
+# config that declares one is read as the drafter family it names, and written with each layout's own name.
+TRTLLM_ONLY_ARCHITECTURES = frozenset({"EAGLE3LlamaForCausalLM", "Eagle3DeepSeekV3ForCausalLM"})
+
+
+def miscased_architecture(archs: Any) -> tuple[str, str] | None:
+    """(as written, the known name) for an architecture that differs from a known EAGLE-3 class in case only
+    (AngelSlim's configs/qwen3/eagle3/qwen3-4b-eagle3.json writes Eagle3LLamaforCausalLM): every engine matches
+    class names exactly and refuses it, but the class it means is not in doubt."""
+    # (EAGLE3LlamaForCausalLM and Eagle3LlamaForCausalLM differ in case only: the name vLLM resolves wins)
+    known = {name.casefold(): name for name in sorted(EAGLE3_ARCHITECTURES, key=TRTLLM_ONLY_ARCHITECTURES.__contains__,
+                                                        reverse=True)}
+    for arch in archs if isinstance(archs, list) else ():
+        if isinstance(arch, str) and arch not in EAGLE3_ARCHITECTURES and arch.casefold() in known:
+            return arch, known[arch.casefold()]
+    return None
 # Keys only NVIDIA ModelOpt writes into the nested eagle_config.
 MODELOPT_EAGLE_FIELDS = ("use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
                          "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers")
@@ -245,7 +365,7 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
     """Layers >= 1 carry one pre-attention norm the engine reads (`used`) and one its class builds
     but never reads (`unused`): drop the unread one with a note when both hold the same weight; refuse when
     they differ (E-KEY-DUPLICATE, as validate says) or when only the unread one is there."""
-    pattern = re.compile(rf"^(model\.)?layers\.([1-9]\d*)\.{re.escape(unused)}\.")
+    pattern = re.compile(rf"^(model\.)?(layers\.[1-9]\d*|additional_layers\.\d+)\.{re.escape(unused)}\.")
     found = sorted(n for n in ckpt.tensors if pattern.match(n))
     if not found:
         return ckpt
@@ -259,10 +379,30 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
         mine, theirs = ckpt.tensors[name], ckpt.tensors[twin]
         if (mine.dtype, tuple(mine.shape), tensor_sha256(mine)) != (theirs.dtype, tuple(theirs.shape),
                                                                       tensor_sha256(theirs)):
+            said = untrained_twin(twin, name, ckpt.tensors)
             raise FormatError(f"tensors {twin!r} and {name!r} hold different weights for one pre-attention norm: "
                               f"{engine} reads the first, the {other_layout} layout's engine the second, and converting "
-                              "would keep one of them", f"put the weight the drafter was trained to apply under both names "
-                              "in a copy of the source, then convert", code="E-KEY-DUPLICATE")
+                              f"would keep one of them{said}", f"put the weight the drafter was trained to apply under "
+                              "both names in a copy of the source, then convert", code="E-KEY-DUPLICATE")
     notes.append(f"merged {', '.join(found)} into {used} (identical weights): {engine}'s layers >= 1 normalise with "
                  f"{used} and never read {unused}")
     return replace(ckpt, tensors={n: t for n, t in ckpt.tensors.items() if n not in found})
+
+
+_ONE = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": b"\x00\x00\x80\x3f"}  # 1.0, little-endian
+
+
+def untrained_twin(a: str, b: str, tensors: Mapping[str, TensorSource]) -> str:
+    """'; NAME holds RMSNorm's initial ones...' when exactly one of two differing twins is all ones, else ''."""
+    untrained = [n for n in (a, b) if all_ones(tensors[n])]
+    return (f"; {untrained[0]!r} holds RMSNorm's initial ones, as a norm training never applied keeps them"
+            if len(untrained) == 1 else "")
+
+
+def all_ones(src: TensorSource) -> bool:
+    """Whether a norm weight is exactly RMSNorm's initial value (every element 1.0)."""
+    one = _ONE.get(src.dtype)
+    count = 1
+    for dim in src.shape:
+        count *= dim
+    return one is not None and tensor_sha256(src) == hashlib.sha256(one * count).hexdigest()

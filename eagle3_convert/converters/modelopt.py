@@ -10,13 +10,20 @@ drafter it trained computes hidden_norm(input_layernorm(h)) where engines comput
 hidden_norm(h): `eagle_config.use_input_layernorm_in_first_layer` (true by default there) is
 read as that fact (`DrafterConfig.input_layernorm_on_hidden`) and written back from it, so a
 drafter trained elsewhere is exported with it false.
+
+The Eagle 3.1 flags are written where TensorRT-LLM reads them (modeling_speculative.py @ 00679c66):
+`norm_before_fc` nested in eagle_config (as NVIDIA's gpt-oss exports carry it), `fc_norm` and `norm_output`
+at the top level (`eagle_config.return_hidden_post_norm` is read as norm_output too). TensorRT-LLM has no
+norm_before_residual and applies fc_norm OR input_norm, never both: such drafters are refused. Layers >= 1
+carry their pre-attention norm under both names: TensorRT-LLM applies `hidden_norm` there, vLLM
+`input_layernorm`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import NORM_FLAGS, Drafter
+from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
 from .base import (
@@ -28,6 +35,7 @@ from .base import (
     WritePlan,
     build_drafter,
     check_top_level_copy,
+    drop_unused_layer_norms,
     given_capture,
     canonical_tensors,
     decoder_dict,
@@ -39,6 +47,7 @@ from .base import (
     refuse_uncaptured_states,
     refuse_unless,
     source_config,
+    with_both_later_norms,
     write_capture_ids,
 )
 from ..engines import shield_from_sglang, target_context
@@ -48,13 +57,13 @@ RENAMES: tuple[Rename, ...] = (
     Rename("layers.0.", "midlayer.", single_layer_only=True, read_only=True),  # the Megatron exporter's spelling
 )
 ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}
-MODELED = {"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size",
-           IDS_KEY}  # the top-level copy we write for vLLM
-NESTED_MODELED = (IDS_KEY, "use_aux_hidden_state", "use_input_layernorm_in_first_layer")
+MODELED = {"architectures", "draft_vocab_size", "eagle_config", "target_hidden_size", "norm_before_fc", "fc_norm",
+           "norm_output", IDS_KEY}  # the top-level copy we write for vLLM
+NESTED_MODELED = (IDS_KEY, "use_aux_hidden_state", "use_input_layernorm_in_first_layer", "norm_before_fc",
+                  "return_hidden_post_norm")
 # NVIDIA's eagle_config fields as its HF exporter writes them for a plain EAGLE-3 module.
 NVIDIA_DEFAULTS = {"use_last_layernorm": True, "use_mtp_layernorm": False, "next_layer_regular": True,
                    "parallel_draft_step": 1, "parallel_draft_heads_num_layers": 1}
-FLAGS = NORM_FLAGS
 
 
 def refuse_modelopt_module(eagle: dict[str, Any], archs: list[Any]) -> None:
@@ -139,6 +148,11 @@ class ModelOptLayout(Layout):
                               f"{','.join(map(str, top if isinstance(top, list) else []))} --convention modelopt` "
                               "(block outputs) or `--convention boundary`", code="E-CAPTURE-AMBIGUOUS")
         fields["capture_boundaries"] = check_top_level_copy(raw, boundaries, "ModelOpt", options)
+        # Where TensorRT-LLM and vLLM read the Eagle 3.1 flags (vLLM also reads a top-level norm_before_fc).
+        fields["norm_before_fc"] = bool(eagle.get("norm_before_fc", raw.get("norm_before_fc", False)))
+        fields["fc_norm"] = bool(raw.get("fc_norm", False))
+        fields["norm_output"] = bool(raw.get("norm_output", False) or eagle.get("return_hidden_post_norm", False))
+        ckpt = drop_unused_layer_norms(ckpt, "hidden_norm", "input_layernorm", "vLLM", "sglang", notes)
         tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
         fields["draft_vocab_size"] = self._draft_vocab_size(raw, ckpt, tensors, fields["vocab_size"], markers.midlayer,
                                                             notes)
@@ -180,9 +194,11 @@ class ModelOptLayout(Layout):
         refuse_unless(cfg.family in ARCHITECTURE, f"ModelOpt exports Llama and MLA (kimi_k2) EAGLE-3 modules, not "
                       f"{cfg.family} (q_norm/k_norm would be dropped)", "serve it with vLLM: `--to vllm`",
                       "E-FAMILY-UNSUPPORTED")
-        flags = [f for f in FLAGS if getattr(cfg, f)]
-        refuse_unless(not flags, f"{', '.join(flags)} set: ModelOpt's EAGLE-3 export has no such option (and "
-                      "TensorRT-LLM has no norm_before_residual), so a ModelOpt file would not say it",
+        refuse_unless(not cfg.norm_before_residual, "norm_before_residual is true: TensorRT-LLM has no such option "
+                      "(its first layer keeps the raw fc output as residual), so a ModelOpt file cannot say it",
+                      "serve it with vLLM (`--to vllm`)", "E-FLAG-UNSUPPORTED")
+        refuse_unless(not (cfg.norm_before_fc and cfg.fc_norm), "norm_before_fc and fc_norm are both true: "
+                      "TensorRT-LLM applies fc_norm and then skips input_norm (apply_eagle3_fc)",
                       "serve it with vLLM (`--to vllm`)", "E-FLAG-UNSUPPORTED")
         refuse_unless(cfg.resolved_target_hidden_size == cfg.hidden_size,
                       f"target_hidden_size {cfg.target_hidden_size} differs from hidden_size {cfg.hidden_size}; "
@@ -195,12 +211,15 @@ class ModelOptLayout(Layout):
         config: dict[str, Any] = {**decoder_dict(cfg), **cfg.top_extra, "architectures": [ARCHITECTURE[cfg.family]],
                                   **own, "draft_vocab_size": cfg.draft_vocab_size}
         write_capture_ids(config, eagle, cfg, options, self.engine, nested_required=True)
+        if cfg.norm_before_fc:
+            eagle["norm_before_fc"] = True  # TensorRT-LLM reads it only here
+        config.update({flag: True for flag in ("fc_norm", "norm_output") if getattr(cfg, flag)})
         config["eagle_config"] = dict(sorted(eagle.items()))
         derived = []
         if "rope_theta" not in config and "rope_theta" in cfg.rope_normalized():
             config["rope_theta"] = cfg.rope_normalized()["rope_theta"]  # ModelOpt's template writes both spellings
             derived.append("rope_theta")
-        tensors = dict(drafter.tensors)  # ModelOpt's HF names are the canonical names
+        tensors = with_both_later_norms(dict(drafter.tensors), cfg.num_layers)  # else the canonical names
         if drafter.vocab is not None:
             tensors["d2t"] = drafter.vocab.d2t_tensor()  # no t2d: ModelOpt never writes one
         notes = [note] if (note := shield_from_sglang(config, tensors, cfg, target_context(cfg, options.target))) \

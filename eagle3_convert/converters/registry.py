@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from importlib import import_module
 
+from ..entry_points import none_declare
 from ..errors import FormatError, UsageError
 from ..names import LAYOUTS
 from .base import Checkpoint, Detection, Layout
+from .layout import refuse_block_diffusion
 
 ENTRY_POINT_GROUP = "eagle3_convert.layouts"
 
@@ -40,46 +40,12 @@ def layouts() -> dict[str, Layout]:
 
 
 def _entry_points() -> list:
-    """The group's entry points, looked up with importlib.metadata only when an installed package may declare one.
-
-    Importing importlib.metadata and parsing every installed package's metadata costs ~15 ms of every command
-    (issue 16). A plain scan of sys.path for `*.dist-info`/`*.egg-info` entry_points.txt naming the group takes
-    ~1 ms: when none does, there is no plugin. Whatever it cannot rule out (a zip or .egg on sys.path, a finder
-    that lists distributions of its own) goes to importlib.metadata, as before.
-    """
-    if _no_plugin_declared():
+    """The group's entry points, looked up with importlib.metadata only when an installed package may declare one."""
+    if none_declare(ENTRY_POINT_GROUP):
         return []
     from importlib.metadata import entry_points
 
     return list(entry_points(group=ENTRY_POINT_GROUP))
-
-
-def _no_plugin_declared() -> bool:
-    from importlib.machinery import PathFinder
-
-    if any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
-        return False
-    group = ENTRY_POINT_GROUP.encode()
-    for entry in sys.path:
-        try:
-            it = os.scandir(entry or ".")
-        except NotADirectoryError:
-            return False  # a zip archive: importlib.metadata reads inside it
-        except OSError:
-            continue  # absent: nothing there for importlib.metadata either
-        with it:
-            for e in it:
-                name = e.name.lower()
-                if name.endswith(".egg"):
-                    return False
-                if name.endswith((".dist-info", ".egg-info")):
-                    try:
-                        with open(os.path.join(e.path, "entry_points.txt"), "rb") as f:
-                            if group in f.read():
-                                return False
-                    except OSError:
-                        continue
-    return True
 
 
 def get_layout(name: str) -> Layout:
@@ -112,6 +78,7 @@ def _detect(ckpt: Checkpoint) -> Detection:
     if not confident and len(found) == 1:
         return found[0]
     if not found:
+        refuse_block_diffusion(ckpt.config)
         raise FormatError(f"{ckpt.path}: not a known EAGLE-3 drafter layout (config.json has neither "
                           "speculators_model_type nor an Eagle3 architecture)",
                           f"pass --from with one of: {', '.join(layouts())}", code="E-LAYOUT-UNKNOWN")

@@ -23,6 +23,7 @@ from .base import (
     LayerRename,
     Layout,
     Rename,
+    ShiftedLayers,
     WritePlan,
     build_drafter,
     check_top_level_copy,
@@ -50,7 +51,7 @@ from ..capture_ids import IDS_KEY, capture_context, engine_boundaries
 from ..vocab_map import identity_map
 
 # Read in order; written with the first matching rule (SpecForge's spelling).
-RENAMES: tuple[Rename, ...] = (
+RENAMES: tuple[Rename | LayerRename | ShiftedLayers, ...] = (
     Rename("layers.0.", "midlayer.", single_layer_only=True),
     Rename("layers.0.", "midlayer.", read_only=True),  # SGLang maps midlayer to layers.0 whatever the depth
     Rename("layers.", "model.layers.", read_only=True),
@@ -59,6 +60,9 @@ RENAMES: tuple[Rename, ...] = (
     Rename("fc_norm.1.", "aux_norm_mid.", read_only=True),
     Rename("fc_norm.2.", "aux_norm_high.", read_only=True),
     LayerRename("input_layernorm.", "hidden_norm."),  # layers >= 1: SGLang's pre-attention norm
+    # SGLang at 03d5a77 named layers >= 1 `model.additional_layers.{i-1}` (engines/sglang.py): read, never written
+    ShiftedLayers("additional_layers.", 1),
+    ShiftedLayers("model.additional_layers.", 1),
 )
 # The class SGLang builds for each drafter family (it has no Qwen3 EAGLE-3 class): the engine module's facts.
 ARCHITECTURE = engine.ARCHITECTURE
@@ -200,6 +204,13 @@ class SGLangLayout(Layout):
             # SpecForge writes both spellings; SGLang reads the transformers-4 one.
             config["rope_theta"] = cfg.rope_normalized()["rope_theta"]
             derived.append("rope_theta")
+        parameters = config.get("rope_parameters")
+        if "rope_scaling" not in config and isinstance(parameters, dict) and \
+                parameters.get("rope_type", "default") != "default":
+            # SGLang 0.5.23 reads rope_parameters first (models/llama.py), releases before it rope_scaling only:
+            # the scaling in both spellings, as SpecForge writes it
+            config["rope_scaling"] = {k: v for k, v in parameters.items() if k != "rope_theta"}
+            derived.append("rope_scaling")
         derived += with_yarn_defaults(config)  # SpecForge's YaRN needs beta_fast/beta_slow written out
         if cfg.target_hidden_size is not None:
             config["target_hidden_size"] = cfg.target_hidden_size  # SGLang checks presence only: never null
@@ -208,6 +219,8 @@ class SGLangLayout(Layout):
         for flag in ("norm_before_fc", "fc_norm", "norm_output"):
             if getattr(cfg, flag):
                 config[flag] = True
+        if cfg.norm_before_fc:  # SGLang reads it nested first (llama_eagle3.py), TensorRT-LLM only there
+            eagle["norm_before_fc"] = True
         tensors = with_both_later_norms({to_stored(n, RENAMES, cfg.num_layers): src
                                          for n, src in drafter.tensors.items()}, cfg.num_layers)
         vocab = drafter.vocab or identity_map(cfg.vocab_size)  # SpecForge writes the identity map when Vd == V

@@ -12,6 +12,7 @@ from ..drafter import NORM_FLAGS, Drafter, TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
+from .layout import KIND_BY_SPECULATORS_TYPE, drafter_kind, refuse_block_diffusion
 from ..capture_ids import IDS_KEY
 from .base import (
     TOP_KEYS,
@@ -37,7 +38,9 @@ RENAMES: tuple[Rename, ...] = ()  # speculators names are the canonical names
 FLAGS = NORM_FLAGS
 # Top-level keys the canonical config models; any other top-level key rides in layout_extra.
 MODELED = {"speculators_model_type", "transformer_layer_config", "draft_vocab_size", "target_hidden_size",
-           IDS_KEY, "tie_word_embeddings", "speculators_config", *FLAGS, *TOP_KEYS}
+           IDS_KEY, "tie_word_embeddings", "speculators_config", "mask_token_id", *FLAGS, *TOP_KEYS}
+# What each kind's config class writes (speculators models/{eagle3,peagle}/config.py: `architectures` default).
+ARCHITECTURES = {"eagle3": "Eagle3Speculator", "peagle": "PEagleSpeculator"}
 # speculators' save_pretrained writes these for its own remote-code loading; they mean nothing to engines.
 ARTIFACTS = {"auto_map"}
 DEFAULT_PROPOSAL = [{"proposal_type": "greedy", "speculative_tokens": 3, "verifier_accept_k": 1,
@@ -50,11 +53,13 @@ class SpeculatorsLayout(Layout):
     engine = "speculators"
     renames = RENAMES
     home_engines = ("speculators", "vllm-v1", "vllm-v2")
+    kinds = ("eagle3", "peagle")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         cfg = ckpt.config
-        if cfg.get("speculators_model_type") == "eagle3":
-            return Detection(self.name, True, "config.json has speculators_model_type 'eagle3'")
+        named = cfg.get("speculators_model_type")
+        if isinstance(named, str) and named in KIND_BY_SPECULATORS_TYPE:
+            return Detection(self.name, True, f"config.json has speculators_model_type {named!r}")
         if "speculators_config" in cfg or "transformer_layer_config" in cfg:
             return Detection(self.name, False, "config.json has speculators_config/transformer_layer_config")
         return None
@@ -63,9 +68,12 @@ class SpeculatorsLayout(Layout):
         raw = ckpt.config
         key_notes: list[str] = []
         refuse_key_errors(self.name, raw, key_notes)
-        if raw.get("speculators_model_type", "eagle3") != "eagle3":
-            raise FormatError(f"speculators_model_type is {raw.get('speculators_model_type')!r}, not 'eagle3'",
-                              "this tool converts EAGLE-3 drafters only", code="E-CONFIG-ALGORITHM")
+        refuse_block_diffusion(raw)
+        kind, _ = drafter_kind(raw)
+        if kind not in self.kinds:
+            raise FormatError(f"speculators_model_type is {raw.get('speculators_model_type')!r}, not one of "
+                              f"{', '.join(repr(k) for k in self.kinds)}",
+                              "this tool converts EAGLE-3 and P-EAGLE drafters only", code="E-CONFIG-ALGORITHM")
         dec = raw.get("transformer_layer_config")
         if not isinstance(dec, dict):
             raise FormatError("speculators config has no transformer_layer_config object",
@@ -97,6 +105,9 @@ class SpeculatorsLayout(Layout):
             raise FormatError(f"eagle_aux_hidden_state_layer_ids is {ids!r}", "it must be a list of integers or null",
                               code="E-CAPTURE-FIELD")
         fields["capture_boundaries"] = ids
+        fields["kind"] = kind
+        if kind == "peagle":
+            fields["mask_token_id"] = required_mask_token(raw.get("mask_token_id"))
         tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
         fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields, None, ids)
         verifier = (raw.get("speculators_config") or {}).get("verifier") if isinstance(
@@ -140,16 +151,19 @@ class SpeculatorsLayout(Layout):
                                "pass --verifier ORG/NAME, the Hub repo id of the target model, and the local "
                                "directory as --target",
                                code="E-VERIFIER-LOCAL")
+        if cfg.kind == "peagle":
+            required_mask_token(cfg.mask_token_id)  # a flat source may name none
         own = dict(cfg.layout_extra.get(self.name, {}))
-        spec_cfg: dict[str, Any] = {"algorithm": "eagle3", "default_proposal_method": "greedy",
-                                    "proposal_methods": DEFAULT_PROPOSAL}
+        spec_cfg: dict[str, Any] = {"default_proposal_method": "greedy", "proposal_methods": DEFAULT_PROPOSAL}
         spec_cfg.update(own.pop("speculators_config", {}))
+        spec_cfg["algorithm"] = cfg.kind
         spec_cfg["verifier"] = {"name_or_path": target.name_or_path, "architectures": target.architectures}
         config: dict[str, Any] = {
-            "architectures": ["Eagle3Speculator"],
-            "speculators_model_type": "eagle3",
+            "architectures": [ARCHITECTURES[cfg.kind]],
+            "speculators_model_type": cfg.kind,
             "speculators_version": "0.9.0",
-            "embed_requires_grad": False,
+            # (a training flag; PEagleSpeculatorConfig defaults it to true: P-EAGLE trains its embedding)
+            "embed_requires_grad": cfg.kind == "peagle",
             **own,
             **cfg.top_extra,
             "speculators_config": spec_cfg,
@@ -160,12 +174,25 @@ class SpeculatorsLayout(Layout):
             "tie_word_embeddings": cfg.tie_word_embeddings,
             # Written explicitly always: vLLM and the library disagree on the default of an absent key.
             **{flag: getattr(cfg, flag) for flag in FLAGS},
+            **({"mask_token_id": cfg.mask_token_id} if cfg.kind == "peagle" else {}),
         }
         tensors = dict(drafter.tensors)
         if drafter.vocab is not None:
             tensors["d2t"] = drafter.vocab.d2t_tensor()
             tensors["t2d"] = drafter.vocab.t2d_tensor()
         return WritePlan(self.name, dict(sorted(config.items())), tensors, modelopt_first_layer_note(cfg, self.name))
+
+
+def required_mask_token(value: Any) -> int:
+    """P-EAGLE's mask token: vLLM's update_peagle reads `config_dict["mask_token_id"]` (a KeyError when absent),
+    and the drafter was trained to see it at every parallel position."""
+    if value is None or not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise FormatError(f"mask_token_id is {value!r}: a P-EAGLE drafter needs the token id its parallel positions "
+                          "were trained with (vLLM reads it as pard_token and fails without it)",
+                          "write mask_token_id (SpecForge logs it as peagle_mask_token_id; speculators' trainer "
+                          "takes it from --mask-token-id) into a copy of config.json, then convert that",
+                          code="E-CONFIG-FIELD")
+    return value
 
 
 LAYOUT = SpeculatorsLayout()

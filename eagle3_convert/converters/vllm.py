@@ -14,6 +14,7 @@ from typing import Any
 from ..drafter import NORM_FLAGS, Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
+from .layout import ARCHITECTURE_FAMILY, TRTLLM_ONLY_ARCHITECTURES, drafter_kind, miscased_architecture
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -50,8 +51,13 @@ ARCHITECTURE = {"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausa
 CLASS_FAMILY = engine.CLASSES
 served_family = engine.served_family
 FLAGS = NORM_FLAGS
+# P-EAGLE's mask token in a flat config: where vLLM's proposer reads it (engine.PARALLEL_DRAFTING_TOKEN_KEYS),
+# and the speculators spelling a producer may carry over. SpecForge's flat PEagleDraftModel config writes none.
+PEAGLE_MASK_KEYS = (*engine.PARALLEL_DRAFTING_TOKEN_KEYS, "mask_token_id")
 MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "num_aux_hidden_states",
-           IDS_KEY, *FLAGS}
+           IDS_KEY, *FLAGS, *PEAGLE_MASK_KEYS}
+# The plain base classes community drafts declare, which vLLM turns into Eagle3<name> (served_family).
+PLAIN_BASES = frozenset({"LlamaForCausalLM", "Qwen3ForCausalLM"})
 NESTED_MODELED = (IDS_KEY, "use_aux_hidden_state", "norm_before_fc")
 
 
@@ -64,7 +70,21 @@ class VLLMLayout(Layout):
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         m = flat_markers(ckpt)
-        if not m.eagle3_architecture or m.modelopt_fields or m.pickled or "speculators_model_type" in ckpt.config:
+        if m.modelopt_fields or m.pickled or "speculators_model_type" in ckpt.config:
+            return None
+        miscased = miscased_architecture(list(m.architectures))
+        if miscased is not None and not m.midlayer:
+            return Detection(self.name, False, f"architecture {miscased[0]} ({miscased[1]} in another case) with "
+                                               "layers.* tensors")
+        if not m.eagle3_architecture:
+            # A community draft that declares its plain base class (LlamaForCausalLM) with draft_vocab_size and
+            # vLLM's layers.* names: vLLM builds Eagle3<arch> from it (engines/vllm.py served_family). With
+            # midlayer.* names it is EAGLE's training template (the eagle layout).
+            plain = [a for a in m.architectures if a in PLAIN_BASES]
+            if plain and "draft_vocab_size" in ckpt.config and not m.midlayer and \
+                    any(n.startswith("layers.0.") for n in ckpt.tensors):
+                return Detection(self.name, False, f"{plain[0]} with draft_vocab_size and layers.* tensors (a "
+                                                   f"community draft: vLLM builds Eagle3{plain[0]} from it)")
             return None
         if m.top_level_ids and not m.nested_ids:
             return Detection(self.name, True, "top-level eagle_aux_hidden_state_layer_ids only (vLLM reads its ids "
@@ -75,6 +95,9 @@ class VLLMLayout(Layout):
                      ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")]
         if only_vllm:
             return Detection(self.name, True, f"architecture {only_vllm[0]} exists only in vLLM")
+        trtllm_name = next((a for a in m.architectures if a in TRTLLM_ONLY_ARCHITECTURES), None)
+        if trtllm_name is not None:  # a flat config with a TensorRT-LLM class name: read as a flat vLLM config
+            return Detection(self.name, False, f"architecture {trtllm_name} (TensorRT-LLM's name), flat config")
         return None
 
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
@@ -84,6 +107,17 @@ class VLLMLayout(Layout):
         fields = flat_fields(raw, MODELED, ckpt.tensors, notes)
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         served = served_family(archs)
+        # A name vLLM refuses but whose class is not in doubt: read as that class, never carried into an output.
+        foreign_name = next((a for a in archs if a in TRTLLM_ONLY_ARCHITECTURES), None)
+        miscased = miscased_architecture(archs)
+        if served is None and miscased is not None:
+            foreign_name, served = miscased[0], ARCHITECTURE_FAMILY[miscased[1]]
+            notes.append(f"architectures {archs}: {miscased[0]} is {miscased[1]} in another case; engines match class "
+                         "names exactly and refuse it: read as that class and written with the destination's own name")
+        elif served is None and foreign_name is not None:
+            served = ARCHITECTURE_FAMILY[foreign_name]
+            notes.append(f"architectures {archs}: {foreign_name} is TensorRT-LLM's registered name, which vLLM and "
+                         f"SGLang refuse; read as its {served} drafter and written with the destination's own name")
         if served is None:
             raise FormatError(f"architectures {archs} name no vLLM Eagle3 drafter class",
                               f"vLLM-native drafters use {', '.join(sorted(set(ARCHITECTURE.values())))}",
@@ -102,6 +136,16 @@ class VLLMLayout(Layout):
         fields["norm_before_fc"] = bool(eagle.get("norm_before_fc", raw.get("norm_before_fc", False)))
         fields["fc_norm"] = bool(raw.get("fc_norm", False))
         fields["norm_output"] = bool(raw.get("norm_output", False))
+        fields["kind"], named = drafter_kind(raw)
+        if fields["kind"] == "peagle":
+            mask = next((raw[k] for k in PEAGLE_MASK_KEYS if raw.get(k) is not None), None)
+            if mask is None:
+                notes.append(f"a P-EAGLE drafter ({named}) whose config names no mask token "
+                             f"({', '.join(PEAGLE_MASK_KEYS)}): vLLM and the speculators layout need it")
+            elif not isinstance(mask, int) or isinstance(mask, bool) or mask < 0:
+                raise FormatError(f"the P-EAGLE mask token is {mask!r}", "it must be a token id (an integer >= 0)",
+                                  code="E-CONFIG-FIELD")
+            fields["mask_token_id"] = mask
 
         top = int_list(raw.get(IDS_KEY), IDS_KEY)
         nested = int_list(eagle.get(IDS_KEY),
@@ -133,7 +177,7 @@ class VLLMLayout(Layout):
             tensors.get("fc.weight"), fields, declared if isinstance(declared, int) else None, top or nested)
 
         own: dict[str, Any] = {}
-        if archs != [ARCHITECTURE[fields["family"]]]:
+        if archs != [ARCHITECTURE[fields["family"]]] and foreign_name is None and fields["kind"] == "eagle3":
             own["architectures"] = archs  # another spelling of the same vLLM class
         nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED}
         if nested_extra:
@@ -162,6 +206,8 @@ class VLLMLayout(Layout):
             **{flag: getattr(cfg, flag) for flag in FLAGS},
         }
         write_capture_ids(config, eagle, cfg, options, "sglang", nested_required=False)
+        if cfg.norm_before_fc:
+            eagle["norm_before_fc"] = True  # vLLM reads it nested first; TensorRT-LLM only there (engines/trtllm.py)
         config["eagle_config"] = eagle
         if cfg.target_hidden_size is not None:
             config["target_hidden_size"] = cfg.target_hidden_size

@@ -34,6 +34,7 @@ class Verdict:
     verdict: str
     captures: list[int] | None
     why: str
+    caveats: tuple[str, ...] = ()  # the limits of a serving verdict (also in `why`)
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "captures": self.captures, "why": self.why}
@@ -63,10 +64,21 @@ def _same(a: list[int], b: list[int]) -> bool:
 
 
 def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict:
-    """Whether the engine, reading the file as `reading` says, serves the drafter `cfg` as trained."""
+    """Whether the engine, reading the file as `reading` says, serves the drafter `cfg` as trained; a serving
+    verdict names the reading's caveats (a limit, or a serve-time flag it needs)."""
+    judged = _verdict(reading, cfg, ctx)
+    if judged.verdict not in SERVING or not reading.caveats:
+        return judged
+    return Verdict(judged.engine, judged.verdict, judged.captures, "; ".join([judged.why, *reading.caveats]),
+                   tuple(reading.caveats))
+
+
+def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict:
     name = reading.engine
     if reading.refusal:
         return Verdict(name, REFUSES, None, reading.refusal)
+    if reading.kind != cfg.kind:
+        return Verdict(name, WRONG, reading.captures, f"builds its {reading.kind} drafter for a {cfg.kind} drafter")
     if reading.family != cfg.family:
         return Verdict(name, WRONG, reading.captures, f"builds its {reading.family} drafter class for a {cfg.family} "
                                                       "drafter")

@@ -28,11 +28,14 @@ class Reading:
     label: str
     refusal: str | None = None  # the engine's own loud failure
     family: str | None = None  # drafter family of the class it builds
+    kind: str = "eagle3"  # the drafter kind (drafter.KINDS) it builds
     captures: list[int] | None = None  # boundaries it captures (None: unknown depth, or runtime)
     from_default: bool = False  # the captures are the engine's defaults, not read from the file
     runtime: bool = False  # takes the capture layers as a serve-time argument (TensorRT-LLM)
     flags: dict[str, bool] = field(default_factory=dict)  # the maths flags as it applies them
     silent: list[str] = field(default_factory=list)  # what it drops or misreads without a word
+    # what serves as trained only within limits or with a serve-time flag (said beside the verdict, never hidden)
+    caveats: list[str] = field(default_factory=list)
 
 
 _LAYER = re.compile(r"^(?:model\.)?(?:layers|midlayer)\.(\d+)\.")
@@ -84,3 +87,21 @@ def unread_later_norms(names: Collection[str], stored: str, read: str) -> list[s
     rx = re.compile(rf"^(?:model\.)?layers\.([1-9]\d*)\.{stored}\.weight$")
     return sorted(n for n in names if (m := rx.match(n)) and not any(
         other.endswith(f"layers.{m.group(1)}.{read}.weight") for other in names))
+
+
+def trained_window(config: Mapping[str, Any]) -> int | None:
+    """The sliding window the drafter was trained with, from its decoder config (speculators nests it in
+    transformer_layer_config): `sliding_window` where `layer_types` marks a layer "sliding_attention", the only
+    way speculators 0.9.0 trains one (`Eagle3DraftModel.__init__`, models/eagle3/core.py) and vLLM applies one.
+    `use_sliding_window` without `layer_types` is full attention to both for a Llama decoder. None: no window."""
+    layer_cfg = config.get("transformer_layer_config")
+    dec = layer_cfg if isinstance(layer_cfg, dict) else config
+    window, types = dec.get("sliding_window"), dec.get("layer_types")
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0 or not isinstance(types, list):
+        return None
+    return window if "sliding_attention" in types else None
+
+
+def window_ignored(label: str, window: int, how: str = "") -> str:
+    return (f"{label} attends over the whole context where the drafter was trained with a {window}-token sliding "
+            f"window: the maths differ past {window} tokens{how}")

@@ -11,7 +11,14 @@ Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
   norm_output, and builds one layer.
 - fc is applied only when the incoming width k*Ht differs from H.
 - Weights: `midlayer.`, `layers.` or `model.layers.`; layers >= 1 normalise their input with
-  `hidden_norm`; biases, q/k norms and unknown names are dropped silently.
+  `hidden_norm` (`LlamaDecoderLayer.forward`, which builds `input_layernorm` in every layer and applies it
+  only in layer 0); biases, q/k norms and unknown names are dropped silently (`load_weights` skips a name
+  that matches no parameter), among them `additional_layers.*`: 0.5.23 names every layer `model.layers.{i}`
+  (mapping `midlayer` to `layers.0`), where sgl-project/sglang at 03d5a77 built layer 0 as `model.midlayer`
+  (a stored `layers.0.*` matched nothing there) and layers >= 1 as `model.additional_layers.{i-1}`
+  (`BasicDecoderLayer`: hidden_norm applied, no input_layernorm). The sglang layout reads those names.
+- Sliding window: `LlamaForCausalLMEagle3` takes its window only from the server flag
+  `--speculative-draft-window-size` (`_draft_window_size`, llama_eagle3.py in 0.5.23), never from config.json.
 - `tie_word_embeddings: true` makes both classes set `self.lm_head = self.model.embed_tokens`
   (`LlamaForCausalLMEagle3.__init__` in llama_eagle3.py, `Eagle3DeepseekV2ForCausalLM.__init__` in
   kimi_k25_eagle3.py; read in 0.5.23 and in sgl-project/sglang at 03d5a77): the tied module dedups out of
@@ -24,7 +31,7 @@ from typing import Any, Collection, Mapping
 
 from ..capture_ids import capturable, default_boundaries, engine_boundaries
 from .common import (IDS_KEY, Reading, TargetContext, architectures, dropped, flag, has, id_list, nested, num_layers,
-                     unread_later_norms)
+                     trained_window, unread_later_norms, window_ignored)
 
 LABEL = "SGLang"
 RELEASE = "SGLang 0.5.23"  # the release these rules were read from and the engine tier loads
@@ -34,6 +41,9 @@ IDS_FROM = "nested"
 CONVENTION = "sglang"  # block outputs, capture_ids
 FLAGS_READ = {"llama": ("norm_before_fc", "fc_norm", "norm_output"), "deepseek_mla": ("fc_norm", "norm_output")}
 MLA_MAX_LAYERS = 1
+# Layers >= 1: the pre-attention norm applied, and the norms built (LlamaDecoderLayer, llama_eagle3.py).
+LATER_NORM_APPLIED = "hidden_norm"
+LATER_NORMS_BUILT = ("input_layernorm", "hidden_norm")
 
 
 
@@ -87,13 +97,21 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     if isinstance(ht, int) and k * ht == config.get("hidden_size"):
         r.silent.append(f"SGLang skips fc: k*Ht == H ({k}*{ht})")
     r.silent += dropped(has(names, r"\.bias$"), "bias tensors", LABEL)
+    r.silent += dropped(has(names, r"^(model\.)?additional_layers\."), "additional_layers.* (it names every layer "
+                        "model.layers.{i})", LABEL)
     r.silent += dropped(has(names, r"\.(q_norm|k_norm)\.weight$"), "q/k norms (it has no Qwen3 drafter class)",
                         LABEL)
-    r.silent += dropped(unread_later_norms(names, "input_layernorm", "hidden_norm"),
-                        "the pre-attention norm of layers >= 1 (it reads hidden_norm there)", LABEL)
+    unapplied = unread_later_norms(names, "input_layernorm", LATER_NORM_APPLIED)
+    if unapplied:  # LlamaDecoderLayer builds input_layernorm in every layer and applies it only in layer 0
+        r.silent.append(f"SGLang loads {', '.join(unapplied[:3])} into a norm it never applies in layers >= 1 (it "
+                        "normalises them with hidden_norm, left at its initial ones)")
     if flag(config, "tie_word_embeddings") and "lm_head.weight" in names:
         r.silent.append("SGLang ties lm_head to embed_tokens (tie_word_embeddings is true) and never loads the "
                         "trained lm_head.weight")
+    window = trained_window(config)
+    if window and family == "llama":
+        r.caveats.append(window_ignored(LABEL, window, f" unless launched with --speculative-draft-window-size "
+                                                       f"{window}"))
     if values["norm_before_fc"] and "norm_before_fc" not in read_flags:
         r.silent += dropped(has(names, r"^input_norm\.weight$"), "input_norm (norm_before_fc)", LABEL)
     return r

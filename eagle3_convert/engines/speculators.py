@@ -2,7 +2,9 @@
 
 Facts (docs/formats.md §2.1, §6): reads only speculators-format configs (`speculators_model_type`),
 Llama and Qwen3 decoder layers, capture ids as top-level BOUNDARIES, flags at the top level
-with an absent norm_before_residual read as false (vLLM reads it as true).
+with an absent norm_before_residual read as false (vLLM reads it as true). `Eagle3SpeculatorConfig`
+refuses norm_before_fc together with fc_norm (`_check_norm_flags`, models/eagle3/config.py). A sliding
+window is trained and applied where `layer_types` says "sliding_attention" (models/eagle3/core.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from .common import FLAGS, IDS_KEY, Reading, TargetContext, flag, id_list
 LABEL = "speculators library"
 RELEASE = "speculators 0.9.0"
 MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
+# speculators_model_type -> the kind it loads (SpeculatorModel.register("eagle3") / ("peagle"), models/*/core.py)
+KINDS = {"eagle3": "eagle3", "peagle": "peagle"}
 
 
 
@@ -31,11 +35,19 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
     if "speculators_model_type" not in config:
         r.refusal = "the speculators library reads only speculators-format configs (speculators_model_type)"
         return r
+    kind = KINDS.get(config["speculators_model_type"])
+    if kind is None:
+        r.refusal = f"the speculators library builds no EAGLE-3-style drafter for {config['speculators_model_type']!r}"
+        return r
+    r.kind = kind
     layer_cfg = config.get("transformer_layer_config")
     model_type = layer_cfg.get("model_type") if isinstance(layer_cfg, dict) else None
     r.family = MODEL_TYPES.get(model_type)
     if r.family is None:
         r.refusal = f"the speculators library has no Eagle3 draft layer for model_type {model_type!r}"
+        return r
+    if flag(config, "norm_before_fc") and flag(config, "fc_norm"):
+        r.refusal = "the speculators library refuses it: norm_before_fc and fc_norm are mutually exclusive"
         return r
     ids = id_list(config.get(IDS_KEY))
     if ids is None:

@@ -10,6 +10,16 @@ layers are a serve-time argument (`eagle3_layers_to_capture`, block outputs b - 
 the top level, norm_before_residual never; a null target_hidden_size breaks fc. The two-model path
 (`eagle3_one_model: false`) resolves `"EAGLE3" + architectures[0].replace("Eagle3", "")` instead and
 fails loudly on a name it lacks.
+
+Read in NVIDIA/TensorRT-LLM `tensorrt_llm/_torch/models/modeling_speculative.py` @ 00679c66:
+- `Eagle3DraftModel.__init__`: norm_output is `eagle_config.return_hidden_post_norm` OR top-level
+  `norm_output`; `apply_eagle3_fc` applies `fc_norm` if set, ELSE `input_norm` (norm_before_fc): with both
+  flags on, the input_norm is built and never applied.
+- `Eagle3DecoderLayer`: layers >= 1 (`next_layer_regular`, default true) build no `input_layernorm` and
+  normalise their input with `hidden_norm`; `Eagle3ForCausalLM.load_weights` maps `layers.{i}.` to
+  `midlayer.{i}.` and loads by module, so a later layer's stored `input_layernorm` is never read, nor is a
+  multi-layer drafter's layer 0 stored as `midlayer.*` (its module is `midlayer.0`).
+- `Eagle3Attention` passes no sliding window: the drafter attends over the whole context.
 """
 
 from __future__ import annotations
@@ -17,10 +27,14 @@ from __future__ import annotations
 from typing import Any, Collection, Mapping
 
 from ..capture_ids import default_boundaries
-from .common import Reading, TargetContext, dropped, flag, has, nested
+from .common import (Reading, TargetContext, dropped, flag, has, nested, num_layers, trained_window,
+                     unread_later_norms, window_ignored)
 
 LABEL = "TensorRT-LLM"
 RELEASE = "TensorRT-LLM, 2026 sources"  # read from source, no release loaded (docs/formats.md §8)
+# Layers >= 1: the pre-attention norm applied, and the norms built (Eagle3DecoderLayer, next_layer_regular).
+LATER_NORM_APPLIED = "hidden_norm"
+LATER_NORMS_BUILT = ("hidden_norm",)
 
 
 def built_family(config: Mapping[str, Any]) -> str:
@@ -48,12 +62,22 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext) 
         return r
     r.family = built_family(config)
     eagle = nested(config)
-    r.flags = {"norm_before_residual": False, "norm_before_fc": flag(eagle, "norm_before_fc"),
-               "fc_norm": flag(config, "fc_norm"), "norm_output": flag(config, "norm_output")}
+    fc_norm = flag(config, "fc_norm")
+    r.flags = {"norm_before_residual": False, "norm_before_fc": flag(eagle, "norm_before_fc") and not fc_norm,
+               "fc_norm": fc_norm,
+               "norm_output": flag(eagle, "return_hidden_post_norm") or flag(config, "norm_output")}
     if flag(config, "norm_before_fc") and not flag(eagle, "norm_before_fc"):
         r.silent += dropped(has(names, r"^input_norm\.weight$"), "input_norm (it reads norm_before_fc only nested)",
                             LABEL)
     r.silent += dropped(has(names, r"\.(q_norm|k_norm)\.weight$"), "q/k norms", LABEL)
+    if num_layers(names) > 1:
+        r.silent += dropped(unread_later_norms(names, "input_layernorm", LATER_NORM_APPLIED),
+                            "the pre-attention norm of layers >= 1 (it reads hidden_norm there)", LABEL)
+        r.silent += dropped(has(names, r"^midlayer\.(?!\d)"), "layer 0 stored as midlayer.* (a multi-layer "
+                            "drafter's is midlayer.0)", LABEL)
+    window = trained_window(config)
+    if window:
+        r.caveats.append(window_ignored(LABEL, window))
     r.runtime = True
     return r
 

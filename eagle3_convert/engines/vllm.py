@@ -12,8 +12,16 @@ Facts (docs/formats.md §2.3, §6; checked by the engine tier):
 - Flags at the top level (norm_before_fc also nested); an absent norm_before_residual is
   TRUE on the speculators path and false on the native one. The MLA class has no
   norm_before_fc.
-- Weights: unprefixed `layers.{i}.`, `midlayer.` only as layer 0 of a one-layer drafter;
-  missing weights load silently (completeness check off). d2t offsets, t2d skipped.
+- Weights: unprefixed `layers.{i}.`; `midlayer.` is layer 0 at any depth (`LlamaModel.hf_to_vllm_mapper`,
+  a substring map `midlayer.` -> `layers.0.`, llama_eagle3.py); every layer builds `hidden_norm`, and layers
+  >= 1 apply `input_layernorm` (`LlamaDecoderLayer.forward`), so a stored `hidden_norm` of a layer >= 1 loads
+  into a norm never applied while `input_layernorm` keeps its initial ones. Missing weights load silently
+  (completeness check off); an unknown name fails loudly (AutoWeightsLoader), a stored `model.` prefix too
+  (`Eagle3LlamaForCausalLM.load_weights` prepends `model.` itself). d2t offsets, t2d skipped.
+- Sliding window: a Llama drafter attends in a window only in the layers its `layer_types` marks
+  "sliding_attention" (`LlamaAttention.__init__`, models/llama.py, indexed from the draft's first layer
+  through `target_layer_count`, set in llama_eagle3.py; the Qwen3 class likewise, qwen3_eagle3.py): the window
+  speculators trains with (common.trained_window) is served as trained, no caveat.
 - `vllm serve` refuses a speculators verifier `name_or_path` that is a local path.
 - `tie_word_embeddings` is not read: `Eagle3LlamaForCausalLM` always builds its own [Vd, H] `lm_head`
   (llama_eagle3.py), and the proposer shares the target's head only when the checkpoint stores none or an
@@ -26,7 +34,7 @@ import os
 from typing import Any, Collection, Mapping
 
 from ..capture_ids import default_boundaries
-from .common import (FLAGS, IDS_KEY, Reading, TargetContext, architectures, dropped, flag, has, id_list, nested,
+from .common import (FLAGS, IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested,
                      num_layers, unread_later_norms)
 
 LABEL = "vLLM"
@@ -36,7 +44,15 @@ CLASSES = {
     "Eagle3Qwen3vlForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama",
     "Eagle3Qwen3ForCausalLM": "qwen3",
     "Eagle3DeepseekV2ForCausalLM": "deepseek_mla", "Eagle3DeepseekV3ForCausalLM": "deepseek_mla",
+    # P-EAGLE (#32887, #41826): the Eagle3 classes with parallel drafting; PeagleX is what its speculators path
+    # (transformers_utils/configs/speculators/algos.py, update_peagle) names for model_type llama / qwen3
+    "PEagleDraftModel": "llama", "PeagleLlamaForCausalLM": "llama", "PeagleQwen3ForCausalLM": "qwen3",
 }
+# speculators_model_type -> the drafter kind vLLM's speculators path builds (algos.py: eagle3, peagle registered)
+SPECULATORS_KINDS = {"eagle3": "eagle3", "peagle": "peagle"}
+# Where its parallel-drafting proposer reads the mask token of a flat config (_init_parallel_drafting_params).
+PARALLEL_DRAFTING_TOKEN_KEYS = ("pard_token", "ptd_token_id")
+PEAGLE_ARCHITECTURES = frozenset({"PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM"})
 # Names only vLLM resolves (SGLang refuses them loudly), for files SGLang would misread.
 VLLM_ONLY = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM",
              "deepseek_mla": "Eagle3DeepseekV3ForCausalLM"}
@@ -48,6 +64,14 @@ SPECULATORS_MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
 IDS_FROM = {"vllm-v1": ("top", "nested"), "vllm-v2": ("top",)}
 CONVENTION = "vllm"  # boundaries
 MLA_FLAGS = ("norm_before_residual", "fc_norm", "norm_output")
+# Layers >= 1: the pre-attention norm applied, and the norms built (LlamaDecoderLayer, llama_eagle3.py).
+LATER_NORM_APPLIED = "input_layernorm"
+LATER_NORMS_BUILT = ("input_layernorm", "hidden_norm")
+# AutoWeightsLoader raises on a name that matches no module or parameter (`.bias` aside), and load_weights prepends
+# `model.` to every name but lm_head's, so a stored `model.` prefix is such a name (llama_eagle3.py, models/utils.py;
+# checked with vLLM's own AutoWeightsLoader): loud, never a silent drop.
+UNKNOWN_NAMES_REFUSED = True
+NO_MODULE = r"^(model\.|(model\.)?additional_layers\.)"  # names its Eagle3 model has no module for
 
 
 
@@ -92,6 +116,13 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
             r.refusal = (f"vLLM refuses it: Speculators verifier must name a remote model repository "
                          f"(name_or_path is {verifier!r})")
             return r
+        r.kind = SPECULATORS_KINDS.get(config.get("speculators_model_type"))
+        if r.kind is None:
+            r.refusal = f"vLLM's speculators path builds no drafter for {config.get('speculators_model_type')!r} here"
+            return r
+        if r.kind == "peagle" and config.get("mask_token_id") is None:
+            r.refusal = "vLLM fails to build the P-EAGLE config: update_peagle reads config_dict['mask_token_id']"
+            return r
     else:
         archs = architectures(config)
         family = served_family(archs)
@@ -102,6 +133,14 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
         if family is None:
             r.refusal = f"vLLM refuses it: model architectures {archs} are not supported"
             return r
+        if PEAGLE_ARCHITECTURES & set(archs):
+            r.kind = "peagle"
+            if not any(k in config for k in PARALLEL_DRAFTING_TOKEN_KEYS):
+                # the proposer's _init_parallel_drafting_params (v1/spec_decode); the speculators path sets
+                # pard_token from mask_token_id
+                r.refusal = ("vLLM refuses it: for parallel drafting, the draft model config must have "
+                             "`pard_token` or `ptd_token_id`")
+                return r
     r.family = family
     eagle = nested(config)
     places = {"top": id_list(config.get(IDS_KEY)), "nested": id_list(eagle.get(IDS_KEY))}
@@ -118,12 +157,21 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
     }
     if family == "deepseek_mla":
         r.flags = {f: v and f in MLA_FLAGS for f, v in r.flags.items()}
-    layers = num_layers(names)
-    r.silent += dropped(has(names, r"^model\."), "weights under a model. prefix", LABEL)
-    if layers > 1:
-        r.silent += dropped(has(names, r"^midlayer\."), "midlayer.* weights of a multi-layer drafter", LABEL)
-        r.silent += dropped(unread_later_norms(names, "hidden_norm", "input_layernorm"),
-                            "hidden_norm of layers >= 1 (it normalises them with input_layernorm)", LABEL)
+    unknown = has(names, NO_MODULE)
+    if unknown and UNKNOWN_NAMES_REFUSED:
+        r.refusal = (f"vLLM fails to load it: its loader raises on {unknown[0]!r} (no module or parameter of that "
+                     "name; it adds model. itself)")
+        return r
+    if num_layers(names) > 1:
+        unapplied = unread_later_norms(names, "hidden_norm", LATER_NORM_APPLIED)
+        if unapplied:
+            r.silent.append(f"vLLM loads {', '.join(unapplied[:3])} into a norm it never applies in layers >= 1 "
+                            "(it normalises them with input_layernorm, left at its initial ones)")
+    if ids is not None and len(ids) >= 4:
+        # vLLM PR #54598 (open, as issue 22 reports; not read here): some releases crash at start-up on 4+
+        # top-level ids. Loud, not silent: a caveat, not a wrong verdict.
+        r.caveats.append(f"{len(ids)} capture ids: some vLLM releases crash at start-up on 4 or more top-level ids "
+                         "(vLLM PR #54598, open)")
     return r
 
 

@@ -15,7 +15,7 @@ _WHERE = {
     "training_boundaries": "recording",
     "MIGRATIONS": "schema", "SCHEMA_VERSION": "schema",
     "DrafterRecord": "models", "LineageEdge": "models", "Location": "models", "LocationRef": "models",
-    "TargetInfo": "models", "split_uri": "models",
+    "RECORDED_TARGET": "models", "split_uri": "models",
     "RegistryError": "errors", "NoRegistry": "errors", "RegistryStore": "base",
     "SQLiteStore": "store", "open_registry": "store",
     "default_registry": "paths", "default_registry_path": "paths", "registry_exists": "paths",

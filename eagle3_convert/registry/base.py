@@ -15,9 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..drafter import TargetIdentity
 from . import queries, writes
 from .errors import RegistryError
-from .models import DrafterRecord, LineageEdge, Location, TargetInfo
+from .models import DrafterRecord, LineageEdge, Location
 from .paths import ENV_VAR  # noqa: F401  (postgres.py imports it from here)
 
 
@@ -46,7 +47,7 @@ class RegistryStore(ABC):
         self,
         drafter_id: str,
         *,
-        target: TargetInfo | None | _Unset = _UNSET,
+        target: TargetIdentity | None | _Unset = _UNSET,
         capture_boundaries: list[int] | None | _Unset = _UNSET,
         ids_as_written: dict[str, list[int]] | _Unset = _UNSET,
         draft_vocab_size: int | None | _Unset = _UNSET,
@@ -55,6 +56,7 @@ class RegistryStore(ABC):
         flags: dict[str, bool] | _Unset = _UNSET,
         trained_with: str | None | _Unset = _UNSET,
         id_kind: str | _Unset = _UNSET,
+        drafter_kind: str | _Unset = _UNSET,
         locations: Iterable[Location] = (),
         lineage: Iterable[LineageEdge] = (),
     ) -> DrafterRecord:
@@ -74,6 +76,7 @@ class RegistryStore(ABC):
             "flags": flags,
             "trained_with": trained_with,
             "id_kind": id_kind,
+            "drafter_kind": drafter_kind,
         }
         given = {name: value for name, value in given.items() if value is not _UNSET}
         try:
@@ -112,7 +115,8 @@ class RegistryStore(ABC):
 
     @abstractmethod
     def aliased(self, alias: str) -> str | None:
-        """The drafter that `alias` (the Hub fingerprint of a record merged into it) names, or None."""
+        """The drafter that `alias` (the Hub fingerprint of a record merged into it, or the bytes of its weight
+        files: hub_read.weights_alias) names, or None."""
 
     @abstractmethod
     def add_alias(self, alias: str, drafter_id: str) -> bool:
@@ -158,6 +162,12 @@ class SQLStore(RegistryStore):
     """`RegistryStore` over a SQL connection; `path` names the registry in messages (never a password)."""
 
     path: Any
+    _conn: Any  # the driver's connection; None once closed
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            raise RegistryError("the registry is closed", hint="open it again with open_registry()")
+        return self._conn
 
     @abstractmethod
     def _txn(self, *, write: bool) -> AbstractContextManager[Any]:

@@ -20,9 +20,13 @@ from pydantic import (
     Field,
     NonNegativeInt,
     PositiveInt,
+    TypeAdapter,
+    field_serializer,
     field_validator,
     model_validator,
 )
+
+from ..drafter import TargetIdentity
 
 HUB_SCHEME = "hf://"
 # A published sidecar names the uploader's local copies by directory name only (their paths stay private).
@@ -97,15 +101,10 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class TargetInfo(_Model):
-    """The target (verifier) model a drafter was trained against."""
-
-    name_or_path: str | None = None
-    revision: str | None = None
-    architectures: list[str] = Field(default_factory=list)
-    num_hidden_layers: PositiveInt | None = None
-    hidden_size: PositiveInt | None = None
-    vocab_size: PositiveInt | None = None
+# What the registry keeps of the target a drafter was trained against (a TargetIdentity): its columns, in the
+# order a record shows them. model_type has no column; depth and widths are kept only when positive.
+RECORDED_TARGET = ("name_or_path", "revision", "architectures", "num_hidden_layers", "hidden_size", "vocab_size")
+_TARGET_SHAPE = TypeAdapter(dict[str, PositiveInt | None])
 
 
 class LocationRef(_Model):
@@ -185,7 +184,7 @@ class DrafterRecord(_Model):
     """
 
     drafter_id: DrafterId
-    target: TargetInfo | None = None
+    target: TargetIdentity | None = None
     # None: the engine default boundaries (docs/formats.md §4), not "unknown".
     capture_boundaries: list[NonNegativeInt] | None = None
     # engine/convention -> ids as that layout's config spells them, e.g.
@@ -198,7 +197,21 @@ class DrafterRecord(_Model):
     trained_with: str | None = None
     # how drafter_id was computed: "content" (fingerprint.py) or "hub-fingerprint" (registry sync, no weights)
     id_kind: Literal["content", "hub-fingerprint"] = "content"
+    # what kind of drafter (drafter.KINDS): EAGLE-3, or P-EAGLE with its mask token
+    drafter_kind: Literal["eagle3", "peagle"] = "eagle3"
     created_at: UTCDateTime = Field(default_factory=utcnow)
     updated_at: UTCDateTime = Field(default_factory=utcnow)
     locations: list[Location] = Field(default_factory=list)
     lineage: list[LineageEdge] = Field(default_factory=list)
+
+    @field_validator("target")
+    @classmethod
+    def _target_shape_positive(cls, target: TargetIdentity | None) -> TargetIdentity | None:
+        # pydantic's own error, under target.<field>, when a depth or width is not positive
+        if target is not None:
+            _TARGET_SHAPE.validate_python({key: getattr(target, key) for key in RECORDED_TARGET[3:]})
+        return target
+
+    @field_serializer("target")
+    def _recorded_target(self, target: TargetIdentity | None) -> dict[str, object] | None:
+        return None if target is None else {key: getattr(target, key) for key in RECORDED_TARGET}

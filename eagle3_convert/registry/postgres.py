@@ -172,11 +172,6 @@ class PostgresStore(SQLStore):
                                       f"or set {ENV_VAR} / --registry to a file path")
         return RegistryError(f"{where}: {text}", hint="retry; if it persists, check the server and its log")
 
-    def _connection(self) -> _Connection:
-        if self._conn is None:
-            raise RegistryError("the registry is closed", hint="open it again with open_registry()")
-        return self._conn
-
     def _idle(self, conn: _Connection) -> bool:
         return conn.raw.info.transaction_status == self._driver.pq.TransactionStatus.IDLE
 

@@ -15,15 +15,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..capture_ids import engine_boundaries
+from ..drafter import TargetIdentity
 from ..errors import UsageError
 from ..names import BOUNDARY, CAPTURE_CONVENTIONS
-from .models import DrafterRecord, LineageEdge, Location, TargetInfo
+from .models import RECORDED_TARGET, DrafterRecord, LineageEdge, Location
 from .store import RegistryStore
 
 CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (canonical config, tensor bytes, vocab)
 FINGERPRINT = "hub-fingerprint"  # id_kind: registry sync's id of a Hub repo read without its weights
 
-_SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind")
+_SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind", "drafter_kind")
 _GAPS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with")
 
 
@@ -38,12 +39,12 @@ def record_fields(facts: dict[str, Any]) -> dict[str, Any]:
     fields.update({name: facts[name] for name in _SCALARS if facts.get(name) is not None})
     target = facts.get("target")
     if isinstance(target, dict) and any(value not in (None, []) for value in target.values()):
-        # TargetIdentity also knows model_type, which the record does not keep; the store validates the rest.
-        fields["target"] = {key: value for key, value in target.items() if key in TargetInfo.model_fields}
+        # the facts the record keeps (not model_type); the store validates them
+        fields["target"] = {key: value for key, value in target.items() if key in RECORDED_TARGET}
     return fields
 
 
-def _filled(known: TargetInfo, new: dict[str, Any]) -> dict[str, Any]:
+def _filled(known: TargetIdentity, new: dict[str, Any]) -> dict[str, Any]:
     """The recorded target with the gaps `new` can fill filled; recorded values win."""
     merged = known.model_dump()
     for key, value in new.items():

@@ -79,6 +79,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             added_at   TEXT NOT NULL
         )""",
     ),
+    # v4: the drafter kind (EAGLE-3 or P-EAGLE); every record before v4 is an EAGLE-3 drafter.
+    (
+        "ALTER TABLE drafters ADD COLUMN drafter_kind TEXT NOT NULL DEFAULT 'eagle3'",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -110,6 +114,7 @@ DRAFTER_COLUMNS = (
     "flags",
     "trained_with",
     "id_kind",
+    "drafter_kind",
     "created_at",
     "updated_at",
 )
@@ -147,6 +152,7 @@ def to_row(record: DrafterRecord) -> dict[str, Any]:
         "flags": dumps(record.flags),
         "trained_with": record.trained_with,
         "id_kind": record.id_kind,
+        "drafter_kind": record.drafter_kind,
         "created_at": ts(record.created_at),
         "updated_at": ts(record.updated_at),
     }
@@ -198,6 +204,7 @@ def to_record(row: Any, locations: list[dict[str, Any]], lineage: list[dict[str,
             "flags": loads(row["flags"]),
             "trained_with": row["trained_with"],
             "id_kind": row["id_kind"],
+            "drafter_kind": row["drafter_kind"],
             "created_at": row["created_at"],
             "updated_at": row["updated_at"],
             "locations": locations,

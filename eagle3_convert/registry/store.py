@@ -140,11 +140,6 @@ class SQLiteStore(SQLStore):
             hint="retry; if it persists, check the disk and the file",
         )
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise RegistryError("the registry is closed", hint="open it again with open_registry()")
-        return self._conn
-
     @contextmanager
     def _txn(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """A transaction, or the one already open on this connection (all or nothing)."""

@@ -86,6 +86,82 @@ def violations(layout: str, config: dict[str, Any]) -> list[Violation] | None:
     return out
 
 
+# ------------------------------------------------------------------ the JSON type of each config key
+
+@dataclass(frozen=True)
+class KeyType:
+    kind: str  # a JSON type; "positive" is an integer >= 1 ($defs/positive), "array of <kind>" a list of one kind
+    nullable: bool
+
+
+_JSON_TYPE = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def _resolve(ref: str, doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The node `ref` names ("decoder.json#/$defs/positive", "#/$defs/rope") and the document holding it."""
+    name, _, pointer = ref.partition("#")
+    document = load_schema(name.removesuffix(".json")) if name else doc
+    node = document
+    for part in filter(None, pointer.split("/")):
+        node = node[part]
+    return node, document
+
+
+def _key_type(node: dict[str, Any], doc: dict[str, Any]) -> tuple[KeyType, bool] | None:
+    """The type a property's schema gives, and whether it comes only from a `const` or `enum` (a value restriction)."""
+    if "$ref" in node:
+        return _key_type(*_resolve(node["$ref"], doc))
+    if "oneOf" in node:
+        alternatives = [t for t, _ in filter(None, (_key_type(a, doc) for a in node["oneOf"]))]
+        kinds = {t.kind for t in alternatives} - {"null"}
+        if len(kinds) != 1:
+            raise ValueError(f"a oneOf of {sorted(kinds)}: no one type")
+        return KeyType(kinds.pop(), any(t.nullable or t.kind == "null" for t in alternatives)), False
+    if "type" in node:
+        types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        kind = next((t for t in types if t != "null"), "null")
+        if kind == "integer" and node.get("minimum", 0) >= 1:
+            kind = "positive"
+        elif kind == "array":
+            items = _key_type(node.get("items", {}), doc)
+            kind = f"array of {items[0].kind if items else 'any'}".replace("positive", "integer")
+        return KeyType(kind, "null" in types and kind != "null"), False
+    values = [node["const"]] if "const" in node else node.get("enum")
+    kinds = {_JSON_TYPE.get(type(v), "any") for v in values or ()}
+    return (KeyType(kinds.pop(), False), True) if len(kinds) == 1 else None
+
+
+@cache
+def config_key_types() -> dict[str, KeyType]:
+    """The JSON type the config schemas give each key, by name, wherever it is declared: the home of the key
+    types `converters.config_keys` checks. A key declared in several places has one kind there, null allowed
+    if one place allows it; a `const` or `enum` gives the type only to a key no place types otherwise."""
+    found: dict[str, list[tuple[KeyType, bool]]] = {}
+
+    def walk(node: Any, doc: dict[str, Any]) -> None:
+        if isinstance(node, dict):
+            for key, sub in (node.get("properties") or {}).items():
+                declared = _key_type(sub, doc)
+                if declared is not None:
+                    found.setdefault(key, []).append(declared)
+            for sub in node.values():
+                walk(sub, doc)
+        elif isinstance(node, list):
+            for sub in node:
+                walk(sub, doc)
+
+    for name in (*SHARED, *layouts_with_schema()):
+        walk(load_schema(name), load_schema(name))
+    out = {}
+    for key, declarations in found.items():
+        typed = [t for t, restriction in declarations if not restriction] or [t for t, _ in declarations]
+        kinds = {t.kind for t in typed}
+        if len(kinds) != 1:
+            raise ValueError(f"the schemas give config key {key!r} more than one type: {sorted(kinds)}")
+        out[key] = KeyType(kinds.pop(), any(t.nullable for t, _ in declarations))
+    return out
+
+
 # ------------------------------------------------------------------ the --json output documents (docs/json.md)
 
 OUTPUT_BASE_URI = BASE_URI + "output/"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from ..capture_ids import default_boundaries, ids_for_engine
+from ..engines.common import id_list
 from ..errors import RefusalError
+from ..json_values import short_repr
 from ..names import BOUNDARY_CONVENTIONS
 from .context import ABSENT, IDS_KEY, LOCATIONS, MAX_CAPTURE_IDS, Context
-from .findings import Finding, finding, from_error, int_list, show
+from .findings import Finding, finding, from_error
 from .profiles import EngineProfile, engine_profiles
 
 
@@ -14,8 +16,8 @@ def read_capture_ids(ctx: Context) -> None:
     for location, value in (("top", ctx.config.get(IDS_KEY, ABSENT)), ("nested", ctx.eagle.get(IDS_KEY, ABSENT))):
         if value is ABSENT or value is None or value == []:
             ctx.ids[location] = None
-        elif int_list(value) is None or len(value) > MAX_CAPTURE_IDS:
-            ctx.add("E-CAPTURE-FIELD", f"{LOCATIONS[location][2:]} is {show(value)}: not a short list of "
+        elif id_list(value) is None or len(value) > MAX_CAPTURE_IDS:
+            ctx.add("E-CAPTURE-FIELD", f"{LOCATIONS[location][2:]} is {short_repr(value)}: not a short list of "
                     "integers", "write the capture ids as a list of integers", where=LOCATIONS[location])
             ctx.ids[location] = None
         else:
@@ -108,8 +110,16 @@ def engine_capture(ctx: Context, p: EngineProfile) -> None:
             # Converting helps only when the layout's own reader understands where the ids are.
             fix = f"{convert} writes them there"
             if p.name == "vllm" and loc == "nested":
-                coincide += (f" (its V1 runner instead falls back to that list, read as boundaries "
-                             f"{ctx.meaning('vllm', ctx.ids[loc])})")
+                # One rule for the V1 runner, whatever the depth or layer count: its fallback reads the nested
+                # list as boundaries (gpu_model_runner._get_eagle3_aux_layers_from_config); other layers than the
+                # trained ones are an error, the V2 runner's defaults below a warning unless --target shows them wrong.
+                v1 = ctx.meaning("vllm", ctx.ids[loc])
+                coincide += f" (its V1 runner instead falls back to that list, read as boundaries {v1})"
+                if truth and v1 is not None and sorted(set(v1)) != sorted(set(truth)):
+                    ctx.add("E-CAPTURE-MISMATCH", f"vLLM's V1 runner falls back to {LOCATIONS[loc][2:]} "
+                            f"{ctx.ids[loc]} and reads it as boundaries {v1}, but the drafter was trained on "
+                            f"boundaries {truth}", f"write the ids where vLLM reads them: {fix}", engine=p.name,
+                            where=LOCATIONS[loc])
             ctx.add("W-CAPTURE-IDS-IGNORED", f"{p.label} reads capture ids only from "
                     f"{LOCATIONS[p.ids_from][2:]}: it ignores {LOCATIONS[loc][2:]} {ctx.ids[loc]} and captures "
                     f"its default boundaries {shown}{coincide}",

@@ -9,11 +9,13 @@ from .. import schemas
 from ..converters.base import decoder_fields, is_yarn
 from ..converters.config_keys import key_issues
 from ..converters.modelopt import exported_yarn
-from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, to_canonical
-from ..drafter import FAMILY_BY_MODEL_TYPE, MLA_KEYS, DrafterConfig, wrong_target_width
+from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, drafter_kind, to_canonical
+from ..drafter import FAMILY_BY_MODEL_TYPE, KINDS, MLA_KEYS, DrafterConfig, wrong_target_width
+from ..engines.common import id_list
 from ..errors import FormatError
+from ..json_values import is_positive_int
 from .context import IDS_KEY, Context
-from .findings import from_error, int_list, positive
+from .findings import from_error
 
 MLA_MODEL_TYPES = {t for t, family in FAMILY_BY_MODEL_TYPE.items() if family == "deepseek_mla"}
 
@@ -50,12 +52,12 @@ def read_config(ctx: Context) -> DrafterConfig | None:
     ctx.intents = {name: _intent(ctx, name, layers) for name in ctx.raw.tensors if name not in VOCAB_TENSORS}
     head = ctx.tensor("lm_head.weight")
     vd = raw.get("draft_vocab_size")
-    if not positive(vd):
+    if not is_positive_int(vd):
         vd = head.shape[0] if head is not None and len(head.shape) == 2 else fields["vocab_size"]
     ht = raw.get("target_hidden_size")
     fields.update(
         draft_vocab_size=vd,
-        target_hidden_size=ht if positive(ht) else None,
+        target_hidden_size=ht if is_positive_int(ht) else None,
         norm_before_residual=raw.get("norm_before_residual") is True,
         norm_before_fc=raw.get("norm_before_fc", ctx.eagle.get("norm_before_fc")) is True,
         fc_norm=raw.get("fc_norm", raw.get("use_aux_norm")) is True,
@@ -63,6 +65,9 @@ def read_config(ctx: Context) -> DrafterConfig | None:
     )
     if raw.get("bias") is True:
         fields["attention_bias"] = True
+    kind = drafter_kind(raw)[0]
+    if kind in KINDS:  # (DFlash and DSpark: refused where the layout is detected)
+        fields["kind"] = kind
     fields["num_aux_hidden_states"] = _num_aux(ctx, fields)
     try:
         return DrafterConfig(**fields)
@@ -84,13 +89,13 @@ def _intent(ctx: Context, stored: str, layers: int) -> str | None:
 def _num_aux(ctx: Context, fields: dict[str, Any]) -> int:
     """k, the number of captured states: from fc's width when it is readable."""
     ht = fields["target_hidden_size"] or fields["hidden_size"]
-    lists = [x for x in (int_list(ctx.config.get(IDS_KEY)), int_list(ctx.eagle.get(IDS_KEY))) if x]
+    lists = [x for x in (id_list(ctx.config.get(IDS_KEY)), id_list(ctx.eagle.get(IDS_KEY))) if x]
     declared = ctx.config.get("num_aux_hidden_states")
-    fallback = declared if positive(declared) else (len(lists[0]) if lists else 3)
+    fallback = declared if is_positive_int(declared) else (len(lists[0]) if lists else 3)
     fc = ctx.tensor("fc.weight")
     if fc is None or len(fc.shape) != 2:
         return fallback
-    count = len(lists[0]) if lists else (declared if positive(declared) else None)
+    count = len(lists[0]) if lists else (declared if is_positive_int(declared) else None)
     wrong = wrong_target_width(fc.shape[1], count, fields["target_hidden_size"], fields["hidden_size"],
                                ctx.target.hidden_size if ctx.target else None)
     if wrong:  # said once; the later checks judge the drafter at the width its weights have
@@ -103,7 +108,7 @@ def _num_aux(ctx: Context, fields: dict[str, Any]) -> int:
                 where="fc.weight")
         return fallback
     k = fc.shape[1] // ht
-    if positive(declared) and declared != k:
+    if is_positive_int(declared) and declared != k:
         ctx.add("E-CAPTURE-COUNT", f"num_aux_hidden_states is {declared} but fc.weight fuses {k} states of width "
                 f"{ht}", f"set num_aux_hidden_states to {k}", where="$.num_aux_hidden_states")
     return k
@@ -138,4 +143,4 @@ def _decoder_key_path(dec: Mapping[str, Any], prefix: str, code: str) -> str:
         return f"{prefix}.model_type"
     if dec.get("model_type") in MLA_MODEL_TYPES:
         keys += MLA_KEYS
-    return next((f"{prefix}.{key}" for key in keys if not positive(dec.get(key))), prefix)
+    return next((f"{prefix}.{key}" for key in keys if not is_positive_int(dec.get(key))), prefix)

@@ -14,12 +14,12 @@ from typing import Any
 from ..converters.base import target_betrayed_by
 from ..converters.layout import Layout
 from ..capture_ids import IDS_KEY, engine_boundaries, target_family
-from ..drafter import DrafterConfig
+from ..drafter import DrafterConfig, TargetIdentity
 from ..names import BOUNDARY_CONVENTIONS
 from ..safetensors_io import TensorSource
 from .findings import Finding, finding
 from .raw import RawCheckpoint
-from .target import TargetFacts, sidecar_target
+from .target import sidecar_target
 
 MAX_CAPTURE_IDS = 64  # a drafter fuses a handful of captured states; a longer list is not a capture list
 LOCATIONS = {"top": f"$.{IDS_KEY}", "nested": f"$.eagle_config.{IDS_KEY}"}
@@ -36,14 +36,14 @@ ABSENT: Any = _Absent()
 class Context:
     """The checks of one checkpoint read in one layout, replayed for the chosen engines."""
 
-    def __init__(self, raw: RawCheckpoint, layout: Layout, engines: Sequence[str], target: TargetFacts | None,
+    def __init__(self, raw: RawCheckpoint, layout: Layout, engines: Sequence[str], target: TargetIdentity | None,
                  source_label: str, findings: list[Finding], name_layout: bool = False):
         self.raw, self.layout, self.engines, self.out = raw, layout, list(engines), findings
         self.name_layout = name_layout  # detection could not choose: commands must say --from
-        self.config: dict[str, Any] = raw.config or {}
+        self.config: dict[str, Any] = layout.config_view(raw.config or {})
         self.src = source_label
-        self.target_facts = target
-        self.target = target.identity if target else sidecar_target(raw.sidecar)
+        self.given_target = target  # --target
+        self.target = target or sidecar_target(raw.sidecar)
         self.speculators_format = "speculators_model_type" in self.config or layout.name == "speculators"
         eagle = self.config.get("eagle_config")
         self.eagle: dict[str, Any] = eagle if isinstance(eagle, dict) else {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +92,8 @@ def deep_scan(tensors: Mapping[str, TensorSource], skip: set[str] = frozenset(),
             return name, scan_tensor(tensors[name], is_norm[name], on_bytes)
         except Eagle3Error as exc:  # the file changed or was cut while being read
             return name, exc
+
+    from concurrent.futures import ThreadPoolExecutor  # (with logging and queue: only --deep runs threads)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = dict(pool.map(one, names))

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import WRONG, TargetContext, serve_verdicts
+from ..engines import REFUSES, SERVING, WRONG, TargetContext, serve_verdicts
+from ..json_values import is_positive_int, short_repr
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
 from .context import ABSENT, Context
-from .findings import positive, show
 from .profiles import ENGINE_LAYOUT, EngineProfile
 from .vocab import engine_vocab
 
@@ -34,8 +34,8 @@ def check_engine(ctx: Context, p: EngineProfile) -> None:
         ctx.add("E-CONFIG-DRAFT-VOCAB", "config.json has no draft_vocab_size: SGLang fails to construct the "
                 "drafter", f"set draft_vocab_size to {rows or 'the lm_head rows'}", engine=p.name,
                 where="$.draft_vocab_size")
-    elif not positive(vd) and rows is not None and rows != cfg.vocab_size:
-        ctx.add("E-CONFIG-DRAFT-VOCAB", f"draft_vocab_size is {show(vd)}: {p.label} then sizes the draft head "
+    elif not is_positive_int(vd) and rows is not None and rows != cfg.vocab_size:
+        ctx.add("E-CONFIG-DRAFT-VOCAB", f"draft_vocab_size is {short_repr(vd)}: {p.label} then sizes the draft head "
                 f"for the full vocab V={cfg.vocab_size}, but lm_head.weight has {rows} rows",
                 f"set draft_vocab_size to {rows}", engine=p.name, where="$.draft_vocab_size")
     if p.name == "sglang" and "target_hidden_size" in raw and raw["target_hidden_size"] is None:
@@ -55,14 +55,26 @@ def check_engine_verdicts(ctx: Context) -> None:
     said = {f.engine for f in ctx.out if f.severity in ("error", "warning")}
     if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
         said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
+    cautioned: set[str] = set()
     for reader, verdict in serves.items():
         engine = engine_of(reader)
+        if verdict.caveats and verdict.verdict in SERVING and engine not in cautioned:
+            cautioned.add(engine)
+            ctx.add("W-ENGINE-CAVEAT", "; ".join(verdict.caveats),
+                    "serve it as the caveat says, or with an engine that reads the file in full: "
+                    f"`{ctx.command('vllm')}`", engine=engine)
         if verdict.verdict == WRONG and engine not in said:
             fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
             if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF
                 fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
             ctx.add("E-ENGINE-WRONG", f"{LABELS[reader]}: {verdict.why}; it would serve this file wrong", fix,
                     engine=engine)
+            said.add(engine)
+        elif verdict.verdict == REFUSES and cfg.kind != "eagle3" and engine not in said:
+            # what only a kind's own rules decide (P-EAGLE's mask token): the EAGLE-3 profiles above cannot say it
+            ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {verdict.why}",
+                    "add the field the engine names to a copy of config.json (for P-EAGLE, the mask token the "
+                    "drafter was trained with)", engine=engine)
             said.add(engine)
 
 
@@ -82,8 +94,8 @@ def _engine_reads_config(ctx: Context, p: EngineProfile) -> bool:
     else:
         served = p.served_family(archs)
         problem = None if served == cfg.family else (
-            f"architectures {show(archs)} name no {p.label} EAGLE-3 drafter class" if served is None else
-            f"architectures {show(archs)} make {p.label} build its {served} drafter class, but the config "
+            f"architectures {short_repr(archs)} name no {p.label} EAGLE-3 drafter class" if served is None else
+            f"architectures {short_repr(archs)} make {p.label} build its {served} drafter class, but the config "
             f"describes a {cfg.family} drafter")
     if problem:
         own_class = next((a for a, fam in (p.classes or {}).items() if fam == cfg.family), None)
@@ -105,11 +117,21 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
     cfg = ctx.cfg
     expected = {**expected_shapes(cfg), **optional_shapes(cfg)}
     rules = p.rules_for(cfg.family)
+    refused: list[str] = []
     for stored, intent in sorted(ctx.intents.items()):
         if intent is None or intent not in expected or not p.builds(cfg, intent):
             continue  # unknown, unused or unsupported: reported once, not per engine
         loaded = to_canonical(stored, rules, cfg.num_layers)
-        if loaded != intent:
+        applied = to_stored(intent, rules, cfg.num_layers)
+        if loaded != intent and p.builds_unapplied(cfg, loaded):
+            if applied not in ctx.intents:
+                ctx.add("E-KEY-UNAPPLIED", f"{p.label} loads tensor {stored!r} ({intent}) into a norm it builds in "
+                        f"every layer but never applies in layers >= 1; the norm it applies there, {applied!r}, "
+                        "keeps its initial ones", f"store the weight under {applied!r} too (`{ctx.command(p.layout)}` "
+                        "writes both names)", engine=p.name, where=stored)
+        elif loaded != intent and p.unknown_names_refused and not stored.endswith(".bias"):
+            refused.append(stored)  # loud, not a silent drop (engines/vllm.py)
+        elif loaded != intent:
             why = (f"it adds `model.` itself, so {stored!r} matches no parameter" if stored.startswith("model.")
                    else f"it has no parameter named {loaded!r}")
             ctx.add("E-KEY-DROPPED", f"{p.label} drops tensor {stored!r} ({intent}) silently: {why}; the weight "
@@ -117,3 +139,9 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
                     f"rename it to the name {p.label} loads"
                     + f" ({to_stored(intent, rules, cfg.num_layers)!r})",
                     engine=p.name, where=stored)
+    if refused:
+        ctx.add("E-KEY-REFUSED", f"{p.label} fails to load this file: its loader raises on {refused[0]!r}, a name that "
+                f"matches no parameter (it adds `model.` to every name but lm_head's itself)"
+                + (f"; {len(refused) - 1} more such names" if len(refused) > 1 else ""),
+                f"store the names {p.label} loads: `{ctx.command(p.layout)}` writes them", engine=p.name,
+                where=refused[0])

@@ -34,18 +34,26 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-CONFIG-KEY-PLACE": ("error", "a key the reader reads sits one level off (top level vs a nested object)"),
     "W-CONFIG-KEY-UNKNOWN": ("warning", "a config key the layout's producers never write (carried verbatim)"),
     "W-CONFIG-KEY-FOREIGN": ("warning", "a key other layouts' engines read and this layout's do not (not carried)"),
+    "W-KIND-UNCHECKED": ("warning", "a drafter kind (DFlash, DSpark) recognised by name: only the fields its engine "
+                                    "needs are checked, and it is not converted"),
     "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
     "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
+    "E-ENGINE-REFUSES": ("error", "the engine refuses this file loudly (a field its drafter kind needs is missing)"),
     "E-ENGINE-WRONG": ("error", "the engine loads this file and serves something other than the trained drafter"),
     "E-CONFIG-DRAFT-VOCAB": ("error", "draft_vocab_size is missing, or the engine's reading of it misfits lm_head"),
     "E-CONFIG-TARGET-HIDDEN-NULL": ("error", "target_hidden_size is null, and SGLang checks presence only"),
     "W-CONFIG-DEFAULTS-DIFFER": ("warning", "an absent key the engines default differently"),
     "W-CONFIG-CONTEXT": ("warning", "max_position_embeddings below the target's context length"),
     "I-ROPE-EXPORT-YARN": ("info", "a ModelOpt export carries the YaRN rope scaling its exporter injects"),
+    "W-ENGINE-CAVEAT": ("warning", "the engine serves the file as trained only within a limit, or with a serve-time "
+                                   "flag"),
     "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
     "E-KEY-DROPPED": ("error", "the engine's name rules drop a tensor silently"),
+    "E-KEY-REFUSED": ("error", "the engine's loader fails on a stored tensor name"),
+    "E-KEY-UNAPPLIED": ("error", "the engine loads a tensor into a norm it never applies, and applies one left at "
+                                 "its initial value"),
     "E-KEY-UNKNOWN": ("error", "a tensor that is no part of an EAGLE-3 drafter"),
     "E-KEY-UNUSED": ("error", "a drafter tensor the config does not use (a flag off, a layer too many)"),
     "E-KEY-DUPLICATE": ("error", "two stored names hold the same weight"),
@@ -118,22 +126,6 @@ def from_error(exc: Eagle3Error, where: str | None = None, engine: str | None = 
 
 
 # How a finding quotes and tests config values.
-
-def show(value: Any, limit: int = 80) -> str:
-    """A config value as a message quotes it: never a whole hostile blob."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def positive(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def int_list(value: Any) -> list[int] | None:
-    if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-        return list(value)
-    return None
-
 
 @dataclass
 class Report:

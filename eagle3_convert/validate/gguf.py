@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from ..converters.gguf import LAYOUT as GGUF
 from ..converters.layout import ConvertOptions
+from ..drafter import TargetIdentity
 from ..engines.llamacpp import read_gguf
 from ..errors import Eagle3Error
 from .deep import deep_scan
 from .findings import Finding, Report, from_error
 from .raw import RawCheckpoint
-from .target import TargetFacts
 
 
 def validate_gguf(raw: RawCheckpoint, engines: Sequence[str] | None, label: str, deep: bool = False,
                   progress: Callable[[int], Callable[[int], None]] | None = None,
-                  target: TargetFacts | None = None) -> Report:
+                  target: TargetIdentity | None = None) -> Report:
     """`validate` on a GGUF drafter: our reader's checks (names, shapes, d2t, keys), then llama.cpp's reading
     of the file (engines/llamacpp.read_gguf): the capture boundaries it takes, or its refusal."""
     findings: list[Finding] = []
@@ -27,7 +27,7 @@ def validate_gguf(raw: RawCheckpoint, engines: Sequence[str] | None, label: str,
     ckpt = raw.checkpoint()
     drafter = None
     try:
-        drafter = GGUF.read(ckpt, ConvertOptions())
+        drafter = ckpt.read_as(GGUF, ConvertOptions())
     except Eagle3Error as exc:
         findings.append(from_error(exc, where=raw.files[0] if raw.files else None))
     meta = {k: v for k, v in ckpt.config.items() if not k.startswith("_")}
@@ -43,7 +43,7 @@ def validate_gguf(raw: RawCheckpoint, engines: Sequence[str] | None, label: str,
                                 "(eagle3.target_layers, the input of each block)", None, "eagle3.target_layers",
                                 "llamacpp"))
     if target is not None and drafter is not None:
-        depth = getattr(getattr(target, "identity", None), "num_hidden_layers", None)
+        depth = target.num_hidden_layers
         if depth is not None and reading.captures and max(reading.captures) > depth:
             findings.append(Finding("E-CAPTURE-UNREACHABLE", "error", f"eagle3.target_layers {reading.captures} "
                                     f"reach past the target's {depth} layers: llama.cpp aborts", None,

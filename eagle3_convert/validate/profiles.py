@@ -38,6 +38,9 @@ class EngineProfile:
     eagle3_alias: bool = False  # builds Eagle3XForCausalLM for a plain XForCausalLM architecture
     # the family it builds from the config whatever its architectures (TensorRT-LLM's default one-model path)
     family_from_config: Callable[[Mapping[str, Any]], str] | None = None
+    later_norms_built: tuple[str, ...] = ()  # the pre-attention norms it builds in layers >= 1, applied or not
+    later_norm_applied: str = "input_layernorm"
+    unknown_names_refused: bool = False  # its loader fails on a name matching no parameter (instead of skipping it)
 
     def rules_for(self, family: str) -> tuple[Rename, ...]:
         return self.mla_key_rules if family == "deepseek_mla" and self.mla_key_rules is not None else self.key_rules
@@ -66,9 +69,19 @@ class EngineProfile:
                 if getattr(cfg, flag) and flag not in allowed]
         if self.name == "speculators" and cfg.norm_before_fc and cfg.fc_norm:
             out.append("norm_before_fc and fc_norm are both true; speculators allows only one")
+        if self.name == "trtllm" and cfg.norm_before_fc and cfg.fc_norm:  # apply_eagle3_fc: fc_norm, else input_norm
+            out.append("norm_before_fc and fc_norm are both true; TensorRT-LLM applies fc_norm and skips input_norm")
         if (cfg.attention_bias or cfg.mlp_bias) and (mla or not self.bias):
             out.append(f"the drafter has bias tensors and {self.label} builds none")
         return out
+
+    def builds_unapplied(self, cfg: DrafterConfig, loaded: str) -> bool:
+        """Whether `loaded` is a parameter the engine builds but does not apply: a later layer's twin norm (vLLM
+        builds hidden_norm there, SGLang input_layernorm). Such a weight is loaded, not dropped."""
+        index = layer_index(loaded)
+        return bool(index) and cfg.num_layers > 1 and any(
+            loaded == f"layers.{index}.{norm}.weight" for norm in self.later_norms_built
+            if norm != self.later_norm_applied)
 
     def builds(self, cfg: DrafterConfig, canonical: str) -> bool:
         """Whether the model this engine constructs has a parameter for `canonical`."""
@@ -105,7 +118,9 @@ def engine_profiles() -> dict[str, EngineProfile]:
                 key_rules=vllm.RENAMES, mla_key_rules=None, classes=vllm_rules.CLASSES, reads_speculators_format=True,
                 families=vllm_rules.FAMILIES, flags=vllm_rules.FLAGS_READ, mla_flags=vllm_rules.MLA_FLAGS_READ,
                 bias=vllm_rules.BUILDS_BIAS, mla_max_layers=None, needs_t2d=vllm_rules.NEEDS_T2D, needs_d2t=True,
-                fc_skipped_when_width_matches=False, eagle3_alias=True),
+                fc_skipped_when_width_matches=False, eagle3_alias=True,
+                later_norms_built=vllm_rules.LATER_NORMS_BUILT, later_norm_applied=vllm_rules.LATER_NORM_APPLIED,
+                unknown_names_refused=vllm_rules.UNKNOWN_NAMES_REFUSED),
             "sglang": EngineProfile(
                 name="sglang", label="SGLang", layout="sglang", ids_from=sglang_rules.IDS_FROM,
                 key_rules=sglang.RENAMES, mla_key_rules=_UNPREFIXED_MIDLAYER, classes=sglang_rules.CLASSES,
@@ -113,14 +128,16 @@ def engine_profiles() -> dict[str, EngineProfile]:
                 flags=frozenset(sglang_rules.FLAGS_READ["llama"]),
                 mla_flags=frozenset(sglang_rules.FLAGS_READ["deepseek_mla"]), bias=sglang_rules.BUILDS_BIAS,
                 mla_max_layers=sglang_rules.MLA_MAX_LAYERS, needs_t2d=sglang_rules.NEEDS_T2D, needs_d2t=True,
-                fc_skipped_when_width_matches=sglang_rules.FC_SKIPPED_WHEN_WIDTH_MATCHES),
+                fc_skipped_when_width_matches=sglang_rules.FC_SKIPPED_WHEN_WIDTH_MATCHES,
+                later_norms_built=sglang_rules.LATER_NORMS_BUILT, later_norm_applied=sglang_rules.LATER_NORM_APPLIED),
             "trtllm": EngineProfile(
                 name="trtllm", label="TensorRT-LLM", layout="modelopt", ids_from=trtllm_rules.IDS_FROM,
                 key_rules=_UNPREFIXED_MIDLAYER, mla_key_rules=None, classes={},
                 family_from_config=trtllm_rules.built_family,
                 reads_speculators_format=False, families=trtllm_rules.FAMILIES, flags=trtllm_rules.FLAGS_READ,
                 mla_flags=trtllm_rules.FLAGS_READ, bias=trtllm_rules.BUILDS_BIAS, mla_max_layers=None,
-                needs_t2d=trtllm_rules.NEEDS_T2D, needs_d2t=True, fc_skipped_when_width_matches=False),
+                needs_t2d=trtllm_rules.NEEDS_T2D, needs_d2t=True, fc_skipped_when_width_matches=False,
+                later_norms_built=trtllm_rules.LATER_NORMS_BUILT, later_norm_applied=trtllm_rules.LATER_NORM_APPLIED),
         })
     return _profiles
 
@@ -133,4 +150,5 @@ LAYOUT_ENGINES: dict[str, tuple[str, ...]] = {
     "speculators": ("speculators", "vllm"), "vllm": ("vllm",), "sglang": ("sglang",),
     "eagle": ("sglang", "vllm"), "modelopt": ("trtllm",),  # ModelOpt's ids are TensorRT-LLM's; vLLM: --engine
     "gguf": ("llamacpp",),
+    "nemo": ("vllm",),  # served by none as it is: vLLM's refusal says why
 }

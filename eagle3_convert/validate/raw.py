@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import sidecar
 from ..atomic import CONFIG_NAME
-from ..converters.checkpoint import Checkpoint, load_checkpoint, missing_config_hint, read_json_file
+from ..converters.checkpoint import (Checkpoint, load_checkpoint, missing_config_hint, pickled_weights,
+                                     pickles_ignored, read_json_file)
 from ..converters.gguf_file import gguf_file
 from ..errors import Eagle3Error, FormatError
 from ..safetensors_io import (INDEX_NAME, SINGLE_NAME, TensorRef, TensorSource, checked_member, read_header,
@@ -27,6 +29,7 @@ class RawCheckpoint:
     cut: set[str] = field(default_factory=set)  # tensors whose bytes the file does not fully hold
     sidecar: dict[str, Any] | None = None
     complete: bool = True  # every weight file's tensor table was read (else "missing" would be a guess)
+    notes: list[str] = field(default_factory=list)  # what load_checkpoint notes of the same files
 
     _checkpoint: Checkpoint | None = field(default=None, repr=False, compare=False)
 
@@ -34,8 +37,15 @@ class RawCheckpoint:
         """The checkpoint as the layouts read it, one object per validation: what it reads once is kept on it."""
         if self._checkpoint is None:
             self._checkpoint = Checkpoint(self.path, self.config or {}, dict(self.tensors), list(self.files),
-                                          self.sidecar)
+                                          self.sidecar, list(self.notes))
         return self._checkpoint
+
+
+def checkpoint_loader(raw: RawCheckpoint, findings: list[Finding]) -> Callable[[Path], Checkpoint]:
+    """convert.read_source's `load` for a checkpoint read_raw has read: when every file read cleanly, the same
+    Checkpoint (what was read of it is kept: detection, vocab map, readings), as load_checkpoint would read it;
+    else load_checkpoint itself, whose refusal is convert's own."""
+    return load_checkpoint if findings else lambda _path: raw.checkpoint()
 
 
 _HINT_REDOWNLOAD = "the file is damaged: download or copy the checkpoint again"
@@ -46,7 +56,8 @@ def read_raw(root: Path) -> tuple[RawCheckpoint, list[Finding]]:
     root = Path(root)
     if gguf_file(root) is not None:  # a GGUF drafter (llama.cpp): its keys stand for config.json
         ckpt = load_checkpoint(root)
-        return RawCheckpoint(ckpt.path, ckpt.config, ckpt.tensors, ckpt.weight_files, set(), ckpt.sidecar), []
+        return RawCheckpoint(ckpt.path, ckpt.config, ckpt.tensors, ckpt.weight_files, set(), ckpt.sidecar,
+                             notes=ckpt.notes), []
     if not root.is_dir():
         raise FormatError(f"{root}: not a directory", "pass the directory that holds config.json and the weights",
                           code="E-SRC-MISSING")
@@ -68,7 +79,9 @@ def read_raw(root: Path) -> tuple[RawCheckpoint, list[Finding]]:
         out.append(finding("E-SRC-EMPTY", f"{root}: the weight files hold no tensors",
                            "download the complete checkpoint"))
     side = sidecar.read(root, config_path) if config is not None else None
-    return RawCheckpoint(root, config, tensors, files, cut, side, complete and bool(tensors)), out
+    bins = pickled_weights(root)
+    notes = pickles_ignored(bins) if files and not set(files) <= set(bins) else []  # safetensors beside pickles
+    return RawCheckpoint(root, config, tensors, files, cut, side, complete and bool(tensors), notes), out
 
 
 def _read_weights(root: Path, out: list[Finding]) -> tuple[dict[str, TensorSource], list[str], set[str]]:

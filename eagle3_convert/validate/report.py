@@ -8,8 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..atomic import CONFIG_NAME
-from ..converters.layout import ConvertOptions, Layout
+from ..converters.layout import BLOCK_DIFFUSION, ConvertOptions, Layout, block_diffusion_problems, drafter_kind
 from ..converters.registry import detect, get_layout, layouts
+from ..drafter import TargetIdentity
 from ..errors import CaptureConflict, Eagle3Error, FormatError
 from .capture import check_capture, check_capture_record, read_capture_ids
 from .config import check_rope, check_schema, read_config
@@ -20,25 +21,27 @@ from .findings import READER_CODES_EXPLAINED, SEVERITIES, Finding, Report, findi
 from .gguf import validate_gguf
 from .profiles import LAYOUT_ENGINES, engine_profiles
 from .raw import RawCheckpoint, read_raw
-from .target import TargetFacts, check_target, sidecar_target
+from .target import check_target, sidecar_target
 from .tensors import check_tensors
 from .vocab import check_vocab
 
 
 def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | None = None,
-                        target: TargetFacts | None = None, deep: bool = False, from_layout: str = "auto",
+                        target: TargetIdentity | None = None, deep: bool = False, from_layout: str = "auto",
                         expected_boundaries: Sequence[int] | None = None, record_label: str = "the training record",
                         source_label: str | None = None,
-                        progress: Callable[[int], Callable[[int], None]] | None = None) -> Report:
+                        progress: Callable[[int], Callable[[int], None]] | None = None,
+                        read: tuple[RawCheckpoint, list[Finding]] | None = None) -> Report:
     """Every finding about the drafter checkpoint in directory `path`.
 
     `engines`: which engines to replay (default: those that serve the detected layout).
     `expected_boundaries`: the capture boundaries a training record (the registry) holds for
     this drafter; a config that disagrees is an error.
+    `read`: what read_raw already read of `path` (the list of findings is extended), else it is read here.
     """
     root = Path(path)
     label = source_label or str(root)
-    raw, findings = read_raw(root)
+    raw, findings = read or read_raw(root)
     if "_gguf" in (raw.config or {}):
         return validate_gguf(raw, engines, label, deep, progress, target)
     report = Report(label, None, None, list(engines or ()), findings)
@@ -74,6 +77,15 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     if from_layout != "auto":
         report.detected_by = "given with --from"
         return [get_layout(from_layout)]
+    kind, named = drafter_kind(raw.config or {})
+    if kind in BLOCK_DIFFUSION:  # a kind recognised by name: no EAGLE-3 check applies, only its own fields
+        report.findings.append(finding(
+            "W-KIND-UNCHECKED", f"{named}: a {BLOCK_DIFFUSION[kind]} drafter; only the fields vLLM needs to build it "
+            "are checked (no tensor, capture or engine check), and this tool does not convert it",
+            f"serve it as published: vLLM builds {BLOCK_DIFFUSION[kind]} drafters from this config", where=CONFIG_NAME))
+        report.findings += [finding("E-CONFIG-FIELD", why, f"write {field} into config.json, as the drafter was "
+                                    "trained", where=f"$.{field}") for field, why in block_diffusion_problems(raw.config)]
+        return []
     ckpt = raw.checkpoint()
     try:
         detection = detect(ckpt)
@@ -95,15 +107,15 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     return [get_layout(detection.layout)]
 
 
-def _explicit_from(raw: RawCheckpoint, given: str, target: TargetFacts | None) -> list[Finding]:
+def _explicit_from(raw: RawCheckpoint, given: str, target: TargetIdentity | None) -> list[Finding]:
     """convert's judgement of an explicit --from (convert.judge_explicit_from), as a finding."""
     from ..convert import judge_explicit_from
 
     ckpt = raw.checkpoint()
-    options = ConvertOptions(target=target.identity if target else sidecar_target(raw.sidecar))
+    options = ConvertOptions(target=target or sidecar_target(raw.sidecar))
     drafter, error = None, None
     try:
-        drafter = get_layout(given).read(ckpt, options)
+        drafter = ckpt.read_as(get_layout(given), options)
     except (Eagle3Error, ValueError) as exc:  # ValueError: pydantic's, a field the canonical model refuses
         error = exc
     problem = judge_explicit_from(ckpt, given, options, drafter=drafter, error=error)
@@ -143,7 +155,7 @@ def run_checks(ctx: Context) -> None:
 def reader_cross_check(ctx: Context) -> None:
     """The layout reader as a last word: a refusal no check explained is reported under its own code."""
     try:
-        ctx.layout.read(ctx.raw.checkpoint(), ConvertOptions(target=ctx.target))
+        ctx.raw.checkpoint().read_as(ctx.layout, ConvertOptions(target=ctx.target))
     except Eagle3Error as exc:
         explained = ctx.codes() & (READER_CODES_EXPLAINED.get(exc.code, set()) | {exc.code})
         if not explained:

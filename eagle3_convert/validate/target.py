@@ -2,32 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..capture_ids import target_family
 from ..drafter import TargetIdentity
-from ..targets import context_length, read_target_config, refuse_drafter_as_target, target_from_config
-from .findings import show
+from ..json_values import short_repr
+from ..targets import read_target_config, refuse_drafter_as_target, target_from_config
 
 if TYPE_CHECKING:
     from .context import Context
 
 
-@dataclass(frozen=True)
-class TargetFacts:
-    """The target (verifier) a drafter is validated against: depth, width, vocab, family, context."""
-
-    identity: TargetIdentity
-    context_length: int | None = None
-
-
 def load_target_facts(spec: str, revision: str | None = None, *, endpoint: str | None = None,
-                      token: str | None = None) -> TargetFacts:
-    """`--target`: a config.json, its directory, or a Hub repo id (its config only)."""
+                      token: str | None = None) -> TargetIdentity:
+    """`--target`: a config.json, its directory, or a Hub repo id (its config only): depth, width, vocab, family,
+    context, named as given."""
     config, commit = read_target_config(spec, revision, endpoint=endpoint, token=token)
     refuse_drafter_as_target(spec, config)
-    return TargetFacts(target_from_config(config, spec, commit or revision), context_length(config))
+    return target_from_config(config, spec, commit or revision)
 
 
 def sidecar_target(side: dict[str, Any] | None) -> TargetIdentity | None:
@@ -60,10 +52,10 @@ def check_target(ctx: Context) -> None:
                 f"{name}, a {target.model_type} model", "check --target")
     recorded = _verifier_architectures(ctx)
     if recorded and target.architectures and not set(recorded) & set(target.architectures):
-        ctx.add("W-TARGET-FAMILY", f"config.json names a verifier of architecture {show(recorded)}, {name} is "
+        ctx.add("W-TARGET-FAMILY", f"config.json names a verifier of architecture {short_repr(recorded)}, {name} is "
                 f"{target.architectures}", "check --target is the model the drafter was trained for",
                 where="$.speculators_config.verifier.architectures")
-    context = ctx.target_facts.context_length if ctx.target_facts else None
+    context = ctx.given_target.context_length if ctx.given_target else None
     mine = cfg.max_position_embeddings
     if context and (mine is None or mine < context):
         ctx.add("W-CONFIG-CONTEXT", f"max_position_embeddings is {mine if mine is not None else 'absent'}, below "

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..converters.layout import untrained_twin
 from ..drafter import DrafterConfig, expected_shapes, layer_index, optional_shapes
 from ..safetensors_io import FLOAT_DTYPES, tensor_sha256
 from .context import Context
@@ -34,7 +35,8 @@ def check_tensors(ctx: Context) -> None:
         if twin is not None:  # one norm of a layer >= 1 under vLLM's and SGLang's names, as we write it
             if stored.endswith("hidden_norm.weight") and tensor_sha256(src) != tensor_sha256(ctx.raw.tensors[twin]):
                 ctx.add("E-KEY-DUPLICATE", f"tensors {twin!r} and {stored!r} hold different weights: vLLM "
-                        "reads the first, SGLang the second, and they would serve different drafters",
+                        "reads the first, SGLang and TensorRT-LLM the second, and they would serve different drafters"
+                        + untrained_twin(twin, stored, ctx.raw.tensors),
                         "keep the trained weight under both names, or one of them", where=stored)
             if intent in seen or intent not in expected:
                 continue
@@ -69,7 +71,8 @@ def check_tensors(ctx: Context) -> None:
 def _later_norm_twin(stored: str, tensors: Mapping[str, Any]) -> str | None:
     """For `layers.{i>=1}.hidden_norm.weight`, its `input_layernorm` twin when the file holds both: the
     pre-attention norm of that layer written for SGLang and for vLLM (converters.layout.with_both_later_norms)."""
-    m = re.match(r"^((?:model\.)?layers\.[1-9]\d*\.)(hidden_norm|input_layernorm)\.weight$", stored)
+    m = re.match(r"^((?:model\.)?(?:layers\.[1-9]\d*|additional_layers\.\d+)\.)(hidden_norm|input_layernorm)\.weight$",
+                 stored)
     if not m:
         return None
     twin = f"{m.group(1)}{'input_layernorm' if m.group(2) == 'hidden_norm' else 'hidden_norm'}.weight"
