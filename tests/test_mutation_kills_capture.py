@@ -122,12 +122,11 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
     ],
     'W-CAPTURE-IDS-IGNORED': [
         ('W-CAPTURE-IDS-IGNORED', 'warning',
-         'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it ignores '
-         'eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 4] and captures its default boundaries {2, '
-         'L//2, L-3} (its V1 runner instead falls back to that list, read as boundaries [1, 3, 4])',
-         'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` '
+         'SGLang reads capture ids only from eagle_config.eagle_aux_hidden_state_layer_ids: it ignores '
+         'eagle_aux_hidden_state_layer_ids [2, 4, 5] and captures its default boundaries {2, L//2, L-3}',
+         'write the ids where SGLang reads them: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang` '
          'writes them there',
-         '$.eagle_config.eagle_aux_hidden_state_layer_ids'),
+         '$.eagle_aux_hidden_state_layer_ids'),
     ],
 }
 

@@ -23,6 +23,10 @@ def ones(*shape: int) -> InMemoryTensor:
     return InMemoryTensor("BF16", shape, b"\x80\x3f" * n)
 
 
+def zeros(*shape: int) -> InMemoryTensor:
+    return InMemoryTensor("BF16", shape, bytes(len(ones(*shape).data)))
+
+
 UNUSED_HINT = "set the config flag it belongs to, or remove the tensor"
 MISSING_HINT = ("the checkpoint is incomplete: engines load it silently with random weights; re-export it from the "
                 "training run")
@@ -64,11 +68,18 @@ CASES: dict[str, tuple[str, dict[str, Any], Callable[[Path], None], list[dict[st
         {"code": "E-KEY-MISSING", "message": "required tensor lm_head.weight [96, 32] is missing",
          "hint": MISSING_HINT, "where": "lm_head.weight"}]),
     "later-norm-twins-differ": ("sglang", {"num_layers": 2}, edit_tensors(
+        lambda t: t.__setitem__("layers.1.hidden_norm.weight", zeros(32))), [
+        {"code": "E-KEY-DUPLICATE", "message": "tensors 'layers.1.input_layernorm.weight' and "
+         "'layers.1.hidden_norm.weight' hold different weights: vLLM reads the first, SGLang and TensorRT-LLM the "
+         "second, and they would serve different drafters", "hint": "keep the trained weight under both names, or "
+         "one of them", "where": "layers.1.hidden_norm.weight"}]),
+    "later-norm-twins-differ, one at its initial ones": ("sglang", {"num_layers": 2}, edit_tensors(
         lambda t: t.__setitem__("layers.1.hidden_norm.weight", ones(32))), [
         {"code": "E-KEY-DUPLICATE", "message": "tensors 'layers.1.input_layernorm.weight' and "
-         "'layers.1.hidden_norm.weight' hold different weights: vLLM reads the first, SGLang the second, and they "
-         "would serve different drafters", "hint": "keep the trained weight under both names, or one of them",
-         "where": "layers.1.hidden_norm.weight"}]),
+         "'layers.1.hidden_norm.weight' hold different weights: vLLM reads the first, SGLang and TensorRT-LLM the "
+         "second, and they would serve different drafters; 'layers.1.hidden_norm.weight' holds RMSNorm's initial "
+         "ones, as a norm training never applied keeps them", "hint": "keep the trained weight under both names, or "
+         "one of them", "where": "layers.1.hidden_norm.weight"}]),
     "one-weight-under-two-prefixes": ("sglang", {}, edit_tensors(
         lambda t: t.__setitem__("layers.0.input_layernorm.weight", t["midlayer.input_layernorm.weight"])), [
         {"code": "E-KEY-DUPLICATE", "message": "tensors 'layers.0.input_layernorm.weight' and "
