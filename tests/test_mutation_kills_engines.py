@@ -114,6 +114,23 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
         family="deepseek_mla"), L8, served(
         [2, 4, 5], "SGLang drops bias tensors (midlayer.mlp.up_proj.bias) without a word",
         "SGLang drops input_norm (norm_before_fc) (input_norm.weight) without a word", family="deepseek_mla")),
+    "sglang: four later layers with input_layernorm alone": ("sglang", file("sglang", lambda c, n: [
+        x for x in n if not (".hidden_norm." in x and not x.startswith(("layers.0.", "midlayer.")))], num_layers=5),
+        L8, served([2, 4, 5], "SGLang loads layers.1.input_layernorm.weight, layers.2.input_layernorm.weight, "
+                   "layers.3.input_layernorm.weight into a norm it never applies in layers >= 1 (it normalises them "
+                   "with hidden_norm, left at its initial ones)")),
+    "sglang: its earlier additional_layers.* names": ("sglang", file("sglang", lambda c, n: n + [
+        "model.additional_layers.0.mlp.up_proj.weight", "additional_layers.0.mlp.down_proj.weight"], num_layers=2),
+        L8, served([2, 4, 5], "SGLang drops additional_layers.* (it names every layer model.layers.{i}) "
+                   "(additional_layers.0.mlp.down_proj.weight, model.additional_layers.0.mlp.up_proj.weight) "
+                   "without a word")),
+    "sglang: a llama drafter trained with a sliding window": ("sglang", file("sglang", lambda c, n: c.update(
+        sliding_window=64, layer_types=["sliding_attention"])), L8, served([2, 4, 5]) | {"caveats": [
+            "SGLang attends over the whole context where the drafter was trained with a 64-token sliding window: "
+            "the maths differ past 64 tokens unless launched with --speculative-draft-window-size 64"]}),
+    "sglang: an MLA drafter's window is not the llama class's caveat": ("sglang", file("sglang", lambda c, n: c.update(
+        sliding_window=64, layer_types=["sliding_attention"]), family="deepseek_mla"), L8,
+        served([2, 4, 5], family="deepseek_mla")),
     "sglang: use_aux_hidden_state false": ("sglang", file("sglang", lambda c, n: c["eagle_config"].__setitem__(
         "use_aux_hidden_state", False)), L8, served(
         [2, 4, 5], "SGLang never applies fc: eagle_config.use_aux_hidden_state is false")),
