@@ -228,6 +228,15 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
         x.replace("layers.0.", "midlayer.") for x in n if x != "layers.1.input_layernorm.weight"], num_layers=2), L8,
         served([2, 4, 5], "vLLM loads layers.1.hidden_norm.weight into a norm it never applies in layers >= 1 (it "
                "normalises them with input_layernorm, left at its initial ones)")),
+    "vllm: four later layers with hidden_norm alone": ("vllm-v1", file("vllm", lambda c, n: [
+        x for x in n if not (".input_layernorm." in x and not x.startswith("layers.0."))], num_layers=5), L8,
+        served([2, 4, 5], "vLLM loads layers.1.hidden_norm.weight, layers.2.hidden_norm.weight, "
+               "layers.3.hidden_norm.weight into a norm it never applies in layers >= 1 (it normalises them with "
+               "input_layernorm, left at its initial ones)")),
+    "vllm: four capture ids": ("vllm-v1", file("vllm", num_aux=4, capture_boundaries=(1, 2, 4, 5)), L8,
+                               served([1, 2, 4, 5]) | {"caveats": [
+                                   "4 capture ids: some vLLM releases crash at start-up on 4 or more top-level ids "
+                                   "(vLLM PR #54598, open)"]}),
     "vllm: midlayer in a 1-layer file": ("vllm-v1", file("vllm", lambda c, n: [
         x.replace("layers.0.", "midlayer.") for x in n]), L8, served([2, 4, 5])),
 }
