@@ -11,8 +11,8 @@ from typing import Callable
 from pydantic import ValidationError
 
 
-from . import sidecar
-from .atomic import force_replaces, json_bytes, write_directory
+from . import provenance, sidecar
+from .atomic import CONFIG_NAME, force_replaces, json_bytes, write_directory
 from .converters.base import (
     Checkpoint,
     ConvertOptions,
@@ -28,7 +28,7 @@ from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .engines import REFUSES, WRONG, Verdict, serve_verdicts, target_context
 from .engines.vllm import local_verifier
 from .errors import Eagle3Error, FormatError, RefusalError, UsageError
-from .fingerprint import drafter_id, reading_differences, tensor_digests
+from .fingerprint import config_and_weights_id, drafter_id, reading_differences, tensor_digests
 from .names import LABELS
 from .sources import resolve_source
 from .targets import load_target, read_target_config
@@ -46,6 +46,8 @@ class Source:
     sidecar: dict | None = None  # eagle3-convert.json, when it was written with this config.json
     stored_config: dict | None = None  # config.json as stored, and the stored tensor names: what engines read
     stored_names: list[str] = field(default_factory=list)
+    # what the sidecar says of these weights, even when config.json was edited since it was written
+    known: provenance.Known | None = None
 
 
 @dataclass
@@ -60,6 +62,8 @@ class ConvertResult:
     facts: dict = field(default_factory=dict)  # what the sidecar records
     serves: dict[str, Verdict] = field(default_factory=dict)  # each engine's verdict on the output
     replaced: list[str] = field(default_factory=list)  # the files of DST that --force replaced
+    source_id: str = ""  # the source's drafter id: drafter_id unless the output is a cast (facts["derived_from"])
+    former_ids: list[str] = field(default_factory=list)  # the source's id before ids were its weights alone
 
 
 def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetIdentity | None:
@@ -131,7 +135,16 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
         if problem is not None:
             raise problem
     uri = f"hf://{src}@{commit}" if commit else str(path.resolve())
-    return Source(drafter, detection, path, uri, commit, ckpt.sidecar, ckpt.config, list(ckpt.tensors))
+    return Source(drafter, detection, path, uri, commit, ckpt.sidecar, ckpt.config, list(ckpt.tensors),
+                  sidecar_known(path, ckpt.sidecar))
+
+
+def sidecar_known(path: Path, trusted: dict | None) -> provenance.Known | None:
+    """The sidecar's facts about the weights in `path`, whether or not config.json is the one it was written with."""
+    if trusted is not None:
+        return provenance.from_sidecar(trusted, True)
+    found = sidecar.read_record(path, path / CONFIG_NAME) if path.is_dir() else None
+    return provenance.from_sidecar(*found) if found is not None else None
 
 
 def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Drafter | None = None,
@@ -185,31 +198,91 @@ def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertO
                            f"drop --from (detected {detected.layout}: {detected.reason})", code="E-FROM-MISMATCH")
 
 
-def apply_training_capture(drafter: Drafter, options: ConvertOptions) -> None:
-    """Capture layers known from training (--capture-layers, the registry) fill a config that names none
-    (SpecForge's export drops them); a config that names other layers is refused, not overridden."""
-    if options.training_capture is None:
+def apply_training_capture(drafter: Drafter, options: ConvertOptions, beside: provenance.Known | None = None
+                           ) -> None:
+    """The capture layers known from training against config.json's. What is known: --capture-layers
+    (options.training_capture, stated), the registry's record (options.known) and the sidecar (`beside`).
+
+    A record fills a config that names none (SpecForge's export drops them), and says so. A config that
+    names other layers than a record is refused, never overridden in silence. --capture-layers settles it:
+    stating the record's layers writes them; stating the config's re-records them (the output's sidecar and
+    lineage keep the restatement); stating other layers than both is refused."""
+    cfg = drafter.config
+    known = [*options.known, *([beside] if beside is not None else [])]
+    depth = capture_context(cfg.family, options.target, cfg.target)[1] or next(
+        (k.depth for k in known if k.depth), None)
+    written = cfg.capture_boundaries
+    if options.training_capture is not None and options.capture_stated:
+        boundaries, said_by = options.training_capture
+        differs = written is not None and sorted(set(written)) != sorted(set(boundaries))
+        if differs and not any(sorted(set(k.boundaries(depth) or [])) == sorted(set(boundaries)) for k in known):
+            raise RefusalError(f"config.json captures boundaries {written} but {said_by} says the drafter was trained "
+                               f"on {boundaries}", "drop --capture-layers if config.json is right (it already names "
+                               "the layers); if it is wrong, fix the ids in a copy of config.json and convert that",
+                               code="E-CAPTURE-RECORD")
+        overruled = [f"{written} of config.json"] * differs + [
+            f"{k.boundaries(depth)} of {k.label}" for k in known if provenance.capture_contradiction(boundaries, k, depth)]
+        options.capture_restated = overruled
+        if overruled:
+            drafter.notes.append(f"{said_by} states the capture layers as boundaries {boundaries}, overruling "
+                                 f"{' and '.join(overruled)}: the output's sidecar and lineage keep the restatement")
+        _take_capture(drafter, boundaries, said_by, depth, replace=differs)
         return
-    boundaries, said_by = options.training_capture
+    for k in known:
+        if written is None and k.capture_boundaries is not None:
+            # the config names none: the record's layers are restored (unless the engine default is exactly them)
+            _take_capture(drafter, list(k.capture_boundaries), k.label, depth)
+            written = drafter.config.capture_boundaries
+        clash = provenance.capture_contradiction(written, k, depth)
+        if clash is None:
+            continue
+        mine, theirs = clash
+        raise RefusalError(
+            f"config.json captures boundaries {mine} but {k.label} says the drafter was trained on {theirs}",
+            f"`--capture-layers {','.join(map(str, theirs))} --convention boundary` writes the recorded layers; if "
+            f"config.json's are the trained ones, `--capture-layers {','.join(map(str, mine))} --convention boundary` "
+            "states them (the output's sidecar and lineage keep the restatement)"
+            + (", or leave it out with --no-registry" if k.in_registry else ""), code="E-CAPTURE-RECORD")
+
+
+def _take_capture(drafter: Drafter, boundaries: list[int], said_by: str, depth: int | None, replace: bool = False
+                  ) -> None:
     cfg = drafter.config
     if cfg.capture_boundaries == boundaries:
         return
-    if cfg.capture_boundaries is not None:
-        hint = ("drop --capture-layers if config.json is right (it already names the layers); if it is wrong, fix "
-                "the ids in a copy of config.json and convert that" if options.capture_stated else
-                "fix config.json if the record is right; if the record is wrong, correct it with `eagle3-convert "
-                "registry add SRC --capture-layers ... --convention ...`, or leave it out with --no-registry")
-        raise RefusalError(f"config.json captures boundaries {cfg.capture_boundaries} but {said_by} says the drafter "
-                           f"was trained on {boundaries}", hint, code="E-CAPTURE-RECORD")
-    depth = (options.target or cfg.target or TargetIdentity()).num_hidden_layers
-    if depth is not None and boundaries == default_boundaries(depth):
+    if not replace and depth is not None and boundaries == default_boundaries(depth):
         return  # the engine default already captures exactly these
     if len(boundaries) != cfg.num_aux_hidden_states:
         raise RefusalError(f"{said_by} names {len(boundaries)} capture layers but fc fuses "
                            f"{cfg.num_aux_hidden_states} hidden states", "check the capture layers given",
                            code="E-CAPTURE-COUNT")
     drafter.config = cfg.model_copy(update={"capture_boundaries": list(boundaries)})
-    drafter.notes.append(f"capture layers {boundaries} taken from {said_by}: config.json names none")
+    if not replace:
+        drafter.notes.append(f"capture layers {boundaries} taken from {said_by}: config.json names none")
+
+
+def restore_target(source: Source, options: ConvertOptions) -> None:
+    """The target the records name, where config.json names none (or less): a fact about the weights that an
+    edited config (or a layout that has no place for it) lost, restored and said so."""
+    cfg = source.drafter.config
+    for k in [*options.known, *([source.known] if source.known is not None else [])]:
+        merged = TargetIdentity.merged(cfg.target, k.target)
+        if merged is not None and merged != cfg.target:
+            if k.target and k.target.name_or_path and not (cfg.target and cfg.target.name_or_path):
+                source.drafter.notes.append(f"target {k.target.name_or_path} taken from {k.label}")
+            cfg = cfg.model_copy(update={"target": merged})
+    source.drafter.config = cfg
+
+
+def check_known_facts(source: Source, options: ConvertOptions) -> None:
+    """Every other fact the registry's record and the sidecar hold about these weights, against config.json:
+    the target, vocabulary, widths and norm flags. A contradiction is refused (E-RECORD-CONFLICT)."""
+    for k in [*options.known, *([source.known] if source.known is not None else [])]:
+        found = provenance.fact_contradictions(source.drafter.config, options.target,
+                                               provenance.verifier_named(source.stored_config), k)
+        if found:
+            raise RefusalError(found[0].message, provenance.way_out(found[0], str(source.path)),
+                               code="E-RECORD-CONFLICT")
 
 
 def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | None, dest_layout: str | None = None,
@@ -217,6 +290,8 @@ def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | No
     cfg = drafter.config
     # Who the target is (name, revision), completed with what its config says (depth, width, family).
     target = TargetIdentity.merged(TargetIdentity.merged(options.verifier or cfg.target, options.target), cfg.target)
+    for known in [*options.known, *([source.known] if source is not None and source.known else [])]:
+        target = TargetIdentity.merged(target, known.target)  # what the records knew of it fills the gaps
     written_by = [name for name in (source.detection.layout if source else None, dest_layout) if name]
     facts = {
         "target": target.model_dump() if target else None,
@@ -251,27 +326,33 @@ def ids_as_written(cfg: DrafterConfig, options: ConvertOptions, layout_names: li
     return written
 
 
-def conversion_edge(source: Source, dest_layout: str, dest: Path) -> dict:
-    """One lineage edge: `dest` written from `source` by this tool (a registry LineageEdge, as JSON)."""
+def conversion_edge(source: Source, dest_layout: str, dest: Path, derived_from: str | None = None,
+                    restated: bool = False) -> dict:
+    """One lineage edge: `dest` written from `source` by this tool (a registry LineageEdge, as JSON); a cast
+    (`derived_from`: the source's drafter id) when `dest` holds other bytes than the source; a restatement when
+    --capture-layers overruled what config.json or a record said."""
     return {"source": {"layout": source.detection.layout, "uri": source.uri},
             "dest": {"layout": dest_layout, "uri": str(Path(dest).resolve())},
-            "tool": sidecar.tool_name(), "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds")}
+            "tool": sidecar.tool_name(), "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+            "kind": "cast" if derived_from else "restate" if restated else "convert", "derived_from": derived_from}
 
 
-def carry_history(facts: dict, previous: dict | None) -> list[str]:
+def carry_history(facts: dict, previous: dict | None, same: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Hand on what an earlier sidecar of this same drafter knew: provenance, lineage, ids as written.
 
-    `facts` must hold its drafter_id. Returns notes on what could not be handed on.
+    `facts` must hold its drafter_id; `same` names the other ids the sidecar may know these weights by (their
+    id before ids were the weights alone; the source of a cast). Returns notes on what could not be handed on.
     """
     if not previous:
         return []
-    if previous.get("drafter_id") != facts["drafter_id"]:
+    if previous.get("drafter_id") not in {facts["drafter_id"], *same}:
         # The weights changed since that sidecar was written: its history is another drafter's.
         return ["eagle3-convert.json describes another drafter (its drafter_id does not match these weights): "
                 "its provenance and lineage were not carried over"]
     if not facts.get("trained_with") and isinstance(previous.get("trained_with"), str):
         facts["trained_with"] = previous["trained_with"]
-    if isinstance(previous.get("ids_as_written"), dict):
+    if isinstance(previous.get("ids_as_written"), dict) and \
+            previous.get("capture_boundaries") == facts.get("capture_boundaries"):  # spellings of these layers
         spelled = {layout: ids for layout, ids in previous["ids_as_written"].items()
                    if isinstance(ids, list) and all(type(x) is int for x in ids)}
         facts["ids_as_written"] = {**spelled, **facts["ids_as_written"]}
@@ -289,7 +370,8 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     """Convert the drafter at `src` (directory or Hub repo id) into layout `to` at `dest`.
 
     Writes `dest` and nothing else: it neither records in the registry (records.record_conversion does, as
-    the CLI does after every conversion) nor asks it for lost capture ids (pass options.training_capture).
+    the CLI does after every conversion) nor looks up its record of SRC (pass it in options.known: config.json
+    is checked against it, as against the sidecar beside SRC).
 
     `registry_facts` (a registry.RegistryFact as a dict) names where `options.training_capture` came
     from when the registry supplied it: the sidecar keeps it as `from_registry` when it was used.
@@ -305,7 +387,14 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     facts = sidecar_facts(source.drafter, options, source, layout.name, trained_with)
     if registry_facts and as_read is None and source.drafter.config.capture_boundaries is not None:
         facts["from_registry"] = registry_facts  # what the file did not say and the registry did
+    if options.capture_restated:
+        facts["capture_restated"] = {"boundaries": source.drafter.config.capture_boundaries,
+                                     "by": options.training_capture[1] if options.training_capture else None,
+                                     "overruled": options.capture_restated}
     history_notes: list[str] = []
+    ids: dict[str, str] = {}
+    # the sidecar's history is handed on when it describes these weights, even over an edited config.json
+    previous = source.sidecar or (_untrusted_sidecar(source.path) if source.known is not None else None)
     if plan.derived_keys:
         facts["derived_config_keys"] = plan.derived_keys
     # Hash the source while the kernel copies it: the id costs no extra wall time on 2+ cores.
@@ -315,9 +404,20 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
         digests = pool.submit(tensor_digests, source.drafter, min(2, os.cpu_count() or 1))
 
         def sidecar_files() -> dict[str, bytes]:
-            facts["drafter_id"] = drafter_id(source.drafter, digests.result())
-            history_notes[:] = carry_history(facts, source.sidecar)
-            facts["lineage"].append(conversion_edge(source, layout.name, Path(dest)))
+            ids["source"] = drafter_id(source.drafter, digests.result())
+            ids["former"] = config_and_weights_id(source.drafter, digests.result())
+            derived_from = None
+            facts["drafter_id"] = ids["source"]
+            if plan.cast:  # the output holds other bytes: a new drafter, derived from the source
+                cast = Drafter(source.drafter.config, {**source.drafter.tensors, **plan.cast}, source.drafter.vocab)
+                facts["drafter_id"] = drafter_id(cast, tensor_digests(cast))
+                derived_from = facts["derived_from"] = ids["source"]
+            history_notes[:] = carry_history(facts, previous, {ids["source"], ids["former"]})
+            if derived_from:
+                history_notes.append(f"the weights are cast to another dtype: a new drafter {facts['drafter_id'][:12]}, "
+                                     f"derived from {derived_from[:12]} (lineage: cast)")
+            facts["lineage"].append(conversion_edge(source, layout.name, Path(dest), derived_from,
+                                                    restated=bool(options.capture_restated)))
             return {sidecar.SIDECAR_NAME: sidecar.build(layout=layout.name, config_bytes=json_bytes(plan.config),
                                                         facts=facts)}
 
@@ -326,7 +426,13 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
                                 src=source.path if not source.commit else None, force=force,
                                 max_shard_bytes=max_shard_bytes, on_progress=on_progress, writer=plan.writer)
     return ConvertResult(source, Path(dest), layout.name, files, plan,
-                         source.drafter.notes + plan.notes + history_notes, facts["drafter_id"], facts, serves, replaced)
+                         source.drafter.notes + plan.notes + history_notes, facts["drafter_id"], facts, serves, replaced,
+                         ids["source"], [ids["former"]])
+
+
+def _untrusted_sidecar(path: Path) -> dict | None:
+    found = sidecar.read_record(path, path / CONFIG_NAME) if path.is_dir() else None
+    return found[0] if found is not None else None
 
 
 def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[WritePlan, dict[str, Verdict]]:
@@ -335,7 +441,9 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     layout = get_layout(to)
     kind_named = drafter_kind(source.stored_config or {})[1]
     refuse_other_kind(source.drafter.config.kind, layout.name, layout.kinds, kind_named)
-    apply_training_capture(source.drafter, options)
+    apply_training_capture(source.drafter, options, source.known)
+    check_known_facts(source, options)
+    restore_target(source, options)
     check_capture_range(source.drafter.config, options)
     plan = layout.plan(source.drafter, options)
     return plan, judge_output(plan, source.drafter, options, layout.home_engines)

@@ -154,7 +154,7 @@ class DrafterConfig(BaseModel):
         return params
 
     def semantic_dict(self) -> dict[str, Any]:
-        """What defines the model (for equality across layouts and the drafter id)."""
+        """What defines the model besides its weights (for equality across layouts and readings)."""
         data = self.model_dump(exclude={"hf_extra", "top_extra", "layout_extra", "rope", "target"})
         if self.kind == "eagle3":  # an EAGLE-3 drafter's id stays what it was before kinds existed
             del data["kind"], data["mask_token_id"]
@@ -162,6 +162,21 @@ class DrafterConfig(BaseModel):
         data["target_hidden_size"] = self.resolved_target_hidden_size
         data["rope"] = self.rope_normalized()
         return data
+
+
+TORCH_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}  # safetensors dtype -> config spelling
+
+
+def dtype_of_weights(cfg: DrafterConfig, weights_dtype: str | None, notes: list[str]) -> DrafterConfig:
+    """`cfg` with the `dtype` / `torch_dtype` it carries saying `weights_dtype` (config.json's dtype always names the
+    tensors': a cast must not keep its source's), and a note when that changed it."""
+    spelled = TORCH_DTYPES.get(weights_dtype or "")
+    stale = {key: value for key, value in cfg.top_extra.items() if key in ("dtype", "torch_dtype") and value != spelled}
+    if spelled is None or not stale:
+        return cfg
+    notes.append(f"config {', '.join(f'{k} {v!r}' for k, v in stale.items())} set to {spelled!r}: the weights are "
+                 f"{weights_dtype}")
+    return cfg.model_copy(update={"top_extra": {**cfg.top_extra, **{key: spelled for key in stale}}})
 
 
 @dataclass

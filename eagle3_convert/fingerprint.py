@@ -1,8 +1,15 @@
-"""The drafter id: one digest for one trained model, whatever layout holds it.
+"""The drafter id: a drafter is its weights, whatever layout or config holds them.
 
-It covers what defines the model — the canonical config (`DrafterConfig.semantic_dict`),
-each tensor's bytes under its CANONICAL name, and the draft vocabulary — and nothing a
-layout changes (key prefixes, config spelling, how d2t/t2d are stored).
+The id digests each tensor under its CANONICAL name (dtype, shape, sha256 of its bytes) and the
+draft vocabulary (part of the weights: which target token each head row proposes), and nothing
+else: not the layout (key prefixes, how d2t/t2d are stored), not the config (its spelling, its
+capture ids, its target). So the same weights under an edited config are the same drafter, and the
+record of that drafter can contradict the edit. A dtype change (`--outtype`) changes the bytes: a
+new drafter, derived from the first (convert records the edge as a cast).
+
+Ids computed before this rule (schema v3 and older) also digested the canonical config:
+`config_and_weights_id` recomputes one, so that a record or sidecar made then is recognised
+when its copy is read again (records.py merges it into the weights id and keeps it as an alias).
 """
 
 from __future__ import annotations
@@ -35,17 +42,26 @@ def tensor_digests(drafter: Drafter, workers: int = 1) -> dict[str, str]:
     return {name: digests[name] for name in sorted(digests)}
 
 
-def drafter_id(drafter: Drafter, digests: dict[str, str]) -> str:
-    cfg = drafter.config
-    semantic = cfg.semantic_dict()
-    # Where the drafter is served from does not change the model; what it captures does.
-    payload = {
-        "config": semantic,
+def _weights(drafter: Drafter, digests: dict[str, str]) -> dict:
+    return {
         "tensors": {name: [drafter.tensors[name].dtype, list(drafter.tensors[name].shape), digest]
                     for name, digest in sorted(digests.items())},
         "draft_vocab": list(drafter.vocab.target_ids) if drafter.vocab is not None else None,
     }
+
+
+def _digest(payload: dict) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def drafter_id(drafter: Drafter, digests: dict[str, str]) -> str:
+    """The id of the weights: canonical tensor names, dtypes, shapes and bytes, and the draft vocabulary."""
+    return _digest(_weights(drafter, digests))
+
+
+def config_and_weights_id(drafter: Drafter, digests: dict[str, str]) -> str:
+    """The id this drafter had before ids were its weights alone (it digested the canonical config too)."""
+    return _digest({"config": drafter.config.semantic_dict(), **_weights(drafter, digests)})
 
 
 def _where(src) -> tuple:
@@ -57,8 +73,9 @@ def _where(src) -> tuple:
 
 
 def reading_differences(a: Drafter, b: Drafter, names: tuple[str, str] = ("one", "the other")) -> list[str]:
-    """What two readings of one checkpoint disagree on, in the terms the drafter id covers ([] when the id
-    is the same for both). Reads no tensor bytes: tensors are compared by where their bytes lie."""
+    """What two readings of one checkpoint disagree on: the canonical config, and the weights the drafter id
+    covers ([] when both read the same drafter). Reads no tensor bytes: tensors are compared by where their
+    bytes lie."""
     out: list[str] = []
     sa, sb = a.config.semantic_dict(), b.config.semantic_dict()
     for key in sorted(set(sa) | set(sb)):

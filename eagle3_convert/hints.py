@@ -26,6 +26,7 @@ class Planned:
 
     answers: dict[str, Eagle3Error | None] = field(default_factory=dict)
     source: Checkpoint | None = None
+    known: list = field(default_factory=list)  # the registry's record of the source (provenance.Known), as convert reads it
 
     def load(self, root: Path) -> Checkpoint:
         if self.source is None:
@@ -57,6 +58,8 @@ def conversion_problem(command: str, source_label: str, root: Path, planned: Pla
     src = str(root) if own else args[0]
     try:
         options = make_options(flags.get("--verifier"), flags.get("--target"), bool(flags.get("--repair-d2t-absolute")))
+        if own and planned is not None:
+            options.known = list(planned.known)
         if "--capture-layers" in flags:
             state_capture(options, [int(x) for x in str(flags["--capture-layers"]).split(",")],
                           flags.get("--convention"))

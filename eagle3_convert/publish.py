@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import hub_client, sidecar
+from . import hub_client, provenance, sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME
 from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
 from .drafter import TargetIdentity
 from .engines import serve_verdicts, target_context
 from .errors import Eagle3Error
-from .fingerprint import drafter_id, tensor_digests
+from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .model_card import build_card, hub_repo_id
-from .records import record_of, recorded_capture
+from .records import known_record, record_of
 from .registry.models import ELSEWHERE_SCHEME
 from .safetensors_io import INDEX_NAME
 from .sidecar import SIDECAR_NAME
@@ -170,11 +170,11 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
 
 def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None,
               read: Any = None) -> Any:
-    # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
-    recorded = recorded_capture(path, registry, uri=uri) if registry is not None else None
-    expected, record_label = recorded or (None, "")
+    # The registry's record of these weights, when it knows them: config.json is checked against it (and against the
+    # sidecar beside it), as validate does.
+    record = known_record(path, registry, uri=uri) if registry is not None else None
     report = validate_checkpoint(path, from_layout=from_layout, target=target, source_label=label,
-                                 expected_boundaries=expected, record_label=record_label, read=read)
+                                 known=[provenance.from_record(record)] if record is not None else [], read=read)
     if report.failed():
         raise PublishRefused(report)
     return report
@@ -202,7 +202,8 @@ def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[st
     """The source's own sidecar when it describes these weights and no target is given; else one made now
     (handing on the history the old one knew)."""
     drafter = source.drafter
-    the_id = drafter_id(drafter, tensor_digests(drafter))
+    digests = tensor_digests(drafter)
+    the_id = drafter_id(drafter, digests)
     given = options.verifier or options.target
     if source.sidecar and source.sidecar.get("drafter_id") == the_id and not given:
         data = (source.path / SIDECAR_NAME).read_bytes()
@@ -210,7 +211,7 @@ def _sidecar_for(source: Any, layout: str, options: Any) -> tuple[bytes, dict[st
     facts = sidecar_facts(drafter, options, None)
     facts["ids_as_written"] = ids_as_written(drafter.config, options, [layout])
     facts["drafter_id"] = the_id
-    notes = drafter.notes + carry_history(facts, source.sidecar)
+    notes = drafter.notes + carry_history(facts, source.sidecar, {config_and_weights_id(drafter, digests)})
     if layout == "gguf":  # a GGUF's sidecar is bound to the record it carries (it has no config.json)
         record = (source.stored_config or {}).get(RECORD_KEY)  # its metadata as read
         config_bytes = record.encode() if isinstance(record, str) else b""

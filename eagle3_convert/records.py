@@ -22,9 +22,9 @@ from typing import Any
 from . import sidecar
 from .convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME
-from .capture_ids import capture_context, default_boundaries
+from .capture_ids import capture_context
 from .errors import Eagle3Error, UsageError
-from .fingerprint import drafter_id, tensor_digests
+from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .hub_read import WEIGHT_SUFFIXES, weights_alias
 from .registry.errors import NoRegistry, RegistryError
 from .registry.models import ELSEWHERE_SCHEME, DrafterRecord, LineageEdge, Location
@@ -32,6 +32,7 @@ from .registry.recording import record_facts, training_boundaries
 from .registry.store import RegistryStore, open_registry
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None
+SHAPE = ("model_type", "num_hidden_layers", "hidden_size", "vocab_size")  # what a target config says of its model
 
 
 @dataclass
@@ -78,6 +79,10 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
     drafter = source.drafter
     cfg = drafter.config
     facts = sidecar_facts(drafter, options, None, trained_with=trained_with)
+    if options.target is not None:  # --target states the target's shape: it wins over what the files say
+        shape = {key: value for key, value in options.target.model_dump().items()
+                 if key in SHAPE and value is not None}
+        facts["target"] = {**(facts["target"] or options.target.model_dump()), **shape}
     facts["ids_as_written"] = ids_as_written(cfg, options, [source.detection.layout])
     notes = list(drafter.notes)
     claimed = [name for name, given in (("target", target), ("trained_with", trained_with)) if given is not None]
@@ -90,29 +95,51 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
             written = "no capture ids" if cfg.capture_boundaries is None else f"boundaries {cfg.capture_boundaries}"
             notes.append(f"the config names {written}; recorded the training's {facts['capture_boundaries']} "
                          "(`eagle3-convert validate` compares configs with it)")
-    facts["drafter_id"] = drafter_id(drafter, tensor_digests(drafter))
-    history = carry_history(facts, source.sidecar)
+    digests = tensor_digests(drafter)
+    facts["drafter_id"] = drafter_id(drafter, digests)
+    former = config_and_weights_id(drafter, digests)
+    history = carry_history(facts, _sidecar_data(source.path) if source.known else None, {former})
     notes += history
     if source.sidecar and not history:
         notes.append(f"imported eagle3-convert.json: target, provenance and {len(facts['lineage'])} lineage edge(s)")
     location = Location(layout=source.detection.layout, uri=source.uri)
     conflicts: list[dict[str, Any]] = []
     with opened(registry) as store:
-        record, more = record_facts(store, facts, locations=[location], claimed=claimed, conflicts=conflicts)
+        record, more = record_facts(store, facts, locations=[location], claimed=claimed, conflicts=conflicts,
+                                    former_ids=[former])
     return Recorded(record, location, notes + more, conflicts)
 
 
+def _sidecar_data(root: Path) -> dict[str, Any] | None:
+    """The sidecar in `root`, whether or not config.json is the one it was written with: the drafter id it
+    names says whether it describes these weights."""
+    found = sidecar.read_record(root, root / CONFIG_NAME) if root.is_dir() else None
+    return found[0] if found is not None else None
+
+
 def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Recorded:
-    """Record a finished conversion: both copies and every lineage edge its sidecar carries."""
+    """Record a finished conversion: both copies and every lineage edge its sidecar carries. A cast records
+    two drafters: the source's, with its copy, and the new one derived from it, with the cast edge. Capture
+    layers restated with --capture-layers replace the record's (the user's explicit word)."""
     source = Location(layout=result.source.detection.layout, uri=result.source.uri)
     dest = Location(layout=result.layout, uri=str(result.dest.resolve()))
+    claimed = ["capture_boundaries"] if result.facts.get("capture_restated") else []
+    conflicts: list[dict[str, Any]] = []
+    notes: list[str] = []
     with opened(registry) as store:
         with store.transaction():
             # --force may have replaced another drafter there: that copy is gone.
             store.forget_location(dest.uri, keep=result.drafter_id)
-            conflicts: list[dict[str, Any]] = []
-            record, notes = record_facts(store, result.facts, locations=[source, dest], conflicts=conflicts)
-    return Recorded(record, dest, notes, conflicts)
+            copies = [source, dest]
+            if result.facts.get("derived_from"):
+                parent = {**result.facts, "drafter_id": result.source_id, "lineage": [
+                    edge for edge in result.facts.get("lineage") or [] if edge.get("kind") != "cast"]}
+                _, notes = record_facts(store, parent, locations=[source], claimed=claimed, conflicts=conflicts,
+                                        former_ids=result.former_ids)
+                copies = [dest]
+            record, more = record_facts(store, result.facts, locations=copies, claimed=claimed, conflicts=conflicts,
+                                        former_ids=[] if result.facts.get("derived_from") else result.former_ids)
+    return Recorded(record, dest, notes + more, conflicts)
 
 
 def list_records(target: str | None = None, registry: RegistryArg = None) -> list[DrafterRecord]:
@@ -151,35 +178,6 @@ def remove(drafter_id: str, registry: RegistryArg = None) -> str:
 
 
 
-def recorded_capture(path: str | os.PathLike[str], registry: RegistryArg = None, *, uri: str | None = None,
-                     by_content: bool = False, target_depth: int | None = None) -> tuple[list[int], str] | None:
-    """The capture boundaries the registry says the drafter in directory `path` was trained on, with
-    a label naming the record; None when the registry does not know it or cannot say (engine
-    default on a target of unknown depth). For `validate`'s expected_boundaries.
-
-    Found by the drafter id of its trusted eagle3-convert.json, else by where it was recorded
-    (`path`, or `uri` such as hf://org/name@commit: an edited config is the case worth catching),
-    else, with `by_content`, by the id of its bytes (reads every tensor; unreadable: not found).
-    Where there is no registry (no file, or a database without our tables) nothing is created: looking up
-    writes nothing.
-    """
-    root = Path(path)
-    try:
-        with opened(registry, create=False) as store:
-            record = _recorded_at(store, root, uri, by_content)
-    except NoRegistry:
-        return None
-    if record is None:
-        return None
-    boundaries = record.capture_boundaries
-    if boundaries is None:  # trained on the engine default: which layers depends on the target's depth
-        depth = target_depth or (record.target.num_hidden_layers if record.target else None)
-        if depth is None:
-            return None
-        boundaries = default_boundaries(depth)
-    return boundaries, f"the registry's record of drafter {record.drafter_id[:12]}"
-
-
 @dataclass(frozen=True)
 class RegistryFact:
     """A fact convert takes from the registry, with the record it comes from: printed, and kept in the
@@ -189,32 +187,30 @@ class RegistryFact:
     drafter_id: str
     recorded_at: str  # when the record was last updated (UTC, ISO 8601)
 
-    @property
-    def label(self) -> str:
-        when = self.recorded_at[:16].replace("T", " ")
-        return f"the registry record of drafter {self.drafter_id[:12]} (recorded {when} UTC)"
-
     def as_dict(self) -> dict[str, Any]:
         return {"capture_boundaries": self.capture_boundaries, "drafter_id": self.drafter_id,
                 "recorded_at": self.recorded_at}
 
+    @classmethod
+    def of(cls, record: DrafterRecord) -> RegistryFact:
+        when = record.updated_at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+        return cls(list(record.capture_boundaries or []), record.drafter_id, when)
 
-def stated_capture(path: str | os.PathLike[str], registry: RegistryArg = None) -> RegistryFact | None:
-    """The capture boundaries the registry's record of the drafter in `path` states, for convert.
 
-    Only boundaries the record names: a record of "engine default" adds nothing (the file already
-    says as much), so an earlier conversion that merely recorded the target's depth cannot turn an
-    output's "engine default" into explicit ids. A missing registry is not created.
-    """
+def known_record(path: str | os.PathLike[str], registry: RegistryArg = None, *, uri: str | None = None,
+                 by_content: bool = False) -> DrafterRecord | None:
+    """The registry's record of the drafter in directory `path`, or None; for validate, inspect and convert, which
+    check config.json against it (provenance.py).
+
+    Found by the drafter id its eagle3-convert.json names (the weights' id: an edited config.json does not hide
+    it), else by where it was recorded (`path`, or `uri` such as hf://org/name@commit), else, with `by_content`,
+    by the id of its bytes (reads every tensor; unreadable: not found). Where there is no registry (no file, or a
+    database without our tables) nothing is created: looking up writes nothing."""
     try:
         with opened(registry, create=False) as store:
-            record = _recorded_at(store, Path(path), None, False)
+            return _recorded_at(store, Path(path), uri, by_content)
     except NoRegistry:
         return None
-    if record is None or record.capture_boundaries is None:
-        return None
-    when = record.updated_at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
-    return RegistryFact(list(record.capture_boundaries), record.drafter_id, when)
 
 
 def record_of(drafter_id: str | None, registry: RegistryArg = None) -> DrafterRecord | None:
@@ -229,7 +225,7 @@ def record_of(drafter_id: str | None, registry: RegistryArg = None) -> DrafterRe
 
 
 def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: bool) -> DrafterRecord | None:
-    known = sidecar.read(root, root / CONFIG_NAME) or {}
+    known = _sidecar_data(root) or {}  # its drafter id names the weights, whatever config.json says now
     if isinstance(known.get("drafter_id"), str) and (record := store.get(known["drafter_id"])) is not None:
         return record
     if uri and uri.startswith("hf://"):  # downloaded: its files' sha256 are the Hub's LFS hashes sync and publish keep
@@ -245,7 +241,9 @@ def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: 
             source = read_source(str(root))
         except Eagle3Error:
             return None  # validate reports why it cannot be read
-        return store.get(drafter_id(source.drafter, tensor_digests(source.drafter)))
+        digests = tensor_digests(source.drafter)
+        return store.get(drafter_id(source.drafter, digests)) or store.get(
+            config_and_weights_id(source.drafter, digests))  # a record from before ids were the weights alone
     return None
 
 

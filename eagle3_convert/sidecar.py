@@ -40,14 +40,27 @@ def read_claims(root: Path) -> dict[str, Any] | None:
 
 def read(root: Path, config_path: Path) -> dict[str, Any] | None:
     """The sidecar if present, well-formed and written with this exact config.json; else None."""
+    found = read_record(root, config_path)
+    return found[0] if found is not None and found[1] else None
+
+
+def read_record(root: Path, config_path: Path) -> tuple[dict[str, Any], bool] | None:
+    """The sidecar's claims (`read_claims`) and whether it was written with this exact config.json.
+
+    One that was not still says what it knew of the weights (their target, capture layers, vocabulary,
+    flags): config.json was edited since, and the edit is what provenance.py checks against it. Its config
+    facts (ids as written, layout extras) are trusted only with the config it was written with.
+    """
     data = read_claims(root)
+    if data is None:
+        return None
+    if not config_path.is_file():  # a FIFO or device named config.json would block the read
+        return data, False
     try:
         config_bytes = config_path.read_bytes()
     except OSError:
-        return None
-    if data is None or data.get("config_sha256") != config_digest(config_bytes):
-        return None  # config.json was edited after we wrote it: its word wins
-    return data
+        return data, False
+    return data, data.get("config_sha256") == config_digest(config_bytes)
 
 
 def tool_name() -> str:

@@ -43,6 +43,16 @@ def private_registry(tmp_path_factory: pytest.TempPathFactory):
         yield path
 
 
+@pytest.fixture(autouse=True)
+def registry_of_this_test(private_registry, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Each test records into a registry of its own (fixtures of a wider scope use the session's): a drafter is its
+    weights (issue 21), so two tests that build the same sample weights with other capture layers would otherwise
+    leave the next one a record that contradicts its config, and its result would depend on the order."""
+    path = tmp_path_factory.mktemp("test-registry") / "registry.db"
+    monkeypatch.setenv("EAGLE3_CONVERT_REGISTRY", str(path))
+    return path
+
+
 @pytest.fixture
 def example_dir(tmp_path: Path) -> Path:
     dest = tmp_path / "example-speculators"

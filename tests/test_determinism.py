@@ -130,14 +130,14 @@ def test_registry_facts_are_printed_recorded_in_the_sidecar_and_left_out_on_requ
     taken = run_cli("--to", "vllm", src, tmp_path / "taken", "--registry", registry)
     assert taken.exit_code == 0, taken.stderr
     said = taken.stdout + taken.stderr
-    assert f"capture layers [2, 4, 5] taken from the registry record of drafter {record_id[:12]} (recorded " in said
+    assert f"capture layers [2, 4, 5] taken from the registry's record of drafter {record_id[:12]} (recorded " in said
     assert _config(tmp_path / "taken")["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
     facts = json.loads((tmp_path / "taken" / SIDECAR).read_text())["from_registry"]
     assert facts["capture_boundaries"] == [2, 4, 5] and facts["drafter_id"] == record_id and facts["recorded_at"]
 
     # --quiet still says it: it changes what is written
     quiet = run_cli("--to", "vllm", "--quiet", src, tmp_path / "quiet", "--registry", registry)
-    assert "taken from the registry record" in quiet.stdout + quiet.stderr
+    assert "taken from the registry's record" in quiet.stdout + quiet.stderr
 
     plain = run_cli("--to", "vllm", "--no-registry", src, tmp_path / "plain", "--registry", registry)
     assert plain.exit_code == 0, plain.stderr
@@ -146,7 +146,7 @@ def test_registry_facts_are_printed_recorded_in_the_sidecar_and_left_out_on_requ
     assert "from_registry" not in json.loads((tmp_path / "plain" / SIDECAR).read_text())
     # --no-record still takes (and says) them; it only leaves the conversion unrecorded
     unrecorded = run_cli("--to", "vllm", "--no-record", src, tmp_path / "unrecorded", "--registry", registry)
-    assert "taken from the registry record" in unrecorded.stdout
+    assert "taken from the registry's record" in unrecorded.stdout
     assert _config(tmp_path / "unrecorded") == _config(tmp_path / "taken")
     # ... and --no-registry is exactly what an empty registry gives
     fresh = run_cli("--to", "vllm", src, tmp_path / "fresh", "--registry", tmp_path / "empty.db")

@@ -1,7 +1,7 @@
 """examples/ tells the story (issue 21): the tiny drafter, the tiny target it was trained for, and a copy whose
 capture ids are off by one. The README's "Try the mistakes" commands run here as written (SRC paths in
 examples/, build/ in a temporary directory, a registry of their own), and each output line the README shows
-must be printed; what the README says validate does not catch yet is checked too, so it stays true."""
+must be printed; validate catches the broken copy on its own, with or without --target and a registry."""
 
 from __future__ import annotations
 
@@ -78,10 +78,19 @@ def test_examples_stay_tiny():
     assert sum(sizes.values()) < 400_000, sizes
 
 
-def test_the_readme_is_right_that_the_copy_alone_is_not_caught_yet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """The README says so; when validate compares config.json with the sidecar (issue 21 item 2) this fails:
-    then the README's sentence goes, and this test with it."""
-    monkeypatch.setenv("EAGLE3_CONVERT_REGISTRY", str(tmp_path / "empty.db"))
-    result = run_cli("validate", OFF_BY_ONE, "--target", TARGET)
-    assert result.exit_code == 0 and "OK: 0 errors" in result.stdout
-    assert "validate does not yet compare config.json with the sidecar" in (REPO / "README.md").read_text()
+@pytest.mark.parametrize("registry", ["absent", "recorded"])
+@pytest.mark.parametrize("with_target", [False, True], ids=["no-target", "target"])
+def test_validate_catches_the_broken_copy_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry: str,
+                                                with_target: bool):
+    """The copy's sidecar says [2, 4, 5]: with no registry, or one that recorded the intact drafter, with or
+    without --target, validate fails on E-CAPTURE-RECORD naming both sources (issue 21: it said OK)."""
+    monkeypatch.setenv("EAGLE3_CONVERT_REGISTRY", str(tmp_path / "registry.db"))
+    if registry == "recorded":
+        assert run_cli("registry", "add", EXAMPLE, "--target", TARGET).exit_code == 0
+    result = run_cli("validate", OFF_BY_ONE, *(["--target", TARGET] if with_target else []), "--json")
+    assert result.exit_code == 1, result.stdout
+    found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "E-CAPTURE-RECORD"]
+    assert any("eagle3-convert.json" in f["message"] and "[1, 3, 4]" in f["message"] and "[2, 4, 5]" in f["message"]
+               for f in found), found
+    assert (registry == "recorded") == any("registry's record" in f["message"] for f in found)
+    assert not (tmp_path / "registry.db").exists() or registry == "recorded"  # a lookup creates nothing

@@ -520,3 +520,34 @@ def test_a_target_gguf_of_another_depth_than_the_target_config_is_refused(tmp_pa
     target_dir = write_target(tmp_path / "t", spec)
     rc, err = run_to_gguf(src, tmp_path / "g", "--target", target_dir, "--target-gguf", target_gguf(layers=8))
     assert rc == 1 and "[E-GGUF-TARGET]" in err and "32-layer" in err
+
+
+def test_a_cast_is_a_new_drafter_derived_from_the_source(tmp_path: Path, target_gguf):
+    """Issue 21: `--outtype f16` over BF16 weights writes other bytes: a new drafter id, whose sidecar and
+    registry lineage say it is a cast of the source's; converted back, its config's dtype names the F16 tensors
+    (not the source's "bfloat16") and its id is the one the cast recorded. Same dtype: no cast, one id."""
+    src = build_drafter(tmp_path / "a", "speculators", DrafterSpec())
+    config = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**config, "torch_dtype": "bfloat16"}))
+    registry = tmp_path / "reg.db"
+    same = run_cli("--to", "gguf", "--target-gguf", target_gguf(), "--outtype", "bf16", src, tmp_path / "b",
+                   "--registry", registry, "--json")
+    cast = run_cli("--to", "gguf", "--target-gguf", target_gguf(), "--outtype", "f16", src, tmp_path / "g",
+                   "--registry", registry, "--json")
+    assert same.exit_code == 0 and cast.exit_code == 0, same.stderr + cast.stderr
+    source_id = json.loads(same.stdout)["drafter_id"]
+    side = json.loads((tmp_path / "g" / "eagle3-convert.json").read_text())
+    assert side["drafter_id"] == json.loads(cast.stdout)["drafter_id"] != source_id
+    assert side["derived_from"] == source_id and side["lineage"][-1]["kind"] == "cast"
+    assert json.loads((tmp_path / "b" / "eagle3-convert.json").read_text())["lineage"][-1]["kind"] == "convert"
+    back = run_cli("--to", "speculators", tmp_path / "g", tmp_path / "back", "--registry", registry, "--json")
+    assert back.exit_code == 0, back.stderr
+    assert json.loads(back.stdout)["drafter_id"] == side["drafter_id"]
+    written = json.loads((tmp_path / "back" / "config.json").read_text())
+    assert written["torch_dtype"] == "float16"
+    listed = {r["drafter_id"]: r for r in json.loads(run_cli("registry", "list", "--registry", registry,
+                                                             "--json").stdout)["records"]}
+    assert set(listed) == {source_id, side["drafter_id"]}
+    edges = json.loads(run_cli("registry", "lineage", side["drafter_id"], "--registry", registry, "--json").stdout)
+    casts = [e for e in edges["lineage"] if e["kind"] == "cast"]
+    assert [e["derived_from"] for e in casts] == [source_id]

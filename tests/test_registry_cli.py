@@ -14,7 +14,8 @@ import pytest
 from conftest import run_cli, tree_digest
 from registry_backends import backend, sql
 from eagle3_convert.registry import open_registry, training_boundaries
-from eagle3_convert.records import add_checkpoint, lineage, list_records, recorded_capture, remove, show
+from eagle3_convert.provenance import from_record
+from eagle3_convert.records import add_checkpoint, known_record, lineage, list_records, remove, show
 from eagle3_convert.safetensors_io import read_header
 
 PROVENANCE = "speculators 0.9.0, ultrachat 200k, run 7"
@@ -353,9 +354,23 @@ def test_validate_reports_a_config_that_contradicts_the_training_record(chain: d
     edit_ids(chain["vl"], [1, 3, 4])  # SGLang's ids written where vLLM reads boundaries
     result = run_cli("validate", chain["vl"], "--registry", registry, "--json")
     assert result.exit_code == 1
-    [finding] = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "E-CAPTURE-RECORD"]
+    found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "E-CAPTURE-RECORD"]
+    # the registry's record and the sidecar beside the edited config (written with the config before) both say so
+    [finding] = [f for f in found if "registry" in f["message"]]
     assert finding["severity"] == "error" and "[1, 3, 4]" in finding["message"] and "[2, 4, 5]" in finding["message"]
     assert sidecar(chain["sg"])["drafter_id"][:12] in finding["message"]
+    assert [f for f in found if f["message"].count("eagle3-convert.json") == 1 and "[2, 4, 5]" in f["message"]]
+
+
+def recorded_capture(path: Path, registry, *, by_content: bool = False, target_depth: int | None = None):
+    """The capture boundaries the registry's record of the drafter in `path` says it was trained on, and the
+    record's label, as validate and convert read them; None when it knows no record, or cannot say."""
+    record = known_record(path, registry, by_content=by_content)
+    if record is None:
+        return None
+    known = from_record(record)
+    boundaries = known.boundaries(target_depth)
+    return None if boundaries is None else (boundaries, known.label.split(" (recorded")[0])
 
 
 def test_recorded_capture_lookups(chain: dict, example_dir: Path, tmp_path: Path) -> None:
@@ -364,7 +379,7 @@ def test_recorded_capture_lookups(chain: dict, example_dir: Path, tmp_path: Path
     label = f"the registry's record of drafter {drafter_id[:12]}"
     assert recorded_capture(chain["sg"], registry) == ([2, 4, 5], label)  # by its sidecar's id
     edit_ids(chain["vl"], [1, 3, 4])
-    assert recorded_capture(chain["vl"], registry) == ([2, 4, 5], label)  # by where it was recorded
+    assert recorded_capture(chain["vl"], registry) == ([2, 4, 5], label)  # by its sidecar's id: the same weights
 
     # Elsewhere and without a sidecar, only its bytes say which drafter it is.
     copy = tmp_path / "copy"
@@ -373,6 +388,8 @@ def test_recorded_capture_lookups(chain: dict, example_dir: Path, tmp_path: Path
         (copy / name).write_bytes((chain["sg"] / name).read_bytes())
     assert recorded_capture(copy, registry) is None
     assert recorded_capture(copy, registry, by_content=True) == ([2, 4, 5], label)
+    (chain["vl"] / "eagle3-convert.json").unlink()
+    assert recorded_capture(chain["vl"], registry) == ([2, 4, 5], label)  # by where it was recorded
 
     if backend(registry) == "sqlite":
         missing = tmp_path / "nowhere" / "registry.db"
@@ -422,7 +439,7 @@ def test_convert_restores_capture_layers_from_the_training_record(sample, tmp_pa
     result = run_cli("--to", "speculators", "--verifier", "org/t", src, tmp_path / "spec", "--registry", registry)
     assert result.exit_code == 0, result.stderr
     assert json.loads((tmp_path / "spec" / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
-    assert "taken from the registry record of drafter" in result.stdout
+    assert "taken from the registry's record of drafter" in result.stdout
 
 
 def test_convert_takes_capture_layers_given_on_the_command_line(sample, tmp_path: Path):

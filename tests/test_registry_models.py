@@ -47,7 +47,7 @@ def test_values_are_normalised_where_they_enter() -> None:
     ({"flags": {"": True}}, "must not be empty"),
     ({"locations": [{"layout": "x", "uri": "rel"}]}, "a local location must be an absolute path"),
     ({"locations": [{"layout": "x", "uri": "hf://org/name@"}]}, "empty or blank revision"),
-    ({"id_kind": "guess"}, "'content' or 'hub-fingerprint'"),
+    ({"id_kind": "guess"}, "'content', 'hub-fingerprint' or 'config-and-weights'"),
     ({"nope": 1}, "Extra inputs are not permitted"),
 ])
 def test_a_bad_value_is_refused_naming_why(change: dict[str, Any], words: str) -> None:

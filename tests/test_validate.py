@@ -25,6 +25,7 @@ import pytest
 from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal
 from conftest import DATA, EXAMPLE, run_cli
 from eagle3_convert.names import ENGINES
+from eagle3_convert.convert import convert
 from eagle3_convert.validate import (CODES, check_capture_record, load_target_facts, scan_tensor,
                                      validate_checkpoint)
 from eagle3_convert.errors import Eagle3Error
@@ -141,6 +142,14 @@ class Case:
 
 def built(layout: str, **changes: Any) -> Callable[[Path], Path]:
     return lambda tmp: build_drafter(tmp / "drafter", layout, DrafterSpec(), **changes)
+
+
+def converted(layout: str) -> Callable[[Path], Path]:
+    """A built drafter converted by eagle3-convert (not recorded): it carries our sidecar."""
+    def base(tmp: Path) -> Path:
+        convert(str(build_drafter(tmp / "built", layout, DrafterSpec())), tmp / "drafter", layout)
+        return tmp / "drafter"
+    return base
 
 
 def built_readable_by_both() -> Callable[[Path], Path]:
@@ -354,6 +363,9 @@ CASES: dict[str, Case] = {
         lambda c: c["eagle_config"].__setitem__("use_aux_hidden_state", False))),
     "E-CAPTURE-RECORD": Case(built("sglang"), _ids(nested=[1, 3, 5]),
                              lambda tmp: {"expected_boundaries": [2, 4, 5]}),
+    # the sidecar beside it (written with the config before) names the verifier: a config naming another (issue 21)
+    "E-RECORD-CONFLICT": Case(converted("speculators"), edit_config(
+        lambda c: c["speculators_config"]["verifier"].update(name_or_path="org/other-model"))),
     # SGLang ignores a top-level list. (vLLM's V1 runner reading a nested block-output list one off is an error,
     # E-CAPTURE-MISMATCH: issue 22's one rule, tests/test_drafters_2026.py)
     "W-CAPTURE-IDS-IGNORED": Case(built("vllm", capture_boundaries=None), _ids(top=[2, 4, 5]),

@@ -154,22 +154,25 @@ def _open_registry(registry_path: str | None) -> Any:
 
 
 def _registry_capture(src: str, options: Any, store: Any, registry_path: str | None) -> dict[str, Any] | None:
-    """The capture layers the registry's record of SRC states, into `options` (and returned for the sidecar);
-    only ids the record states, never a default derived from what another conversion recorded."""
-    if options.training_capture is not None or not Path(src).is_dir() or (
-            store is None and not _registry_exists(registry_path)):  # none: nothing to ask, nothing imported for it
-        return None
-    from ..records import stated_capture
+    """The registry's record of SRC, into `options.known` (convert checks config.json against it and restores the
+    capture layers a config lost from it); returned for the sidecar's from_registry when it states capture
+    layers (only ids the record states, never a default derived from what another conversion recorded)."""
+    if not Path(src).is_dir() or (store is None and not _registry_exists(registry_path)):
+        return None  # none: nothing to ask, nothing imported for it
+    from ..provenance import from_record
+    from ..records import RegistryFact, known_record
     from ..registry.errors import RegistryError
 
     try:
-        fact = stated_capture(src, store if store is not None else registry_path)
+        record = known_record(src, store if store is not None else registry_path)
     except RegistryError as exc:
         raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
-    if fact is None:
+    if record is None:
         return None
-    options.training_capture = (fact.capture_boundaries, fact.label)
-    return fact.as_dict()
+    options.known.append(from_record(record))
+    if record.capture_boundaries is None or options.capture_stated:
+        return None
+    return RegistryFact.of(record).as_dict()
 
 
 @main.command("convert")

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from . import main
-from .common import emit_json, error_dict, fail, hub_options, hub_progress_bars, run_guarded
+from .common import emit_json, error_dict, fail, hub_options, hub_progress_bars, registry_known, registry_option, run_guarded
 from .convert import _layout_choice, capture_rows, trtllm_lines, trtllm_serve
 
 HUMAN_TENSOR_ROWS = 500  # a hostile header can name millions of tensors; --json lists every one
@@ -21,9 +21,10 @@ HUMAN_TENSOR_ROWS = 500  # a hostile header can name millions of tensors; --json
 @click.option("--revision", help="Hub revision when SRC is a repo id.")
 @hub_options
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/json.md).")
+@registry_option
 @run_guarded
 def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | None, endpoint: str | None,
-                token: str | None, as_json: bool) -> None:
+                token: str | None, as_json: bool, registry_path: str | None = None) -> None:
     """What SRC holds on disk (config as stored, tensors by stored name), how it reads, and every finding.
 
     Shows a broken checkpoint too (truncated weights, bad JSON, unknown layout), as far as it can be
@@ -39,13 +40,15 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
         path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
     raw, read_findings = read_raw(path)  # read once: validate and the reader below take what it read
+    known = registry_known(path, registry_path, uri=f"hf://{src}@{commit}" if commit else None)
     report = validate_checkpoint(path, from_layout=from_layout, target=facts, source_label=label,
-                                 read=(raw, list(read_findings)))
+                                 read=(raw, list(read_findings)), known=known)
     findings = list(report.findings)
     drafter_view, refusal = None, None
     try:
         options = make_options(endpoint=endpoint, token=token)
         options.target = facts
+        options.known = list(known)
         source = read_source(str(path), from_layout, options, load=checkpoint_loader(raw, read_findings))
         drafter_view = _drafter_view(source, options)
         drafter_view["trtllm_serve"] = _trtllm_view(src, raw, source.drafter.config, drafter_view["capture"],

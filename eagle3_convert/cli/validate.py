@@ -6,7 +6,17 @@ import click
 
 from ..names import ENGINE_SPELLINGS, LAYOUTS, engine_of
 from . import main
-from .common import Progress, emit_json, error_dict, fail, hub_options, hub_progress_bars, registry_option, run_guarded
+from .common import (
+    Progress,
+    emit_json,
+    error_dict,
+    fail,
+    hub_options,
+    hub_progress_bars,
+    registry_known,
+    registry_option,
+    run_guarded,
+)
 
 HEADINGS = {"error": "errors", "warning": "warnings", "info": "info"}
 
@@ -45,17 +55,9 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
     with hub_progress_bars(not (quiet or as_json)):
         path, commit = resolve_source(src, revision, endpoint=endpoint, token=token)
     label = f"{src}@{commit}" if commit else src
-    # The registry's training record, when it knows this drafter: a config capturing other layers is an error.
-    # No registry, no lookup: asking whether there is one opens no store.
-    from ..registry.paths import registry_exists
-
-    recorded = None
-    if registry_exists(registry_path):
-        from ..records import recorded_capture
-
-        recorded = recorded_capture(path, registry_path, uri=f"hf://{src}@{commit}" if commit else None,
-                                    by_content=deep, target_depth=facts.num_hidden_layers if facts else None)
-    expected, record_label = recorded or (None, "")  # the label is used only with boundaries
+    # The registry's record of these weights, when it knows them: config.json is checked against it (and against
+    # the sidecar beside it). No registry, no lookup: asking whether there is one opens no store.
+    known = registry_known(path, registry_path, uri=f"hf://{src}@{commit}" if commit else None, by_content=deep)
     bars: list[Progress] = []
 
     def progress(total: int):
@@ -65,8 +67,7 @@ def validate_cmd(src: str, engines: tuple[str, ...], target: str | None, deep: b
     engines = tuple(dict.fromkeys(engine_of(spelling) for spelling in engines))  # vllm-v1 -> vllm
     try:
         report = validate_checkpoint(path, engines=engines or None, target=facts, deep=deep, from_layout=from_layout,
-                                     source_label=label, expected_boundaries=expected, record_label=record_label,
-                                     progress=progress)
+                                     source_label=label, known=known, progress=progress)
     finally:
         for bar in bars:
             bar.close()

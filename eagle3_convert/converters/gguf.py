@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..capture_ids import default_boundaries
-from ..drafter import Drafter, DrafterConfig, TargetIdentity
+from ..drafter import Drafter, DrafterConfig, TargetIdentity, dtype_of_weights
 from ..engines.common import id_list
 from ..errors import FormatError, RefusalError, UsageError
 from ..json_values import is_positive_int
@@ -56,7 +56,7 @@ from .base import (
 from .gguf_file import (  # noqa: F401 (gguf_file, scan_gguf: re-exported)
     ARCH, FILE_TYPE, RECORD_KEY, TargetGGUF, file_name, gguf_file, key_types, read_target_gguf, scan_gguf,
     write_gguf)
-from .gguf_tensors import ELEMENT, StreamedTensor, exactly_back, llama3_rope_factors
+from .gguf_tensors import ELEMENT, StreamedTensor, cast_weights, exactly_back, llama3_rope_factors
 
 # Targets whose llama.cpp graph exposes the layer inputs (t_layer_inp), and those that also set t_h_nextn,
 # which a capture at boundary L needs (docs/formats.md §7.3, grep of b11434 src/models/*.cpp).
@@ -314,6 +314,7 @@ class GGUFLayout(Layout):
         cfg, dtypes = _config(ckpt, keys, notes)
         canonical = _canonical_tensors(ckpt.tensors, cfg, dtypes)
         _check_rope_freqs(ckpt.tensors.get(ROPE_FREQS), cfg, notes)
+        cfg = dtype_of_weights(cfg, getattr(canonical.get("fc.weight"), "dtype", None), notes)
         drafter = Drafter(cfg, canonical, _vocab_map(ckpt.tensors.get(D2T), keys.draft_vocab, keys.vocab), notes)
         check_tensor_table(drafter)
         return drafter
@@ -331,11 +332,12 @@ class GGUFLayout(Layout):
                          f"{target.block_count}-layer target")
         tensors, dtypes = _gguf_tensors(drafter, outtype)
         main_dtype = _main_dtype(drafter, outtype)
+        cast = cast_weights(drafter.tensors, OUTTYPES.get(outtype), NAMES)  # other bytes: a new drafter (convert)
         # What the sidecar is bound to (config_sha256): this exact record, stored in the GGUF.
-        plan_config = {"gguf": _metadata(cfg, boundaries, main_dtype),
-                       RECORD_KEY: _record_to_store(cfg, dtypes, target)}
+        rec = dtype_of_weights(cfg, main_dtype, notes) if cast else cfg  # a cast's record names its own dtype
+        plan_config = {"gguf": _metadata(cfg, boundaries, main_dtype), RECORD_KEY: _record_to_store(rec, dtypes, target)}
         return WritePlan(self.name, plan_config, tensors, notes,
-                         writer=_writer(plan_config, main_dtype, target, tensors))
+                         writer=_writer(plan_config, main_dtype, target, tensors), cast=cast)
 
 
 def _refuse_what_llamacpp_cannot_build(cfg: DrafterConfig) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from ..errors import FormatError
 from ..safetensors_io import TensorSource, iter_tensor_chunks
@@ -162,3 +162,8 @@ def llama3_rope_factors(params: dict[str, Any], head_dim: int) -> bytes:
     return np.array(out, dtype="<f4").tobytes()
 
 
+def cast_weights(tensors: dict[str, TensorSource], dtype: str | None, names: Iterable[str]) -> dict[str, TensorSource]:
+    """The canonical 2-D weights among `names` that `--outtype` (`dtype`) casts, as the GGUF read back holds them:
+    norms go back to their source dtype exactly, and q/k rows are permuted and un-permuted around the same cast."""
+    return {name: StreamedTensor(src, dtype, tuple(src.shape)) for name, src in tensors.items()
+            if dtype is not None and name in names and len(src.shape) == 2 and src.dtype != dtype}

@@ -135,6 +135,9 @@ class ConvertOptions:
     # training_capture was stated with --capture-layers (not taken from a record): it may settle which of
     # two readings of an ambiguous or conflicting id list the drafter was trained on
     capture_stated: bool = False
+    # what the registry's record of these weights says (provenance.Known): checked against config.json
+    known: list[Any] = field(default_factory=list)
+    capture_restated: list[str] = field(default_factory=list)  # what --capture-layers overruled (set by convert)
     target_gguf: str | None = None  # --to gguf: the target's GGUF (tokenizer, depth, width)
     outtype: str = "auto"  # --to gguf: dtype of the 2-D weights
 
@@ -150,6 +153,9 @@ class WritePlan:
     derived_keys: list[str] = field(default_factory=list)  # added for an engine's sake; dropped when read back
     # Writes the weights into the temp dir instead of config.json + safetensors (GGUF): (tmp, dest, progress) -> files
     writer: Callable[[Path, Path, Callable[[int], None] | None], list[str]] | None = None
+    # Canonical name -> the tensor as the written file holds it, where that is not the source's bytes (a dtype
+    # change, `--outtype`): the output is then another drafter, derived from the source (fingerprint.py)
+    cast: dict[str, TensorSource] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

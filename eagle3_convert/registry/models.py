@@ -154,12 +154,18 @@ class Location(LocationRef):
 
 
 class LineageEdge(_Model):
-    """One conversion: `dest` was written from `source` by `tool`."""
+    """One conversion: `dest` was written from `source` by `tool`.
+
+    `kind` "convert": the same weights in another layout. "restate": the same, with capture layers stated by
+    --capture-layers against what config.json or a record said. "cast": `dest` holds other weights, a dtype
+    change of the drafter `derived_from` (its id) at `source`, so `dest` is a new drafter derived from that one."""
 
     source: LocationRef
     dest: LocationRef
     tool: NonBlank
     created_at: UTCDateTime = Field(default_factory=utcnow)
+    kind: Literal["convert", "restate", "cast"] = "convert"
+    derived_from: DrafterId | None = None
 
     @field_validator("source", "dest", mode="before")
     @classmethod
@@ -173,14 +179,16 @@ class LineageEdge(_Model):
     def _not_a_loop(self) -> LineageEdge:
         if self.source == self.dest:
             raise ValueError(f"a lineage edge cannot lead from {self.source.uri} to itself")
+        if (self.kind == "cast") != (self.derived_from is not None):
+            raise ValueError("a cast edge names the drafter it derives from, and only a cast edge does")
         return self
 
 
 class DrafterRecord(_Model):
     """Everything the registry knows about one drafter.
 
-    `drafter_id` is a digest of the canonical config and tensor bytes, computed by the
-    caller; it is the same for every layout the drafter is written in.
+    `drafter_id` is a digest of the weights (fingerprint.py), computed by the caller; it is the same
+    for every layout and config the drafter is written with.
     """
 
     drafter_id: DrafterId
@@ -195,8 +203,9 @@ class DrafterRecord(_Model):
     hidden_size: PositiveInt | None = None
     flags: dict[NonBlank, bool] = Field(default_factory=dict)
     trained_with: str | None = None
-    # how drafter_id was computed: "content" (fingerprint.py) or "hub-fingerprint" (registry sync, no weights)
-    id_kind: Literal["content", "hub-fingerprint"] = "content"
+    # how drafter_id was computed: "content" (fingerprint.py: the weights), "hub-fingerprint" (registry sync, no
+    # weights), or "config-and-weights" (before schema v5: merged into its weights id when a copy is read again)
+    id_kind: Literal["content", "hub-fingerprint", "config-and-weights"] = "content"
     # what kind of drafter (drafter.KINDS): EAGLE-3, or P-EAGLE with its mask token
     drafter_kind: Literal["eagle3", "peagle"] = "eagle3"
     created_at: UTCDateTime = Field(default_factory=utcnow)

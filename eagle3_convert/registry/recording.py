@@ -21,8 +21,9 @@ from ..names import BOUNDARY, CAPTURE_CONVENTIONS
 from .models import RECORDED_TARGET, DrafterRecord, LineageEdge, Location
 from .store import RegistryStore
 
-CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (canonical config, tensor bytes, vocab)
+CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (the weights: tensor bytes, draft vocab)
 FINGERPRINT = "hub-fingerprint"  # id_kind: registry sync's id of a Hub repo read without its weights
+FORMER = "config-and-weights"  # id_kind of a record made before schema v5 (its id digested the config too)
 
 _SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind", "drafter_kind")
 _GAPS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with")
@@ -144,22 +145,67 @@ def merge_twins(store: RegistryStore, record: DrafterRecord, uris: Iterable[str]
     return record, notes
 
 
+def _record_as_fields(record: DrafterRecord) -> dict[str, Any]:
+    """upsert_drafter fields that copy everything `record` knows (not its id, copies or lineage)."""
+    fields = record.model_dump(include={"capture_boundaries", "ids_as_written", "draft_vocab_size", "vocab_size",
+                                        "hidden_size", "flags", "trained_with"})
+    if record.target is not None:
+        fields["target"] = record.target.model_dump()
+    return fields
+
+
+def adopt_former_ids(store: RegistryStore, drafter_id: str, former_ids: Iterable[str],
+                     conflicts: list[dict[str, Any]] | None = None) -> list[str]:
+    """Merge the records made before schema v5 under `former_ids` (fingerprint.config_and_weights_id of these
+    weights) into the record of `drafter_id`: their facts (the training truth they hold) fill what that record
+    does not know, their copies and lineage move, and each former id stays an alias (`registry show OLD` finds
+    the record). A former record whose capture boundaries or target contradict the record is not merged: the
+    disagreement goes to `conflicts` and the notes. Runs in the caller's transaction."""
+    notes: list[str] = []
+    for former in dict.fromkeys(former_ids):
+        old = store.get(former) if former != drafter_id else None
+        if old is None or old.drafter_id != former or old.id_kind != FORMER:
+            continue  # unknown, merged already (an alias now), or not an old-rule record
+        known = store.get(drafter_id)
+        if known is None:
+            store.upsert_drafter(drafter_id, **_record_as_fields(old), id_kind=CONTENT)
+        else:
+            found = disagreements(known, old.capture_boundaries, old.target.name_or_path if old.target else None)
+            if found:
+                message = "; ".join(f"the record {former[:12]} (before schema v5) says {c['field']} {c['hub']}, "
+                                    f"the record {drafter_id[:12]} {c['registry']}" for c in found)
+                if conflicts is not None:
+                    conflicts.append({"drafter_id": former, "uri": next((loc.uri for loc in old.locations), ""),
+                                      "code": "E-RECORD-CONFLICT", "message": message, "conflicts": found})
+                notes.append(f"NOT merged: {message}; both records kept [E-RECORD-CONFLICT]")
+                continue
+            gaps = _gaps(known, old)
+            if gaps:
+                store.upsert_drafter(drafter_id, **gaps)
+        store.absorb(former, drafter_id)
+        notes.append(f"merged the record {former[:12]} (its id from before drafter ids were the weights alone) into "
+                     f"{drafter_id[:12]}; the old id still finds it")
+    return notes
+
+
 def record_facts(store: RegistryStore, facts: dict[str, Any], *, locations: Iterable[Location] = (),
                  claimed: Iterable[str] = (), twins: Iterable[str] = (),
-                 conflicts: list[dict[str, Any]] | None = None) -> tuple[DrafterRecord, list[str]]:
+                 conflicts: list[dict[str, Any]] | None = None,
+                 former_ids: Iterable[str] = ()) -> tuple[DrafterRecord, list[str]]:
     """Record a drafter's facts, its copies at `locations` and the lineage the facts carry.
 
     Facts named in `claimed` (target, capture_boundaries, trained_with) are what the user
     asserts: they replace recorded values. The others only fill what the registry does not
     know. A content-identified drafter absorbs the Hub-fingerprint records of the same Hub
-    commits (merge_twins; a disagreement goes to `conflicts`). One transaction: a concurrent
-    writer never sees half of it.
+    commits (merge_twins; a disagreement goes to `conflicts`), and the records of its `former_ids`
+    (adopt_former_ids). One transaction: a concurrent writer never sees half of it.
     """
     claimed = frozenset(claimed)
     locations = list(locations)
     fields = record_fields(facts)
     edges, notes = lineage_edges(facts.get("lineage"))
     with store.transaction():
+        notes += adopt_former_ids(store, facts["drafter_id"], former_ids, conflicts)
         known = store.get(facts["drafter_id"])
         if known is not None:
             if "capture_boundaries" not in claimed:

@@ -83,6 +83,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "ALTER TABLE drafters ADD COLUMN drafter_kind TEXT NOT NULL DEFAULT 'eagle3'",
     ),
+    # v5: a drafter is its weights (fingerprint.py): the ids recorded before digested the canonical config
+    # too. They cannot be recomputed here (that needs the tensors' bytes): such a record is marked
+    # `config-and-weights` and merged into its weights id, its old id kept as an alias, when a copy of it is
+    # read again (records.py). Lineage edges say what they are: `convert` (the same drafter in another
+    # layout) or `cast` (a new drafter derived from `derived_from` by a dtype change).
+    (
+        "UPDATE drafters SET id_kind = 'config-and-weights' WHERE id_kind = 'content'",
+        "ALTER TABLE lineage ADD COLUMN kind TEXT NOT NULL DEFAULT 'convert'",
+        "ALTER TABLE lineage ADD COLUMN derived_from TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -178,6 +188,8 @@ def edge_fields(row: Any) -> dict[str, Any]:
         "dest": {"uri": row["dest_uri"], "layout": row["dest_layout"]},
         "tool": row["tool"],
         "created_at": row["created_at"],
+        "kind": row["kind"],
+        "derived_from": row["derived_from"],
     }
 
 

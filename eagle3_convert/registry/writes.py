@@ -49,7 +49,7 @@ def insert_location(conn: Any, drafter_id: str, location: Location) -> bool:
 def insert_edge(conn: Any, drafter_id: str, edge: LineageEdge) -> bool:
     cursor = conn.execute(
         "INSERT INTO lineage (drafter_id, source_uri, source_layout, dest_uri, dest_layout, tool,"
-        " created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        " created_at, kind, derived_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (
             drafter_id,
             edge.source.uri,
@@ -58,6 +58,8 @@ def insert_edge(conn: Any, drafter_id: str, edge: LineageEdge) -> bool:
             edge.dest.layout,
             edge.tool,
             ts(edge.created_at),
+            edge.kind,
+            edge.derived_from,
         ),
     )
     return cursor.rowcount == 1
@@ -88,8 +90,9 @@ def absorb(conn: Any, twin: str, into: str) -> None:
     for statement in (
         "INSERT INTO locations (drafter_id, layout, uri, added_at) SELECT ?, layout, uri, added_at FROM locations"
         " WHERE drafter_id = ? ON CONFLICT DO NOTHING",
-        "INSERT INTO lineage (drafter_id, source_uri, source_layout, dest_uri, dest_layout, tool, created_at)"
-        " SELECT ?, source_uri, source_layout, dest_uri, dest_layout, tool, created_at FROM lineage"
+        "INSERT INTO lineage (drafter_id, source_uri, source_layout, dest_uri, dest_layout, tool, created_at, kind,"
+        " derived_from) SELECT ?, source_uri, source_layout, dest_uri, dest_layout, tool, created_at, kind,"
+        " derived_from FROM lineage"
         " WHERE drafter_id = ? ORDER BY id ON CONFLICT DO NOTHING",
         "UPDATE aliases SET drafter_id = ? WHERE drafter_id = ?",
     ):
@@ -100,7 +103,8 @@ def absorb(conn: Any, twin: str, into: str) -> None:
 
 
 def add_alias(conn: Any, alias: str, drafter_id: str) -> bool:
-    """Remember that `alias` (a Hub fingerprint) names `drafter_id`; False if it already named a drafter."""
+    """Remember that `alias` (a Hub fingerprint, or an id from before schema v5) names `drafter_id`; False if it
+    already named a drafter."""
     cursor = conn.execute("INSERT INTO aliases (alias, drafter_id, added_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                           (alias, drafter_id, ts(utcnow())))
     return cursor.rowcount == 1

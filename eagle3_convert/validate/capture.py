@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from .. import provenance
 from ..capture_ids import default_boundaries, ids_for_engine
+from ..converters.layout import ConvertOptions
+from ..drafter import DrafterConfig
 from ..engines.common import id_list
-from ..errors import RefusalError
+from ..errors import Eagle3Error, RefusalError
 from ..json_values import short_repr
 from ..names import BOUNDARY_CONVENTIONS
 from .context import ABSENT, IDS_KEY, LOCATIONS, MAX_CAPTURE_IDS, Context
@@ -185,15 +188,60 @@ def fc_bypass(ctx: Context, p: EngineProfile) -> None:
 
 
 def check_capture_record(intended: list[int] | None, recorded: list[int], label: str,
-                         where: str | None = None) -> list[Finding]:
-    """The registry hook: a config whose capture layers are not those the drafter was trained on."""
+                         where: str | None = None, hint: str | None = None, names_none: bool = False) -> list[Finding]:
+    """A config whose capture layers are not those the drafter was trained on, as `label` (the sidecar, the
+    registry) records them. `names_none`: the config names no ids, and `intended` is its engines' default."""
     if intended is None or sorted(set(intended)) == sorted(set(recorded)):
         return []
+    captures = (f"config.json names no capture ids, so its engines capture their default boundaries {intended}"
+                if names_none else f"the config captures boundaries {intended}")
     if 0 in recorded and 0 not in intended:
         return [finding("E-CAPTURE-EMBEDDING", f"{label} says the drafter was trained with the embedding output "
-                        f"(boundary 0) among its taps {recorded}, but the config captures boundaries {intended}",
-                        "rewrite the ids from the record: block-output engines (SGLang) capture the embedding with "
-                        "id -1", where=where)]
-    return [finding("E-CAPTURE-RECORD", f"the config captures boundaries {intended}, {label} says the drafter was "
-                    f"trained on {recorded}", "convert again from the trained checkpoint, or fix the ids to the "
-                    "record", where=where)]
+                        f"(boundary 0) among its taps {recorded}, but {captures.replace('the config', 'config.json')}",
+                        hint or "rewrite the ids from the record: block-output engines (SGLang) capture the embedding "
+                        "with id -1", where=where)]
+    return [finding("E-CAPTURE-RECORD", f"{captures}, {label} says the drafter was trained on {recorded}",
+                    hint or "convert again from the trained checkpoint, or fix the ids to the record", where=where)]
+
+
+def check_known(ctx: Context, known: list[provenance.Known]) -> None:
+    """config.json against each thing we know of these weights (the sidecar, the registry's record): capture
+    layers, target, vocabulary, widths, norm flags. With or without --target: the record names the target."""
+    names_ids = any(ids is not None for ids in ctx.ids.values())
+    mine = ctx.intended if names_ids else None
+    reading = _reader_config(ctx)
+    for k in known:
+        if not names_ids or ctx.intended is not None:
+            clash = provenance.capture_contradiction(mine, k, ctx.depth)
+            if clash is not None:
+                ctx.extend(check_capture_record(clash[0], clash[1], k.label, LOCATIONS[ctx.home],
+                                                _capture_way_out(ctx, clash, names_ids), names_none=not names_ids))
+        if reading is None:
+            continue
+        given = ctx.given_target
+        for found in provenance.fact_contradictions(reading, given, provenance.verifier_named(ctx.config), k):
+            ctx.add("E-RECORD-CONFLICT", found.message, provenance.way_out(found, ctx.src), where=found.where)
+    beside = [k for k in known if not k.in_registry]
+    for record in (k for k in known if k.in_registry):
+        for found in (c for side in beside for c in provenance.record_contradictions(side, record)):
+            ctx.add("E-RECORD-CONFLICT", found.message, provenance.way_out(found, ctx.src))
+
+
+def _capture_way_out(ctx: Context, clash: tuple[list[int], list[int]], names_ids: bool) -> str:
+    mine, theirs = clash
+    if not names_ids:
+        return f"`{ctx.command(ctx.layout.name)}` restores them from the record"
+    spelled = (",".join(map(str, ids)) for ids in (theirs, mine))
+    record, config = (f"`{ctx.command(ctx.layout.name, '--capture-layers', ids, '--convention', 'boundary')}`"
+                      for ids in spelled)
+    return (f"{record} writes the recorded layers; if config.json's are the trained ones, {config} states them "
+            "(the new sidecar, its lineage and the registry keep the restatement)")
+
+
+def _reader_config(ctx: Context) -> DrafterConfig | None:
+    """The layout reader's config (the flags as that layout means them); None when it refuses the file (the
+    other findings say why)."""
+    try:
+        return ctx.layout.read(ctx.raw.checkpoint(), ConvertOptions(target=ctx.target)).config
+    except (Eagle3Error, ValueError):
+        return None

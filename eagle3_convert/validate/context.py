@@ -37,13 +37,16 @@ class Context:
     """The checks of one checkpoint read in one layout, replayed for the chosen engines."""
 
     def __init__(self, raw: RawCheckpoint, layout: Layout, engines: Sequence[str], target: TargetIdentity | None,
-                 source_label: str, findings: list[Finding], name_layout: bool = False):
+                 source_label: str, findings: list[Finding], name_layout: bool = False,
+                 recorded_target: TargetIdentity | None = None):
         self.raw, self.layout, self.engines, self.out = raw, layout, list(engines), findings
         self.name_layout = name_layout  # detection could not choose: commands must say --from
         self.config: dict[str, Any] = layout.config_view(raw.config or {})
         self.src = source_label
         self.given_target = target  # --target
-        self.target = target or sidecar_target(raw.sidecar)
+        # without --target, the target the sidecar or the registry recorded for these weights: `validate DIR`
+        # and `validate DIR --target T` judge capture layers at the same depth
+        self.target = target or sidecar_target(raw.sidecar) or recorded_target
         self.speculators_format = "speculators_model_type" in self.config or layout.name == "speculators"
         eagle = self.config.get("eagle_config")
         self.eagle: dict[str, Any] = eagle if isinstance(eagle, dict) else {}

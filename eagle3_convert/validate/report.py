@@ -12,7 +12,8 @@ from ..converters.layout import BLOCK_DIFFUSION, ConvertOptions, Layout, block_d
 from ..converters.registry import detect, get_layout, layouts
 from ..drafter import TargetIdentity
 from ..errors import CaptureConflict, Eagle3Error, FormatError
-from .capture import check_capture, check_capture_record, read_capture_ids
+from .. import provenance, sidecar
+from .capture import check_capture, check_capture_record, check_known, read_capture_ids
 from .config import check_rope, check_schema, read_config
 from .context import LOCATIONS, Context
 from .deep import deep_scan
@@ -29,14 +30,16 @@ from .vocab import check_vocab
 def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | None = None,
                         target: TargetIdentity | None = None, deep: bool = False, from_layout: str = "auto",
                         expected_boundaries: Sequence[int] | None = None, record_label: str = "the training record",
-                        source_label: str | None = None,
+                        known: Sequence[provenance.Known] = (), source_label: str | None = None,
                         progress: Callable[[int], Callable[[int], None]] | None = None,
                         read: tuple[RawCheckpoint, list[Finding]] | None = None) -> Report:
     """Every finding about the drafter checkpoint in directory `path`.
 
     `engines`: which engines to replay (default: those that serve the detected layout).
-    `expected_boundaries`: the capture boundaries a training record (the registry) holds for
-    this drafter; a config that disagrees is an error.
+    `known`: what the registry's record of these weights says (provenance.Known); config.json is checked
+    against it and against the sidecar beside it (read here), with or without `target`.
+    `expected_boundaries`: capture boundaries a training record holds for this drafter (`record_label`
+    names it), as a bare list; a config that disagrees is an error.
     `read`: what read_raw already read of `path` (the list of findings is extended), else it is read here.
     """
     root = Path(path)
@@ -44,6 +47,7 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     raw, findings = read or read_raw(root)
     if "_gguf" in (raw.config or {}):
         return validate_gguf(raw, engines, label, deep, progress, target)
+    known = [*known, *_sidecar_known(root, raw)]
     report = Report(label, None, None, list(engines or ()), findings)
     candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
     if from_layout != "auto" and raw.config is not None:
@@ -53,11 +57,14 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     for layout in candidates:
         chosen = list(engines or LAYOUT_ENGINES.get(layout.name, ("vllm",)))
         report.engines += [e for e in chosen if e not in report.engines]
-        ctx = Context(raw, layout, chosen, target, label, findings, name_layout=len(candidates) > 1)
+        ctx = Context(raw, layout, chosen, target, label, findings, name_layout=len(candidates) > 1,
+                      recorded_target=next((k.target for k in known if k.target is not None), None))
         run_checks(ctx)
         if expected_boundaries is not None:
             ctx.extend(check_capture_record(ctx.intended, list(expected_boundaries), record_label,
                                             LOCATIONS[ctx.home]))
+        if ctx.cfg is not None:
+            check_known(ctx, known)
         if not any(f.severity == "error" for f in findings):
             reader_cross_check(ctx)
     if deep:
@@ -67,9 +74,18 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         findings.extend(deep_findings)
     from ..hints import Planned, checked
 
-    planned = Planned()
+    planned = Planned(known=[k for k in known if k.in_registry])
     report.findings = [replace(f, hint=checked(f.hint, label, root, planned)) for f in _dedupe(findings)]
     return report
+
+
+def _sidecar_known(root: Path, raw: RawCheckpoint) -> list[provenance.Known]:
+    if raw.sidecar is not None:
+        found = provenance.from_sidecar(raw.sidecar, True)
+    else:
+        record = sidecar.read_record(root, root / CONFIG_NAME) if root.is_dir() else None
+        found = provenance.from_sidecar(*record) if record is not None else None
+    return [found] if found is not None else []
 
 
 def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layout]:
