@@ -196,7 +196,7 @@ def test_a_record_with_the_embedding_tap_the_config_lost():
     [found] = check_capture_record([2, 4, 5], [0, 4, 5], "the record", where="$.x")
     assert (found.code, found.message, found.hint, found.where) == (
         "E-CAPTURE-EMBEDDING", "the record says the drafter was trained with the embedding output (boundary 0) among "
-        "its taps [0, 4, 5], but the config captures boundaries [2, 4, 5]", "rewrite the ids from the record: "
+        "its taps [0, 4, 5], but config.json captures boundaries [2, 4, 5]", "rewrite the ids from the record: "
         "block-output engines (SGLang) capture the embedding with id -1", "$.x")
     assert check_capture_record([5, 4, 0], [0, 4, 5], "the record") == []
 
