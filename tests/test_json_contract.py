@@ -11,7 +11,6 @@ import json
 import re
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import click
 import pytest
@@ -224,23 +223,26 @@ def test_an_interrupt_under_json_still_answers_one_document(tmp_path: Path):
 
     from hostile import subprocess_env
     from test_faults import PROCESS_LIMIT_S, big_drafter, cli, interrupt, sigint_delivered, write_speculators
+    from test_writes import ATTEMPTS
 
     src = write_speculators(tmp_path / "src", big_drafter(7, "org/target"))
     out = tmp_path / "out"
     out.mkdir()
-    proc = subprocess.Popen(cli("--to", "sglang", str(src), str(out / "dst"), "--json", "--no-record"),
-                            cwd=tmp_path, env=subprocess_env(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_delivered)
 
     def running(proc: subprocess.Popen) -> None:  # the writer's temp dir: well past argument parsing
         deadline = time.monotonic() + PROCESS_LIMIT_S
         while proc.poll() is None and not list(out.glob(".dst.tmp-*")) and time.monotonic() < deadline:
             time.sleep(0.005)
 
-    stdout, stderr = interrupt(proc, running)
-
-    assert proc.returncode in (0, 130), stderr
-    result = SimpleNamespace(exit_code=proc.returncode, stdout=stdout, stderr=stderr)
-    doc = one_document(result, "convert") if proc.returncode == 0 else json.loads(stdout)  # one document
-    if proc.returncode == 130:
-        assert doc["ok"] is False and doc["error"]["code"] == "E-INTERRUPTED" and output_violations(doc) == []
+    # A run the interrupt reached too late (the conversion had finished) proves nothing: it is run again.
+    for attempt in range(ATTEMPTS):
+        shutil.rmtree(out / "dst", ignore_errors=True)
+        proc = subprocess.Popen(cli("--to", "sglang", str(src), str(out / "dst"), "--json", "--no-record"),
+                                cwd=tmp_path, env=subprocess_env(tmp_path), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, preexec_fn=sigint_delivered)
+        stdout, stderr = interrupt(proc, running)
+        if proc.returncode != 0:
+            break
+    assert proc.returncode == 130, f"exit {proc.returncode} in run {attempt + 1} (0: never interrupted): {stderr}"
+    doc = json.loads(stdout)  # one document
+    assert doc["ok"] is False and doc["error"]["code"] == "E-INTERRUPTED" and output_violations(doc) == []

@@ -43,23 +43,26 @@ MODULES: dict[str, list[str]] = {
                                       "tests/test_validate.py", "tests/test_determinism.py"],
     "eagle3_convert/vocab_map.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py",
                                     "tests/test_validate.py", "tests/test_convert_roundtrip.py"],
-    "eagle3_convert/converters/layout.py": ["tests/test_caught_bugs.py", "tests/test_layouts_matrix.py"],
+    "eagle3_convert/converters/layout.py": ["tests/test_mutation_kills_layouts.py", "tests/test_caught_bugs.py",
+                                            "tests/test_detect.py"],
     "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", "tests/test_config_mutations.py"],
     "eagle3_convert/converters/sglang.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
     "eagle3_convert/converters/vllm.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
     "eagle3_convert/converters/speculators.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
     "eagle3_convert/converters/eagle.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
     "eagle3_convert/converters/modelopt.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
-    "eagle3_convert/validate/tensors.py": ["tests/test_caught_bugs.py", "tests/test_validate.py"],
+    "eagle3_convert/validate/tensors.py": ["tests/test_mutation_kills_validate.py", "tests/test_caught_bugs.py",
+                                           "tests/test_validate.py"],
     "eagle3_convert/validate/vocab.py": ["tests/test_caught_bugs.py", "tests/test_validate.py"],
-    "eagle3_convert/validate/capture.py": ["tests/test_validate.py", "tests/test_engine_rules.py"],
+    "eagle3_convert/validate/capture.py": ["tests/test_mutation_kills_capture.py", "tests/test_validate.py",
+                                           "tests/test_engine_rules.py"],
     "eagle3_convert/validate/config.py": ["tests/test_validate.py", "tests/test_config_mutations.py"],
     "eagle3_convert/validate/engine.py": ["tests/test_validate.py", "tests/test_engine_rules.py"],
     "eagle3_convert/engines/__init__.py": ["tests/test_engine_rules.py", "tests/test_validate.py"],
-    "eagle3_convert/engines/sglang.py": ["tests/test_engine_rules.py", "tests/test_validate.py"],
-    "eagle3_convert/engines/vllm.py": ["tests/test_engine_rules.py", "tests/test_validate.py"],
-    "eagle3_convert/atomic.py": ["tests/test_mutation_kills.py", "tests/test_force.py", "tests/test_caught_bugs.py",
-                                 "tests/test_convert_roundtrip.py"],
+    "eagle3_convert/engines/sglang.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_rules.py"],
+    "eagle3_convert/engines/vllm.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_rules.py"],
+    "eagle3_convert/atomic.py": ["tests/test_mutation_kills_atomic.py", "tests/test_force.py",
+                                 "tests/test_caught_bugs.py", "tests/test_mutation_kills.py"],
     "eagle3_convert/registry/writes.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py",
                                           "tests/test_registry_store.py", "tests/test_registry_cli.py",
                                           "tests/test_registry_merge.py"],
@@ -95,6 +98,59 @@ EQUIVALENT: dict[str, str] = {
         "in between",
     "eagle3_convert.atomic.x__lock_dir__mutmut_6":
         "O_RDONLY & O_DIRECTORY is O_RDONLY: the path is a directory mkdtemp just made, which O_RDONLY opens as well",
+    **{f"eagle3_convert.atomic.x__exchange__mutmut_{n}":
+       "CDLL(None) looks the symbol up in the process, which has glibc loaded: the same renameat2"
+       for n in (7, 11, 13, 14)},
+    **{f"eagle3_convert.atomic.x__exchange__mutmut_{n}":
+       "differs only on a C library without renameat2 (glibc < 2.28): untestable on the glibc hosts this runs on"
+       for n in (21, 25)},
+    **{f"eagle3_convert.atomic.x__exchange__mutmut_{n}":
+       "both paths are absolute (dest.resolve(), and mkdtemp beside it), and renameat2 ignores the dirfd of an "
+       "absolute path" for n in (27, 28, 30, 32)},
+    **{f"eagle3_convert.atomic.x_write_directory__mutmut_{n}":
+       "tmp '' instead of None (at the start, or once swapped): an exception then runs rmtree('', "
+       "ignore_errors=True), which removes nothing and raises nothing" for n in (11, 89)},
+    **{f"eagle3_convert.atomic.x__remove_dead_temp_dirs__mutmut_{n}":
+       "O_DIRECTORY/O_NOFOLLOW only make the open of a file or a symlink fail early: without them iterdir, rmdir or "
+       "rmtree of it fails (OSError, caught; rmtree refuses a symlink) and nothing is removed either way"
+       for n in (9, 10)},
+    **{f"eagle3_convert.atomic.x__remove_dead_temp_dirs__mutmut_{n}":
+       "rmtree stopping at the first entry of a dead dir it cannot delete instead of going on (its OSError is "
+       "caught by the loop's handler): the dir is left for the next writer either way, and which entries go first "
+       "is the filesystem's directory order, which no test can pin" for n in (19, 21, 22)},
+    "eagle3_convert.atomic.x__remove_dead_temp_dirs__mutmut_25":
+        "> or >= a minute of a float clock: no test can land on the exact instant, and no writer cares",
+    "eagle3_convert.converters.layout.x_to_stored__mutmut_4":
+        "to_stored=None reads as False: the same as mutant 8",
+    "eagle3_convert.converters.layout.x_to_stored__mutmut_8":
+        "a canonical drafter holds no layers.{i>=1}.hidden_norm (E-KEY-UNUSED), so the swap in the wrong direction "
+        "leaves input_layernorm, and every writer with the LayerRename (SGLang) then adds hidden_norm beside it "
+        "(with_both_later_norms): the same names and bytes",
+    "eagle3_convert.converters.layout.x__swap_in_layer__mutmut_13":
+        "always the stored -> canonical direction: reading is unchanged, and writing is to_stored mutant 8",
+    "eagle3_convert.converters.layout.x_to_canonical__mutmut_12": "to_stored=None reads as False, which it was",
+    "eagle3_convert.converters.layout.x_to_stored__mutmut_14":
+        "no table has a writable renaming rule after one skipped by `continue` (SGLang's later one, layers. -> "
+        "layers., is an identity): stopping there writes the same names",
+    "eagle3_convert.converters.layout.x_with_both_later_norms__mutmut_5":
+        "layer 0 always holds both norms (hidden_norm for the captured states, input_layernorm for the embeddings), "
+        "or, spelled midlayer.*, neither: the loop changes nothing there",
+    "eagle3_convert.engines.sglang.x_read__mutmut_90":
+        "SGLang applies no norm_before_residual (not in FLAGS_READ): the value is masked to False either way",
+    **{f"eagle3_convert.engines.sglang.x_read__mutmut_{n}":
+       "an absent use_aux_hidden_state only has to read as not `False`: None is not False, as True is not"
+       for n in (133, 135)},
+    "eagle3_convert.engines.vllm.x_served_family__mutmut_2":
+        "architectures() already keeps only the strings: no entry that is not one reaches the loop",
+    "eagle3_convert.engines.vllm.x__read__mutmut_137":
+        "the model. drops are the first silent entry: += onto the empty list is = (numbered as before main's "
+        "issue-22 merge)",
+    "eagle3_convert.engines.vllm.x__read__mutmut_182":
+        "> 1 or >= 1 layers: a one-layer file has no layer >= 1 for unread_later_norms to find (numbered as after "
+        "main's issue-22 merge)",
+    **{f"eagle3_convert.validate.capture.x__convention_warning__mutmut_{n}":
+       "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
+       for n in (36, 37)},
     **{f"eagle3_convert.registry.writes.x_{fn}__mutmut_{n}": _SQL_CASE for fn, numbers in (
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
