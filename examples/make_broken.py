@@ -1,8 +1,13 @@
-"""Rebuild examples/broken-ids-off-by-one, the broken copy of examples/tiny-llama-speculators that the README's
-"Try the mistakes" uses: converted to speculators against examples/tiny-llama-target (its sidecar records
-capture boundaries [2, 4, 5]), then config.json's ids edited to [1, 3, 4], each one lower: the slip of a
-hand-copied list from a trainer that counts block outputs. Its sidecar names the copies as `local:NAME` (as a
-published one does), never a path of this machine.
+"""Rebuild the two broken copies of examples/tiny-llama-speculators that the README's "Try the mistakes" uses,
+each converted against examples/tiny-llama-target (its sidecar records capture boundaries [2, 4, 5]):
+
+- broken-ids-off-by-one (speculators): config.json's ids edited to [1, 3, 4], each one lower: the slip of a
+  hand-copied list from a trainer that counts block outputs.
+- broken-sglang-layers0 (SGLang): the decoder layer's tensors renamed from `midlayer.*` to `layers.0.*`, as a
+  vLLM-style export writes them: SGLang reads that name from 0.5.12 (PR 24663) and skips it before, serving
+  a randomly initialised layer.
+
+Their sidecars name the copies as `local:NAME` (as a published one does), never a path of this machine.
 
     python examples/make_broken.py
 """
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 import tempfile
 from pathlib import Path
 
@@ -46,6 +52,20 @@ def ids_off_by_one() -> None:
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
+def sglang_layers0() -> None:
+    out = converted("sglang", "broken-sglang-layers0")
+    weights = out / "model.safetensors"
+    blob = weights.read_bytes()
+    (size,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + size])
+    # Only the names change: the data offsets count from the end of the header, whatever its length.
+    renamed = json.dumps({name.replace("midlayer.", "layers.0.", 1): v for name, v in header.items()},
+                         separators=(",", ":")).encode()
+    renamed += b" " * (-len(renamed) % 8)
+    weights.write_bytes(struct.pack("<Q", len(renamed)) + renamed + blob[8 + size:])
+
+
 if __name__ == "__main__":
     ids_off_by_one()
-    print(f"wrote {HERE / 'broken-ids-off-by-one'}")
+    sglang_layers0()
+    print(f"wrote {HERE / 'broken-ids-off-by-one'} and {HERE / 'broken-sglang-layers0'}")

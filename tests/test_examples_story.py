@@ -1,5 +1,5 @@
 """examples/ tells the story (issue 21): the tiny drafter, the tiny target it was trained for, and a copy whose
-capture ids are off by one. The README's "Try the mistakes" commands run here as written (SRC paths in
+capture ids are off by one, and an SGLang copy whose layer is stored as `layers.0.*`. The README's "Try the mistakes" commands run here as written (SRC paths in
 examples/, build/ in a temporary directory, a registry of their own), and each output line the README shows
 must be printed; validate catches the broken copy on its own, with or without --target and a registry."""
 
@@ -11,11 +11,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from safetensors import safe_open
 from conftest import EXAMPLE, REPO, run_cli
 
 EXAMPLES = REPO / "examples"
 TARGET = EXAMPLES / "tiny-llama-target"
 OFF_BY_ONE = EXAMPLES / "broken-ids-off-by-one"
+LAYERS0 = EXAMPLES / "broken-sglang-layers0"
 
 
 def readme_steps() -> list[tuple[str, list[str]]]:
@@ -42,7 +44,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_readme_commands_print_what_the_readme_shows(workdir: Path):
     steps = readme_steps()
-    assert len(steps) == 4 and sum(len(shown) for _, shown in steps) == 4
+    assert len(steps) == 7 and sum(len(shown) for _, shown in steps) == 7
     for command, shown in steps:
         words = shlex.split(command)
         if words[0] == "cp":
@@ -73,9 +75,20 @@ def test_the_broken_copy_is_the_drafter_with_its_ids_one_lower():
     assert all(end["uri"].startswith("local:") for edge in sidecar["lineage"] for end in (edge["source"], edge["dest"]))
 
 
+def test_the_sglang_copy_is_the_drafter_with_its_layer_renamed(tmp_path: Path):
+    """Only the stored names differ from what the SGLang writer writes: `midlayer.` became `layers.0.`."""
+    with safe_open(LAYERS0 / "model.safetensors", "np") as broken:
+        names = set(broken.keys())
+    assert {n for n in names if n.startswith("layers.0.")} and not {n for n in names if "midlayer" in n}
+    result = run_cli("--to", "sglang", "--no-record", str(EXAMPLE), str(tmp_path / "written"))
+    assert result.exit_code == 0, result.stderr
+    with safe_open(tmp_path / "written" / "model.safetensors", "np") as written:
+        assert {n.replace("midlayer.", "layers.0.", 1) for n in written.keys()} == names
+
+
 def test_examples_stay_tiny():
     sizes = {p.relative_to(EXAMPLES): p.stat().st_size for p in EXAMPLES.rglob("*") if p.is_file()}
-    assert sum(sizes.values()) < 400_000, sizes
+    assert sum(sizes.values()) < 500_000, sizes  # three copies of the 134 KB drafter, and their configs
 
 
 @pytest.mark.parametrize("registry", ["absent", "recorded"])
