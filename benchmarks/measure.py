@@ -88,8 +88,9 @@ def warm_bytecode(cli: list[str], work: Path, layouts: list[str], commands: set[
     runs = [[*cli, "--help"], [*cli, "inspect", str(toy / "speculators")]]
     if "validate" in commands:
         runs += [[*cli, "validate", str(toy / "speculators")], [*cli, "validate", "--deep", str(toy / "speculators")]]
-    runs += [[*cli, "--to", layout, "--quiet", "--verifier", "x/y", str(toy / "speculators"), str(toy / layout)]
-             for layout in layouts if layout != "speculators"]
+    # --no-record: a warm-up's record (target x/y) would contradict the .bin step's --target below.
+    runs += [[*cli, "--to", layout, "--quiet", "--no-record", "--verifier", "x/y", str(toy / "speculators"),
+              str(toy / layout)] for layout in layouts if layout != "speculators"]
     for cmd in runs:
         subprocess.run(cmd, capture_output=True)
     if bin_input:  # the .bin reader's modules too

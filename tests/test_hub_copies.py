@@ -55,13 +55,13 @@ def with_ids(config: bytes, ids: list[int]) -> bytes:
 
 @pytest.fixture
 def published(hub: HubServer, registry_url: Path | str, tmp_path: Path) -> dict:
-    """An SGLang drafter whose config names no capture ids (as SpecForge exports), trained on [1, 3, 6] as the
-    registry records it (SQLite and PostgreSQL: tests/conftest.py), published by us to me/drafter, and the
-    target's config on the Hub."""
+    """An SGLang drafter trained on [1, 3, 6], as its config and the registry's record say (SQLite and
+    PostgreSQL: tests/conftest.py), published by us to me/drafter, and the target's config on the Hub. (A config
+    naming no ids is not published: the record's ids contradict it, as validate says.)"""
     target = write_target(tmp_path / "target", DrafterSpec())
     hub.create_repo(TARGET)
     hub.commit(TARGET, {p.name: p.read_bytes() for p in target.iterdir()})
-    src = build_drafter(tmp_path / "specforge", "sglang", DrafterSpec(capture_boundaries=None, seed=7))
+    src = build_drafter(tmp_path / "specforge", "sglang", DrafterSpec(capture_boundaries=(1, 3, 6), seed=7))
     registry = registry_url
     code, added = cli("registry", "add", src, "--target", target, "--capture-layers", "1,3,6", "--convention",
                       "boundary", "--registry", registry)
@@ -74,7 +74,7 @@ def published(hub: HubServer, registry_url: Path | str, tmp_path: Path) -> dict:
 
 def test_a_copy_without_our_sidecar_joins_the_record_of_its_weights(hub: HubServer, published: dict):
     registry, the_id = published["registry"], published["drafter_id"]
-    copy_repo(hub, "me/drafter", "other/copy", drop=("eagle3-convert.json",))  # same bytes, config names no ids
+    copy_repo(hub, "me/drafter", "other/copy", drop=("eagle3-convert.json",))  # the same files but our sidecar
     code, doc = cli("registry", "sync", "other/copy", "--endpoint", hub.url, "--registry", registry)
     assert code == 0, doc
     [entry] = doc["repos"]
@@ -195,7 +195,8 @@ def test_a_published_gguf_is_judged_alike_by_convert_sync_and_search(hub: HubSer
     code, converted = cli("--to", "gguf", "--target-gguf", target_gguf, example, tmp_path / "g", "--registry", registry)
     assert code == 0, converted
     said = converted["serves"]["llamacpp"]
-    assert said == {"verdict": "as-trained", "captures": [2, 4, 5], "why": "captures [2, 4, 5], trained maths"}
+    assert said == {"verdict": "as-trained", "captures": [2, 4, 5], "why": "captures [2, 4, 5], trained maths",
+                    "release": "b11434"}  # the one llama.cpp release we know (engines/releases.py)
     code, done = cli("publish", tmp_path / "g", "me/drafter-gguf", "--endpoint", hub.url, "--token", TOKEN,
                      "--registry", registry)
     assert code == 0, done
