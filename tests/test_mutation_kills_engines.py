@@ -6,6 +6,7 @@ the refusal, the family, the captured boundaries, the maths flags, and each sile
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,6 +17,7 @@ from eagle3_convert.engines import TargetContext, read_all
 
 NO_FLAGS = {"norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False}
 IDS = "eagle_aux_hidden_state_layer_ids"
+REAL_CONFIGS = Path(__file__).parent / "data" / "real-configs"
 LABELS = {"sglang": "SGLang", "vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)"}
 
 
@@ -49,7 +51,22 @@ def verifier(value: Any) -> Callable[[dict, list[str]], None]:
     return lambda c, n: c["speculators_config"]["verifier"].__setitem__("name_or_path", value)
 
 
+def real_config(name: str, change: Callable[[dict], Any] = lambda c: None,
+                **spec: Any) -> Callable[[], tuple[dict, list[str]]]:
+    """A real config of tests/data/real-configs, changed by `change`, beside the names the builder stores for a
+    vLLM-layout DrafterSpec(**spec)."""
+    def build() -> tuple[dict, list[str]]:
+        config = json.loads((REAL_CONFIGS / name).read_text())
+        change(config)
+        return config, sorted(stored_tensors("vllm", DrafterSpec(**spec)))
+    return build
+
+
 L8 = TargetContext("default", 8)
+PEAGLE = {"kind": "peagle"}
+NO_MASK_TOKEN = "vLLM fails to build the P-EAGLE config: update_peagle reads config_dict['mask_token_id']"
+NO_PARALLEL_DRAFTING_TOKEN = ("vLLM refuses it: for parallel drafting, the draft model config must have "
+                              "`pard_token` or `ptd_token_id`")
 BIASES = [f"midlayer.self_attn.{p}_proj.bias" for p in "qkvo"]
 
 # name -> (engine, the file, the target context, the reading expected)
@@ -239,6 +256,44 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
                                    "(vLLM PR #54598, open)"]}),
     "vllm: midlayer in a 1-layer file": ("vllm-v1", file("vllm", lambda c, n: [
         x.replace("layers.0.", "midlayer.") for x in n]), L8, served([2, 4, 5])),
+    # P-EAGLE (parallel drafting): speculators' "peagle" needs mask_token_id; a flat P-EAGLE class needs the token
+    # where the proposer reads it, pard_token or ptd_token_id. Served or refused, the reading's kind is "peagle".
+    "vllm: speculators P-EAGLE with its mask token": ("vllm-v1", file("speculators", peagle_mask_token_id=7), L8,
+                                                      served([2, 4, 5]) | PEAGLE),
+    "vllm: speculators P-EAGLE, mask token 0": ("vllm-v2", file("speculators", peagle_mask_token_id=0), L8,
+                                                served([2, 4, 5]) | PEAGLE),
+    **{f"vllm: speculators P-EAGLE, {how}": ("vllm-v1", file("speculators", change, peagle_mask_token_id=7), L8,
+                                             refused(NO_MASK_TOKEN) | PEAGLE)
+       for how, change in (("no mask token", lambda c, n: c.pop("mask_token_id")),
+                           ("mask token null", lambda c, n: c.__setitem__("mask_token_id", None)))},
+    # a block-diffusion drafter named by speculators: no EAGLE-3 class reads it, whatever else the file holds
+    **{f"vllm: speculators_model_type {kind}": ("vllm-v1", file("speculators", lambda c, n, kind=kind: c.__setitem__(
+        "speculators_model_type", kind)), L8, refused(
+        f"vLLM's speculators path builds no drafter for {kind!r} here") | {"kind": None})
+       for kind in ("dflash", "dspark")},
+    "vllm: speculators_model_type null": ("vllm-v2", file("speculators", lambda c, n: c.__setitem__(
+        "speculators_model_type", None)), L8, refused("vLLM's speculators path builds no drafter for None here")
+        | {"kind": None}),
+    "vllm: P-EAGLE with pard_token": ("vllm-v1", file("vllm", peagle_mask_token_id=7), L8,
+                                      served([2, 4, 5]) | PEAGLE),
+    "vllm: P-EAGLE with ptd_token_id": ("vllm-v2", file("vllm", lambda c, n: c.__setitem__(
+        "ptd_token_id", c.pop("pard_token")), peagle_mask_token_id=7), L8, served([2, 4, 5]) | PEAGLE),
+    **{f"vllm: {arch} with pard_token": ("vllm-v1", file("vllm", lambda c, n, arch=arch: c.__setitem__(
+        "architectures", [arch]), peagle_mask_token_id=7), L8, served([2, 4, 5], family=family) | PEAGLE)
+       for arch, family in (("PeagleLlamaForCausalLM", "llama"), ("PeagleQwen3ForCausalLM", "qwen3"))},
+    "vllm: P-EAGLE after an EAGLE-3 class": ("vllm-v1", file("vllm", lambda c, n: c.__setitem__(
+        "architectures", ["Eagle3LlamaForCausalLM", "PEagleDraftModel"]), peagle_mask_token_id=7), L8,
+        served([2, 4, 5]) | PEAGLE),
+    **{f"vllm: P-EAGLE ({arch}) with no parallel-drafting token": ("vllm-v1", file(
+        "vllm", lambda c, n, arch=arch: (c.pop("pard_token"), c.__setitem__("architectures", [arch])),
+        peagle_mask_token_id=7), L8, refused(NO_PARALLEL_DRAFTING_TOKEN) | PEAGLE)
+       for arch in ("PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM")},
+    # SpecForge's own P-EAGLE config (tests/data/real-configs) names no token: vLLM refuses it as written
+    "vllm: SpecForge's P-EAGLE config": ("vllm-v2", real_config("specforge-qwen3-8b-peagle.json", num_layers=4), L8,
+                                         refused(NO_PARALLEL_DRAFTING_TOKEN) | PEAGLE),
+    "vllm: SpecForge's P-EAGLE config with a pard_token": ("vllm-v2", real_config(
+        "specforge-qwen3-8b-peagle.json", lambda c: c.__setitem__("pard_token", 151669), num_layers=4), L8,
+        served([2, 4, 5], from_default=True) | PEAGLE),
 }
 
 
