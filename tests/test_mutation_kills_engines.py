@@ -297,6 +297,51 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
 }
 
 
+QWEN3_AS_LLAMA = ("vLLM builds Eagle3LlamaForCausalLM for a qwen3 speculators config and fails to load its "
+                  "q_norm/k_norm (KeyError)")
+NO_FC_NORM = "vLLM builds no fc_norm and fails to load fc_norm.* (KeyError)"
+# name -> (engine, the file, the release read, the reading expected), on L8: each vLLM release boundary
+# (engines/vllm.py's Changes), the last release that reads the fact the old way and the first that reads it the new way
+RELEASE_CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], str, dict[str, Any]]] = {
+    "vllm 0.23.0: speculators, a qwen3 decoder": ("vllm-v1", file("speculators", family="qwen3"), "0.23.0",
+                                                  refused(QWEN3_AS_LLAMA)),
+    "vllm 0.24.0: speculators, a qwen3 decoder": ("vllm-v2", file("speculators", family="qwen3"), "0.24.0",
+                                                  served([2, 4, 5], family="qwen3")),
+    "vllm 0.23.0: speculators, a llama decoder": ("vllm-v2", file("speculators"), "0.23.0", served([2, 4, 5])),
+    "vllm 0.23.0: the Qwen3 class": ("vllm-v1", file("vllm", family="qwen3"), "0.23.0", refused(
+        "vLLM refuses it: model architectures ['Eagle3Qwen3ForCausalLM'] are not supported")),
+    "vllm 0.24.0: the Qwen3 class": ("vllm-v2", file("vllm", family="qwen3"), "0.24.0",
+                                     served([2, 4, 5], family="qwen3")),
+    "vllm 0.21.0: fc_norm stored": ("vllm-v1", file("vllm", fc_norm=True, norm_output=True), "0.21.0",
+                                    refused(NO_FC_NORM)),
+    "vllm 0.21.0: fc_norm stored, flag off": ("vllm-v1", file("vllm", lambda c, n: c.__setitem__("fc_norm", False),
+                                                              fc_norm=True), "0.21.0", served([2, 4, 5])),
+    "vllm 0.21.0: fc_norm on, none stored": ("vllm-v2", file("vllm", lambda c, n: c.update(fc_norm=True)),
+                                             "0.21.0", served([2, 4, 5])),
+    "vllm 0.21.0: the MLA class skips fc_norm": ("vllm-v1", file("vllm", lambda c, n: c.__setitem__(
+        "model_type", "kimi_k2"), family="deepseek_mla", fc_norm=True, norm_output=True), "0.21.0",
+        served([2, 4, 5], family="deepseek_mla")),
+    "vllm 0.22.0: fc_norm stored": ("vllm-v2", file("vllm", fc_norm=True, norm_output=True), "0.22.0",
+                                    served([2, 4, 5], fc_norm=True, norm_output=True)),
+    "vllm 0.24.0: speculators, fc_norm stored": ("vllm-v1", file("speculators", fc_norm=True, norm_output=True),
+                                                 "0.24.0", refused(NO_FC_NORM)),
+    "vllm 0.25.0: speculators, fc_norm stored": ("vllm-v2", file("speculators", fc_norm=True, norm_output=True),
+                                                 "0.25.0", served([2, 4, 5], fc_norm=True, norm_output=True)),
+    "vllm 0.21.0 V1: not the nested list": ("vllm-v1", file("vllm", lambda c, n: (
+        c.pop(IDS), c["eagle_config"].__setitem__(IDS, [1, 3, 6]))), "0.21.0", served([2, 4, 5], from_default=True)),
+    "vllm 0.22.0 V1: the nested list": ("vllm-v1", file("vllm", lambda c, n: (
+        c.pop(IDS), c["eagle_config"].__setitem__(IDS, [1, 3, 6]))), "0.22.0", served([1, 3, 6])),
+    "vllm 0.18.1: speculators, norm_before_fc": ("vllm-v1", file("speculators", norm_before_fc=True), "0.18.1",
+                                                 served([2, 4, 5])),
+    "vllm 0.19.0: speculators, norm_before_fc": ("vllm-v2", file("speculators", norm_before_fc=True), "0.19.0",
+                                                 served([2, 4, 5], norm_before_fc=True)),
+    "vllm 0.18.1: norm_before_fc at the top level": ("vllm-v1", file("vllm", norm_before_fc=True), "0.18.1",
+                                                     served([2, 4, 5], norm_before_fc=True)),
+    "vllm 0.21.0: norm_before_fc nested": ("vllm-v1", file("vllm", lambda c, n: c["eagle_config"].__setitem__(
+        "norm_before_fc", True)), "0.21.0", served([2, 4, 5])),
+}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_what_the_engine_reads_from_the_file(name: str):
     engine, build, ctx, expected = CASES[name]
@@ -314,3 +359,12 @@ def test_vllm_refuses_a_verifier_that_names_a_directory_here(tmp_path: Path, mon
     (tmp_path / "org" / "model").mkdir(parents=True)
     assert read_all(config, names, L8, engines=("vllm-v1",))["vllm-v1"].refusal == (
         "vLLM refuses it: Speculators verifier must name a remote model repository (name_or_path is 'org/model')")
+
+
+@pytest.mark.parametrize("name", sorted(RELEASE_CASES))
+def test_what_a_vllm_release_reads_from_the_file(name: str):
+    engine, build, release, expected = RELEASE_CASES[name]
+    config, names = build()
+    reading = dataclasses.asdict(read_all(config, names, L8, engines=(engine,), releases={"vllm": release})[engine])
+    assert reading == {"engine": engine, "label": LABELS[engine], "kind": "eagle3", "runtime": False, "caveats": [],
+                       **expected}
