@@ -142,12 +142,9 @@ EQUIVALENT: dict[str, str] = {
        for n in (133, 135)},
     "eagle3_convert.engines.vllm.x_served_family__mutmut_2":
         "architectures() already keeps only the strings: no entry that is not one reaches the loop",
-    "eagle3_convert.engines.vllm.x__read__mutmut_137":
-        "the model. drops are the first silent entry: += onto the empty list is = (numbered as before main's "
-        "issue-22 merge)",
-    "eagle3_convert.engines.vllm.x__read__mutmut_182":
-        "> 1 or >= 1 layers: a one-layer file has no layer >= 1 for unread_later_norms to find (numbered as after "
-        "main's issue-22 merge)",
+    "eagle3_convert.engines.vllm.x__read__mutmut_264":
+        "> 1 or >= 1 layers: a one-layer file has no layer >= 1 for unread_later_norms to find (numbered as at "
+        "main's 8e17d18, after the issue-23 merge)",
     **{f"eagle3_convert.validate.capture.x__convention_warning__mutmut_{n}":
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
