@@ -26,6 +26,17 @@ def default_boundaries(num_layers: int) -> list[int]:
     return [2, num_layers // 2, num_layers - 3]
 
 
+def a_layer_target(depth: int | None) -> str:
+    """'a 4-layer target', 'an 8-layer target' ('any target' for an unknown depth): the article as the number is
+    said, which its leading group of thousands decides (eight, eleven, eighteen, eighty-..., eight hundred ...)."""
+    if depth is None:
+        return "any target"
+    digits = str(depth)
+    said_first = digits[:(len(digits) - 1) % 3 + 1]
+    an = said_first.startswith("8") or said_first in ("11", "18")
+    return f"{'an' if an else 'a'} {depth}-layer target"
+
+
 def target_family(model_type: str | None) -> str:
     if model_type in DEEPSEEK_FAMILY:
         return "deepseek"
@@ -81,8 +92,8 @@ def ids_for_engine(engine: str, boundaries: Sequence[int], family: str = "defaul
     for b in boundaries:
         if not capturable(engine, b, family, num_layers):
             raise RefusalError(
-                f"{engine} cannot capture boundary {b} (the output of block {b - 1}) on a {num_layers}-layer "
-                f"target: the capture would silently go missing",
+                f"{engine} cannot capture boundary {b} (the output of block {b - 1}) on "
+                f"{a_layer_target(num_layers)}: the capture would silently go missing",
                 "retrain the drafter on capturable layers, or serve it with vLLM (speculators/vllm layouts)",
                 code="E-CAPTURE-UNREACHABLE")
     shifted = [b - 1 for b in boundaries]

@@ -161,9 +161,11 @@ def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Draf
     this = f"the checkpoint is in the {detected.layout} layout ({detected.reason})"
     hint = f"drop --from, or pass --from {detected.layout}"
     if error is not None:
-        reason = getattr(error, "message", str(error)) + (f" [{error.code}]" if isinstance(error, Eagle3Error) else "")
-        return RefusalError(f"--from {given} cannot read it: {this}; the {given} reader refuses it: {reason}", hint,
-                            code="E-FROM-MISMATCH")
+        # the reader's own code beside its reason: this refusal's code follows the whole message
+        code = f" ({error.code})" if isinstance(error, Eagle3Error) else ""
+        reason = getattr(error, "message", str(error))
+        return RefusalError(f"--from {given} cannot read it: {this}; the {given} reader refuses it{code}: {reason}",
+                            hint, code="E-FROM-MISMATCH")
     unread = [path[2:] for path in foreign_semantic_keys(given, ckpt.config)]
     if unread:
         return RefusalError(f"--from {given} leaves {', '.join(unread[:4])} unread, which the {detected.layout} "

@@ -23,6 +23,8 @@ import pytest
 from builders import DrafterSpec, build_drafter, write_target
 from conftest import run_cli
 
+from eagle3_convert.capture_ids import a_layer_target
+
 BOUNDARY = ("speculators", "vllm", "eagle")
 BLOCK_OUTPUT = ("specforge", "modelopt", "trtllm")
 
@@ -121,9 +123,31 @@ def test_what_sglang_cannot_capture_is_refused_naming_the_block(tmp_path: Path):
     result = run_cli("--to", "sglang", "--target", write_target(tmp_path / "target", spec), "--no-record", src,
                      tmp_path / "out")
     assert result.exit_code == 1 and "[E-CAPTURE-UNREACHABLE]" in result.stderr
-    assert "boundary 8 (the output of block 7) on a 8-layer target" in result.stderr
+    assert "boundary 8 (the output of block 7) on an 8-layer target" in result.stderr
     assert "hint: retrain the drafter on capturable layers, or serve it with vLLM" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("depth, article", [(8, "an"), (11, "an"), (18, "an"), (24, "a"), (80, "an"), (89, "an"),
+                                            (90, "a"), (100, "a"), (118, "a"), (800, "an"), (1800, "a"),
+                                            (8000, "an"), (11000, "an"), (180000, "a")])
+def test_the_article_of_a_depth_is_the_one_its_number_is_said_with(depth: int, article: str):
+    """'an 8-layer target', 'an 11-layer', 'an 80-layer', 'an 800-layer'; 'a 118-layer', 'a 1800-layer'."""
+    assert a_layer_target(depth) == f"{article} {depth}-layer target"
+
+
+def test_an_unknown_depth_is_any_target():
+    assert a_layer_target(None) == "any target"
+
+
+@pytest.mark.parametrize("depth, says", [(11, "on an 11-layer target"), (24, "on a 24-layer target")])
+def test_the_unreachable_boundary_names_the_depth_with_its_article(tmp_path: Path, depth: int, says: str):
+    spec = DrafterSpec(capture_boundaries=(2, 4, depth), target_layers=depth)
+    src = build_drafter(tmp_path / "src", "vllm", spec)
+    result = run_cli("--to", "sglang", "--target", write_target(tmp_path / "target", spec), "--no-record", src,
+                     tmp_path / "out")
+    assert result.exit_code == 1 and "[E-CAPTURE-UNREACHABLE]" in result.stderr, result.stderr
+    assert f"boundary {depth} (the output of block {depth - 1}) {says}:" in result.stderr
 
 
 def test_what_sglang_cannot_spell_on_a_deepseek_target_is_refused(tmp_path: Path):

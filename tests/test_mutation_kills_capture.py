@@ -78,7 +78,7 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
     ],
     'E-CAPTURE-UNREACHABLE': [
         ('E-CAPTURE-UNREACHABLE', 'error',
-         'sglang cannot capture boundary 8 (the output of block 7) on a 8-layer target: the capture would '
+         'sglang cannot capture boundary 8 (the output of block 7) on an 8-layer target: the capture would '
          'silently go missing',
          'retrain the drafter on capturable layers, or serve it with vLLM (speculators/vllm layouts)',
          '$.eagle_config.eagle_aux_hidden_state_layer_ids'),
@@ -115,9 +115,9 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
          "7], while in the vllm layout's convention it means boundaries [3, 5, 6]",
          'no conversion fixes this: writing the vllm layout is refused (--from sglang cannot read it: the '
          'checkpoint is in the vllm layout (top-level norm_before_residual (a vLLM key SGLang has not)); '
-         'the sglang reader refuses it: the top-level eagle_aux_hidden_state_layer_ids [2, 4, 5] (vLLM '
-         'reads them as boundaries [2, 4, 5]) and eagle_config.eagle_aux_hidden_state_layer_ids (read by '
-         'SGLang as boundaries [4, 6, 7]) name different layers [E-CAPTURE-CONFLICT] [E-FROM-MISMATCH])',
+         'the sglang reader refuses it (E-CAPTURE-CONFLICT): the top-level eagle_aux_hidden_state_layer_ids '
+         '[2, 4, 5] (vLLM reads them as boundaries [2, 4, 5]) and eagle_config.eagle_aux_hidden_state_layer_ids '
+         '(read by SGLang as boundaries [4, 6, 7]) name different layers [E-FROM-MISMATCH])',
          '$.eagle_config.eagle_aux_hidden_state_layer_ids'),
     ],
     'W-CAPTURE-IDS-IGNORED': [

@@ -6,6 +6,7 @@ the refusal, the family, the captured boundaries, the maths flags, and each sile
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,6 +17,7 @@ from eagle3_convert.engines import TargetContext, read_all
 
 NO_FLAGS = {"norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False}
 IDS = "eagle_aux_hidden_state_layer_ids"
+REAL_CONFIGS = Path(__file__).parent / "data" / "real-configs"
 LABELS = {"sglang": "SGLang", "vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)"}
 
 
@@ -49,7 +51,22 @@ def verifier(value: Any) -> Callable[[dict, list[str]], None]:
     return lambda c, n: c["speculators_config"]["verifier"].__setitem__("name_or_path", value)
 
 
+def real_config(name: str, change: Callable[[dict], Any] = lambda c: None,
+                **spec: Any) -> Callable[[], tuple[dict, list[str]]]:
+    """A real config of tests/data/real-configs, changed by `change`, beside the names the builder stores for a
+    vLLM-layout DrafterSpec(**spec)."""
+    def build() -> tuple[dict, list[str]]:
+        config = json.loads((REAL_CONFIGS / name).read_text())
+        change(config)
+        return config, sorted(stored_tensors("vllm", DrafterSpec(**spec)))
+    return build
+
+
 L8 = TargetContext("default", 8)
+PEAGLE = {"kind": "peagle"}
+NO_MASK_TOKEN = "vLLM fails to build the P-EAGLE config: update_peagle reads config_dict['mask_token_id']"
+NO_PARALLEL_DRAFTING_TOKEN = ("vLLM refuses it: for parallel drafting, the draft model config must have "
+                              "`pard_token` or `ptd_token_id`")
 BIASES = [f"midlayer.self_attn.{p}_proj.bias" for p in "qkvo"]
 
 # name -> (engine, the file, the target context, the reading expected)
@@ -239,6 +256,89 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
                                    "(vLLM PR #54598, open)"]}),
     "vllm: midlayer in a 1-layer file": ("vllm-v1", file("vllm", lambda c, n: [
         x.replace("layers.0.", "midlayer.") for x in n]), L8, served([2, 4, 5])),
+    # P-EAGLE (parallel drafting): speculators' "peagle" needs mask_token_id; a flat P-EAGLE class needs the token
+    # where the proposer reads it, pard_token or ptd_token_id. Served or refused, the reading's kind is "peagle".
+    "vllm: speculators P-EAGLE with its mask token": ("vllm-v1", file("speculators", peagle_mask_token_id=7), L8,
+                                                      served([2, 4, 5]) | PEAGLE),
+    "vllm: speculators P-EAGLE, mask token 0": ("vllm-v2", file("speculators", peagle_mask_token_id=0), L8,
+                                                served([2, 4, 5]) | PEAGLE),
+    **{f"vllm: speculators P-EAGLE, {how}": ("vllm-v1", file("speculators", change, peagle_mask_token_id=7), L8,
+                                             refused(NO_MASK_TOKEN) | PEAGLE)
+       for how, change in (("no mask token", lambda c, n: c.pop("mask_token_id")),
+                           ("mask token null", lambda c, n: c.__setitem__("mask_token_id", None)))},
+    # a block-diffusion drafter named by speculators: no EAGLE-3 class reads it, whatever else the file holds
+    **{f"vllm: speculators_model_type {kind}": ("vllm-v1", file("speculators", lambda c, n, kind=kind: c.__setitem__(
+        "speculators_model_type", kind)), L8, refused(
+        f"vLLM's speculators path builds no drafter for {kind!r} here") | {"kind": None})
+       for kind in ("dflash", "dspark")},
+    "vllm: speculators_model_type null": ("vllm-v2", file("speculators", lambda c, n: c.__setitem__(
+        "speculators_model_type", None)), L8, refused("vLLM's speculators path builds no drafter for None here")
+        | {"kind": None}),
+    "vllm: P-EAGLE with pard_token": ("vllm-v1", file("vllm", peagle_mask_token_id=7), L8,
+                                      served([2, 4, 5]) | PEAGLE),
+    "vllm: P-EAGLE with ptd_token_id": ("vllm-v2", file("vllm", lambda c, n: c.__setitem__(
+        "ptd_token_id", c.pop("pard_token")), peagle_mask_token_id=7), L8, served([2, 4, 5]) | PEAGLE),
+    **{f"vllm: {arch} with pard_token": ("vllm-v1", file("vllm", lambda c, n, arch=arch: c.__setitem__(
+        "architectures", [arch]), peagle_mask_token_id=7), L8, served([2, 4, 5], family=family) | PEAGLE)
+       for arch, family in (("PeagleLlamaForCausalLM", "llama"), ("PeagleQwen3ForCausalLM", "qwen3"))},
+    "vllm: P-EAGLE after an EAGLE-3 class": ("vllm-v1", file("vllm", lambda c, n: c.__setitem__(
+        "architectures", ["Eagle3LlamaForCausalLM", "PEagleDraftModel"]), peagle_mask_token_id=7), L8,
+        served([2, 4, 5]) | PEAGLE),
+    **{f"vllm: P-EAGLE ({arch}) with no parallel-drafting token": ("vllm-v1", file(
+        "vllm", lambda c, n, arch=arch: (c.pop("pard_token"), c.__setitem__("architectures", [arch])),
+        peagle_mask_token_id=7), L8, refused(NO_PARALLEL_DRAFTING_TOKEN) | PEAGLE)
+       for arch in ("PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM")},
+    # SpecForge's own P-EAGLE config (tests/data/real-configs) names no token: vLLM refuses it as written
+    "vllm: SpecForge's P-EAGLE config": ("vllm-v2", real_config("specforge-qwen3-8b-peagle.json", num_layers=4), L8,
+                                         refused(NO_PARALLEL_DRAFTING_TOKEN) | PEAGLE),
+    "vllm: SpecForge's P-EAGLE config with a pard_token": ("vllm-v2", real_config(
+        "specforge-qwen3-8b-peagle.json", lambda c: c.__setitem__("pard_token", 151669), num_layers=4), L8,
+        served([2, 4, 5], from_default=True) | PEAGLE),
+}
+
+
+QWEN3_AS_LLAMA = ("vLLM builds Eagle3LlamaForCausalLM for a qwen3 speculators config and fails to load its "
+                  "q_norm/k_norm (KeyError)")
+NO_FC_NORM = "vLLM builds no fc_norm and fails to load fc_norm.* (KeyError)"
+# name -> (engine, the file, the release read, the reading expected), on L8: each vLLM release boundary
+# (engines/vllm.py's Changes), the last release that reads the fact the old way and the first that reads it the new way
+RELEASE_CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], str, dict[str, Any]]] = {
+    "vllm 0.23.0: speculators, a qwen3 decoder": ("vllm-v1", file("speculators", family="qwen3"), "0.23.0",
+                                                  refused(QWEN3_AS_LLAMA)),
+    "vllm 0.24.0: speculators, a qwen3 decoder": ("vllm-v2", file("speculators", family="qwen3"), "0.24.0",
+                                                  served([2, 4, 5], family="qwen3")),
+    "vllm 0.23.0: speculators, a llama decoder": ("vllm-v2", file("speculators"), "0.23.0", served([2, 4, 5])),
+    "vllm 0.23.0: the Qwen3 class": ("vllm-v1", file("vllm", family="qwen3"), "0.23.0", refused(
+        "vLLM refuses it: model architectures ['Eagle3Qwen3ForCausalLM'] are not supported")),
+    "vllm 0.24.0: the Qwen3 class": ("vllm-v2", file("vllm", family="qwen3"), "0.24.0",
+                                     served([2, 4, 5], family="qwen3")),
+    "vllm 0.21.0: fc_norm stored": ("vllm-v1", file("vllm", fc_norm=True, norm_output=True), "0.21.0",
+                                    refused(NO_FC_NORM)),
+    "vllm 0.21.0: fc_norm stored, flag off": ("vllm-v1", file("vllm", lambda c, n: c.__setitem__("fc_norm", False),
+                                                              fc_norm=True), "0.21.0", served([2, 4, 5])),
+    "vllm 0.21.0: fc_norm on, none stored": ("vllm-v2", file("vllm", lambda c, n: c.update(fc_norm=True)),
+                                             "0.21.0", served([2, 4, 5])),
+    "vllm 0.21.0: the MLA class skips fc_norm": ("vllm-v1", file("vllm", lambda c, n: c.__setitem__(
+        "model_type", "kimi_k2"), family="deepseek_mla", fc_norm=True, norm_output=True), "0.21.0",
+        served([2, 4, 5], family="deepseek_mla")),
+    "vllm 0.22.0: fc_norm stored": ("vllm-v2", file("vllm", fc_norm=True, norm_output=True), "0.22.0",
+                                    served([2, 4, 5], fc_norm=True, norm_output=True)),
+    "vllm 0.24.0: speculators, fc_norm stored": ("vllm-v1", file("speculators", fc_norm=True, norm_output=True),
+                                                 "0.24.0", refused(NO_FC_NORM)),
+    "vllm 0.25.0: speculators, fc_norm stored": ("vllm-v2", file("speculators", fc_norm=True, norm_output=True),
+                                                 "0.25.0", served([2, 4, 5], fc_norm=True, norm_output=True)),
+    "vllm 0.21.0 V1: not the nested list": ("vllm-v1", file("vllm", lambda c, n: (
+        c.pop(IDS), c["eagle_config"].__setitem__(IDS, [1, 3, 6]))), "0.21.0", served([2, 4, 5], from_default=True)),
+    "vllm 0.22.0 V1: the nested list": ("vllm-v1", file("vllm", lambda c, n: (
+        c.pop(IDS), c["eagle_config"].__setitem__(IDS, [1, 3, 6]))), "0.22.0", served([1, 3, 6])),
+    "vllm 0.18.1: speculators, norm_before_fc": ("vllm-v1", file("speculators", norm_before_fc=True), "0.18.1",
+                                                 served([2, 4, 5])),
+    "vllm 0.19.0: speculators, norm_before_fc": ("vllm-v2", file("speculators", norm_before_fc=True), "0.19.0",
+                                                 served([2, 4, 5], norm_before_fc=True)),
+    "vllm 0.18.1: norm_before_fc at the top level": ("vllm-v1", file("vllm", norm_before_fc=True), "0.18.1",
+                                                     served([2, 4, 5], norm_before_fc=True)),
+    "vllm 0.21.0: norm_before_fc nested": ("vllm-v1", file("vllm", lambda c, n: c["eagle_config"].__setitem__(
+        "norm_before_fc", True)), "0.21.0", served([2, 4, 5])),
 }
 
 
@@ -259,3 +359,12 @@ def test_vllm_refuses_a_verifier_that_names_a_directory_here(tmp_path: Path, mon
     (tmp_path / "org" / "model").mkdir(parents=True)
     assert read_all(config, names, L8, engines=("vllm-v1",))["vllm-v1"].refusal == (
         "vLLM refuses it: Speculators verifier must name a remote model repository (name_or_path is 'org/model')")
+
+
+@pytest.mark.parametrize("name", sorted(RELEASE_CASES))
+def test_what_a_vllm_release_reads_from_the_file(name: str):
+    engine, build, release, expected = RELEASE_CASES[name]
+    config, names = build()
+    reading = dataclasses.asdict(read_all(config, names, L8, engines=(engine,), releases={"vllm": release})[engine])
+    assert reading == {"engine": engine, "label": LABELS[engine], "kind": "eagle3", "runtime": False, "caveats": [],
+                       **expected}

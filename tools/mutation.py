@@ -80,12 +80,12 @@ EQUIVALENT: dict[str, str] = {
        for fn in ("engine_boundaries", "ids_for_engine", "convention_table") for n in (1, 2)},
     "eagle3_convert.capture_ids.x_engine_boundaries__mutmut_47":
         "the message of an unknown engine name: the engines are a closed set, no input reaches it",
-    "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_31":
+    "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_32":
         "for b = x engines only the unshifted list reads back, so the order the two are tried in changes nothing",
-    "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_37":
+    "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_39":
         "only gpt-oss's raw rule reads the depth, and the shifted list (tried first) always reads back +1: "
         "capturable() already bounds b <= L, so max(b - 1) < L",
-    "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_41": "the same call as mutant 37 (depth left out)",
+    "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_43": "the same call as mutant 39 (depth left out)",
     **{f"eagle3_convert.vocab_map.x_{fn}__mutmut_{n}": _BIG_ENDIAN_ONLY
        for fn, n in (("encode_d2t", 9), ("encode_d2t", 10), ("decode_ints", 17), ("decode_ints", 18))},
     **{f"eagle3_convert.vocab_map.xǁVocabMapǁ{fn}__mutmut_{n}": _REENCODED_SAME
@@ -142,12 +142,9 @@ EQUIVALENT: dict[str, str] = {
        for n in (133, 135)},
     "eagle3_convert.engines.vllm.x_served_family__mutmut_2":
         "architectures() already keeps only the strings: no entry that is not one reaches the loop",
-    "eagle3_convert.engines.vllm.x__read__mutmut_137":
-        "the model. drops are the first silent entry: += onto the empty list is = (numbered as before main's "
-        "issue-22 merge)",
-    "eagle3_convert.engines.vllm.x__read__mutmut_182":
-        "> 1 or >= 1 layers: a one-layer file has no layer >= 1 for unread_later_norms to find (numbered as after "
-        "main's issue-22 merge)",
+    "eagle3_convert.engines.vllm.x__read__mutmut_264":
+        "> 1 or >= 1 layers: a one-layer file has no layer >= 1 for unread_later_norms to find (numbered as at "
+        "main's 8e17d18, after the issue-23 merge)",
     **{f"eagle3_convert.validate.capture.x__convention_warning__mutmut_{n}":
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},

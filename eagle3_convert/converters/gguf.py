@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..capture_ids import default_boundaries
+from ..capture_ids import a_layer_target, default_boundaries
 from ..drafter import Drafter, DrafterConfig, TargetIdentity, dtype_of_weights
 from ..engines.common import id_list
 from ..errors import FormatError, RefusalError, UsageError
@@ -375,7 +375,7 @@ def _capturable_boundaries(cfg: DrafterConfig, options: ConvertOptions, target: 
                   f"tokens, the target GGUF's tokenizer has {target.vocab_size}", "pass the GGUF of the target "
                   "the drafter was trained for", "E-GGUF-VOCAB")
     known = next((t.num_hidden_layers for t in (options.target, cfg.target) if t and t.num_hidden_layers), None)
-    refuse_unless(known in (None, L), f"the drafter was trained on a {known}-layer target; the target GGUF has "
+    refuse_unless(known in (None, L), f"the drafter was trained on {a_layer_target(known)}; the target GGUF has "
                   f"{L} blocks", "pass the GGUF of the target the drafter was trained for", "E-GGUF-TARGET")
     boundaries = sorted(cfg.capture_boundaries) if cfg.capture_boundaries is not None else default_boundaries(L)
     refuse_unless(target.arch in LAYER_INP_ARCHS, f"llama.cpp's {target.arch} graph exposes no layer inputs: "

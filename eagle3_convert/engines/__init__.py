@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Collection, Mapping, Sequence
 
-from ..capture_ids import capture_context, default_boundaries
+from ..capture_ids import a_layer_target, capture_context, default_boundaries
 from ..drafter import DrafterConfig
 from ..names import LABELS, RUNNERS, engine_of
 from . import llamacpp, sglang, speculators, trtllm, vllm
@@ -169,7 +169,7 @@ def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdic
         depths = [d for d in range(4, 1024) if _same(default_boundaries(d), cfg.capture_boundaries)]
         if depths:  # the target's depth decides: say on which target the defaults are the trained layers
             return Verdict(name, DEFAULT_LAYERS, None, f"captures its default layers {{2, L//2, L-3}}: the trained "
-                                                       f"{cfg.capture_boundaries} only on a {depths[0]}-layer target "
+                                                       f"{cfg.capture_boundaries} only on {a_layer_target(depths[0])} "
                                                        "(pass --target to check)")
         return Verdict(name, WRONG, None, f"captures its default layers {{2, L//2, L-3}}, never the trained "
                                           f"{cfg.capture_boundaries}")
