@@ -27,6 +27,14 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
          '`eagle3-convert --to sglang {tmp}/drafter drafter-sglang` writes ids SGLang reads as [0, 4, 5] '
          '(SGLang captures the embedding with id -1)',
          '$.eagle_config.eagle_aux_hidden_state_layer_ids'),
+        # the files are written with layers.0.* names, which SGLang reads only from 0.5.12 (engines/releases.py)
+        ('I-ENGINE-RELEASES', 'info',
+         'SGLang releases disagree on this file: served WRONG on ≥ 0.5.12 (captures layers [1, 5, 6], trained on [0, 4, 5]); '
+         'served WRONG on 0.5.9–0.5.11 (SGLang drops layers.0.* weights (it loads midlayer.* only) '
+         '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 more)) '
+         'without a word)',
+         None,
+         None),
     ],
     'E-CAPTURE-FC-BYPASSED': [
         ('E-CAPTURE-FC-BYPASSED', 'error',
@@ -56,6 +64,14 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
          'but the drafter was trained on boundaries [2, 4, 5]',
          '`eagle3-convert --to sglang {tmp}/drafter drafter-sglang` writes ids SGLang reads as [2, 4, 5]',
          '$.eagle_config.eagle_aux_hidden_state_layer_ids'),
+        # the files are written with layers.0.* names, which SGLang reads only from 0.5.12 (engines/releases.py)
+        ('I-ENGINE-RELEASES', 'info',
+         'SGLang releases disagree on this file: served WRONG on ≥ 0.5.12 (captures layers [3, 5, 6], trained on [2, 4, 5]); '
+         'served WRONG on 0.5.9–0.5.11 (SGLang drops layers.0.* weights (it loads midlayer.* only) '
+         '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 more)) '
+         'without a word)',
+         None,
+         None),
     ],
     'E-CAPTURE-RANGE': [
         ('E-CAPTURE-RANGE', 'error',
@@ -75,6 +91,14 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
          'no id list makes sglang (deepseek target family) capture boundaries [1, 3, 5]',
          "this engine's id convention cannot express these capture layers; serve with vLLM instead",
          '$.eagle_aux_hidden_state_layer_ids'),
+        # the files are written with layers.0.* names, which SGLang reads only from 0.5.12 (engines/releases.py)
+        ('I-ENGINE-RELEASES', 'info',
+         'SGLang releases disagree on this file: served WRONG on ≥ 0.5.12 (captures layers [2, 4, 6], trained on [1, 3, 5]); '
+         'served WRONG on 0.5.9–0.5.11 (SGLang drops layers.0.* weights (it loads midlayer.* only) '
+         '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 more)) '
+         'without a word)',
+         None,
+         None),
     ],
     'E-CAPTURE-UNREACHABLE': [
         ('E-CAPTURE-UNREACHABLE', 'error',
@@ -127,6 +151,14 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
          'write the ids where SGLang reads them: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang` '
          'writes them there',
          '$.eagle_aux_hidden_state_layer_ids'),
+        # the files are written with layers.0.* names, which SGLang reads only from 0.5.12 (engines/releases.py)
+        ('I-ENGINE-RELEASES', 'info',
+         'SGLang releases disagree on this file: served as trained (its default layers) on ≥ 0.5.12; '
+         'served WRONG on 0.5.9–0.5.11 (SGLang drops layers.0.* weights (it loads midlayer.* only) '
+         '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 more)) '
+         'without a word)',
+         None,
+         None),
     ],
 }
 
