@@ -77,7 +77,6 @@ class HubDrafter:
     target: Any = None  # TargetIdentity used for the capture conventions (depth, family), or None
     problem: tuple[str, str] | None = None  # (finding code, one line) for a broken or ambiguous repo
     notes: list[str] = field(default_factory=list)
-    requests: int = 0  # HTTP requests made for the files (metadata excluded)
 
 
 class HubReader:
@@ -156,7 +155,6 @@ class HubReader:
             for name in (CONFIG, sidecar.SIDECAR_NAME, INDEX_NAME):
                 if name in repo.files:
                     (root / name).write_bytes(self._get(repo, name)[0])
-                    out.requests += 1
             claims = sidecar.read_claims(root)
             if gguf is None:
                 try:
@@ -234,7 +232,6 @@ class HubReader:
         have, size, step = b"", None, GGUF_FIRST_READ
         while True:
             part, size = self._get(repo, name, len(have), len(have) + step - 1)
-            out.requests += 1
             have += part
             dest.write_bytes(have)
             try:
@@ -253,21 +250,18 @@ class HubReader:
                 nbytes = ELEMENT[dtype] * math.prod(shape)
                 if nbytes and offset + nbytes <= size and offset + nbytes > len(have):
                     data, _ = self._get(repo, name, offset, offset + nbytes - 1)
-                    out.requests += 1
                     f.seek(offset)
                     f.write(data)
 
     def _sparse_copy(self, repo: HubRepo, name: str, dest: Path, out: HubDrafter) -> None:
         """`dest`: the file's header and vocabulary tensors at their offsets, zeros elsewhere, at its real size."""
         prefix, size = self._get(repo, name, 0, 7)
-        out.requests += 1
         if len(prefix) < 8:
             raise _format(f"{name}: {size} bytes, too short for a safetensors header", "E-FILE-TRUNCATED")
         (n,) = struct.unpack("<Q", prefix[:8])
         if n > MAX_HEADER_BYTES or n > size - 8:
             raise _format(f"{name}: header length {n} does not fit the {size}-byte file", "E-FILE-HEADER")
         header, _ = self._get(repo, name, 8, 8 + n - 1)
-        out.requests += 1
         with open(dest, "wb") as f:
             f.write(prefix[:8] + header)
             f.truncate(size)
@@ -277,7 +271,6 @@ class HubReader:
                 ref = refs.get(tensor)
                 if ref is not None and ref.end > ref.start:
                     data, _ = self._get(repo, name, ref.start, ref.end - 1)
-                    out.requests += 1
                     f.seek(ref.start)
                     f.write(data)
 
