@@ -9,6 +9,7 @@ from .converters.base import EAGLE3_ARCHITECTURES, read_json_file
 from .drafter import TargetIdentity
 from .errors import FormatError
 from .sources import HubError, both_readings, fetch_config, has_repo_id_shape, is_repo_id
+from .json_values import is_int
 
 
 def target_from_config(config: dict[str, Any], name_or_path: str | None, revision: str | None = None) -> TargetIdentity:
@@ -18,7 +19,7 @@ def target_from_config(config: dict[str, Any], name_or_path: str | None, revisio
 
     def num(key: str) -> int | None:
         value = text.get(key, config.get(key))
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return value if is_int(value) else None
 
     return TargetIdentity(
         name_or_path=name_or_path,
@@ -35,7 +36,7 @@ def context_length(config: dict[str, Any]) -> int | None:
     """The target's context length (max_position_embeddings), for drafters that must cover it."""
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     value = text.get("max_position_embeddings", config.get("max_position_embeddings"))
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_int(value) else None
 
 
 def refuse_drafter_as_target(spec: str, config: dict[str, Any]) -> None:

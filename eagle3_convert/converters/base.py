@@ -14,7 +14,7 @@ from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROP
                        TargetIdentity, expected_shapes, optional_shapes, wrong_target_width)
 from ..engines.vllm import MTP_MODEL_TYPES
 from ..errors import CaptureConflict, FormatError, RefusalError, UsageError
-from ..json_values import is_number, is_positive_int, short_repr
+from ..json_values import is_int, is_number, is_positive_int, short_repr
 from ..safetensors_io import TensorSource
 from ..vocab_map import VocabMap, read_vocab_map, repair_absolute_d2t
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
@@ -393,7 +393,7 @@ def int_list(value: Any, where: str) -> list[int] | None:
     """A capture-id list as written (None or [] = not given); anything else is a format error."""
     if value is None or value == []:
         return None
-    if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+    if not isinstance(value, list) or not all(is_int(x) for x in value):
         raise FormatError(f"{where} is {value!r}", "it must be a list of integers", code="E-CAPTURE-FIELD")
     return value
 

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..capture_ids import IDS_KEY
 from ..drafter import Drafter, TargetIdentity
 from ..errors import FormatError, RefusalError
+from ..json_values import is_int
 from ..safetensors_io import TensorSource, tensor_sha256
 from .checkpoint import Checkpoint
-from ..capture_ids import IDS_KEY
 
 
 # --------------------------------------------------------------- tensor names
@@ -245,9 +246,10 @@ def block_diffusion_problems(config: dict[str, Any]) -> list[tuple[str, str]]:
     problems = []
     for name in fields:
         value = where.get(name)
-        ok = (isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
-                                                         for x in value)) if name.endswith("ids") else \
-            (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+        if name.endswith("ids"):
+            ok = isinstance(value, list) and value and all(is_int(x) and x >= 0 for x in value)
+        else:
+            ok = is_int(value) and value >= 0
         if not ok:
             problems.append((prefix + name, f"{prefix + name} is {value!r}: vLLM reads it to build the drafter"))
     return problems

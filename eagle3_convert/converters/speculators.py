@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..capture_ids import IDS_KEY
 from ..drafter import NORM_FLAGS, Drafter, TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
+from ..json_values import is_int
 from .config_keys import refuse_key_errors
 from .layout import KIND_BY_SPECULATORS_TYPE, drafter_kind, refuse_block_diffusion
-from ..capture_ids import IDS_KEY
 from .base import (
     TOP_KEYS,
     Checkpoint,
@@ -101,7 +102,7 @@ class SpeculatorsLayout(Layout):
                                code="E-CONFIG-DEFAULTS-DIFFER")
         ids = raw.get(IDS_KEY)
         if ids is not None and (not isinstance(ids, list)
-                                or not all(isinstance(x, int) and not isinstance(x, bool) for x in ids)):
+                                or not all(is_int(x) for x in ids)):
             raise FormatError(f"eagle_aux_hidden_state_layer_ids is {ids!r}", "it must be a list of integers or null",
                               code="E-CAPTURE-FIELD")
         fields["capture_boundaries"] = ids

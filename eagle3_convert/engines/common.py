@@ -9,6 +9,7 @@ from typing import Any, Collection, Mapping
 
 from ..capture_ids import IDS_KEY  # noqa: F401 (the engine modules read it from here)
 from ..drafter import NORM_FLAGS
+from ..json_values import is_int
 
 FLAGS = NORM_FLAGS
 
@@ -53,7 +54,7 @@ def nested(config: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def id_list(value: Any) -> list[int] | None:
     """A capture list as an engine takes it: None or [] means 'not given'."""
-    if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+    if isinstance(value, list) and value and all(is_int(x) for x in value):
         return list(value)
     return None
 
