@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .errors import RefusalError
-from .names import BLOCK_OUTPUT_CONVENTIONS, BOUNDARY_CONVENTIONS, CONVENTIONS
+from .errors import RefusalError, UsageError
+from .names import BLOCK_OUTPUT_CONVENTIONS, BOUNDARY, BOUNDARY_CONVENTIONS, CAPTURE_CONVENTIONS, CONVENTIONS
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # the config key every layout writes its capture ids under
 
@@ -125,3 +125,22 @@ def convention_table(boundaries: Sequence[int] | None, num_layers: int | None,
         except RefusalError as exc:
             table[engine] = f"cannot express ({exc.code})"
     return table
+
+
+def training_boundaries(ids: Sequence[int], convention: str, *, family: str = "default",
+                        num_layers: int | None = None, num_aux: int | None = None) -> list[int]:
+    """The boundaries the training captured, from ids given in `convention` (docs/formats.md §4)."""
+    if convention not in CAPTURE_CONVENTIONS:
+        raise UsageError(f"unknown capture-id convention {convention!r}",
+                         f"choose one of: {', '.join(CAPTURE_CONVENTIONS)}")
+    boundaries = list(ids) if convention == BOUNDARY else engine_boundaries(convention, ids, family, num_layers)
+    if boundaries is None or any(b < 0 for b in boundaries):
+        raise UsageError(f"{convention} ids {list(ids)} capture no hidden state (target family: {family})",
+                         "give the ids exactly as the training config spelled them, with its --convention")
+    if num_layers is not None and max(boundaries, default=0) > num_layers:
+        raise UsageError(f"{convention} ids {list(ids)} mean boundaries {boundaries}, beyond the target's "
+                         f"{num_layers} layers", "check --capture-layers, --convention and --target")
+    if num_aux is not None and len(boundaries) != num_aux:
+        raise UsageError(f"{len(boundaries)} capture layers given, but the drafter's fc fuses {num_aux} hidden states",
+                         "give one id per captured layer, as the training config listed them")
+    return boundaries

@@ -20,15 +20,14 @@ from .converters.base import (
     WritePlan,
     load_checkpoint,
 )
-from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family
-from .converters.config_keys import foreign_semantic_keys
+from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family, training_boundaries
 from .converters.layout import drafter_kind, refuse_other_kind
-from .converters.registry import detect, get_layout
+from .converters.registry import detect, get_layout, judge_explicit_from
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .engines import REFUSES, WRONG, Verdict, releases_of, serve_verdicts, target_context
 from .engines.vllm import local_verifier
 from .errors import Eagle3Error, FormatError, RefusalError, UsageError
-from .fingerprint import config_and_weights_id, drafter_id, reading_differences, tensor_digests
+from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .names import LABELS
 from .sources import resolve_source
 from .targets import load_target, read_target_config
@@ -96,8 +95,6 @@ def state_capture(options: ConvertOptions, ids: list[int] | None, convention: st
                          "e.g. --capture-layers 1,15,28 --convention specforge")
     if ids is None:
         return
-    from .registry.recording import training_boundaries  # (which imports the store: only when ids are given)
-
     target = options.target
     boundaries = training_boundaries(ids, convention, family=target_family(target.model_type if target else None),
                                      num_layers=target.num_hidden_layers if target else None)
@@ -145,59 +142,6 @@ def sidecar_known(path: Path, trusted: dict | None) -> provenance.Known | None:
         return provenance.from_sidecar(trusted, True)
     found = sidecar.read_record(path, path / CONFIG_NAME) if path.is_dir() else None
     return provenance.from_sidecar(*found) if found is not None else None
-
-
-def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Drafter | None = None,
-                        error: Exception | None = None) -> RefusalError | None:
-    """The one judgement convert and validate make of an explicit --from (issue 12): where detection
-    confidently prefers another layout, a --from whose reader fails, leaves keys of the file unread that the
-    detected layout's engines read, or reads another drafter, is refused, naming the detected layout."""
-    try:
-        detected = detect(ckpt)
-    except Eagle3Error:
-        return None  # ambiguous or unknown: --from is how the user settles it
-    if detected.layout == given or not detected.confident:
-        return None
-    this = f"the checkpoint is in the {detected.layout} layout ({detected.reason})"
-    hint = f"drop --from, or pass --from {detected.layout}"
-    if error is not None:
-        # the reader's own code beside its reason: this refusal's code follows the whole message
-        code = f" ({error.code})" if isinstance(error, Eagle3Error) else ""
-        reason = getattr(error, "message", str(error))
-        return RefusalError(f"--from {given} cannot read it: {this}; the {given} reader refuses it{code}: {reason}",
-                            hint, code="E-FROM-MISMATCH")
-    unread = [path[2:] for path in foreign_semantic_keys(given, ckpt.config)]
-    if unread:
-        return RefusalError(f"--from {given} leaves {', '.join(unread[:4])} unread, which the {detected.layout} "
-                            f"layout's engines read: {this}", hint, code="E-FROM-MISMATCH")
-    if drafter is not None:
-        try:
-            refuse_another_reading(ckpt, drafter, given, options)
-        except RefusalError as exc:
-            return exc
-    return None
-
-
-def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertOptions) -> None:
-    """An explicit --from must read the drafter that detection's layout reads, or nothing: otherwise the
-    drafter (and its id) would depend on --from. Ambiguous or unreadable detection: --from settles it."""
-    try:
-        detected = detect(ckpt)
-    except Eagle3Error:
-        return
-    if detected.layout == given or not detected.confident:
-        return
-    try:
-        other = ckpt.read_as(get_layout(detected.layout), options)
-    except Eagle3Error:
-        return
-    except ValidationError:
-        return
-    differences = reading_differences(drafter, other, (given, detected.layout))
-    if differences:
-        raise RefusalError(f"--from {given} reads another drafter from this {detected.layout} checkpoint than its "
-                           f"own layout does: {'; '.join(differences[:2])}",
-                           f"drop --from (detected {detected.layout}: {detected.reason})", code="E-FROM-MISMATCH")
 
 
 def apply_training_capture(drafter: Drafter, options: ConvertOptions, beside: provenance.Known | None = None

@@ -22,13 +22,13 @@ from typing import Any
 from . import sidecar
 from .convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME
-from .capture_ids import capture_context
+from .capture_ids import capture_context, training_boundaries
 from .errors import Eagle3Error, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .hub_read import WEIGHT_SUFFIXES, weights_alias
 from .registry.errors import NoRegistry, RegistryError
 from .registry.models import ELSEWHERE_SCHEME, DrafterRecord, LineageEdge, Location
-from .registry.recording import record_facts, training_boundaries
+from .registry.recording import record_facts
 from .registry.store import RegistryStore, open_registry
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None

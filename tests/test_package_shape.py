@@ -239,27 +239,42 @@ def test_the_module_map_is_the_package():
     assert all(role.strip() for _, role in mapped.values())
 
 
-# First-party imports inside a function, outside cli/ (whose commands import their pipeline when run, so that
-# --help imports none): each defers a module a command may not need, and says so here.
+# First-party imports inside a function, outside cli/: each defers a module a command may not need, and says so here.
 DEFERRED_IMPORTS = {
-    ("eagle3_convert.__main__", "eagle3_convert.cli"): "python -m eagle3_convert: the CLI when run as a program",
-    ("eagle3_convert.convert", "eagle3_convert.registry.recording"): "the registry store, only when ids are given",
+    ("eagle3_convert.__main__", "eagle3_convert.cli"): "python -m eagle3_convert: a Ctrl-C while the CLI is "
+                                                       "imported is no traceback either",
     ("eagle3_convert.converters.checkpoint", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
     ("eagle3_convert.validate.raw", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
-    ("eagle3_convert.hints", "eagle3_convert.convert"): "the convert pipeline, only for a hint naming a command",
-    ("eagle3_convert.registry.store", "eagle3_convert.registry.postgres"): "psycopg, only for a postgresql:// URL",
-    ("eagle3_convert.validate.report", "eagle3_convert.hints"): "the convert pipeline, only for a hint naming a command",
-    ("eagle3_convert.validate.report", "eagle3_convert.convert"): "the convert pipeline, only for an explicit --from",
+}
+
+# In cli/, a command imports the pipeline it runs when it runs, so that `--help` (and every other command) imports
+# none of it: each module a cli function imports, with why. test_the_cli_defers_only_what_help_does_not_import
+# checks that `--help` indeed imports none of them; anything `--help` imports anyway belongs at the top.
+PYDANTIC = "pydantic, through the canonical model"
+CLI_DEFERRED = {
+    "eagle3_convert.atomic": "the record of destinations written, asked only after an interrupt",
+    "eagle3_convert.convert": "the convert pipeline: " + PYDANTIC,
+    "eagle3_convert.converters.registry": "the layouts, for a layout a plugin names: " + PYDANTIC,
+    "eagle3_convert.drafter": PYDANTIC,
+    "eagle3_convert.engines": "the engines' rules: " + PYDANTIC,
+    "eagle3_convert.engines.llamacpp": "llama.cpp's serve command: " + PYDANTIC,
+    "eagle3_convert.engines.releases": "the releases --engine names, in the engines package: " + PYDANTIC,
+    "eagle3_convert.engines.trtllm": "TensorRT-LLM's serve snippet: " + PYDANTIC,
+    "eagle3_convert.hub_index": "the Hub side of sync and search: " + PYDANTIC,
+    "eagle3_convert.provenance": "a registry record as checked facts: " + PYDANTIC,
+    "eagle3_convert.publish": "the publish pipeline: " + PYDANTIC,
+    "eagle3_convert.records": "the registry's pipeline side: sqlite3 and " + PYDANTIC,
+    "eagle3_convert.registry.recording": "the registry's recording rules: " + PYDANTIC,
+    "eagle3_convert.registry.store": "the store: sqlite3 and the record models (pydantic)",
+    "eagle3_convert.sources": "SRC resolved, a Hub repo downloaded: " + PYDANTIC,
+    "eagle3_convert.validate": "the validate pipeline: " + PYDANTIC + " and jsonschema",
 }
 
 
-def test_first_party_imports_are_at_the_top_of_the_module():
-    """A module's header says what it depends on: a first-party import inside a function is in cli/ or listed
-    in DEFERRED_IMPORTS with why."""
+def _function_level_imports() -> set[tuple[str, str]]:
+    """(module, first-party module it imports inside a function)."""
     found = set()
     for name, path in MODULES.items():
-        if name.startswith("eagle3_convert.cli"):
-            continue
         for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for node in ast.walk(function):
@@ -268,8 +283,31 @@ def test_first_party_imports_are_at_the_top_of_the_module():
                         target = _target(name, path.name == "__init__.py", node.level, node.module)
                         found |= {(name, f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target)
                                   for a in node.names}
-    assert found <= set(DEFERRED_IMPORTS), sorted(found - set(DEFERRED_IMPORTS))
+                    elif isinstance(node, ast.Import):
+                        found |= {(name, a.name) for a in node.names if a.name.startswith("eagle3_convert")}
+    return found
+
+
+def test_first_party_imports_are_at_the_top_of_the_module():
+    """A module's header says what it depends on: a first-party import inside a function is listed, with why, in
+    DEFERRED_IMPORTS or (in cli/) CLI_DEFERRED."""
+    found = _function_level_imports()
+    in_cli = {(name, m) for name, m in found if name.startswith("eagle3_convert.cli")}
+    assert found - in_cli <= set(DEFERRED_IMPORTS), sorted(found - in_cli - set(DEFERRED_IMPORTS))
     assert set(DEFERRED_IMPORTS) <= found, f"no longer deferred: {sorted(set(DEFERRED_IMPORTS) - found)}"
+    cli_deferred = {m for _, m in in_cli}
+    assert cli_deferred <= set(CLI_DEFERRED), f"deferred in cli/, no reason: {sorted(cli_deferred - set(CLI_DEFERRED))}"
+    assert set(CLI_DEFERRED) <= cli_deferred, f"no longer deferred: {sorted(set(CLI_DEFERRED) - cli_deferred)}"
+
+
+def test_the_cli_defers_only_what_help_does_not_import():
+    """What `--help` imports anyway (the cli modules, what they import at the top) costs nothing at the top of a
+    module: a deferred import of it only hides a dependency."""
+    code = "import sys, eagle3_convert.cli\nprint('\\n'.join(sorted(sys.modules)))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120,
+                                cwd=ROOT).stdout.split())
+    assert "eagle3_convert.cli.convert" in loaded  # the check is live: the command modules are registered
+    assert not loaded & set(CLI_DEFERRED), sorted(loaded & set(CLI_DEFERRED))
 
 
 # Each heavy third-party library the package calls sits behind one small adapter module: only it imports it.

@@ -12,7 +12,9 @@ from typing import Any, Callable, Iterator
 import click
 
 from .. import hub_client
-from ..names import LAYOUT_SUMMARIES
+from ..errors import Eagle3Error, UsageError
+from ..names import ENGINE_SPELLINGS, LAYOUT_SUMMARIES
+from ..registry.paths import registry_exists
 
 LAYOUT_HELP = "\n".join(f"{name:<12} {text}" for name, text in LAYOUT_SUMMARIES.items())
 
@@ -67,8 +69,6 @@ def run_guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ..errors import Eagle3Error
-
         begin_command(_command_name(), bool(kwargs.get("as_json")))
         try:
             return _answering_interrupts(fn, args, kwargs)
@@ -125,8 +125,6 @@ def registry_known(path: Any, registry_path: str | None, *, uri: str | None = No
                    by_content: bool = False) -> list[Any]:
     """The registry's record of the drafter in `path`, as provenance.Known ([] when there is no registry or no
     record): validate and inspect check config.json against it. Where there is no registry nothing is opened."""
-    from ..registry.paths import registry_exists
-
     if not registry_exists(registry_path):
         return []
     from ..provenance import from_record
@@ -216,8 +214,6 @@ def hub_progress_bars(wanted: bool) -> Iterator[None]:
 def parse_ids(text: str | None) -> list[int] | None:
     if text is None:
         return None
-    from ..errors import UsageError
-
     try:
         return [int(part) for part in text.replace(" ", "").split(",")]
     except ValueError:
@@ -231,13 +227,10 @@ class EngineSpelling(click.ParamType):
     name = "engine"
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        from ..names import ENGINE_SPELLINGS
-
         return "[" + "|".join(ENGINE_SPELLINGS) + "][==RELEASE]"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         from ..engines.releases import EngineChoice, parse_choice
-        from ..names import ENGINE_SPELLINGS
 
         if isinstance(value, EngineChoice):
             return value
@@ -262,8 +255,6 @@ def chosen_engines(given: tuple[Any, ...]) -> tuple[Any, ...]:
     if given:
         return given
     from ..engines.releases import fleet_from_env
-    from ..errors import UsageError
-    from ..names import ENGINE_SPELLINGS
 
     try:
         return fleet_from_env(ENGINE_SPELLINGS)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ..capture_ids import IDS_KEY, convention_table, target_family
+from ..errors import UsageError
 from ..names import CAPTURE_CONVENTIONS, LABELS, LAYOUTS
+from ..registry.errors import RegistryError
+from ..registry.paths import registry_exists
 from . import main
 from .common import (
     Progress,
@@ -32,7 +37,6 @@ class LayoutChoice(click.Choice):
     def convert(self, value, param, ctx):
         if isinstance(value, str) and value not in self.choices:
             from ..converters.registry import get_layout
-            from ..errors import UsageError
 
             try:
                 return get_layout(value).name
@@ -57,15 +61,7 @@ def parse_size(text: str | None) -> int | None:
     return int(float(m.group(1)) * (1024 if m.group(3) else 1000) ** power)
 
 
-def _registry_exists(registry_path: str | None) -> bool:
-    from ..registry.paths import registry_exists
-
-    return registry_exists(registry_path)
-
-
 def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
-    from ..capture_ids import convention_table, target_family
-
     cfg = drafter.config
     who = target or cfg.target
     depth = who.num_hidden_layers if who else None
@@ -94,8 +90,6 @@ def trtllm_serve(capture: dict[str, Any], model_dir: str, verdict: Any = None,
 def llama_server(result: Any, target_gguf: str) -> dict[str, Any]:
     """The GGUF `--to gguf` wrote (`eagle3-<name>-<TYPE>.gguf` in DST) and the llama-server command that
     drafts with it for the `--target-gguf` it was written against."""
-    import shlex
-
     from ..engines.llamacpp import serve_argv
 
     gguf = str(result.dest / next(name for name in result.files if name.endswith(".gguf")))
@@ -105,7 +99,6 @@ def llama_server(result: Any, target_gguf: str) -> dict[str, Any]:
 
 def holds_ids(config: dict[str, Any]) -> bool:
     """Whether a config as stored (or planned) names capture ids anywhere an engine reads them."""
-    from ..capture_ids import IDS_KEY
     from ..engines import gguf_metadata
 
     meta = gguf_metadata(config)
@@ -152,7 +145,6 @@ def serve_lines(serves: dict[str, Any]) -> list[str]:
 def _open_registry(registry_path: str | None) -> Any:
     """The registry the conversion is recorded in, opened before any byte is written: an unusable registry
     should not cost a conversion."""
-    from ..registry.errors import RegistryError
     from ..registry.store import open_registry
 
     try:
@@ -165,11 +157,10 @@ def _registry_capture(src: str, options: Any, store: Any, registry_path: str | N
     """The registry's record of SRC, into `options.known` (convert checks config.json against it and restores the
     capture layers a config lost from it); returned for the sidecar's from_registry when it states capture
     layers (only ids the record states, never a default derived from what another conversion recorded)."""
-    if not Path(src).is_dir() or (store is None and not _registry_exists(registry_path)):
+    if not Path(src).is_dir() or (store is None and not registry_exists(registry_path)):
         return None  # none: nothing to ask, nothing imported for it
     from ..provenance import from_record
     from ..records import RegistryFact, known_record
-    from ..registry.errors import RegistryError
 
     try:
         record = known_record(src, store if store is not None else registry_path)
@@ -256,7 +247,6 @@ def _convert_and_record(src: str, dst: str, to_layout: str, from_layout: str, op
     """Convert SRC into DST (progress bars unless `silent`), then record it in `store` if one is open. A registry
     that fails then is a warning, not an error: DST is complete and its sidecar holds the facts."""
     from ..convert import convert
-    from ..registry.errors import RegistryError
 
     bars: list[Progress] = []
 

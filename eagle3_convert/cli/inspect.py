@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..errors import Eagle3Error
 from . import main
 from .common import emit_json, error_dict, fail, hub_options, hub_progress_bars, registry_known, registry_option, run_guarded
 from .convert import _layout_choice, capture_rows, trtllm_lines, trtllm_serve
@@ -32,7 +33,6 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
     """
     from ..validate import Finding, checkpoint_loader, load_target_facts, read_raw, validate_checkpoint
     from ..convert import make_options, read_source
-    from ..errors import Eagle3Error
     from ..sources import resolve_source
 
     facts = load_target_facts(target, endpoint=endpoint, token=token) if target else None

@@ -7,6 +7,8 @@ from typing import Any
 import click
 
 from ..names import LAYOUTS
+from ..registry.errors import RegistryError
+from ..registry.paths import default_registry
 from . import main
 from .common import (emit_json, hub_options, hub_progress_bars, human_bytes, registry_option, run_guarded,
                      warn_twin, warn_unrecorded)
@@ -58,7 +60,7 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
     """
     from ..publish import PublishRefused, prepared_publish, upload
     from ..records import record_publication
-    from ..registry import RegistryError, open_registry
+    from ..registry.store import open_registry
 
     store = None
     if not (dry_run or no_record or no_registry):
@@ -104,8 +106,6 @@ def publish_cmd(src: str, repo_id: str, layout: str | None, from_layout: str, ve
 def _consulted(store: Any, registry_path: str | None, no_record: bool) -> Any:
     """The registry validation and the card ask for the drafter's record (as convert does, also with
     --no-record, which only leaves the upload unrecorded; --no-registry leaves it out altogether)."""
-    from ..registry import default_registry
-
     if store is not None:
         return store
     return registry_path or default_registry()  # --dry-run, --no-record: read if it exists, never create it

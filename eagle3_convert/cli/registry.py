@@ -7,9 +7,11 @@ from typing import Any
 import click
 
 from ..names import CAPTURE_CONVENTIONS
+from ..registry.errors import NoRegistry
 from . import main
 from .common import (
     emit_json,
+    fail,
     hub_options,
     hub_progress_bars,
     parse_ids,
@@ -113,8 +115,6 @@ def add_cmd(src: str, target: str | None, capture_layers: str | None, convention
         for note in added.notes:
             click.echo(f"note: {note}")
     if added.conflicts:  # recorded, but one drafter now has two records that disagree: as sync, exit 1
-        from .common import fail
-
         first = added.conflicts[0]
         fail(f"recorded, but the registry's record synced from {first['uri']} (hub fingerprint "
              f"{first['drafter_id'][:12]}) is this drafter and disagrees: {first['message']}; both records kept",
@@ -133,7 +133,6 @@ def add_cmd(src: str, target: str | None, capture_layers: str | None, convention
 def list_cmd(target: str | None, registry_path: str | None, as_json: bool) -> None:
     """Every recorded drafter, oldest first. Where there is no registry it says so and creates none."""
     from ..records import list_records
-    from ..registry.errors import NoRegistry
 
     try:
         records, no_registry = list_records(target, registry_path), None
@@ -244,8 +243,6 @@ def sync_cmd(sources: tuple[str, ...], verify: bool, endpoint: str | None, token
                            f"target {entry.target or '?'} boundaries {_boundaries(entry.capture_boundaries)}")
         click.echo(", ".join(f"{n} {status}" for status, n in doc["counts"].items()))
     if conflicts:
-        from .common import fail
-
         fail(f"{conflicts} repo(s) disagree with the registry's records, which were kept",
              "check the repos listed as conflict; `eagle3-convert registry add SRC --capture-layers ... "
              "--convention ...` states the training truth", "E-SYNC-CONFLICT", 1, **doc)

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from pydantic import ValidationError
+
+from ..drafter import Drafter
 from ..entry_points import none_declare
-from ..errors import FormatError, UsageError
+from ..errors import Eagle3Error, FormatError, RefusalError, UsageError
+from ..fingerprint import reading_differences
 from ..names import LAYOUTS
-from .base import Checkpoint, Detection, Layout
+from .base import Checkpoint, ConvertOptions, Detection, Layout
+from .config_keys import foreign_semantic_keys
 from .layout import refuse_block_diffusion
 
 ENTRY_POINT_GROUP = "eagle3_convert.layouts"
@@ -85,3 +90,56 @@ def _detect(ckpt: Checkpoint) -> Detection:
     reasons = "; ".join(f"{d.layout}: {d.reason}" for d in (confident or found))
     raise FormatError(f"{ckpt.path}: the layout is ambiguous ({reasons})",
                       "pass --from to say which layout it is", code="E-LAYOUT-AMBIGUOUS")
+
+
+def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Drafter | None = None,
+                        error: Exception | None = None) -> RefusalError | None:
+    """The one judgement convert and validate make of an explicit --from (issue 12): where detection
+    confidently prefers another layout, a --from whose reader fails, leaves keys of the file unread that the
+    detected layout's engines read, or reads another drafter, is refused, naming the detected layout."""
+    try:
+        detected = detect(ckpt)
+    except Eagle3Error:
+        return None  # ambiguous or unknown: --from is how the user settles it
+    if detected.layout == given or not detected.confident:
+        return None
+    this = f"the checkpoint is in the {detected.layout} layout ({detected.reason})"
+    hint = f"drop --from, or pass --from {detected.layout}"
+    if error is not None:
+        # the reader's own code beside its reason: this refusal's code follows the whole message
+        code = f" ({error.code})" if isinstance(error, Eagle3Error) else ""
+        reason = getattr(error, "message", str(error))
+        return RefusalError(f"--from {given} cannot read it: {this}; the {given} reader refuses it{code}: {reason}",
+                            hint, code="E-FROM-MISMATCH")
+    unread = [path[2:] for path in foreign_semantic_keys(given, ckpt.config)]
+    if unread:
+        return RefusalError(f"--from {given} leaves {', '.join(unread[:4])} unread, which the {detected.layout} "
+                            f"layout's engines read: {this}", hint, code="E-FROM-MISMATCH")
+    if drafter is not None:
+        try:
+            refuse_another_reading(ckpt, drafter, given, options)
+        except RefusalError as exc:
+            return exc
+    return None
+
+
+def refuse_another_reading(ckpt, drafter: Drafter, given: str, options: ConvertOptions) -> None:
+    """An explicit --from must read the drafter that detection's layout reads, or nothing: otherwise the
+    drafter (and its id) would depend on --from. Ambiguous or unreadable detection: --from settles it."""
+    try:
+        detected = detect(ckpt)
+    except Eagle3Error:
+        return
+    if detected.layout == given or not detected.confident:
+        return
+    try:
+        other = ckpt.read_as(get_layout(detected.layout), options)
+    except Eagle3Error:
+        return
+    except ValidationError:
+        return
+    differences = reading_differences(drafter, other, (given, detected.layout))
+    if differences:
+        raise RefusalError(f"--from {given} reads another drafter from this {detected.layout} checkpoint than its "
+                           f"own layout does: {'; '.join(differences[:2])}",
+                           f"drop --from (detected {detected.layout}: {detected.reason})", code="E-FROM-MISMATCH")

@@ -12,7 +12,6 @@ import importlib
 from typing import Any
 
 _WHERE = {
-    "training_boundaries": "recording",
     "MIGRATIONS": "schema", "SCHEMA_VERSION": "schema",
     "DrafterRecord": "models", "LineageEdge": "models", "Location": "models", "LocationRef": "models",
     "RECORDED_TARGET": "models", "split_uri": "models",

@@ -9,15 +9,12 @@ have lost (SpecForge drops the capture ids; original EAGLE never wrote them).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
 
-from ..capture_ids import engine_boundaries
 from ..drafter import TargetIdentity
-from ..errors import UsageError
-from ..names import BOUNDARY, CAPTURE_CONVENTIONS
 from .models import RECORDED_TARGET, DrafterRecord, LineageEdge, Location
 from .store import RegistryStore
 
@@ -219,22 +216,3 @@ def record_facts(store: RegistryStore, facts: dict[str, Any], *, locations: Iter
             record, merged = merge_twins(store, record, [loc.uri for loc in locations], twins, conflicts)
             notes += merged
     return record, notes
-
-
-def training_boundaries(ids: Sequence[int], convention: str, *, family: str = "default",
-                        num_layers: int | None = None, num_aux: int | None = None) -> list[int]:
-    """The boundaries the training captured, from ids given in `convention` (docs/formats.md §4)."""
-    if convention not in CAPTURE_CONVENTIONS:
-        raise UsageError(f"unknown capture-id convention {convention!r}",
-                         f"choose one of: {', '.join(CAPTURE_CONVENTIONS)}")
-    boundaries = list(ids) if convention == BOUNDARY else engine_boundaries(convention, ids, family, num_layers)
-    if boundaries is None or any(b < 0 for b in boundaries):
-        raise UsageError(f"{convention} ids {list(ids)} capture no hidden state (target family: {family})",
-                         "give the ids exactly as the training config spelled them, with its --convention")
-    if num_layers is not None and max(boundaries, default=0) > num_layers:
-        raise UsageError(f"{convention} ids {list(ids)} mean boundaries {boundaries}, beyond the target's "
-                         f"{num_layers} layers", "check --capture-layers, --convention and --target")
-    if num_aux is not None and len(boundaries) != num_aux:
-        raise UsageError(f"{len(boundaries)} capture layers given, but the drafter's fc fuses {num_aux} hidden states",
-                         "give one id per captured layer, as the training config listed them")
-    return boundaries

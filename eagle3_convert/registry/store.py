@@ -21,6 +21,7 @@ from pathlib import Path
 from .base import RegistryStore, SQLStore
 from .errors import NoRegistry, RegistryError
 from .paths import ENV_VAR, default_registry, default_registry_path, is_url, registry_exists, url_scheme
+from .postgres import PostgresStore  # (psycopg itself only when a server is asked for)
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["ENV_VAR", "RegistryStore", "SQLiteStore", "default_registry", "default_registry_path",
@@ -41,8 +42,6 @@ def open_registry(path: str | os.PathLike[str] | None = None, *, timeout: float 
     if scheme not in POSTGRES_SCHEMES:
         raise RegistryError(f"registry URLs are postgresql:// or postgres://, not {scheme}://",
                             hint="give a file path for SQLite, or a postgresql://user@host/database URL")
-    from .postgres import PostgresStore  # psycopg is imported only when a server is asked for
-
     return PostgresStore(str(target), timeout=timeout, create=create)
 
 

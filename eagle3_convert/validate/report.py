@@ -9,10 +9,11 @@ from pathlib import Path
 
 from ..atomic import CONFIG_NAME
 from ..converters.layout import BLOCK_DIFFUSION, ConvertOptions, Layout, block_diffusion_problems, drafter_kind
-from ..converters.registry import detect, get_layout, layouts
+from ..converters.registry import detect, get_layout, judge_explicit_from, layouts
 from ..drafter import TargetIdentity
 from ..errors import CaptureConflict, Eagle3Error, FormatError
 from .. import provenance, sidecar
+from ..hints import Planned, checked
 from .capture import check_capture, check_capture_record, check_known, read_capture_ids
 from .config import check_rope, check_schema, read_config
 from .context import LOCATIONS, Context
@@ -76,8 +77,6 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         report.manifest, deep_findings = deep_scan(raw.tensors, raw.cut,
                                                    on_bytes=progress(total) if progress else None)
         findings.extend(deep_findings)
-    from ..hints import Planned, checked
-
     planned = Planned(known=[k for k in known if k.in_registry])
     report.findings = [replace(f, hint=checked(f.hint, label, root, planned)) for f in _dedupe(findings)]
     return report
@@ -128,9 +127,7 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
 
 
 def _explicit_from(raw: RawCheckpoint, given: str, target: TargetIdentity | None) -> list[Finding]:
-    """convert's judgement of an explicit --from (convert.judge_explicit_from), as a finding."""
-    from ..convert import judge_explicit_from
-
+    """convert's judgement of an explicit --from (converters.registry.judge_explicit_from), as a finding."""
     ckpt = raw.checkpoint()
     options = ConvertOptions(target=target or sidecar_target(raw.sidecar))
     drafter, error = None, None
