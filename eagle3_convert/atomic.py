@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -259,7 +260,6 @@ def _exchange(a: Path, b: Path) -> bool:
     """Swap two directories in one atomic step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
     import ctypes
     import ctypes.util
-    import sys
 
     if not sys.platform.startswith("linux"):
         return False

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib.machinery import PathFinder
 
 
 def none_declare(group: str) -> bool:
     """True when no installed distribution can declare entry points of `group`."""
-    from importlib.machinery import PathFinder
-
     if any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
         return False
     section = f"[{group}]".encode()

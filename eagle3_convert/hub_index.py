@@ -10,6 +10,7 @@ verdict (engines.serve_verdicts, the same rules convert and validate use).
 
 from __future__ import annotations
 
+import difflib
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -333,8 +334,6 @@ def search(target: str, registry: RegistryArg = None, *, engines: Sequence[str] 
 def similar_targets(target: str, records: list[Any]) -> list[str]:
     """Recorded targets a mistyped or differently spelled `target` probably meant (a search that finds
     nothing must not look like 'no drafter exists'): same model name under another org or path, or close."""
-    import difflib
-
     names = sorted({r.target.name_or_path for r in records if r.target and r.target.name_or_path})
     base = target.rstrip("/").rsplit("/", 1)[-1].lower()
     same_name = [n for n in names if n.rstrip("/").rsplit("/", 1)[-1].lower() == base]

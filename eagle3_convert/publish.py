@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -182,8 +183,6 @@ def _validate(path: Path, label: str, from_layout: str, target: Any, registry: A
 
 def _gguf_name(name: str, root: Path, repo_id: str) -> str:
     """The name llama.cpp's `-hf` sidecar pickup looks for: `eagle3-<name>-<TYPE>.gguf` (kept when it has one)."""
-    import re
-
     if not name.endswith(".gguf") or re.fullmatch(r"eagle3-.+-(BF16|F16|F32)\.gguf", name):
         return name
 

@@ -11,6 +11,7 @@ else `$XDG_DATA_HOME/eagle3-convert/registry.db`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -249,8 +250,6 @@ def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: 
 
 def _file_hashes(root: Path) -> dict[str, str | None]:
     """sha256 of each weight file in `root` (read in bounded chunks), by name."""
-    import hashlib
-
     out: dict[str, str | None] = {}
     for path in sorted(root.iterdir()):
         if path.name.endswith(WEIGHT_SUFFIXES) and path.is_file():

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +74,6 @@ def hub_url(endpoint: str | None) -> str:
 def unreachable(endpoint: str | None) -> str | None:
     """Why the Hub at `endpoint` cannot be reached (None: it answers), bounded by REACH_TIMEOUT_S whatever
     DNS or the network do. Any HTTP answer, even an error status, counts as reachable."""
-    import threading
-
     url = hub_url(endpoint)
 
     outcome: dict[str, str | None] = {}
@@ -138,8 +138,6 @@ def hub_error(exc: Exception, repo_id: str, action: str, endpoint: str | None = 
 def chosen_gguf(siblings: list[str]) -> str | None:
     """The drafter GGUF of a repo without config.json or safetensors: `eagle3-<name>-<TYPE>.gguf` (BF16 before
     F16 before F32; quantized files cannot be read back), else its only .gguf; None if neither."""
-    from fnmatch import fnmatch
-
     top = [s for s in siblings if "/" not in s]
     if "config.json" in top or any(s.endswith(".safetensors") for s in top):
         return None
@@ -152,8 +150,6 @@ def chosen_gguf(siblings: list[str]) -> str | None:
 
 
 def _choose_files(siblings: list[str]) -> list[str]:
-    from fnmatch import fnmatch
-
     has_st = any(s.endswith(".safetensors") for s in siblings)
     gguf = chosen_gguf(siblings)
     if gguf is not None:

@@ -87,8 +87,6 @@ class _Stream:
         return data
 
     def unpack(self, fmt: str) -> Any:
-        import struct
-
         return struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
 
     def string(self, keep: bool = True) -> str | None:
@@ -102,8 +100,6 @@ class _Stream:
         return self.read(n).decode("utf-8", errors="replace")
 
     def value(self, kind: int, keep: bool) -> Any:
-        import struct
-
         if kind in _SCALARS:
             return self.unpack(_SCALARS[kind])
         if kind == STRING:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.metadata import entry_points
 
 from pydantic import ValidationError
 
@@ -48,8 +49,6 @@ def _entry_points() -> list:
     """The group's entry points, looked up with importlib.metadata only when an installed package may declare one."""
     if none_declare(ENTRY_POINT_GROUP):
         return []
-    from importlib.metadata import entry_points
-
     return list(entry_points(group=ENTRY_POINT_GROUP))
 
 

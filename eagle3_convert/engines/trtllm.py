@@ -24,6 +24,8 @@ Read in NVIDIA/TensorRT-LLM `tensorrt_llm/_torch/models/modeling_speculative.py`
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Collection, Mapping
 
 from ..capture_ids import default_boundaries
@@ -129,9 +131,6 @@ def serve_snippet(boundaries: list[int] | None, depth: int | None, model_dir: st
 
 
 def _yaml(value: Any) -> str:
-    import json
-    import re
-
     if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9_./~][A-Za-z0-9_./~@+-]*", value):
         return json.dumps(value)  # a JSON string is a YAML double-quoted scalar
     return json.dumps(value) if isinstance(value, list) else str(value)  # [1, 15, 28]: a YAML flow sequence

@@ -38,17 +38,22 @@ def load_schema(name: str) -> dict[str, Any]:
     return json.loads(files(__package__).joinpath(f"{name}.json").read_text(encoding="utf-8"))
 
 
-@cache
-def _validator(layout: str):
+def _draft_validator(schema: dict[str, Any], base: str, documents: dict[str, dict[str, Any]]):
+    """jsonschema's draft 2020-12 validator of `schema`, its $refs resolved among `documents` (by name under `base`)."""
     from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
-    registry = Registry().with_resources(
-        (BASE_URI + f"{name}.json", Resource.from_contents(load_schema(name)))
-        for name in (*SHARED, *layouts_with_schema()))
+    registry = Registry().with_resources((base + f"{name}.json", Resource.from_contents(document))
+                                         for name, document in documents.items())
+    return Draft202012Validator(schema, registry=registry)
+
+
+@cache
+def _validator(layout: str):
     # Not check_schema'd here: the shipped schemas are checked against the metaschema by tests/test_schemas.py,
     # and doing it again on every validate/inspect cost ~6 ms of start-up (issue 16).
-    return Draft202012Validator(load_schema(layout), registry=registry)
+    return _draft_validator(load_schema(layout), BASE_URI,
+                            {name: load_schema(name) for name in (*SHARED, *layouts_with_schema())})
 
 
 def json_path(parts: Any) -> str:
@@ -184,15 +189,10 @@ def load_output_schema(name: str) -> dict[str, Any]:
 
 @cache
 def _output_validator(name: str):
-    from jsonschema import Draft202012Validator
-    from referencing import Registry, Resource
-
-    registry = Registry().with_resources(
-        (OUTPUT_BASE_URI + f"{n}.json", Resource.from_contents(load_output_schema(n)))
-        for n in ("common", *output_schema_names()))
-    schema = load_output_schema(name)
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema, registry=registry)
+    validator = _draft_validator(load_output_schema(name), OUTPUT_BASE_URI,
+                                 {n: load_output_schema(n) for n in ("common", *output_schema_names())})
+    validator.check_schema(validator.schema)
+    return validator
 
 
 def output_violations(doc: dict[str, Any]) -> list[Violation]:
