@@ -30,7 +30,8 @@ from .hub_read import WEIGHT_SUFFIXES, weights_alias
 from .registry.errors import NoRegistry, RegistryError
 from .registry.models import ELSEWHERE_SCHEME, DrafterRecord, LineageEdge, Location
 from .registry.recording import record_facts
-from .registry.store import RegistryStore, open_registry
+from .registry.base import RegistryStore
+from .registry.store import open_registry
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None
 SHAPE = ("model_type", "num_hidden_layers", "hidden_size", "vocab_size")  # what a target config says of its model

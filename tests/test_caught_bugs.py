@@ -21,7 +21,7 @@ import pytest
 
 from builders import DrafterSpec, RawTensor, config_for, draft_vocab, stored_tensors, write_safetensors
 from conftest import run_cli
-from eagle3_convert.registry import open_registry
+from eagle3_convert.registry.store import open_registry
 
 ERROR_LINE = re.compile(r"^error: .+ \[(E-[A-Z0-9-]+)\] — hint: .+$")
 

@@ -315,7 +315,7 @@ def test_the_readme_api_example_runs_and_records_only_when_asked(monkeypatch: py
                                                                   capsys: pytest.CaptureFixture[str]):
     import shutil
 
-    from eagle3_convert.registry import open_registry
+    from eagle3_convert.registry.store import open_registry
 
     shutil.copytree(EXAMPLE, tmp_path / "examples" / "tiny-llama-speculators")
     monkeypatch.chdir(tmp_path)

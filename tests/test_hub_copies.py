@@ -21,7 +21,7 @@ from conftest import EXAMPLE, run_cli
 from gguf_target import write_target_gguf
 from hub_server import HubServer
 
-from eagle3_convert.registry import open_registry
+from eagle3_convert.registry.store import open_registry
 from eagle3_convert.schemas import output_violations
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

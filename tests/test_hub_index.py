@@ -19,7 +19,7 @@ import pytest
 from builders import DrafterSpec, build_drafter, config_for, write_target
 from conftest import run_cli
 from test_registry_cli import cli_json
-from eagle3_convert.registry import open_registry
+from eagle3_convert.registry.store import open_registry
 from hub_server import HubServer, isolate_hf_client
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

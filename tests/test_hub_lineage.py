@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 from hub_server import HubServer
 
-from eagle3_convert.registry import open_registry
+from eagle3_convert.registry.store import open_registry
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 

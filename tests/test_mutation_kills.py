@@ -16,7 +16,9 @@ from conftest import EXAMPLE, run_cli
 from registry_backends import did, sql
 from test_caught_bugs import validate_codes, write_checkpoint
 
-from eagle3_convert.registry import LineageEdge, Location, RegistryError, open_registry
+from eagle3_convert.registry.errors import RegistryError
+from eagle3_convert.registry.models import LineageEdge, Location
+from eagle3_convert.registry.store import open_registry
 
 SPEC = DrafterSpec(num_layers=1)  # vocab_size 96, draft_vocab_size 32
 V, VD = SPEC.vocab_size, SPEC.vd

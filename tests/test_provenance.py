@@ -20,7 +20,8 @@ from typing import Any, Callable
 import pytest
 from conftest import DATA, run_cli
 
-from eagle3_convert.registry import SCHEMA_VERSION, open_registry
+from eagle3_convert.registry.schema import SCHEMA_VERSION
+from eagle3_convert.registry.store import open_registry
 from eagle3_convert.registry.schema import MIGRATIONS, for_postgres
 from registry_backends import is_postgres, sql
 

@@ -19,7 +19,7 @@ from conftest import DATA, EXAMPLE, run_cli, tensor_hashes
 from eagle3_convert import sidecar
 from eagle3_convert.convert import read_source
 from eagle3_convert.fingerprint import drafter_id, tensor_digests
-from eagle3_convert.registry import open_registry
+from eagle3_convert.registry.store import open_registry
 from hub_server import HubServer, isolated_hub
 
 # huggingface_hub 2.4.0 PUTs LFS content with `data=<file>`, which httpx deprecates; not ours to fix.

@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli, tree_digest
 from registry_backends import backend, sql
 from eagle3_convert.capture_ids import training_boundaries
-from eagle3_convert.registry import open_registry
+from eagle3_convert.registry.store import open_registry
 from eagle3_convert.provenance import from_record
 from eagle3_convert.records import add_checkpoint, known_record, lineage, list_records, remove, show
 from eagle3_convert.safetensors_io import read_header

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from registry_backends import backend, count, did, is_postgres, run_python, sql
 
-from eagle3_convert.registry import RegistryError, open_registry
+from eagle3_convert.registry.errors import RegistryError
+from eagle3_convert.registry.store import open_registry
 
 DRAFTERS, ADDS, MACHINES, PER_MACHINE = 30, 50, 2, 2
 
@@ -65,7 +66,8 @@ def test_writers_wait_for_the_lock_up_to_the_timeout(registry_url) -> None:
 
 ADDER = """
 import hashlib, os, sys, time
-from eagle3_convert.registry import LineageEdge, Location, open_registry
+from eagle3_convert.registry.models import LineageEdge, Location
+from eagle3_convert.registry.store import open_registry
 registry, machine, worker, go, drafters, adds = sys.argv[1:7]
 while not os.path.exists(go):
     time.sleep(0.005)
@@ -126,7 +128,7 @@ def test_four_processes_on_two_machines_add_overlapping_drafters(registry_url, t
 
 KILLED_WRITER = """
 import sys, time
-from eagle3_convert.registry import open_registry
+from eagle3_convert.registry.store import open_registry
 registry, pending, *committed = sys.argv[1:]
 store = open_registry(registry)
 for drafter_id in committed:

@@ -16,7 +16,8 @@ from registry_backends import backend, is_postgres, schema_version, sql
 
 from builders import DrafterSpec, build_drafter, write_target
 from conftest import run_cli
-from eagle3_convert.registry import SCHEMA_VERSION, open_registry
+from eagle3_convert.registry.schema import SCHEMA_VERSION
+from eagle3_convert.registry.store import open_registry
 from eagle3_convert.registry.schema import MIGRATIONS, for_postgres
 from hub_server import HubServer, isolate_hf_client
 

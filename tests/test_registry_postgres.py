@@ -15,7 +15,9 @@ from registry_backends import REPO, did, registry_columns, registry_indexes, sch
 
 from conftest import run_cli
 from eagle3_convert.drafter import TargetIdentity
-from eagle3_convert.registry import SCHEMA_VERSION, RegistryError, open_registry
+from eagle3_convert.registry.errors import RegistryError
+from eagle3_convert.registry.schema import SCHEMA_VERSION
+from eagle3_convert.registry.store import open_registry
 from eagle3_convert.registry.postgres import redact
 
 

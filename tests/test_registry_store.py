@@ -15,17 +15,12 @@ from conftest import without_root_powers
 from registry_backends import count, did, set_schema_version, sql
 
 from eagle3_convert.drafter import TargetIdentity
-from eagle3_convert.registry import (
-    SCHEMA_VERSION,
-    DrafterRecord,
-    LineageEdge,
-    Location,
-    RegistryError,
-    RegistryStore,
-    SQLiteStore,
-    default_registry_path,
-    open_registry,
-)
+from eagle3_convert.registry.base import RegistryStore
+from eagle3_convert.registry.errors import RegistryError
+from eagle3_convert.registry.models import DrafterRecord, LineageEdge, Location
+from eagle3_convert.registry.paths import default_registry_path
+from eagle3_convert.registry.schema import SCHEMA_VERSION
+from eagle3_convert.registry.store import SQLiteStore, open_registry
 
 TOOL = "eagle3-convert 0.1.0"
 LLAMA = TargetIdentity(
@@ -327,7 +322,7 @@ def test_read_only_folder_is_a_registry_error(tmp_path: Path) -> None:
     locked.mkdir(mode=0o500)
     try:
         # A child process: as root, permission bits bind only once the capabilities that skip them are dropped.
-        code = ("from eagle3_convert.registry import open_registry, RegistryError\n"
+        code = ("from eagle3_convert.registry.store import open_registry, RegistryError\n"
                 "try:\n    open_registry(%r)\nexcept RegistryError as e:\n"
                 "    print(e.message); print(e.hint); raise SystemExit(7)\n") % str(locked / "sub" / "registry.db")
         proc = subprocess.run([*without_root_powers(), sys.executable, "-c", code], capture_output=True, text=True)

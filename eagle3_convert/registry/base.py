@@ -19,7 +19,6 @@ from ..drafter import TargetIdentity
 from . import queries, writes
 from .errors import RegistryError
 from .models import DrafterRecord, LineageEdge, Location
-from .paths import ENV_VAR  # noqa: F401  (postgres.py imports it from here)
 
 
 class _Unset(enum.Enum):

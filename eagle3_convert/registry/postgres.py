@@ -24,8 +24,9 @@ from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from .base import ENV_VAR, SQLStore
+from .base import SQLStore
 from .errors import NoRegistry, RegistryError
+from .paths import ENV_VAR
 from .schema import MIGRATIONS, SCHEMA_VERSION, for_postgres
 
 VERSION_TABLE = "eagle3_registry_version"  # one row: the schema version, as SQLite's user_version

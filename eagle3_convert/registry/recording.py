@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from ..drafter import TargetIdentity
 from .models import RECORDED_TARGET, DrafterRecord, LineageEdge, Location
-from .store import RegistryStore
+from .base import RegistryStore
 
 CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (the weights: tensor bytes, draft vocab)
 FINGERPRINT = "hub-fingerprint"  # id_kind: registry sync's id of a Hub repo read without its weights

@@ -20,12 +20,10 @@ from pathlib import Path
 
 from .base import RegistryStore, SQLStore
 from .errors import NoRegistry, RegistryError
-from .paths import ENV_VAR, default_registry, default_registry_path, is_url, registry_exists, url_scheme
+from .paths import ENV_VAR, default_registry, is_url, url_scheme
 from .postgres import PostgresStore  # (psycopg itself only when a server is asked for)
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["ENV_VAR", "RegistryStore", "SQLiteStore", "default_registry", "default_registry_path",
-           "is_url", "open_registry", "registry_exists"]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
