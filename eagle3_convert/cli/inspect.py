@@ -11,6 +11,7 @@ from ..errors import Eagle3Error
 from . import main
 from .common import emit_json, error_dict, fail, hub_options, hub_progress_bars, registry_known, registry_option, run_guarded
 from .convert import _layout_choice, capture_rows, trtllm_lines, trtllm_serve
+from .validate import echo_findings
 
 HUMAN_TENSOR_ROWS = 500  # a hostile header can name millions of tensors; --json lists every one
 
@@ -167,13 +168,6 @@ def _print(label: str, data: dict[str, Any]) -> None:
         click.echo(f"    {t['name']:<48} {t['dtype']:<5} {t['shape']}" + ("" if t["complete"] else "  (truncated)"))
     if len(tensors) > HUMAN_TENSOR_ROWS:
         click.echo(f"    ... and {len(tensors) - HUMAN_TENSOR_ROWS} more (--json lists every one)")
-    for severity, heading in (("error", "errors"), ("warning", "warnings"), ("info", "info")):
-        group = [f for f in data["findings"] if f["severity"] == severity]
-        if group:
-            click.echo(f"{heading} ({len(group)})")
-        for f in group:
-            click.echo(f"  {f['code']}{f' [' + f['engine'] + ']' if f['engine'] else ''}: {f['message']}")
-            if f["hint"]:
-                click.echo(f"      hint: {f['hint']}")
+    echo_findings(data["findings"])
     for note in (view or {}).get("notes", []):
         click.echo(f"note: {note}")

@@ -98,16 +98,7 @@ def _print_report(report, strict: bool) -> None:
     click.echo(f"{report.source}: {layout}{how}")
     if report.engines:
         click.echo(f"checked for: {', '.join(report.release_labels())}")
-    for severity, heading in HEADINGS.items():
-        group = [f for f in report.findings if f.severity == severity]
-        if not group:
-            continue
-        click.echo(f"\n{heading} ({len(group)})")
-        for f in group:
-            engine = f" [{f.engine}]" if f.engine else ""
-            click.echo(f"  {f.code}{engine}: {f.message}")
-            if f.hint:
-                click.echo(f"      hint: {f.hint}")
+    echo_findings([f.to_dict() for f in report.findings], gap="\n")
     if report.manifest is not None:
         click.echo(f"\nsha256 manifest ({len(report.manifest)} tensors)")
         for name, entry in report.manifest.items():
@@ -115,6 +106,18 @@ def _print_report(report, strict: bool) -> None:
     verdict = "FAIL" if report.failed(strict) else "OK"
     click.echo(f"\n{verdict}: {_counts(report)}" + (" (--strict: warnings fail)" if strict and report.count("warning")
                                                      else ""))
+
+
+def echo_findings(findings: list[dict[str, Any]], gap: str = "") -> None:
+    """The findings (as --json has them) by severity, worst first, each with its hint; `gap` before each heading."""
+    for severity, heading in HEADINGS.items():
+        group = [f for f in findings if f["severity"] == severity]
+        if group:
+            click.echo(f"{gap}{heading} ({len(group)})")
+        for f in group:
+            click.echo(f"  {f['code']}{f' [' + f['engine'] + ']' if f['engine'] else ''}: {f['message']}")
+            if f["hint"]:
+                click.echo(f"      hint: {f['hint']}")
 
 
 def _counts(report) -> str:
