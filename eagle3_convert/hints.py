@@ -12,7 +12,6 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .convert import make_options, plan_conversion, read_source, state_capture
 from .converters.checkpoint import Checkpoint, load_checkpoint
 from .errors import Eagle3Error
 
@@ -38,6 +37,8 @@ class Planned:
 def conversion_problem(command: str, source_label: str, root: Path, planned: Planned | None = None
                        ) -> Eagle3Error | None:
     """What `command` (a convert command line) would be refused with, or None when it would succeed."""
+    from .convert import make_options, plan_conversion, read_source, state_capture  # (validate imports no convert)
+
     args, flags = [], {}
     words = shlex.split(command)[1:]
     i = 0

@@ -84,9 +84,10 @@ def test_the_import_check_sees_a_heavy_import(drafters: Path, tmp_path: Path) ->
 
 def test_validate_without_a_registry_asks_no_registry(drafters: Path, tmp_path: Path) -> None:
     """No registry file: validate checks that it is missing and imports no store, no record model (and creates
-    no file)."""
+    no file). Nor the convert pipeline: its hints plan a conversion only when they name one (hints.py)."""
     modules = imported_modules("validate", str(drafters / "st"), cwd=tmp_path)
     assert not modules.intersection(RECORDS) and not heavy(modules) - SCHEMAS, sorted(modules.intersection(RECORDS))
+    assert "eagle3_convert.validate.report" in modules and "eagle3_convert.convert" not in modules
     assert not (tmp_path / "registry.db").exists()
 
 

@@ -245,6 +245,8 @@ DEFERRED_IMPORTS = {
                                                        "imported is no traceback either",
     ("eagle3_convert.converters.checkpoint", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
     ("eagle3_convert.validate.raw", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
+    ("eagle3_convert.hints", "eagle3_convert.convert"): "the convert pipeline, only for a hint naming a command: "
+                                                        "validate imports none of it",
 }
 
 # In cli/, a command imports the pipeline it runs when it runs, so that `--help` (and every other command) imports
