@@ -55,15 +55,13 @@ def _target(module: str, is_package: bool, level: int, name: str | None) -> str:
 
 
 def _imports(module: str, path: Path, *, in_functions: bool) -> set[str]:
-    """The package modules `module` imports; `if TYPE_CHECKING:` blocks never run, so never count."""
+    """The package modules `module` imports (an `if TYPE_CHECKING:` import counts too: a circle of types is one)."""
     is_package = path.name == "__init__.py"
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not in_functions:
-                continue
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
                 continue
             if isinstance(child, ast.Import):
                 found.update(alias.name for alias in child.names)

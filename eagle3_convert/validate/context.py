@@ -19,7 +19,6 @@ from ..names import BOUNDARY_CONVENTIONS
 from ..safetensors_io import TensorSource
 from .findings import Finding, finding
 from .raw import RawCheckpoint
-from .target import sidecar_target
 
 MAX_CAPTURE_IDS = 64  # a drafter fuses a handful of captured states; a longer list is not a capture list
 LOCATIONS = {"top": f"$.{IDS_KEY}", "nested": f"$.eagle_config.{IDS_KEY}"}
@@ -31,6 +30,17 @@ class _Absent:
 
 
 ABSENT: Any = _Absent()
+
+
+def sidecar_target(side: dict[str, Any] | None) -> TargetIdentity | None:
+    """What this tool recorded beside config.json about the target (trusted only with that exact config)."""
+    target = (side or {}).get("target")
+    if not isinstance(target, dict):
+        return None
+    try:
+        return TargetIdentity.model_validate(target)
+    except ValueError:
+        return None
 
 
 class Context:

@@ -16,14 +16,14 @@ from .. import provenance, sidecar
 from ..hints import Planned, checked
 from .capture import check_capture, check_capture_record, check_known, read_capture_ids
 from .config import check_rope, check_schema, read_config
-from .context import LOCATIONS, Context
+from .context import LOCATIONS, Context, sidecar_target
 from .deep import deep_scan
 from .engine import check_engine, check_engine_verdicts
 from .findings import READER_CODES_EXPLAINED, SEVERITIES, Finding, Report, finding, from_error
 from .gguf import validate_gguf
 from .profiles import LAYOUT_ENGINES, engine_profiles
 from .raw import RawCheckpoint, read_raw
-from .target import check_target, sidecar_target
+from .target import check_target
 from .tensors import check_tensors
 from .vocab import check_vocab
 

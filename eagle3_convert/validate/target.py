@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..capture_ids import target_family
 from ..drafter import TargetIdentity
 from ..json_values import short_repr
 from ..targets import read_target_config, refuse_drafter_as_target, target_from_config
-
-if TYPE_CHECKING:
-    from .context import Context
+from .context import Context
 
 
 def load_target_facts(spec: str, revision: str | None = None, *, endpoint: str | None = None,
@@ -20,17 +16,6 @@ def load_target_facts(spec: str, revision: str | None = None, *, endpoint: str |
     config, commit = read_target_config(spec, revision, endpoint=endpoint, token=token)
     refuse_drafter_as_target(spec, config)
     return target_from_config(config, spec, commit or revision)
-
-
-def sidecar_target(side: dict[str, Any] | None) -> TargetIdentity | None:
-    """What this tool recorded beside config.json about the target (trusted only with that exact config)."""
-    target = (side or {}).get("target")
-    if not isinstance(target, dict):
-        return None
-    try:
-        return TargetIdentity.model_validate(target)
-    except ValueError:
-        return None
 
 
 def check_target(ctx: Context) -> None:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..errors import FormatError
 from .context import Context
 from .findings import Finding, from_error
-
-if TYPE_CHECKING:
-    from .profiles import EngineProfile
+from .profiles import EngineProfile
 
 
 def check_vocab(ctx: Context) -> None:
