@@ -29,6 +29,7 @@ from eagle3_convert.convert import convert
 from eagle3_convert.validate import (CODES, check_capture_record, load_target_facts, scan_tensor,
                                      validate_checkpoint)
 from eagle3_convert.errors import Eagle3Error
+from eagle3_convert.provenance import Known
 from eagle3_convert.safetensors_io import (InMemoryTensor, observe_reads, read_tensor_bytes, read_tensor_table,
                                            write_safetensors, write_tensor_files)
 from hostile import hostile_cases
@@ -362,7 +363,7 @@ CASES: dict[str, Case] = {
     "E-CAPTURE-FC-BYPASSED": Case(built("sglang"), edit_config(
         lambda c: c["eagle_config"].__setitem__("use_aux_hidden_state", False))),
     "E-CAPTURE-RECORD": Case(built("sglang"), _ids(nested=[1, 3, 5]),
-                             lambda tmp: {"expected_boundaries": [2, 4, 5]}),
+                             lambda tmp: {"known": [Known("the training record", [2, 4, 5])]}),
     # the sidecar beside it (written with the config before) names the verifier: a config naming another (issue 21)
     "E-RECORD-CONFLICT": Case(converted("speculators"), edit_config(
         lambda c: c["speculators_config"]["verifier"].update(name_or_path="org/other-model"))),
@@ -610,7 +611,7 @@ def test_story_training_taps_on_the_embedding_against_three_block_outputs(tmp_pa
     assert found and "[1, 5, 6]" in found[0].message and "id -1" in found[0].hint
     # An SGLang config listing three block outputs against a training record that includes the embedding.
     sglang = build_drafter(tmp_path / "s", "sglang", DrafterSpec(capture_boundaries=(1, 4, 5)))
-    report = validate_checkpoint(sglang, expected_boundaries=[0, 4, 5], record_label="the registry record")
+    report = validate_checkpoint(sglang, known=[Known("the registry record", [0, 4, 5])])
     assert "E-CAPTURE-EMBEDDING" in report.codes("error")
 
 
