@@ -131,4 +131,5 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if not tensors:
         raise FormatError(f"{root}: the weight files hold no tensors", "download the complete checkpoint",
                           code="E-SRC-EMPTY")
-    return Checkpoint(root, config, dict(tensors), files, sidecar.read(root, config_path), notes)
+    claims, trusted = sidecar.read(root)
+    return Checkpoint(root, config, dict(tensors), files, claims if trusted else None, notes)

@@ -248,19 +248,10 @@ def read_gguf_drafter(root: Path) -> tuple[Path, dict[str, Any], dict[str, Tenso
         if name in tensors:
             raise FormatError(f"{path.name}: tensor {name} appears twice", "the file is damaged", code="E-GGUF-READ")
         tensors[name] = TensorRef(path, name, dtype, shape, offset, offset + nbytes)
-    ckpt_root = path.parent
-    side = None
-    record_text = config.get(RECORD_KEY)
-    side_path = ckpt_root / sidecar_mod.SIDECAR_NAME
-    if isinstance(record_text, str) and side_path.is_file():
-        try:
-            data = json.loads(side_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-            data = None
-        if isinstance(data, dict) and data.get("sidecar_version") == sidecar_mod.SIDECAR_VERSION and \
-                data.get("config_sha256") == sidecar_mod.config_digest(record_text.encode()):
-            side = data  # written with this very GGUF's record
-    return path, config, tensors, [path.name], side
+    side, trusted = None, False
+    if isinstance(record_text := config.get(RECORD_KEY), str):  # trusted when written with this GGUF's own record
+        side, trusted = sidecar_mod.read(path.parent, record_text.encode())
+    return path, config, tensors, [path.name], side if trusted else None
 
 
 def file_name(dest: Path, dtype: str) -> str:

@@ -78,10 +78,11 @@ def read_raw(root: Path) -> tuple[RawCheckpoint, list[Finding]]:
     if not tensors and complete:
         out.append(finding("E-SRC-EMPTY", f"{root}: the weight files hold no tensors",
                            "download the complete checkpoint"))
-    side = sidecar.read(root, config_path) if config is not None else None
+    side, trusted = sidecar.read(root) if config is not None else (None, False)
     bins = pickled_weights(root)
     notes = pickles_ignored(bins) if files and not set(files) <= set(bins) else []  # safetensors beside pickles
-    return RawCheckpoint(root, config, tensors, files, cut, side, complete and bool(tensors), notes), out
+    return RawCheckpoint(root, config, tensors, files, cut, side if trusted else None, complete and bool(tensors),
+                         notes), out
 
 
 def _read_weights(root: Path, out: list[Finding]) -> tuple[dict[str, TensorSource], list[str], set[str]]:

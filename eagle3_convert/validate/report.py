@@ -12,7 +12,7 @@ from ..converters.layout import BLOCK_DIFFUSION, ConvertOptions, Layout, block_d
 from ..converters.registry import detect, get_layout, layouts
 from ..drafter import TargetIdentity
 from ..errors import CaptureConflict, Eagle3Error, FormatError
-from .. import provenance, sidecar
+from .. import provenance
 from .capture import check_capture, check_known, read_capture_ids
 from .config import check_rope, check_schema, read_config
 from .context import Context
@@ -46,7 +46,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     raw, findings = read or read_raw(root)
     if "_gguf" in (raw.config or {}):
         return validate_gguf(raw, engines, label, deep, progress, target)
-    known = [*known, *_sidecar_known(root, raw)]
+    beside = provenance.sidecar_known(root, raw.sidecar)
+    known = [*known, *([beside] if beside is not None else [])]
     report = Report(label, None, None, list(engines or ()), findings, releases={k: list(v) for k, v in
                                                                                (releases or {}).items()})
     candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
@@ -75,15 +76,6 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     planned = Planned(known=[k for k in known if k.in_registry])
     report.findings = [replace(f, hint=checked(f.hint, label, root, planned)) for f in _dedupe(findings)]
     return report
-
-
-def _sidecar_known(root: Path, raw: RawCheckpoint) -> list[provenance.Known]:
-    if raw.sidecar is not None:
-        found = provenance.from_sidecar(raw.sidecar, True)
-    else:
-        record = sidecar.read_record(root, root / CONFIG_NAME) if root.is_dir() else None
-        found = provenance.from_sidecar(*record) if record is not None else None
-    return [found] if found is not None else []
 
 
 def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layout]:
