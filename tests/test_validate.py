@@ -26,7 +26,8 @@ from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal
 from conftest import DATA, EXAMPLE, run_cli
 from eagle3_convert.names import ENGINES
 from eagle3_convert.convert import convert
-from eagle3_convert.validate import (CODES, check_capture_record, load_target_facts, scan_tensor,
+from eagle3_convert.converters.checkpoint import load_checkpoint
+from eagle3_convert.validate import (CODES, check_capture_record, load_target_facts, read_raw, scan_tensor,
                                      validate_checkpoint)
 from eagle3_convert.errors import Eagle3Error
 from eagle3_convert.provenance import Known
@@ -811,7 +812,6 @@ def test_inspect_reads_a_checkpoint_once(tmp_path: Path, from_layout: str) -> No
     """What inspect does: read_raw reads the files once; validate detects, decodes the vocab map and runs the layout
     reader on that one Checkpoint, and convert's reader then gets the same Checkpoint and the same reading."""
     from eagle3_convert.convert import read_source
-    from eagle3_convert.validate import checkpoint_loader, read_raw, validate_checkpoint
 
     src = build_drafter(tmp_path / "d", "speculators")
     raw, found = read_raw(src)
@@ -821,8 +821,50 @@ def test_inspect_reads_a_checkpoint_once(tmp_path: Path, from_layout: str) -> No
     ckpt = raw.checkpoint()
     assert ckpt.detection is not None and list(ckpt.vocab_maps) == [(96, 32)]
     assert [name for name, _, _ in ckpt.readings] == ["speculators"]
-    source = read_source(str(src), from_layout, load=checkpoint_loader(raw, found))
+    source = read_source(str(src), from_layout, load=raw.load)
     assert source.drafter is ckpt.readings[0][2] and len(ckpt.readings) == 1
-    # where read_raw met a problem, convert's own loader reads the files again, to refuse them in its own words
-    fresh = checkpoint_loader(raw, found + ["a finding"])(src)
+    # hint planning gets a Checkpoint of its own, of the same reading: its conversions never meet inspect's drafter
+    fresh = raw.load_fresh()
     assert fresh is not ckpt and fresh.tensors.keys() == ckpt.tensors.keys() and not fresh.readings
+
+
+def test_a_refusal_is_passed_on_not_read_again(tmp_path: Path) -> None:
+    """Where read_raw meets a problem, what convert refuses the files with (inspect's verdict, publish, the hints'
+    plans) is taken from what read_raw read: the files are not opened again."""
+    from eagle3_convert.convert import read_source
+
+    src = build_drafter(tmp_path / "d", "speculators")
+    (src / "config.json").write_text("{")
+    raw, found = read_raw(src)
+    assert [f.code for f in found] == ["E-CONFIG-JSON"] and raw.refusal.code == "E-CONFIG-JSON"
+    shutil.rmtree(src)  # read again, it would now be E-SRC-MISSING
+    for load in (raw.load, raw.load_fresh):
+        with pytest.raises(Eagle3Error) as refused:
+            read_source(str(tmp_path), load=load)
+        assert refused.value is raw.refusal
+    report = validate_checkpoint(src, read=(raw, list(found)))
+    assert report.codes("error") == {"E-CONFIG-JSON"}
+
+
+def test_read_raw_refuses_in_load_checkpoints_words(tmp_path: Path) -> None:
+    """RawCheckpoint.refusal, what inspect, publish and the hints' plans refuse a broken checkpoint with, is the
+    refusal load_checkpoint (convert) reads the same files into, word for word, on every hostile checkpoint."""
+    refused = 0
+    for case in hostile_cases():
+        src = tmp_path / case.name
+        case.build(src)
+        try:
+            load_checkpoint(src)
+            expected = None
+        except Eagle3Error as exc:
+            expected = (type(exc), exc.code, exc.message, exc.hint)
+        try:
+            raw, found = read_raw(src)
+        except Eagle3Error as exc:  # a GGUF, or no directory: read_raw raises load_checkpoint's refusal itself
+            assert (type(exc), exc.code, exc.message, exc.hint) == expected, case.name
+            continue
+        got = raw.refusal
+        assert (got and (type(got), got.code, got.message, got.hint)) == expected, case.name
+        assert bool(found) == (got is not None), case.name
+        refused += got is not None
+    assert refused > 100  # of 152: the rest read cleanly (the layout reader or a check finds what is wrong)

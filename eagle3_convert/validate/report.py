@@ -73,7 +73,7 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         findings.extend(deep_findings)
     from ..hints import Planned, checked
 
-    planned = Planned(known=[k for k in known if k.in_registry])
+    planned = Planned(known=[k for k in known if k.in_registry], read=raw.load_fresh)
     report.findings = [replace(f, hint=checked(f.hint, label, root, planned)) for f in _dedupe(findings)]
     return report
 
@@ -165,6 +165,7 @@ def reader_cross_check(ctx: Context) -> None:
     except Eagle3Error as exc:
         explained = ctx.codes() & (READER_CODES_EXPLAINED.get(exc.code, set()) | {exc.code})
         if not explained:
+            found = from_error(exc)
             if isinstance(exc, CaptureConflict):  # validate takes no --capture-layers: name the whole conversion
-                exc.hint = exc.hint_with(lambda flags: f"`{ctx.command(ctx.layout.name, *flags)}`")
-            ctx.out.append(from_error(exc))
+                found = replace(found, hint=exc.hint_with(lambda flags: f"`{ctx.command(ctx.layout.name, *flags)}`"))
+            ctx.out.append(found)
