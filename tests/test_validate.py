@@ -828,6 +828,22 @@ def test_inspect_reads_a_checkpoint_once(tmp_path: Path, from_layout: str) -> No
     assert fresh is not ckpt and fresh.tensors.keys() == ckpt.tensors.keys() and not fresh.readings
 
 
+def test_a_refused_from_reads_the_layout_once(tmp_path: Path) -> None:
+    """`inspect --from sglang` of a speculators file: validate's judgement of --from, its checks and its last word,
+    then convert's reader, all ask the sglang reader, which reads (and refuses) the file once."""
+    from eagle3_convert.convert import read_source
+
+    src = build_drafter(tmp_path / "d", "speculators")
+    raw, found = read_raw(src)
+    report = validate_checkpoint(src, from_layout="sglang", read=(raw, list(found)))
+    assert "E-FROM-MISMATCH" in report.codes("error")
+    with pytest.raises(Eagle3Error) as refused:
+        read_source(str(src), "sglang", load=raw.load)
+    assert refused.value.code == "E-FROM-MISMATCH" and "the sglang reader refuses it" in refused.value.message
+    [(name, _, reading)] = raw.checkpoint().readings
+    assert name == "sglang" and isinstance(reading, Eagle3Error) and reading.code == "E-CONFIG-FIELD"
+
+
 def test_a_refusal_is_passed_on_not_read_again(tmp_path: Path) -> None:
     """Where read_raw meets a problem, what convert refuses the files with (inspect's verdict, publish, the hints'
     plans) is taken from what read_raw read: the files are not opened again."""
