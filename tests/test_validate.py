@@ -824,7 +824,7 @@ def test_inspect_reads_a_checkpoint_once(tmp_path: Path, from_layout: str) -> No
     source = read_source(str(src), from_layout, load=raw.load)
     assert source.drafter is ckpt.readings[0][2] and len(ckpt.readings) == 1
     # hint planning gets a Checkpoint of its own, of the same reading: its conversions never meet inspect's drafter
-    fresh = raw.load_fresh()
+    fresh = raw.load(fresh=True)
     assert fresh is not ckpt and fresh.tensors.keys() == ckpt.tensors.keys() and not fresh.readings
 
 
@@ -854,9 +854,9 @@ def test_a_refusal_is_passed_on_not_read_again(tmp_path: Path) -> None:
     raw, found = read_raw(src)
     assert [f.code for f in found] == ["E-CONFIG-JSON"] and raw.refusal.code == "E-CONFIG-JSON"
     shutil.rmtree(src)  # read again, it would now be E-SRC-MISSING
-    for load in (raw.load, raw.load_fresh):
+    for fresh in (False, True):
         with pytest.raises(Eagle3Error) as refused:
-            read_source(str(tmp_path), load=load)
+            read_source(str(tmp_path), load=lambda path: raw.load(path, fresh))
         assert refused.value is raw.refusal
     report = validate_checkpoint(src, read=(raw, list(found)))
     assert report.codes("error") == {"E-CONFIG-JSON"}

@@ -44,18 +44,13 @@ class RawCheckpoint:
         return Checkpoint(self.path, self.config or {}, dict(self.tensors), list(self.files), self.sidecar,
                           list(self.notes))
 
-    def load(self, _path: Path | None = None) -> Checkpoint:
-        """convert.read_source's `load`: the checkpoint as load_checkpoint reads it, or its refusal, without
-        reading the files again; the same Checkpoint each time, with what was read of it (detection, readings)."""
+    def load(self, _path: Path | None = None, fresh: bool = False) -> Checkpoint:
+        """convert.read_source's `load`: the checkpoint as load_checkpoint reads it, or its refusal, without reading
+        the files again: the same Checkpoint each time, with what was read of it (detection, readings), or with
+        `fresh` a new one, for a caller whose readings must not meet another's (hint planning)."""
         if self.refusal is not None:
             raise self.refusal
-        return self.checkpoint()
-
-    def load_fresh(self, _path: Path | None = None) -> Checkpoint:
-        """As `load`, in a new Checkpoint: for a caller whose reading must not meet another's (hint planning)."""
-        if self.refusal is not None:
-            raise self.refusal
-        return self.fresh()
+        return self.fresh() if fresh else self.checkpoint()
 
 
 _HINT_REDOWNLOAD = "the file is damaged: download or copy the checkpoint again"

@@ -73,7 +73,7 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         findings.extend(deep_findings)
     from ..hints import Planned, checked
 
-    planned = Planned(known=[k for k in known if k.in_registry], read=raw.load_fresh)
+    planned = Planned(known=[k for k in known if k.in_registry], read=lambda _root: raw.load(fresh=True))
     report.findings = [replace(f, hint=checked(f.hint, label, root, planned)) for f in _dedupe(findings)]
     return report
 
