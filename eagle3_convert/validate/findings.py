@@ -52,6 +52,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
     "I-ENGINE-RELEASES": ("info", "the releases of the engine we know read this file differently (--engine "
                                   "ENGINE==RELEASE judges one)"),
+    "I-ENGINE-READING": ("info", "how an engine judged by its module alone (llama.cpp, mlx-vlm, LMDeploy) serves this "
+                                 "file: the layers it captures"),
     "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release we know nothing about: no verdict for it"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
