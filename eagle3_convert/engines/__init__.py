@@ -29,7 +29,7 @@ DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defa
 RUNTIME_LAYERS = "runtime-layers"  # layers come from a serve-time argument: right when given the ids shown
 REFUSES = "refuses"  # the engine fails loudly on this file
 WRONG = "wrong"  # the engine loads it and serves something else, without a word
-UNKNOWN = "unknown"  # a release we know nothing about: no verdict
+UNKNOWN = "unknown"  # a release we know nothing about, or a file the sources read do not decide: no verdict
 SERVING = frozenset({AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS})  # the verdicts under which it serves as trained
 WORST_FIRST = (WRONG, REFUSES, UNKNOWN, RUNTIME_LAYERS, DEFAULT_LAYERS, AS_TRAINED)
 SPAN_WORDS = {AS_TRAINED: "served as trained", DEFAULT_LAYERS: "served as trained (its default layers)",
@@ -146,6 +146,8 @@ def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdic
     name = reading.engine
     if reading.refusal:
         return Verdict(name, REFUSES, None, reading.refusal)
+    if cfg.kind in reading.undecided:
+        return Verdict(name, UNKNOWN, None, reading.undecided[cfg.kind])
     if reading.kind != cfg.kind:
         return Verdict(name, WRONG, reading.captures, f"builds its {reading.kind} drafter for a {cfg.kind} drafter")
     if reading.family != cfg.family:

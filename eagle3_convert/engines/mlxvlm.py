@@ -132,7 +132,8 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     if source != IDS_KEY and not source.startswith("its "):
         r.silent.append(f"mlx-vlm captures boundaries {r.captures} from {source}")
     elif isinstance(ids, list) and 0 in ids:
-        r.silent.append("mlx-vlm hooks boundary 0 (the embedding output) as decoder layer 0's output, boundary 1")
+        r.silent.append(f"mlx-vlm hooks boundary 0 (the embedding output) as decoder layer 0's output, boundary 1: "
+                        f"it captures {r.captures}")
     r.flags = {"norm_before_residual": flag(config, "norm_before_residual"), "norm_before_fc": nbf,
                "fc_norm": False, "norm_output": False}
     if tied and "lm_head.weight" in names:

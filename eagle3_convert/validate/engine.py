@@ -104,6 +104,10 @@ def check_engine_verdicts(ctx: Context) -> None:
                 # judged by its module alone: no check above says how it reads a file it serves
                 ctx.add("I-ENGINE-READING", f"{label} {release}: {judged.verdict} ({judged.why})", None, engine=engine)
                 said.add(engine)
+            elif judged.verdict == UNKNOWN and releases_of(engine).knows(release):
+                ctx.add("W-ENGINE-UNKNOWN", f"{LABELS[reader]}: {judged.why}", "judge the file on the engine itself, "
+                        "or serve it with an engine whose reading is known (check one with validate --engine)",
+                        engine=engine)
             elif judged.verdict == UNKNOWN:
                 ctx.add("W-ENGINE-RELEASE-UNKNOWN", judged.why, f"name a release we know ({release_label(engine)} "
                         "is the newest), or judge the file on that release yourself", engine=engine)

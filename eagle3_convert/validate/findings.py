@@ -54,6 +54,7 @@ CODES: dict[str, tuple[Severity, str]] = {
                                   "ENGINE==RELEASE judges one)"),
     "I-ENGINE-READING": ("info", "how an engine judged by its module alone (llama.cpp, mlx-vlm, LMDeploy) serves this "
                                  "file: the layers it captures"),
+    "W-ENGINE-UNKNOWN": ("warning", "the engine's sources we read do not decide how it serves this file: no verdict"),
     "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release we know nothing about: no verdict for it"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
