@@ -205,3 +205,29 @@ def test_trtllm_has_no_p_eagle_verdict_and_says_why(tmp_path: Path):
     eagle3 = build_drafter(tmp_path / "eagle3", "modelopt", DrafterSpec())  # the control: an EAGLE-3 drafter is judged
     code, found, _ = validate("--engine", "trtllm", eagle3)
     assert code == 0 and not of(found, "W-ENGINE-UNKNOWN", "trtllm"), found
+
+
+# ------------------------------------------------------------------ SpecForge's norm_output: false
+
+def test_specforge_norm_output_false_has_no_final_norm_and_no_engine_serves_it(tmp_path: Path):
+    """SpecForge's compute_logits (llama3_eagle.py, since b7ce50cd) applies the final norm only with norm_output
+    true, its default: false trains lm_head on the un-normalised state, which every engine normalises. Before:
+    read as the engines' false and converted 'as trained'."""
+    src = edit_config(build_drafter(tmp_path / "src", "sglang", DrafterSpec()),
+                      lambda c: c.__setitem__("norm_output", False))
+    code, found, _ = validate(src)
+    wrong = [f["message"] for f in found if f["code"] == "E-ENGINE-WRONG"]
+    assert code == 1 and wrong and "no final norm before lm_head" in wrong[0], found
+    for to in ("vllm", "speculators", "sglang"):
+        done = run_cli("--no-record", "--to", to, "--verifier", "org/target-model", src, tmp_path / to)
+        assert done.exit_code != 0 and "[E-ENGINE-WRONG]" in done.stderr, (to, done.stderr)
+        assert not (tmp_path / to).exists()
+
+    # the controls: SpecForge's default (the key absent) and a config written for vLLM (norm_before_residual is no
+    # SpecForge option), where false is the usual final norm
+    absent = build_drafter(tmp_path / "absent", "sglang", DrafterSpec())
+    assert run_cli("--no-record", "--to", "vllm", absent, tmp_path / "absent-out").exit_code == 0
+    for_vllm = edit_config(build_drafter(tmp_path / "v", "sglang", DrafterSpec()),
+                           lambda c: c.update(norm_output=False, norm_before_residual=False))
+    done = run_cli("--no-record", "--from", "sglang", "--to", "vllm", for_vllm, tmp_path / "v-out")
+    assert done.exit_code == 0, done.stderr

@@ -118,6 +118,16 @@ class SGLangLayout(Layout):
         eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
         fields["norm_before_fc"] = bool(raw.get("norm_before_fc", eagle.get("norm_before_fc", False)))
         fields["fc_norm"] = bool(raw.get("fc_norm", raw.get("use_aux_norm", False)))
+        if raw.get("norm_output") is False and "norm_before_residual" not in raw:
+            # SpecForge's compute_logits (llama3_eagle.py, since b7ce50cd, 2026-07-19) applies the final norm only
+            # when norm_output is true, its default: false trains lm_head on the un-normalised state. Every engine
+            # applies the final norm before lm_head, and no rewrite of the norm weight removes a division by RMS.
+            # A config with norm_before_residual (no SpecForge option) was written for vLLM, where false is standard.
+            raise RefusalError("config.json sets norm_output: false: SpecForge trains such a drafter with no final "
+                               "norm before lm_head (compute_logits, llama3_eagle.py); SGLang applies one, as vLLM, "
+                               "TensorRT-LLM and llama.cpp do, and would serve it wrong",
+                               "no layout serves this drafter as trained; if SpecForge did not train it, delete the "
+                               "key (absent, SGLang and SpecForge both apply the final norm)", code="E-ENGINE-WRONG")
         fields["norm_output"] = bool(raw.get("norm_output", False))
         if fields["norm_output"]:
             # SpecForge (training) normalises only what lm_head sees; SGLang and vLLM also hand the normalised
