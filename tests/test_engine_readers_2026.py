@@ -231,3 +231,20 @@ def test_specforge_norm_output_false_has_no_final_norm_and_no_engine_serves_it(t
                            lambda c: c.update(norm_output=False, norm_before_residual=False))
     done = run_cli("--no-record", "--from", "sglang", "--to", "vllm", for_vllm, tmp_path / "v-out")
     assert done.exit_code == 0, done.stderr
+
+
+# ------------------------------------------------------------------ the fc_norm spellings
+
+def test_fcs_n_is_refused_naming_the_key(tmp_path: Path):
+    """fc_norm.{j} is what speculators, SpecForge, vLLM, SGLang and TensorRT-LLM write and load; aux_norm_low/mid/high
+    is SGLang's legacy spelling (read as fc_norm.0/1/2: test_drafters_2026_layers). `fcs.{j}` is in no source read:
+    refused, naming it, never read as fc_norm nor dropped."""
+    spec = DrafterSpec(fc_norm=True)
+    tensors = {n.replace("fc_norm.", "fcs."): t for n, t in stored_tensors("speculators", spec).items()}
+    src = write(tmp_path / "src", config_for("speculators", spec), tensors)
+    code, found, _ = validate(src)
+    unknown = sorted(f["where"] for f in found if f["code"] == "E-KEY-UNKNOWN")
+    assert code == 1 and unknown == ["fcs.0.weight", "fcs.1.weight", "fcs.2.weight"], found
+    assert "no engine loads it" in [f for f in found if f["code"] == "E-KEY-UNKNOWN"][0]["message"]
+    done = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert done.exit_code == 1 and "'fcs.0.weight'" in done.stderr and "[E-KEY-UNKNOWN]" in done.stderr, done.stderr
