@@ -52,7 +52,9 @@ def test_mlx_vlm_serves_a_speculators_drafter_with_its_embedding(tmp_path: Path)
     code, found, report = validate("--engine", "mlx-vlm", src)
     assert code == 0 and report["releases"] == ["mlx-vlm 0.6.15"], found
     assert of(found, "I-ENGINE-READING", "mlx-vlm") == [
-        "mlx-vlm (from source) 0.6.15: as-trained (captures [2, 4, 5], trained maths)"], found
+        "mlx-vlm (from source) 0.6.15: as-trained (captures [2, 4, 5], trained maths; mlx-vlm captures only on "
+        "targets whose model takes its hooks (gemma4, gemma4_unified, lfm2, minimax_m3_vl, muse_glimmer, qwen3_5 at "
+        "0.6.15))"], found
 
     bare = build_drafter(tmp_path / "bare", "speculators", DrafterSpec())  # the speculators layout has no embedding
     code, found, _ = validate("--engine", "mlx-vlm", bare)
@@ -248,3 +250,19 @@ def test_fcs_n_is_refused_naming_the_key(tmp_path: Path):
     assert "no engine loads it" in [f for f in found if f["code"] == "E-KEY-UNKNOWN"][0]["message"]
     done = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
     assert done.exit_code == 1 and "'fcs.0.weight'" in done.stderr and "[E-KEY-UNKNOWN]" in done.stderr, done.stderr
+
+
+def test_mlx_vlm_multi_layer_drafters_per_layer_norms(tmp_path: Path):
+    """Its layers >= 1 are plain decoder layers: input_layernorm applied, no hidden_norm. A speculators 2-layer drafter
+    (input_layernorm only) is served; the same with the later hidden_norm our SGLang/vLLM writers add for the other
+    engines fails its strict load, naming the tensor."""
+    spec = DrafterSpec(num_layers=2, embed_tokens=True)
+    plain = build_drafter(tmp_path / "plain", "speculators", spec)
+    code, found, _ = validate("--engine", "mlx-vlm", plain)
+    assert code == 0 and of(found, "I-ENGINE-READING", "mlx-vlm"), found
+    tensors = stored_tensors("speculators", spec)
+    tensors["layers.1.hidden_norm.weight"] = tensors["layers.1.input_layernorm.weight"]
+    both = write(tmp_path / "both", config_for("speculators", spec), tensors)
+    code, found, _ = validate("--engine", "mlx-vlm", both)
+    refusals = of(found, "E-ENGINE-REFUSES", "mlx-vlm")
+    assert code == 1 and refusals and "'layers.1.hidden_norm.weight'" in refusals[0], found

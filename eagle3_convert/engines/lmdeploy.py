@@ -75,8 +75,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     if config.get("num_hidden_layers", 1) != 1:
         r.refusal = "LMDeploy refuses it: 'eagle3 only supports 1 decode layer'"
         return r
-    if "draft_vocab_size" not in config:
-        r.refusal = "LMDeploy sizes lm_head from draft_vocab_size, which the config lacks: it fails to build"
+    if config.get("draft_vocab_size") is None:
+        r.refusal = ("LMDeploy sizes lm_head from draft_vocab_size, which the config lacks (or sets null): it fails to "
+                     "build")
         return r
     if "target_hidden_size" in config and config["target_hidden_size"] is None:
         r.refusal = "LMDeploy fails to size fc: target_hidden_size is null"
@@ -84,7 +85,8 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     ids = config.get("eagle_aux_hidden_state_layer_ids")
     k = len(ids) if isinstance(ids, list) and ids else config.get("num_aux_hidden_states", FC_STATES)
     if k != FC_STATES:
-        r.refusal = f"LMDeploy builds fc for exactly {FC_STATES} captured states; this drafter fuses {k}: fc fails to load"
+        r.refusal = (f"LMDeploy builds fc for exactly {FC_STATES} captured states; this drafter fuses {k}: fc "
+                     "fails to load")
         return r
     unknown = sorted(n for n in names if not _skipped(n)
                      and n not in loaded_names(flag(config, "attention_bias"), flag(config, "mlp_bias")))

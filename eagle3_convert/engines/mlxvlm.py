@@ -41,6 +41,9 @@ DRAFTER_MODEL_TYPE = "eagle3"
 FC_STATES = 3  # Eagle3DraftModel: nn.Linear(3 * target_hidden_size, hidden_size)
 DEFAULT_VOCAB = 32000  # Eagle3Config.draft_vocab_size and TextConfig.vocab_size defaults
 SANITIZED = re.compile(r"^(t2d|verifier_.*|.*rotary_emb\.inv_freq.*)$")  # Eagle3DraftModel.sanitize drops these
+# The target models that take its capture hooks (`capture_layer_ids` in mlx_vlm/models/*, v0.6.15).
+TARGET_CAVEAT = ("mlx-vlm captures only on targets whose model takes its hooks (gemma4, gemma4_unified, lfm2, "
+                 "minimax_m3_vl, muse_glimmer, qwen3_5 at 0.6.15)")
 _PROJ = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
          "mlp.up_proj", "mlp.down_proj")
 
@@ -95,6 +98,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     target_hidden = config.get("target_hidden_size") or hidden
     layers = dec.get("num_hidden_layers", 1)
     vd, v = config.get("draft_vocab_size", DEFAULT_VOCAB), dec.get("vocab_size", DEFAULT_VOCAB)
+    if not is_int(vd) or not is_int(v):
+        r.refusal = "mlx-vlm fails to build the drafter: draft_vocab_size and vocab_size must be integers (int(None))"
+        return r
     tied = flag(config, "tie_word_embeddings") and vd == v
     nbf = flag(config, "norm_before_fc")
     built = parameters(layers if is_int(layers) else 1, flag(dec, "attention_bias"), nbf, not tied, vd != v)
@@ -115,7 +121,8 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     ids = config.get(IDS_KEY)
     k = len(ids) if isinstance(ids, list) and ids else config.get("num_aux_hidden_states", FC_STATES)
     if k != FC_STATES:
-        r.refusal = f"mlx-vlm builds fc for exactly {FC_STATES} captured states; this drafter fuses {k}: fc fails to load"
+        r.refusal = (f"mlx-vlm builds fc for exactly {FC_STATES} captured states; this drafter fuses {k}: fc "
+                     "fails to load")
         return r
     hooks, source = capture_hooks(config, layers if is_int(layers) else 1)
     if hooks is None:
@@ -142,6 +149,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     rope = _rope_type(dec)
     if rope not in (None, "default"):
         r.silent.append(f"mlx-vlm applies plain RoPE (base rope_theta), not the drafter's {rope} scaling")
+    r.caveats.append(TARGET_CAVEAT)
     window = trained_window(config)
     if window:
         r.caveats.append(window_ignored(LABEL, window))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import MODULES, REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, release_label, releases_of, serve_verdicts
+from ..engines import (MODULES, REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, release_label, releases_of,
+                       serve_verdicts)
 from ..json_values import is_positive_int, short_repr
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
