@@ -40,6 +40,7 @@ RELEASE = f"{LABEL} {RELEASES.newest}"
 DRAFTER_MODEL_TYPE = "eagle3"
 FC_STATES = 3  # Eagle3DraftModel: nn.Linear(3 * target_hidden_size, hidden_size)
 DEFAULT_VOCAB = 32000  # Eagle3Config.draft_vocab_size and TextConfig.vocab_size defaults
+DEPTH_DEFAULTS = "the defaults it derives from the drafter's own depth, not the target's"
 SANITIZED = re.compile(r"^(t2d|verifier_.*|.*rotary_emb\.inv_freq.*)$")  # Eagle3DraftModel.sanitize drops these
 # The target models that take its capture hooks (`capture_layer_ids` in mlx_vlm/models/*, v0.6.15).
 TARGET_CAVEAT = ("mlx-vlm captures only on targets whose model takes its hooks (gemma4, gemma4_unified, lfm2, "
@@ -63,25 +64,27 @@ def parameters(layers: int, attention_bias: bool, norm_before_fc: bool, own_head
     return out
 
 
-def capture_hooks(config: Mapping[str, Any], drafter_layers: int) -> tuple[list[int] | None, str]:
-    """The decoder-layer outputs mlx-vlm hooks (sorted, deduplicated), and where they came from. None: not ints."""
-    targets, hooks = config.get("target_layer_ids") or [], config.get("capture_layer_ids") or []
-    source = "its capture_layer_ids" if hooks else "its target_layer_ids" if targets else IDS_KEY
-    if not targets:
+def capture_hooks(config: Mapping[str, Any], drafter_layers: int) -> tuple[list[int] | None, list[int], str]:
+    """The decoder-layer outputs mlx-vlm hooks (sorted, deduplicated; None: not integers), the boundaries it shifted
+    into them ([] when its own capture_layer_ids gave the hooks), and where they came from."""
+    boundaries, hooks = config.get("target_layer_ids") or [], config.get("capture_layer_ids") or []
+    source = "its capture_layer_ids" if hooks else "its target_layer_ids" if boundaries else IDS_KEY
+    if not boundaries:
         listed = config.get(IDS_KEY)
         if listed is None:
             n = drafter_layers
-            targets, source = [2, n // 2, max(n - 3, 0)], (f"the defaults it derives from the drafter's own depth "
-                                                           f"(num_hidden_layers {n}), not the target's")
+            boundaries, source = [2, n // 2, max(n - 3, 0)], f"{DEPTH_DEFAULTS} (num_hidden_layers {n})"
         else:
-            targets = listed
+            boundaries = listed
     if not hooks:
-        if not isinstance(targets, list) or not all(is_int(b) for b in targets):
-            return None, source
-        hooks = [max(b - 1, 0) for b in targets]
+        if not isinstance(boundaries, list) or not all(is_int(b) for b in boundaries):
+            return None, [], source
+        hooks = [max(b - 1, 0) for b in boundaries]
+    else:
+        boundaries = []
     if not isinstance(hooks, list) or not all(is_int(h) for h in hooks):
-        return None, source
-    return sorted(set(hooks)), source
+        return None, [], source
+    return sorted(set(hooks)), boundaries, source
 
 
 def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, release: str | None = None) -> Reading:
@@ -124,7 +127,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         r.refusal = (f"mlx-vlm builds fc for exactly {FC_STATES} captured states; this drafter fuses {k}: fc "
                      "fails to load")
         return r
-    hooks, source = capture_hooks(config, layers if is_int(layers) else 1)
+    hooks, shifted, source = capture_hooks(config, layers if is_int(layers) else 1)
     if hooks is None:
         r.refusal = f"mlx-vlm fails on the capture list from {source}: not a list of integers"
         return r
@@ -136,9 +139,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         return r
     r.family = "llama"  # Eagle3FirstLayer + DecoderLayer, whatever transformer_layer_config.model_type says
     r.captures = [h + 1 for h in hooks]  # the output of decoder layer h is boundary h + 1
-    if source != IDS_KEY and not source.startswith("its "):
+    if source.startswith(DEPTH_DEFAULTS):
         r.silent.append(f"mlx-vlm captures boundaries {r.captures} from {source}")
-    elif isinstance(ids, list) and 0 in ids:
+    elif 0 in shifted:
         r.silent.append(f"mlx-vlm hooks boundary 0 (the embedding output) as decoder layer 0's output, boundary 1: "
                         f"it captures {r.captures}")
     r.flags = {"norm_before_residual": flag(config, "norm_before_residual"), "norm_before_fc": nbf,
