@@ -38,19 +38,30 @@ OUT = REPO / "build" / "mutation"
 
 # module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
 # reach the mutated function)
+# Subprocess tests, which mutmut cannot select per mutant (see above), and whose child process, run from a temporary
+# directory without the checkout on PYTHONPATH, imports eagle3_convert only where the package is installed
+_NO_SUBPROCESS_VALIDATE = ["--deselect", "tests/test_validate.py::test_cli_validates_a_hub_repo_from_the_offline_cache"]
+_NO_SUBPROCESS_DETECT = [arg for test in ("test_a_third_party_layout_is_found_through_entry_points",
+                                          "test_a_broken_plugin_does_not_break_the_built_in_layouts",
+                                          "test_inspect_resolves_a_repo_id_from_the_hf_cache_offline")
+                         for arg in ("--deselect", f"tests/test_detect.py::{test}")]
+# the layouts' own modules: every conversion reaches them (the kill tests first: the cheapest to fail)
+_LAYOUT_TESTS = ["tests/test_mutation_kills_layouts.py", "tests/test_detect.py", *_NO_SUBPROCESS_DETECT,
+                 "tests/test_layouts_matrix.py"]
 MODULES: dict[str, list[str]] = {
     "eagle3_convert/capture_ids.py": ["tests/test_capture_conventions.py", "tests/test_engine_rules.py",
                                       "tests/test_validate.py", "tests/test_determinism.py"],
     "eagle3_convert/vocab_map.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py",
                                     "tests/test_validate.py", "tests/test_convert_roundtrip.py"],
     "eagle3_convert/converters/layout.py": ["tests/test_mutation_kills_layouts.py", "tests/test_caught_bugs.py",
-                                            "tests/test_detect.py"],
-    "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", "tests/test_config_mutations.py"],
-    "eagle3_convert/converters/sglang.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
-    "eagle3_convert/converters/vllm.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
-    "eagle3_convert/converters/speculators.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
-    "eagle3_convert/converters/eagle.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
-    "eagle3_convert/converters/modelopt.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
+                                            "tests/test_detect.py", *_NO_SUBPROCESS_DETECT],
+    "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", *_NO_SUBPROCESS_VALIDATE,
+                                                 "tests/test_config_mutations.py"],
+    "eagle3_convert/converters/sglang.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/vllm.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/speculators.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/eagle.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/modelopt.py": _LAYOUT_TESTS,
     "eagle3_convert/validate/tensors.py": ["tests/test_mutation_kills_validate.py", "tests/test_caught_bugs.py",
                                            "tests/test_validate.py"],
     "eagle3_convert/validate/vocab.py": ["tests/test_caught_bugs.py", "tests/test_validate.py"],
