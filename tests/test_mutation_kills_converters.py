@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from builders import LAYOUTS, DrafterSpec, build_drafter, config_for, expected_refusal, write_target
+from builders import (LAYOUTS, DrafterSpec, RawTensor, build_drafter, config_for, expected_refusal, stored_tensors,
+                      write_safetensors, write_target)
 from conftest import run_cli
 from test_layouts_matrix import VARIANTS
 
@@ -325,3 +326,512 @@ def test_each_writer_writes_the_builders_config(tmp_path: Path, variant: str, a:
     result = run_cli("--to", b, "--target", target, "--verifier", spec.verifier, "--no-record", src, tmp_path / "out")
     assert result.exit_code == 0, result.stderr
     assert json.loads((tmp_path / "out" / "config.json").read_text()) == written_config(variant, spec, a, b)
+
+
+# ------------------------------------------------------------------ each reader's and writer's refusals
+
+def _pop(*path: str) -> Edit:
+    def edit(c: dict[str, Any]) -> None:
+        for key in path[:-1]:
+            c = c[key]
+        c.pop(path[-1])
+    return edit
+
+
+def _no_ids(c: dict[str, Any]) -> None:
+    c.pop("eagle_aux_hidden_state_layer_ids", None)
+    c["eagle_config"].pop("eagle_aux_hidden_state_layer_ids", None)
+
+
+def _both(*edits: Edit) -> Edit:
+    def edit(c: dict[str, Any]) -> None:
+        for e in edits:
+            e(c)
+    return edit
+
+
+MLA = DrafterSpec(family="deepseek_mla", target_model_type="deepseek_v3")
+PEAGLE = DrafterSpec(peagle_mask_token_id=3)
+K4 = DrafterSpec(num_aux=4, capture_boundaries=(1, 3, 5, 6))
+_MASK_MISSING = ("a P-EAGLE drafter needs the token id its parallel positions were trained with (vLLM reads it as "
+                 "pard_token and fails without it) [E-CONFIG-FIELD] — hint: write mask_token_id (SpecForge logs it as "
+                 "peagle_mask_token_id; speculators' trainer takes it from --mask-token-id) into a copy of config.json, "
+                 "then convert that")
+# name -> (source layout, change to its config.json, spec or None, destination, more CLI arguments, the error line)
+REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], str]] = {
+    # speculators.py, reading
+    "speculators: a speculators type it does not know": (
+        "speculators", put(speculators_model_type="medusa"), None, "vllm", (),
+        "error: speculators_model_type is 'medusa', not one of 'eagle3', 'peagle' [E-CONFIG-ALGORITHM] — hint: this "
+        "tool converts EAGLE-3 and P-EAGLE drafters only"),
+    "speculators: no transformer_layer_config": (
+        "speculators", _pop("transformer_layer_config"), None, "vllm", (),
+        "error: speculators config has no transformer_layer_config object [E-CONFIG-FIELD] — hint: a speculators "
+        "EAGLE-3 config nests the drafter's decoder config there"),
+    "speculators: draft_vocab_size null": (
+        "speculators", put(draft_vocab_size=None), None, "vllm", (),
+        "error: draft_vocab_size is None [E-CONFIG-FIELD] — hint: set draft_vocab_size to the lm_head rows"),
+    "speculators: norm_before_residual absent": (
+        "speculators", _pop("norm_before_residual"), None, "vllm", (),
+        "error: norm_before_residual is absent: vLLM serves this speculators config as true, the speculators library "
+        "reads it as false, so the file names no single drafter [E-CONFIG-DEFAULTS-DIFFER] — hint: write "
+        "norm_before_residual (true or false, as the drafter was trained; the speculators trainer writes true) into a "
+        "copy of config.json and convert that"),
+    "speculators: P-EAGLE without its mask token": (
+        "speculators", _pop("mask_token_id"), PEAGLE, "speculators", (), f"error: mask_token_id is None: {_MASK_MISSING}"),
+    "speculators: P-EAGLE with a negative mask token": (
+        "speculators", put(mask_token_id=-1), PEAGLE, "speculators", (), f"error: mask_token_id is -1: {_MASK_MISSING}"),
+    # speculators.py, writing
+    "speculators: an MLA drafter": (
+        "sglang", put(), MLA, "speculators", ("--verifier", "org/t"),
+        "error: the speculators layout has no deepseek_mla (MLA) drafter class [E-FAMILY-UNSUPPORTED] — hint: serve an "
+        "MLA drafter with SGLang or vLLM-native (`--to vllm`)"),
+    "speculators: norm_before_fc and fc_norm": (
+        "vllm", put(), DrafterSpec(norm_before_fc=True, fc_norm=True), "speculators", ("--verifier", "org/t"),
+        "error: norm_before_fc and fc_norm are both true; speculators allows only one of them [E-FLAG-UNSUPPORTED] — "
+        "hint: this drafter cannot be expressed in the speculators layout"),
+    "speculators: 4 states and no capture ids": (
+        "vllm", _no_ids, K4, "speculators", ("--verifier", "org/t"),
+        "error: the drafter fuses 4 captured states but names no capture layers; speculators would size fc for 3 "
+        "[E-CAPTURE-COUNT] — hint: pass --target so the capture layers can be written out"),
+    "speculators: no verifier": (
+        "sglang", put(), None, "speculators", (),
+        "error: the speculators layout must name its verifier (target model) and this drafter does not say which it "
+        "is [E-VERIFIER-MISSING] — hint: pass --verifier ORG/TARGET_MODEL (the model it was trained against)"),
+    "speculators: a relative verifier path": (
+        "sglang", put(), None, "speculators", ("--verifier", "./here"),
+        "error: the verifier would be written as './here', a local path, and `vllm serve` refuses a speculators "
+        "verifier that is not a Hub repository id [E-VERIFIER-LOCAL] — hint: pass --verifier ORG/NAME, the Hub repo "
+        "id of the target model, and the local directory as --target"),
+    "speculators: a flat P-EAGLE source without its mask token": (
+        "vllm", _pop("pard_token"), PEAGLE, "speculators", ("--verifier", "org/t"),
+        f"error: mask_token_id is None: {_MASK_MISSING}"),
+    # sglang.py, reading
+    "sglang: an architecture of another family": (
+        "sglang", put(architectures=["Eagle3DeepseekV2ForCausalLM"]), None, "vllm", (),
+        "error: architectures ['Eagle3DeepseekV2ForCausalLM'] make SGLang build its deepseek_mla drafter class, but the "
+        "config describes a llama drafter [E-CONFIG-FAMILY] — hint: set architectures to ['LlamaForCausalLMEagle3']"),
+    "sglang: no draft_vocab_size": (
+        "sglang", _pop("draft_vocab_size"), None, "vllm", (),
+        "error: config.json has no draft_vocab_size [E-CONFIG-FIELD] — hint: SGLang fails to construct the drafter "
+        "without it: set it to the lm_head rows"),
+    "sglang: an fc bias": (
+        "sglang", put(bias=True), None, "vllm", (),
+        "error: config.json sets bias: true (an fc bias); no other layout can hold it [E-BIAS-UNSUPPORTED] — hint: "
+        "serve this drafter with SGLang as it is"),
+    "sglang: ids only at the top level": (
+        "sglang", lambda c: c.update(eagle_aux_hidden_state_layer_ids=c["eagle_config"].pop(
+            "eagle_aux_hidden_state_layer_ids")), None, "vllm", (),
+        "error: capture ids [1, 3, 4] are only at the top level; SGLang ignores them there and captures its defaults, "
+        "while vLLM reads the same list as boundaries [E-CAPTURE-AMBIGUOUS] — hint: say how the training counted "
+        "them: add `--capture-layers 1,3,4 --convention sglang` (SGLang block outputs) or `--convention boundary` "
+        "(vLLM boundaries)"),
+    "sglang: ids that capture nothing": (
+        "sglang", nested("eagle_config", eagle_aux_hidden_state_layer_ids=[-5]), None, "vllm", (),
+        "error: SGLang ids [-5] capture nothing on a default target [E-CAPTURE-FIELD] — hint: fix "
+        "eagle_config.eagle_aux_hidden_state_layer_ids"),
+    # sglang.py, writing
+    "sglang: norm_before_residual": (
+        "vllm", put(), DrafterSpec(norm_before_residual=True), "sglang", (),
+        "error: norm_before_residual is true: the drafter was trained with hidden_norm(h) as the first layer's "
+        "residual, and SGLang has no such option (it would serve different maths) [E-FLAG-UNSUPPORTED] — hint: serve "
+        "this drafter with vLLM: `--to speculators` or `--to vllm`"),
+    "sglang: a Qwen3 drafter": (
+        "vllm", put(), DrafterSpec(family="qwen3"), "sglang", (),
+        "error: SGLang has no qwen3 EAGLE-3 drafter class (q_norm/k_norm would be dropped silently) "
+        "[E-FAMILY-UNSUPPORTED] — hint: serve it with vLLM: `--to speculators` or `--to vllm`"),
+    "sglang: bias tensors": (
+        "vllm", put(), DrafterSpec(attention_bias=True), "sglang", (),
+        "error: the drafter has bias tensors; SGLang's Eagle3 loader drops biases silently [E-BIAS-UNSUPPORTED] — "
+        "hint: serve it with vLLM: `--to speculators` or `--to vllm`"),
+    "sglang: a 2-layer MLA drafter": (
+        "vllm", put(), MLA.with_(num_layers=2), "sglang", (),
+        "error: the MLA drafter has 2 decoder layers; SGLang's Eagle3DeepseekV2ForCausalLM builds one "
+        "[E-LAYERS-UNSUPPORTED] — hint: serve it with vLLM: `--to vllm`"),
+    "sglang: an MLA drafter with norm_before_fc": (
+        "modelopt", put(), MLA.with_(norm_before_fc=True), "sglang", (),
+        "error: norm_before_fc is true and SGLang's Eagle3DeepseekV2ForCausalLM has no input_norm: the fused states "
+        "would be served unnormalised [E-FLAG-UNSUPPORTED] — hint: no engine's MLA drafter class applies "
+        "norm_before_fc: keep the source layout"),
+    # vllm.py, reading
+    "vllm: an architecture vLLM has no class for": (
+        "vllm", put(architectures=["FooForCausalLM"]), None, "sglang", (),
+        "error: architectures ['FooForCausalLM'] name no vLLM Eagle3 drafter class [E-CONFIG-ARCH] — hint: vLLM-native "
+        "drafters use Eagle3DeepseekV2ForCausalLM, Eagle3Qwen3ForCausalLM, LlamaForCausalLMEagle3"),
+    "vllm: an architecture of another family": (
+        "vllm", put(architectures=["Eagle3Qwen3ForCausalLM"]), None, "sglang", (),
+        "error: architectures ['Eagle3Qwen3ForCausalLM'] make vLLM build its qwen3 Eagle3 class, but the config "
+        "describes a llama drafter [E-CONFIG-FAMILY] — hint: set architectures to ['LlamaForCausalLMEagle3']"),
+    "vllm: an EAGLE-1/2 head": (
+        "vllm", nested("eagle_config", use_aux_hidden_state=False), None, "sglang", (),
+        "error: eagle_config.use_aux_hidden_state is false: an EAGLE-1/2 head, not an EAGLE-3 drafter "
+        "[E-CONFIG-ALGORITHM] — hint: this tool converts EAGLE-3 drafters only"),
+    "vllm: a negative P-EAGLE mask token": (
+        "vllm", put(pard_token=-2), PEAGLE, "speculators", ("--verifier", "org/t"),
+        "error: the P-EAGLE mask token is -2 [E-CONFIG-FIELD] — hint: it must be a token id (an integer >= 0)"),
+    "vllm: ids only in eagle_config": (
+        "vllm", _pop("eagle_aux_hidden_state_layer_ids"), None, "sglang", (),
+        "error: capture ids are only in eagle_config: vLLM's V1 runner reads them as boundaries while its V2 runner "
+        "ignores them and captures its defaults [E-CAPTURE-AMBIGUOUS] — hint: if they are block-output ids (SGLang, "
+        "ModelOpt) convert with --from sglang or --from modelopt; if they are boundaries, copy them to the top-level "
+        "eagle_aux_hidden_state_layer_ids"),
+    "vllm: a negative id": (
+        "vllm", put(eagle_aux_hidden_state_layer_ids=[-1, 2, 3]), None, "sglang", (),
+        "error: eagle_aux_hidden_state_layer_ids [-1, 2, 3] has a negative id [E-CAPTURE-FIELD] — hint: vLLM ids are "
+        "boundaries >= 0"),
+    # vllm.py, writing
+    "vllm: an MLA drafter with norm_before_fc": (
+        "modelopt", put(), MLA.with_(norm_before_fc=True), "vllm", (),
+        "error: norm_before_fc is true and vLLM's Eagle3DeepseekV2ForCausalLM has no input_norm: the weight would be "
+        "dropped and the fused states served unnormalised [E-FLAG-UNSUPPORTED] — hint: no engine's MLA drafter class "
+        "applies norm_before_fc: keep the source layout"),
+    # modelopt.py, reading
+    "modelopt: no eagle_config": (
+        "modelopt", _pop("eagle_config"), None, "vllm", (),
+        "error: config.json has no eagle_config: a ModelOpt export nests its EAGLE settings there [E-CONFIG-FIELD] — "
+        "hint: read it with the layout that wrote it (--from sglang or --from vllm)"),
+    "modelopt: an EAGLE-1/2 class": (
+        "modelopt", put(architectures=["LlamaForCausalLMEagle"]), None, "vllm", (),
+        "error: eagle_config.use_aux_hidden_state is not true: an EAGLE-1/2 module, not EAGLE-3 [E-CONFIG-ALGORITHM] — "
+        "hint: this tool converts EAGLE-3 drafters only"),
+    "modelopt: use_aux_hidden_state false": (
+        "modelopt", nested("eagle_config", use_aux_hidden_state=False), None, "vllm", (),
+        "error: eagle_config.use_aux_hidden_state is not true: an EAGLE-1/2 module, not EAGLE-3 [E-CONFIG-ALGORITHM] — "
+        "hint: this tool converts EAGLE-3 drafters only"),
+    "modelopt: MTP norms": (
+        "modelopt", nested("eagle_config", use_mtp_layernorm=True), None, "vllm", (),
+        "error: eagle_config.use_mtp_layernorm is true: an MTP-style module with extra norms no EAGLE-3 engine class "
+        "builds [E-FLAG-UNSUPPORTED] — hint: serve it with TensorRT-LLM from the ModelOpt export"),
+    "modelopt: parallel draft heads": (
+        "modelopt", nested("eagle_config", parallel_draft_step=2), None, "vllm", (),
+        "error: eagle_config.parallel_draft_step is 2: parallel draft heads have no counterpart in other layouts "
+        "[E-FLAG-UNSUPPORTED] — hint: serve it from the ModelOpt export"),
+    "modelopt: no last norm": (
+        "modelopt", nested("eagle_config", use_last_layernorm=False), None, "vllm", (),
+        "error: eagle_config.use_last_layernorm is false: the drafter has no final norm and every engine applies one "
+        "[E-FLAG-UNSUPPORTED] — hint: retrain with use_last_layernorm, or serve it from the ModelOpt export"),
+    "modelopt: quantized": (
+        "modelopt", put(quantization_config={"quant_method": "modelopt"}), None, "vllm", (),
+        "error: a quantized ModelOpt export (quantization_config / hf_quant_config.json): its scales have no "
+        "counterpart in the other layouts [E-QUANT-UNSUPPORTED] — hint: export the drafter unquantized (bf16) from "
+        "ModelOpt and convert that"),
+    "modelopt: ids that capture nothing": (
+        "modelopt", nested("eagle_config", eagle_aux_hidden_state_layer_ids=[-3]), None, "vllm", (),
+        "error: eagle_config ids [-3] capture nothing [E-CAPTURE-FIELD] — hint: ModelOpt ids are block outputs >= 0"),
+    "modelopt: ids only at the top level": (
+        "modelopt", lambda c: c.update(eagle_aux_hidden_state_layer_ids=c["eagle_config"].pop(
+            "eagle_aux_hidden_state_layer_ids")), None, "vllm", (),
+        "error: capture ids [1, 3, 4] are only at the top level, where a ModelOpt export has none; vLLM reads them as "
+        "boundaries, TensorRT-LLM and SGLang never read them [E-CAPTURE-AMBIGUOUS] — hint: say how the training "
+        "counted them: add `--capture-layers 1,3,4 --convention modelopt` (block outputs) or `--convention boundary`"),
+    # modelopt.py, writing
+    "modelopt: a Qwen3 drafter": (
+        "vllm", put(), DrafterSpec(family="qwen3"), "modelopt", (),
+        "error: ModelOpt exports Llama and MLA (kimi_k2) EAGLE-3 modules, not qwen3 (q_norm/k_norm would be dropped) "
+        "[E-FAMILY-UNSUPPORTED] — hint: serve it with vLLM: `--to vllm`"),
+    "modelopt: norm_before_residual": (
+        "vllm", put(), DrafterSpec(norm_before_residual=True), "modelopt", (),
+        "error: norm_before_residual is true: TensorRT-LLM has no such option (its first layer keeps the raw fc output "
+        "as residual), so a ModelOpt file cannot say it [E-FLAG-UNSUPPORTED] — hint: serve it with vLLM (`--to vllm`)"),
+    "modelopt: norm_before_fc and fc_norm": (
+        "vllm", put(), DrafterSpec(norm_before_fc=True, fc_norm=True), "modelopt", (),
+        "error: norm_before_fc and fc_norm are both true: TensorRT-LLM applies fc_norm and then skips input_norm "
+        "(apply_eagle3_fc) [E-FLAG-UNSUPPORTED] — hint: serve it with vLLM (`--to vllm`)"),
+    "modelopt: a target width of its own": (
+        "vllm", put(), DrafterSpec(target_hidden_size=48), "modelopt", (),
+        "error: target_hidden_size 48 differs from hidden_size 32; ModelOpt sizes fc from the drafter's hidden size "
+        "[E-HIDDEN-UNSUPPORTED] — hint: serve it with vLLM (`--to vllm`)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_each_refusal_word_for_word(tmp_path: Path, case: str):
+    source, edit, spec, dest, args, line = REFUSALS[case]
+    src = built(tmp_path, source, edit, spec)
+    result = run_cli("--from", source, "--to", dest, "--no-record", *args, src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert last_line(result.stderr) == line
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ speculators.py
+
+def convert_to(tmp_path: Path, src: Path, source: str, dest: str, *args: str) -> tuple[dict[str, Any], list[str]]:
+    result = run_cli("--from", source, "--to", dest, "--no-record", *args, src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    return json.loads((tmp_path / "out" / "config.json").read_text()), notes(result.stdout)
+
+
+@pytest.mark.parametrize("source", ["speculators", "vllm"])
+def test_a_p_eagle_drafter_is_written_as_speculators_writes_it(tmp_path: Path, source: str):
+    """PEagleSpeculatorConfig: its class, type and algorithm, the mask token, and embed_requires_grad true (its
+    default: P-EAGLE trains its embedding) unless the source says otherwise (the builder's speculators file says
+    false)."""
+    config, _ = convert_to(tmp_path, built(tmp_path, source, put(), PEAGLE), source, "speculators", "--verifier", "org/t")
+    assert (config["architectures"], config["speculators_model_type"], config["speculators_config"]["algorithm"],
+            config["mask_token_id"], config["embed_requires_grad"]) == (
+        ["PEagleSpeculator"], "peagle", "peagle", 3, source == "vllm")
+
+
+def test_a_speculators_source_keeps_its_own_keys_and_drops_the_save_artifacts(tmp_path: Path):
+    def edit(c: dict[str, Any]) -> None:
+        c.update(my_note=1, auto_map={"AutoConfig": "config.Eagle3SpeculatorConfig"}, torch_dtype="bfloat16")
+        c["speculators_config"]["default_proposal_method"] = "tree"
+        c["speculators_config"]["verifier"] = {"name_or_path": "org/trained-on", "architectures": ["Qwen3ForCausalLM"]}
+
+    config, said = convert_to(tmp_path, built(tmp_path, "speculators", edit), "speculators", "speculators")
+    want = config_for("speculators", DrafterSpec())
+    want.update(my_note=1, torch_dtype="bfloat16")
+    want["speculators_config"]["default_proposal_method"] = "tree"
+    want["speculators_config"]["verifier"] = {"name_or_path": "org/trained-on", "architectures": ["Qwen3ForCausalLM"]}
+    assert config == want
+    assert said == ["my_note is no key the speculators layout's producers write; carried verbatim, and no engine "
+                    "reads it", "ignored speculators save artifacts (auto_map, config.py): engines do not use them"]
+
+
+def test_a_speculators_config_py_is_noted_as_ignored(tmp_path: Path):
+    src = built(tmp_path, "speculators", put())
+    (src / "config.py").write_text("# speculators' remote code\n")
+    config, said = convert_to(tmp_path, src, "speculators", "speculators")
+    assert config == config_for("speculators", DrafterSpec())
+    assert said == ["ignored speculators save artifacts (auto_map, config.py): engines do not use them"]
+
+
+def test_an_absent_draft_vocab_size_is_the_full_vocab(tmp_path: Path):
+    spec = DrafterSpec(draft_vocab_size=None)
+    config, _ = convert_to(tmp_path, built(tmp_path, "speculators", _pop("draft_vocab_size"), spec), "speculators",
+                           "speculators")
+    assert config == config_for("speculators", spec)  # which writes draft_vocab_size = V
+
+
+def test_a_verifier_without_architectures_is_written_with_none(tmp_path: Path):
+    config, _ = convert_to(tmp_path, built(tmp_path, "speculators", _pop("speculators_config", "verifier",
+                                                                          "architectures")), "speculators",
+                           "speculators")
+    assert config["speculators_config"]["verifier"] == {"name_or_path": "org/target-model", "architectures": []}
+
+
+# ------------------------------------------------------------------ sglang.py
+
+def target_of(tmp_path: Path, spec: DrafterSpec) -> tuple[str, ...]:
+    """The CLI arguments naming the builder's target of `spec` (its Hub name, and its config.json)."""
+    return "--target", str(write_target(tmp_path / "target", spec)), "--verifier", spec.verifier
+
+def test_sglang_norm_output_is_read_with_specforges_warning(tmp_path: Path):
+    spec = DrafterSpec(norm_output=True)
+    config, said = convert_to(tmp_path, built(tmp_path, "sglang", put(), spec), "sglang", "speculators",
+                              *target_of(tmp_path, spec))
+    assert config == written_config("norm_output", spec, "sglang", "speculators")
+    assert said[0] == (
+        "WARNING: norm_output is true: if SpecForge trained this drafter, it normalised only the state lm_head sees, "
+        "while SGLang and vLLM also feed the normalised state to the next draft step; every engine serves steps after "
+        "the first with that difference")
+
+
+def test_sglang_reads_use_aux_norm_as_fc_norm_and_null_draft_vocab_size_as_the_full_vocab(tmp_path: Path):
+    spec = DrafterSpec(fc_norm=True, draft_vocab_size=None)
+    edit = _both(_pop("fc_norm"), put(use_aux_norm=True, draft_vocab_size=None))
+    config, _ = convert_to(tmp_path, built(tmp_path, "sglang", edit, spec), "sglang", "speculators",
+                           *target_of(tmp_path, spec))
+    assert config == written_config("fc_norm", spec, "sglang", "speculators")
+
+
+def test_sglang_top_level_ids_are_settled_by_capture_layers(tmp_path: Path):
+    spec = DrafterSpec(capture_boundaries=(1, 3, 6))
+    edit = lambda c: c.update(eagle_aux_hidden_state_layer_ids=c["eagle_config"].pop(  # noqa: E731
+        "eagle_aux_hidden_state_layer_ids"))
+    config, said = convert_to(tmp_path, built(tmp_path, "sglang", edit, spec), "sglang", "speculators",
+                              *target_of(tmp_path, spec), "--capture-layers", "0,2,5", "--convention", "sglang")
+    assert config == config_for("speculators", spec)
+    assert said == ["capture layers [1, 3, 6] taken from --capture-layers (sglang ids [0, 2, 5]): config.json names "
+                    "none"]
+
+
+def test_sglang_keeps_its_own_nested_keys(tmp_path: Path):
+    config, said = convert_to(tmp_path, built(tmp_path, "sglang", nested("eagle_config", my_flag=1)), "sglang",
+                              "sglang")
+    want = written_config("llama", DrafterSpec(), "sglang", "sglang")
+    want["eagle_config"]["my_flag"] = 1
+    assert config == want
+    assert said == ["eagle_config.my_flag is no key the sglang layout's producers write; carried verbatim, and no "
+                    "engine reads it"]
+
+
+def _rope_parameters(rope_type: str) -> Edit:
+    def edit(c: dict[str, Any]) -> None:
+        del c["rope_theta"]
+        c["rope_parameters"] = {"rope_type": rope_type, "rope_theta": 500000.0,
+                                **({"factor": 2.0} if rope_type != "default" else {})}
+    return edit
+
+
+@pytest.mark.parametrize("rope_type", ["default", "linear"])
+def test_sglang_writes_rope_theta_and_a_scaling_in_the_transformers_4_spelling(tmp_path: Path, rope_type: str):
+    """SpecForge writes both spellings: rope_theta beside rope_parameters, and rope_scaling for releases before
+    SGLang 0.5.23 (which read only that) when the rope is scaled."""
+    config, _ = convert_to(tmp_path, built(tmp_path, "vllm", _rope_parameters(rope_type)), "vllm", "sglang")
+    parameters = {"rope_type": rope_type, "rope_theta": 500000.0, **({"factor": 2.0} if rope_type != "default" else {})}
+    scaling = {"rope_type": "linear", "factor": 2.0} if rope_type != "default" else None
+    assert (config["rope_theta"], config.get("rope_scaling"), config["rope_parameters"]) == (500000.0, scaling,
+                                                                                            parameters)
+
+
+# ------------------------------------------------------------------ vllm.py
+
+_IDS_IGNORED = ("eagle_config ids [2, 4, 5] ignored: vLLM reads the top-level list [2, 4, 5]; SGLang would have read the "
+                "nested list as boundaries [3, 5, 6] (the output spells it right)")
+
+
+@pytest.mark.parametrize("key, value", [("pard_token", 3), ("ptd_token_id", 0), ("mask_token_id", 7)])
+def test_vllm_reads_the_p_eagle_mask_token_under_each_name(tmp_path: Path, key: str, value: int):
+    edit = _both(_pop("pard_token"), put(**{key: value}))
+    config, said = convert_to(tmp_path, built(tmp_path, "vllm", edit, PEAGLE), "vllm", "speculators",
+                              "--verifier", "org/t")
+    assert config["mask_token_id"] == value
+    assert said == [_IDS_IGNORED]
+
+
+def test_vllm_a_p_eagle_config_without_a_mask_token_is_noted(tmp_path: Path):
+    result = run_cli("--from", "vllm", "--to", "vllm", "--no-record", built(tmp_path, "vllm", _pop("pard_token"),
+                                                                             PEAGLE), tmp_path / "out")
+    assert result.exit_code == 1  # the vllm layout holds EAGLE-3 drafters only
+    assert last_line(result.stderr) == (
+        "error: the drafter is a peagle drafter (architectures ['PEagleDraftModel']), and the vllm layout holds eagle3 "
+        "drafters only [E-KIND-UNSUPPORTED] — hint: convert it to the speculators layout (`--to speculators`, served "
+        "by vLLM)")
+    inspected = run_cli("inspect", "--from", "vllm", built(tmp_path / "v", "vllm", _pop("pard_token"), PEAGLE))
+    assert notes(inspected.stdout) == [
+        "a P-EAGLE drafter (architectures ['PEagleDraftModel']) whose config names no mask token (pard_token, "
+        "ptd_token_id, mask_token_id): vLLM and the speculators layout need it", _IDS_IGNORED]
+
+
+@pytest.mark.parametrize("arch, note", [
+    ("LlamaForCausalLMEAGLE3", "architectures ['LlamaForCausalLMEAGLE3']: LlamaForCausalLMEAGLE3 is "
+     "LlamaForCausalLMEagle3 in another case; engines match class names exactly and refuse it: read as that class and "
+     "written with the destination's own name"),
+    ("EAGLE3LlamaForCausalLM", "architectures ['EAGLE3LlamaForCausalLM']: EAGLE3LlamaForCausalLM is TensorRT-LLM's "
+     "registered name, which vLLM and SGLang refuse; read as its llama drafter and written with the destination's own "
+     "name"),
+])
+def test_vllm_reads_a_name_vllm_refuses_as_its_class_and_writes_its_own(tmp_path: Path, arch: str, note: str):
+    config, said = convert_to(tmp_path, built(tmp_path, "vllm", put(architectures=[arch])), "vllm", "vllm")
+    assert config == written_config("llama", DrafterSpec(), "vllm", "vllm")
+    assert said == [note, _IDS_IGNORED]
+
+
+def test_vllm_keeps_another_spelling_of_its_class_and_its_own_nested_keys(tmp_path: Path):
+    edit = _both(put(architectures=["LlamaForCausalLM"]), nested("eagle_config", my_flag=2))
+    config, said = convert_to(tmp_path, built(tmp_path, "vllm", edit), "vllm", "vllm")
+    want = written_config("llama", DrafterSpec(), "vllm", "vllm")
+    want["architectures"] = ["LlamaForCausalLM"]
+    want["eagle_config"]["my_flag"] = 2
+    assert config == want
+    assert said == ["eagle_config.my_flag is no key the vllm layout's producers write; carried verbatim, and no engine "
+                    "reads it", _IDS_IGNORED]
+
+
+def test_vllm_nested_ids_that_disagree_are_noted_and_ignored(tmp_path: Path):
+    edit = nested("eagle_config", eagle_aux_hidden_state_layer_ids=[0, 1, 2])
+    config, said = convert_to(tmp_path, built(tmp_path, "vllm", edit), "vllm", "vllm")
+    assert config == written_config("llama", DrafterSpec(), "vllm", "vllm")
+    assert said == ["eagle_config ids [0, 1, 2] ignored: vLLM reads the top-level list [2, 4, 5]; SGLang would have read "
+                    "the nested list as boundaries [1, 2, 3] (the output spells it right)"]
+
+
+def test_vllm_shields_a_drafter_sglang_would_serve_wrong_with_a_note(tmp_path: Path):
+    spec = DrafterSpec(norm_before_residual=True)
+    config, said = convert_to(tmp_path, built(tmp_path, "speculators", put(), spec), "speculators", "vllm")
+    assert config["architectures"] == ["Eagle3LlamaForCausalLM"]
+    assert said == ["architectures set to ['Eagle3LlamaForCausalLM'], a name vLLM resolves and SGLang refuses: SGLang "
+                    "would load this file and serve it wrong (norm_before_residual True in training, False in SGLang)"]
+
+
+# ------------------------------------------------------------------ modelopt.py
+
+def test_modelopt_notes_the_yarn_its_exporter_injects(tmp_path: Path):
+    yarn = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 2048, "beta_fast": 32.0,
+            "beta_slow": 1.0}
+    _, said = convert_to(tmp_path, built(tmp_path, "modelopt", put(rope_scaling=yarn)), "modelopt", "vllm")
+    assert said[0] == (
+        "the config's rope scaling is YaRN (factor 32.0, original_max_position_embeddings 2048), which ModelOpt's "
+        "exporter injects (eagle_export_rope_scaling) into drafters trained without rope scaling: unless the training "
+        "set YaRN itself, it did not use it; the engines apply it as written")
+
+
+def test_modelopt_reads_return_hidden_post_norm_as_norm_output(tmp_path: Path):
+    spec = DrafterSpec(norm_output=True)
+    config, _ = convert_to(tmp_path, built(tmp_path, "modelopt", _both(_pop("norm_output"), nested(
+        "eagle_config", return_hidden_post_norm=True)), spec), "modelopt", "speculators", *target_of(tmp_path, spec))
+    assert config == written_config("norm_output", spec, "modelopt", "speculators")
+
+
+def test_modelopt_notes_the_embedding_it_keeps(tmp_path: Path):
+    spec = DrafterSpec(embed_tokens=True)
+    _, said = convert_to(tmp_path, built(tmp_path, "speculators", put(), spec), "speculators", "modelopt")
+    assert said == ["embed_tokens.weight kept: ModelOpt's exporter leaves it out, vLLM loads it if present"]
+
+
+def modelopt_file(tmp_path: Path, spec: DrafterSpec, tensors: dict[str, RawTensor], edit: Edit = put()) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    config = config_for("modelopt", spec)
+    edit(config)
+    (src / "config.json").write_text(json.dumps(config))
+    write_safetensors(src / "model.safetensors", tensors)
+    return src
+
+
+def megatron(tensors: dict[str, RawTensor]) -> dict[str, RawTensor]:
+    """ModelOpt's Megatron exporter's names: midlayer.* for the one layer."""
+    return {n.replace("layers.0.", "midlayer.", 1): t for n, t in tensors.items()}
+
+
+FIRST_LAYER_NORM_ON = nested("eagle_config", use_input_layernorm_in_first_layer=True)
+
+
+def test_modelopt_a_megatron_export_reads_with_a_note(tmp_path: Path):
+    src = modelopt_file(tmp_path, DrafterSpec(), megatron(stored_tensors("modelopt", DrafterSpec())),
+                        _pop("eagle_config", "use_input_layernorm_in_first_layer"))
+    config, said = convert_to(tmp_path, src, "modelopt", "speculators", *target_of(tmp_path, DrafterSpec()))
+    assert config == config_for("speculators", DrafterSpec())
+    assert said == ["ModelOpt Megatron export (midlayer.*): its first-layer norm is the engines' hidden_norm"]
+
+
+@pytest.mark.parametrize("case", ["no first-layer norm", "Vd < V and no d2t", "the base model's head"])
+def test_modelopt_refuses_an_export_that_lost_part_of_the_drafter(tmp_path: Path, case: str):
+    spec, tensors = DrafterSpec(), stored_tensors("modelopt", DrafterSpec())
+    if case == "no first-layer norm":
+        src = modelopt_file(tmp_path, spec, megatron(tensors))  # the builder writes it false (not HF-trained)
+        line = ("error: a Megatron export with use_input_layernorm_in_first_layer false: its first layer has no "
+                "hidden_norm, and every engine applies one [E-FLAG-UNSUPPORTED] — hint: serve it from the ModelOpt "
+                "export")
+    elif case == "Vd < V and no d2t":
+        src = modelopt_file(tmp_path, spec, megatron({n: t for n, t in tensors.items() if n != "d2t"}),
+                            FIRST_LAYER_NORM_ON)
+        line = ("error: a ModelOpt Megatron export with Vd < V and no d2t: that exporter never writes d2t (a typo in its "
+                "code), so the draft->target map is lost [E-VOCAB-MISSING] — hint: take d2t from the training run "
+                "(ModelOpt's HF export writes it) and add it")
+    else:
+        tensors["lm_head.weight"] = stored_tensors("modelopt", DrafterSpec(draft_vocab_size=None))["lm_head.weight"]
+        src = modelopt_file(tmp_path, spec, tensors)
+        line = ("error: lm_head.weight is [96, H]: the base model's head, which ModelOpt copies in when the draft has "
+                "none, but the drafter's vocab is Vd = 32: its own [32, H] head is missing [E-MODELOPT-BASE-HEAD] — "
+                "hint: re-export the drafter together with its trained draft head")
+    result = run_cli("--from", "modelopt", "--to", "vllm", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert last_line(result.stderr) == line
+
+
+def test_modelopt_a_full_vocab_head_without_d2t_is_noted(tmp_path: Path):
+    spec = DrafterSpec(draft_vocab_size=None)
+    config, said = convert_to(tmp_path, modelopt_file(tmp_path, spec, stored_tensors("modelopt", spec)), "modelopt",
+                              "speculators", *target_of(tmp_path, spec))
+    assert config == config_for("speculators", spec)
+    assert said == ["lm_head.weight covers the full vocab and there is no d2t: ModelOpt copies the base model's head in "
+                    "when the draft trains none; engines use it as the draft head either way"]
+
+
+def test_modelopt_without_draft_vocab_size_takes_vd_from_d2t(tmp_path: Path):
+    src = modelopt_file(tmp_path, DrafterSpec(), stored_tensors("modelopt", DrafterSpec()), _pop("draft_vocab_size"))
+    config, _ = convert_to(tmp_path, src, "modelopt", "speculators", *target_of(tmp_path, DrafterSpec()))
+    assert config == config_for("speculators", DrafterSpec())
