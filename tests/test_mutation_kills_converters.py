@@ -541,6 +541,78 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
         "vllm", put(), DrafterSpec(target_hidden_size=48), "modelopt", (),
         "error: target_hidden_size 48 differs from hidden_size 32; ModelOpt sizes fc from the drafter's hidden size "
         "[E-HIDDEN-UNSUPPORTED] — hint: serve it with vLLM (`--to vllm`)"),
+    # eagle.py, reading (EAGLE's training template: LlamaForCausalLM, which detection calls eagle)
+    "eagle: two layers": (
+        "eagle", put(architectures=["LlamaForCausalLM"], num_hidden_layers=2), NO_IDS, "vllm", (),
+        "error: num_hidden_layers 2 / model_type 'llama': original EAGLE-3 builds exactly one Llama decoder layer "
+        "[E-LAYERS-UNSUPPORTED] — hint: read it with the layout that wrote it (--from sglang or --from vllm)"),
+    "eagle: no draft_vocab_size": (
+        "eagle", _both(put(architectures=["LlamaForCausalLM"]), _pop("draft_vocab_size")), NO_IDS, "vllm", (),
+        "error: config.json has no draft_vocab_size [E-CONFIG-FIELD] — hint: EAGLE-3 builds its draft head from it: "
+        "set it to the lm_head rows"),
+    # eagle.py, writing
+    "eagle: a Qwen3 drafter": (
+        "vllm", put(), DrafterSpec(family="qwen3"), "eagle", (),
+        "error: original EAGLE-3 has no qwen3 drafter (its decoder layer is Llama's) [E-FAMILY-UNSUPPORTED] — hint: "
+        "serve it with vLLM: `--to vllm`"),
+    "eagle: three layers": (
+        "vllm", put(), DrafterSpec(num_layers=3), "eagle", (),
+        "error: the drafter has 3 decoder layers; original EAGLE-3 builds one [E-LAYERS-UNSUPPORTED] — hint: serve a "
+        "multi-layer drafter with vLLM or SGLang (`--to vllm`)"),
+    "eagle: norm flags": (
+        "vllm", put(), DrafterSpec(norm_before_fc=True, fc_norm=True), "eagle", (),
+        "error: norm_before_fc, fc_norm set: original EAGLE-3 has no such option and would serve different maths "
+        "[E-FLAG-UNSUPPORTED] — hint: serve it with vLLM (`--to vllm` or `--to speculators`)"),
+    "eagle: bias tensors": (
+        "vllm", put(), DrafterSpec(attention_bias=True), "eagle", (),
+        "error: the drafter has bias tensors; original EAGLE-3's layers have none [E-BIAS-UNSUPPORTED] — hint: serve "
+        "it with vLLM: `--to vllm`"),
+    "eagle: 4 captured states": (
+        "vllm", put(), K4, "eagle", (),
+        "error: the drafter fuses 4 captured states; original EAGLE-3 fuses 3 [E-CAPTURE-COUNT] — hint: serve it with "
+        "vLLM: `--to vllm`"),
+    "eagle: ids and no target depth": (
+        "vllm", put(), None, "eagle", (),
+        "error: the drafter captures boundaries [2, 4, 5]; original EAGLE-3 hard-codes {2, L//2, L-3} and the target "
+        "depth L is unknown [E-CAPTURE-DEPTH-UNKNOWN] — hint: pass --target (the target's config.json or repo id) so "
+        "the two can be compared"),
+    "eagle: ids that are not EAGLE's": (
+        "vllm", put(), DrafterSpec(capture_boundaries=(1, 3, 6)), "eagle", ("--target", "TARGET"),
+        "error: the drafter captures boundaries [1, 3, 6]; original EAGLE-3 hard-codes [2, 4, 5] for a 8-layer target "
+        "[E-CAPTURE-UNEXPRESSIBLE] — hint: serve it with an engine that reads capture ids (`--to vllm` or `--to "
+        "sglang`)"),
+    "eagle: a head_dim of its own": (
+        "vllm", put(), DrafterSpec(head_dim=16), "eagle", ("--target", "TARGET"),
+        "error: head_dim is 16 with hidden_size 32 and num_attention_heads 4: original EAGLE-3 derives head_dim = "
+        "hidden_size // num_attention_heads (cnets.py) and could not load these q/k/v/o weights "
+        "[E-HEAD-DIM-UNSUPPORTED] — hint: serve it with `--to sglang` or `--to vllm`, which read head_dim"),
+    "eagle: hidden_size not divisible by the heads": (
+        "vllm", put(), DrafterSpec(num_attention_heads=3, num_key_value_heads=1, head_dim=10), "eagle",
+        ("--target", "TARGET"),
+        "error: head_dim is 10 with hidden_size 32 and num_attention_heads 3: original EAGLE-3 derives head_dim = "
+        "hidden_size // num_attention_heads (cnets.py) and could not load these q/k/v/o weights "
+        "[E-HEAD-DIM-UNSUPPORTED] — hint: serve it with `--to sglang` or `--to vllm`, which read head_dim"),
+    "eagle: YaRN": (
+        "vllm", put(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}), None,
+        "eagle", ("--target", "TARGET"),
+        "error: rope type 'yarn' (rope_scaling / rope_parameters): original EAGLE-3 builds only linear and dynamic RoPE "
+        "scaling (cnets.py _init_rope) and would fail to load it [E-ROPE-UNSUPPORTED] — hint: serve it with an engine "
+        "that builds this RoPE: `--to sglang` or `--to vllm`"),
+    "eagle: partial rotary": (
+        "vllm", put(partial_rotary_factor=0.5), None, "eagle", ("--target", "TARGET"),
+        "error: partial_rotary_factor is 0.5: original EAGLE-3 rotates the full head_dim and would serve different "
+        "maths [E-ROPE-UNSUPPORTED] — hint: serve it with `--to sglang` or `--to vllm`"),
+    "eagle: a rope key it cannot hold": (
+        "vllm", put(rope_scaling={"rope_type": "linear", "factor": 2.0, "mrope_section": [1, 2]}), None, "eagle",
+        ("--target", "TARGET"),
+        "error: linear RoPE with mrope_section: original EAGLE-3 takes no rope settings but a type and a factor > 1 "
+        "(EConfig) and would build other maths [E-ROPE-UNSUPPORTED] — hint: serve it with `--to sglang` or `--to "
+        "vllm`"),
+    "eagle: a scaling factor of 1": (
+        "vllm", put(rope_scaling={"rope_type": "linear", "factor": 1.0}), None, "eagle", ("--target", "TARGET"),
+        "error: linear RoPE with factor 1.0: original EAGLE-3 takes no rope settings but a type and a factor > 1 "
+        "(EConfig) and would build other maths [E-ROPE-UNSUPPORTED] — hint: serve it with `--to sglang` or `--to "
+        "vllm`"),
 }
 
 
@@ -548,6 +620,8 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
 def test_each_refusal_word_for_word(tmp_path: Path, case: str):
     source, edit, spec, dest, args, line = REFUSALS[case]
     src = built(tmp_path, source, edit, spec)
+    if "TARGET" in args:  # the builder's target of this drafter
+        args = tuple(str(write_target(tmp_path / "target", spec or DrafterSpec())) if a == "TARGET" else a for a in args)
     result = run_cli("--from", source, "--to", dest, "--no-record", *args, src, tmp_path / "out")
     assert result.exit_code == 1
     assert last_line(result.stderr) == line
@@ -835,3 +909,68 @@ def test_modelopt_without_draft_vocab_size_takes_vd_from_d2t(tmp_path: Path):
     src = modelopt_file(tmp_path, DrafterSpec(), stored_tensors("modelopt", DrafterSpec()), _pop("draft_vocab_size"))
     config, _ = convert_to(tmp_path, src, "modelopt", "speculators", *target_of(tmp_path, DrafterSpec()))
     assert config == config_for("speculators", DrafterSpec())
+
+
+# ------------------------------------------------------------------ eagle.py
+
+TEMPLATE = put(architectures=["LlamaForCausalLM"])  # EAGLE's training template: detected as the eagle layout
+
+
+@pytest.mark.parametrize("case", ["a tensor of a second layer", "fc over 4 states"])
+def test_eagle_refuses_tensors_its_code_cannot_load(tmp_path: Path, case: str):
+    src = built(tmp_path, "eagle", TEMPLATE, NO_IDS)
+    if case == "a tensor of a second layer":
+        tensors = stored_tensors("eagle", NO_IDS)
+        tensors["layers.1.input_layernorm.weight"] = tensors["norm.weight"]
+        line = ("error: tensor 'layers.1.input_layernorm.weight': original EAGLE loads midlayer.* only and would leave "
+                "this layer randomly initialised [E-KEY-UNKNOWN] — hint: read it with the layout that wrote it (--from "
+                "sglang or --from vllm)")
+    else:
+        tensors = stored_tensors("eagle", K4)
+        line = ("error: fc.weight fuses 4 captured states; original EAGLE-3 always fuses 3 [E-CAPTURE-COUNT] — hint: "
+                "read it with the layout that wrote it (--from sglang or --from vllm)")
+    write_safetensors(src / "model.safetensors", tensors)
+    result = run_cli("--from", "eagle", "--to", "vllm", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert last_line(result.stderr) == line
+
+
+_SAFETENSORS_NOTE = "written as model.safetensors (EAGLE's loader falls back to it when pytorch_model.bin is absent)"
+
+
+def test_eagle_keeps_its_architectures_and_notes_the_other_layouts_keys_it_ignores(tmp_path: Path):
+    src = built(tmp_path, "eagle", _both(TEMPLATE, put(norm_output=False, fc_norm=True)), NO_IDS)
+    result = run_cli("--from", "eagle", "--to", "eagle", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    want = config_for("eagle", NO_IDS)
+    want["architectures"] = ["LlamaForCausalLM"]
+    assert json.loads((tmp_path / "out" / "config.json").read_text()) == want
+    assert notes(result.stdout) == [
+        "norm_output is read by other layouts' engines but not by the eagle layout's: ignored, and never carried into "
+        "another layout's config",
+        "fc_norm is read by other layouts' engines but not by the eagle layout's: ignored, and never carried into "
+        "another layout's config",
+        "ignored fc_norm: original EAGLE's code reads none of them", _SAFETENSORS_NOTE]
+
+
+@pytest.mark.parametrize("rope, written", [
+    ({"rope_scaling": {"type": "dynamic", "factor": 2}}, {"rope_scaling": {"type": "dynamic", "factor": 2.0},
+                                                          "rope_theta": 10000.0}),
+    ({"rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 500000.0}},
+     {"rope_scaling": {"type": "linear", "factor": 4.0}, "rope_theta": 500000.0}),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}, {"rope_theta": 500000.0}),
+], ids=["dynamic", "linear from rope_parameters", "default from rope_parameters"])
+def test_eagle_writes_rope_in_the_one_spelling_econfig_reads(tmp_path: Path, rope: dict, written: dict):
+    edit = _both(_pop("rope_theta"), put(**rope)) if "rope_parameters" in rope else put(**rope)
+    config, said = convert_to(tmp_path, built(tmp_path, "vllm", edit), "vllm", "eagle", *target_of(tmp_path,
+                                                                                                 DrafterSpec()))
+    assert {k: config[k] for k in ("rope_scaling", "rope_theta") if k in config} == written
+    assert said == [_IDS_IGNORED, _SAFETENSORS_NOTE]
+
+
+def test_eagle_notes_the_embedding_it_keeps(tmp_path: Path):
+    spec = DrafterSpec(embed_tokens=True)
+    _, said = convert_to(tmp_path, built(tmp_path, "speculators", put(), spec), "speculators", "eagle",
+                         *target_of(tmp_path, spec))
+    assert said == [_SAFETENSORS_NOTE, "embed_tokens.weight kept: EAGLE's exporter leaves it out, its loader takes it "
+                    "if present"]
