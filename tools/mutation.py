@@ -7,6 +7,7 @@ would let through. Writes a report: module, mutants, killed, survived (and the o
     python tools/mutation.py                                          # every module of MODULES (hours)
     python tools/mutation.py --list                                   # the modules and their tests
     python tools/mutation.py MODULE --recheck tests/test_mutation_kills.py  # its survivors against new tests
+    python tools/mutation.py MODULE --recheck tests/test_x.py --select "key"  # ... only the tests -k key selects
 
 It is not part of the test command: each selected test runs once per mutant that reaches it. Each module runs
 in its own copy of the repository's tracked files under build/mutation/<module>/ (mutmut reads its settings
@@ -239,7 +240,7 @@ def survivor_diffs(work: Path, env: dict[str, str]) -> list[str]:
                            capture_output=True, text=True).stdout for name in names]
 
 
-def recheck(module: str, tests: list[str]) -> dict:
+def recheck(module: str, tests: list[str], select: str | None = None) -> dict:
     """Run the survivors of the last full run of `module` again, against `tests` as they are now (the tests/ of the
     repository replace those of its copy): which of them a new test kills. Cheaper than a full run; the survivors
     of the full run are the only mutants whose outcome new tests can change."""
@@ -256,13 +257,13 @@ def recheck(module: str, tests: list[str]) -> dict:
 
     def run(mutant: str) -> int:
         return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", TIERS,
-                               *tests], cwd=work / "mutants", env=env | {"MUTANT_UNDER_TEST": mutant},
-                              capture_output=True).returncode
+                               *(["-k", select] if select else []), *tests], cwd=work / "mutants",
+                              env=env | {"MUTANT_UNDER_TEST": mutant}, capture_output=True).returncode
 
     if run("") != 0:  # the unmutated code must pass, or a failure below would prove nothing
         raise SystemExit(f"{' '.join(tests)} fail on the unmutated copy of {module}")
     outcome = {name: run(name) for name in names}
-    return {"module": module, "tests": tests, "killed_now": [n for n, rc in outcome.items() if rc == 1],
+    return {"module": module, "tests": tests, "select": select, "killed_now": [n for n, rc in outcome.items() if rc == 1],
             "still_surviving": [n for n, rc in outcome.items() if rc == 0],
             "errors": {n: rc for n, rc in outcome.items() if rc not in (0, 1)}}
 
@@ -291,6 +292,8 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
     parser.add_argument("--recheck", nargs="+", metavar="TEST", help="rerun the survivors of the last full run of "
                         "each module against these test files only (after adding tests that kill them)")
+    parser.add_argument("--select", metavar="EXPR", help="with --recheck: only the tests pytest -k EXPR selects (a "
+                        "surviving mutant runs every selected test)")
     args = parser.parse_args()
     if args.list:
         for module, tests in MODULES.items():
@@ -301,7 +304,7 @@ def main() -> None:
         raise SystemExit(f"not in MODULES: {', '.join(unknown)} (see --list)")
     if args.recheck:
         for module in args.modules or MODULES:
-            result = recheck(module, args.recheck)
+            result = recheck(module, args.recheck, args.select)
             (OUT / f"recheck-{module.replace('/', '_').removesuffix('.py')}.json").write_text(
                 json.dumps(result, indent=2) + "\n")
             equivalent = [n for n in result["still_surviving"] if n in EQUIVALENT]
