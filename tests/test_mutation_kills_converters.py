@@ -155,6 +155,15 @@ KEY_CASES: dict[str, tuple[str, Edit, DrafterSpec | None, list[Finding]]] = {
                                        None, [typo("sglang", "d" + "_" * 48 + "raft_vocab_size", "draft_vocab_size")]),
     "65 characters: never looked at": ("sglang", rename("draft_vocab_size", "d" + "_" * 49 + "raft_vocab_size"),
                                        None, [unknown("sglang", "d" + "_" * 49 + "raft_vocab_size")]),
+    "one letter more than a short key": ("sglang", put(biass=False), None, [typo("sglang", "biass", "bias")]),
+    "one letter before a short key": ("sglang", put(xbias=False), None, [typo("sglang", "xbias", "bias")]),
+    "two edits of a 6-letter key": ("sglang", put(prefxy=1), None, [unknown("sglang", "prefxy")]),
+    "two edits of a 7-letter key": ("sglang", put(fc_nxrx=True), None, [typo("sglang", "fc_nxrx", "fc_norm")]),
+    "three edits of a 15-letter key": ("sglang", put(rope_parametXYZ={}), None, [
+        unknown("sglang", "rope_parametXYZ")]),
+    "as near to two keys: the first in order": ("sglang", put(top_x=5), None, [
+        ("W-CONFIG-KEY-UNKNOWN", "$.top_x", "top_x is no sglang config key (did you mean 'top_k'?); carried verbatim",
+         "rename it to top_k, or remove it")]),
     "a near miss of a written key": ("sglang", put(initializer_rang=0.02), None, [
         ("W-CONFIG-KEY-UNKNOWN", "$.initializer_rang", "initializer_rang is no sglang config key (did you mean "
          "'initializer_range'?); carried verbatim", "rename it to initializer_range, or remove it")]),
@@ -355,8 +364,8 @@ PEAGLE = DrafterSpec(peagle_mask_token_id=3)
 K4 = DrafterSpec(num_aux=4, capture_boundaries=(1, 3, 5, 6))
 _MASK_MISSING = ("a P-EAGLE drafter needs the token id its parallel positions were trained with (vLLM reads it as "
                  "pard_token and fails without it) [E-CONFIG-FIELD] — hint: write mask_token_id (SpecForge logs it as "
-                 "peagle_mask_token_id; speculators' trainer takes it from --mask-token-id) into a copy of config.json, "
-                 "then convert that")
+                 "peagle_mask_token_id; speculators' trainer takes it from --mask-token-id) into a copy of "
+                 "config.json, then convert that")
 # name -> (source layout, change to its config.json, spec or None, destination, more CLI arguments, the error line)
 REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], str]] = {
     # speculators.py, reading
@@ -378,9 +387,11 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
         "norm_before_residual (true or false, as the drafter was trained; the speculators trainer writes true) into a "
         "copy of config.json and convert that"),
     "speculators: P-EAGLE without its mask token": (
-        "speculators", _pop("mask_token_id"), PEAGLE, "speculators", (), f"error: mask_token_id is None: {_MASK_MISSING}"),
+        "speculators", _pop("mask_token_id"), PEAGLE, "speculators", (),
+        f"error: mask_token_id is None: {_MASK_MISSING}"),
     "speculators: P-EAGLE with a negative mask token": (
-        "speculators", put(mask_token_id=-1), PEAGLE, "speculators", (), f"error: mask_token_id is -1: {_MASK_MISSING}"),
+        "speculators", put(mask_token_id=-1), PEAGLE, "speculators", (),
+        f"error: mask_token_id is -1: {_MASK_MISSING}"),
     # speculators.py, writing
     "speculators: an MLA drafter": (
         "sglang", put(), MLA, "speculators", ("--verifier", "org/t"),
@@ -409,8 +420,9 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
     # sglang.py, reading
     "sglang: an architecture of another family": (
         "sglang", put(architectures=["Eagle3DeepseekV2ForCausalLM"]), None, "vllm", (),
-        "error: architectures ['Eagle3DeepseekV2ForCausalLM'] make SGLang build its deepseek_mla drafter class, but the "
-        "config describes a llama drafter [E-CONFIG-FAMILY] — hint: set architectures to ['LlamaForCausalLMEagle3']"),
+        "error: architectures ['Eagle3DeepseekV2ForCausalLM'] make SGLang build its deepseek_mla drafter class, but "
+        "the config describes a llama drafter [E-CONFIG-FAMILY] — hint: set architectures to "
+        "['LlamaForCausalLMEagle3']"),
     "sglang: no draft_vocab_size": (
         "sglang", _pop("draft_vocab_size"), None, "vllm", (),
         "error: config.json has no draft_vocab_size [E-CONFIG-FIELD] — hint: SGLang fails to construct the drafter "
@@ -595,9 +607,9 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
     "eagle: YaRN": (
         "vllm", put(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}), None,
         "eagle", ("--target", "TARGET"),
-        "error: rope type 'yarn' (rope_scaling / rope_parameters): original EAGLE-3 builds only linear and dynamic RoPE "
-        "scaling (cnets.py _init_rope) and would fail to load it [E-ROPE-UNSUPPORTED] — hint: serve it with an engine "
-        "that builds this RoPE: `--to sglang` or `--to vllm`"),
+        "error: rope type 'yarn' (rope_scaling / rope_parameters): original EAGLE-3 builds only linear and dynamic "
+        "RoPE scaling (cnets.py _init_rope) and would fail to load it [E-ROPE-UNSUPPORTED] — hint: serve it with an "
+        "engine that builds this RoPE: `--to sglang` or `--to vllm`"),
     "eagle: partial rotary": (
         "vllm", put(partial_rotary_factor=0.5), None, "eagle", ("--target", "TARGET"),
         "error: partial_rotary_factor is 0.5: original EAGLE-3 rotates the full head_dim and would serve different "
@@ -621,7 +633,8 @@ def test_each_refusal_word_for_word(tmp_path: Path, case: str):
     source, edit, spec, dest, args, line = REFUSALS[case]
     src = built(tmp_path, source, edit, spec)
     if "TARGET" in args:  # the builder's target of this drafter
-        args = tuple(str(write_target(tmp_path / "target", spec or DrafterSpec())) if a == "TARGET" else a for a in args)
+        target = str(write_target(tmp_path / "target", spec or DrafterSpec()))
+        args = tuple(target if a == "TARGET" else a for a in args)
     result = run_cli("--from", source, "--to", dest, "--no-record", *args, src, tmp_path / "out")
     assert result.exit_code == 1
     assert last_line(result.stderr) == line
@@ -641,7 +654,8 @@ def test_a_p_eagle_drafter_is_written_as_speculators_writes_it(tmp_path: Path, s
     """PEagleSpeculatorConfig: its class, type and algorithm, the mask token, and embed_requires_grad true (its
     default: P-EAGLE trains its embedding) unless the source says otherwise (the builder's speculators file says
     false)."""
-    config, _ = convert_to(tmp_path, built(tmp_path, source, put(), PEAGLE), source, "speculators", "--verifier", "org/t")
+    config, _ = convert_to(tmp_path, built(tmp_path, source, put(), PEAGLE), source, "speculators",
+                           "--verifier", "org/t")
     assert (config["architectures"], config["speculators_model_type"], config["speculators_config"]["algorithm"],
             config["mask_token_id"], config["embed_requires_grad"]) == (
         ["PEagleSpeculator"], "peagle", "peagle", 3, source == "vllm")
@@ -752,8 +766,8 @@ def test_sglang_writes_rope_theta_and_a_scaling_in_the_transformers_4_spelling(t
 
 # ------------------------------------------------------------------ vllm.py
 
-_IDS_IGNORED = ("eagle_config ids [2, 4, 5] ignored: vLLM reads the top-level list [2, 4, 5]; SGLang would have read the "
-                "nested list as boundaries [3, 5, 6] (the output spells it right)")
+_IDS_IGNORED = ("eagle_config ids [2, 4, 5] ignored: vLLM reads the top-level list [2, 4, 5]; SGLang would have read "
+                "the nested list as boundaries [3, 5, 6] (the output spells it right)")
 
 
 @pytest.mark.parametrize("key, value", [("pard_token", 3), ("ptd_token_id", 0), ("mask_token_id", 7)])
@@ -808,8 +822,8 @@ def test_vllm_nested_ids_that_disagree_are_noted_and_ignored(tmp_path: Path):
     edit = nested("eagle_config", eagle_aux_hidden_state_layer_ids=[0, 1, 2])
     config, said = convert_to(tmp_path, built(tmp_path, "vllm", edit), "vllm", "vllm")
     assert config == written_config("llama", DrafterSpec(), "vllm", "vllm")
-    assert said == ["eagle_config ids [0, 1, 2] ignored: vLLM reads the top-level list [2, 4, 5]; SGLang would have read "
-                    "the nested list as boundaries [1, 2, 3] (the output spells it right)"]
+    assert said == ["eagle_config ids [0, 1, 2] ignored: vLLM reads the top-level list [2, 4, 5]; SGLang would have "
+                    "read the nested list as boundaries [1, 2, 3] (the output spells it right)"]
 
 
 def test_vllm_shields_a_drafter_sglang_would_serve_wrong_with_a_note(tmp_path: Path):
@@ -882,8 +896,8 @@ def test_modelopt_refuses_an_export_that_lost_part_of_the_drafter(tmp_path: Path
     elif case == "Vd < V and no d2t":
         src = modelopt_file(tmp_path, spec, megatron({n: t for n, t in tensors.items() if n != "d2t"}),
                             FIRST_LAYER_NORM_ON)
-        line = ("error: a ModelOpt Megatron export with Vd < V and no d2t: that exporter never writes d2t (a typo in its "
-                "code), so the draft->target map is lost [E-VOCAB-MISSING] — hint: take d2t from the training run "
+        line = ("error: a ModelOpt Megatron export with Vd < V and no d2t: that exporter never writes d2t (a typo in "
+                "its code), so the draft->target map is lost [E-VOCAB-MISSING] — hint: take d2t from the training run "
                 "(ModelOpt's HF export writes it) and add it")
     else:
         tensors["lm_head.weight"] = stored_tensors("modelopt", DrafterSpec(draft_vocab_size=None))["lm_head.weight"]
@@ -901,8 +915,8 @@ def test_modelopt_a_full_vocab_head_without_d2t_is_noted(tmp_path: Path):
     config, said = convert_to(tmp_path, modelopt_file(tmp_path, spec, stored_tensors("modelopt", spec)), "modelopt",
                               "speculators", *target_of(tmp_path, spec))
     assert config == config_for("speculators", spec)
-    assert said == ["lm_head.weight covers the full vocab and there is no d2t: ModelOpt copies the base model's head in "
-                    "when the draft trains none; engines use it as the draft head either way"]
+    assert said == ["lm_head.weight covers the full vocab and there is no d2t: ModelOpt copies the base model's head "
+                    "in when the draft trains none; engines use it as the draft head either way"]
 
 
 def test_modelopt_without_draft_vocab_size_takes_vd_from_d2t(tmp_path: Path):

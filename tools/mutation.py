@@ -8,6 +8,7 @@ would let through. Writes a report: module, mutants, killed, survived (and the o
     python tools/mutation.py --list                                   # the modules and their tests
     python tools/mutation.py MODULE --recheck tests/test_mutation_kills.py  # its survivors against new tests
     python tools/mutation.py MODULE --recheck tests/test_x.py --select "key"  # ... only the tests -k key selects
+    python tools/mutation.py MODULE --recheck tests/test_x.py --unrun  # a stopped run: the mutants it did not reach
 
 It is not part of the test command: each selected test runs once per mutant that reaches it. Each module runs
 in its own copy of the repository's tracked files under build/mutation/<module>/ (mutmut reads its settings
@@ -240,15 +241,29 @@ def survivor_diffs(work: Path, env: dict[str, str]) -> list[str]:
                            capture_output=True, text=True).stdout for name in names]
 
 
-def recheck(module: str, tests: list[str], select: str | None = None) -> dict:
+def stopped_run(work: Path) -> dict[str, list[str]]:
+    """The mutants of a full run that was stopped (mutmut records each result in mutants/**/*.meta as it goes):
+    those it ran, by outcome, and those it did not reach."""
+    outcomes: dict[str, list[str]] = {"killed": [], "survived": [], "not_run": [], "other": []}
+    for meta in (work / "mutants").rglob("*.meta"):
+        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            key = {1: "killed", 0: "survived", None: "not_run"}.get(code, "other")
+            outcomes[key].append(name)
+    return {k: sorted(v) for k, v in outcomes.items()}
+
+
+def recheck(module: str, tests: list[str], select: str | None = None, unrun: bool = False) -> dict:
     """Run the survivors of the last full run of `module` again, against `tests` as they are now (the tests/ of the
     repository replace those of its copy): which of them a new test kills. Cheaper than a full run; the survivors
     of the full run are the only mutants whose outcome new tests can change."""
     work = OUT / module.replace("/", "_").removesuffix(".py")
     survivors_file = work / "survivors.txt"
-    if not survivors_file.exists():
+    if survivors_file.exists() and not unrun:
+        names = re.findall(r"^# (\S+): survived$", survivors_file.read_text(), re.M)
+    elif (work / "mutants").is_dir():  # a stopped run: its survivors, or (unrun) the mutants it did not reach
+        names = stopped_run(work)["not_run" if unrun else "survived"]
+    else:
         raise SystemExit(f"no full run of {module} to recheck: run `python tools/mutation.py {module}` first")
-    names = re.findall(r"^# (\S+): survived$", survivors_file.read_text(), re.M)
     for name in subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "tests"], cwd=REPO, check=True,
                                capture_output=True).stdout.decode().split("\0"):
         if name:
@@ -262,8 +277,14 @@ def recheck(module: str, tests: list[str], select: str | None = None) -> dict:
 
     if run("") != 0:  # the unmutated code must pass, or a failure below would prove nothing
         raise SystemExit(f"{' '.join(tests)} fail on the unmutated copy of {module}")
-    outcome = {name: run(name) for name in names}
-    return {"module": module, "tests": tests, "select": select, "killed_now": [n for n, rc in outcome.items() if rc == 1],
+    outcome: dict[str, int] = {}
+    suffix = "-unrun" if unrun else ""
+    with open(work / f"recheck{suffix}-progress.txt", "w", encoding="utf-8") as progress:  # to follow a long recheck
+        for name in names:
+            outcome[name] = run(name)
+            print(name, outcome[name], file=progress, flush=True)
+    return {"module": module, "tests": tests, "select": select,
+            "killed_now": [n for n, rc in outcome.items() if rc == 1],
             "still_surviving": [n for n, rc in outcome.items() if rc == 0],
             "errors": {n: rc for n, rc in outcome.items() if rc not in (0, 1)}}
 
@@ -292,6 +313,8 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
     parser.add_argument("--recheck", nargs="+", metavar="TEST", help="rerun the survivors of the last full run of "
                         "each module against these test files only (after adding tests that kill them)")
+    parser.add_argument("--unrun", action="store_true", help="with --recheck, after a full run that was stopped: "
+                        "the mutants it did not reach instead of its survivors (read from mutants/**/*.meta)")
     parser.add_argument("--select", metavar="EXPR", help="with --recheck: only the tests pytest -k EXPR selects (a "
                         "surviving mutant runs every selected test)")
     args = parser.parse_args()
@@ -304,8 +327,9 @@ def main() -> None:
         raise SystemExit(f"not in MODULES: {', '.join(unknown)} (see --list)")
     if args.recheck:
         for module in args.modules or MODULES:
-            result = recheck(module, args.recheck, args.select)
-            (OUT / f"recheck-{module.replace('/', '_').removesuffix('.py')}.json").write_text(
+            result = recheck(module, args.recheck, args.select, args.unrun)
+            name = module.replace("/", "_").removesuffix(".py")
+            (OUT / f"recheck{'-unrun' if args.unrun else ''}-{name}.json").write_text(
                 json.dumps(result, indent=2) + "\n")
             equivalent = [n for n in result["still_surviving"] if n in EQUIVALENT]
             print(f"{module}: {len(result['killed_now'])} survivors killed now, {len(result['still_surviving'])} "
