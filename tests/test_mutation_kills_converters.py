@@ -51,6 +51,26 @@ def nested(name: str, **keys: Any) -> Edit:
     return lambda c: c[name].update(keys)
 
 
+def _pop(*path: str) -> Edit:
+    def edit(c: dict[str, Any]) -> None:
+        for key in path[:-1]:
+            c = c[key]
+        c.pop(path[-1])
+    return edit
+
+
+def _no_ids(c: dict[str, Any]) -> None:
+    c.pop("eagle_aux_hidden_state_layer_ids", None)
+    c["eagle_config"].pop("eagle_aux_hidden_state_layer_ids", None)
+
+
+def _both(*edits: Edit) -> Edit:
+    def edit(c: dict[str, Any]) -> None:
+        for e in edits:
+            e(c)
+    return edit
+
+
 # ------------------------------------------------------------------ config_keys.py: the key table's judgement
 
 KEY_CODES = {"E-CONFIG-KEY-TYPO", "E-CONFIG-KEY-PLACE", "W-CONFIG-KEY-UNKNOWN", "W-CONFIG-KEY-FOREIGN",
@@ -164,6 +184,8 @@ KEY_CASES: dict[str, tuple[str, Edit, DrafterSpec | None, list[Finding]]] = {
     "as near to two keys: the first in order": ("sglang", put(top_x=5), None, [
         ("W-CONFIG-KEY-UNKNOWN", "$.top_x", "top_x is no sglang config key (did you mean 'top_k'?); carried verbatim",
          "rename it to top_k, or remove it")]),
+    "a short key missing a letter": ("sglang", put(bia=1), None, [typo("sglang", "bia", "bias")]),
+    "a short key's first two letters swapped": ("sglang", put(ibas=1), None, [typo("sglang", "ibas", "bias")]),
     "a near miss of a written key": ("sglang", put(initializer_rang=0.02), None, [
         ("W-CONFIG-KEY-UNKNOWN", "$.initializer_rang", "initializer_rang is no sglang config key (did you mean "
          "'initializer_range'?); carried verbatim", "rename it to initializer_range, or remove it")]),
@@ -189,6 +211,11 @@ KEY_CASES: dict[str, tuple[str, Edit, DrafterSpec | None, list[Finding]]] = {
         ("E-CONFIG-KEY-PLACE", "$.hidden_size", "hidden_size is at the top level, but the speculators reader reads "
          "it as transformer_layer_config.hidden_size: the reader uses transformer_layer_config.hidden_size = 32 "
          "instead", "move it to transformer_layer_config.hidden_size")]),
+    "the value read instead, cut at 60 characters": ("speculators", _both(
+        nested("transformer_layer_config", hidden_act="silu" + "x" * 70), put(hidden_act="silu")), None, [
+        ("E-CONFIG-KEY-PLACE", "$.hidden_act", "hidden_act is at the top level, but the speculators reader reads it "
+         "as transformer_layer_config.hidden_act: the reader uses transformer_layer_config.hidden_act = 'silu" +
+         "x" * 52 + "... instead", "move it to transformer_layer_config.hidden_act")]),
     "top-level key nested, other value": ("sglang", nested("eagle_config", draft_vocab_size=16), None, [
         ("E-CONFIG-KEY-PLACE", "$.eagle_config.draft_vocab_size", "eagle_config.draft_vocab_size is nested, but the "
          "sglang reader reads draft_vocab_size at the top level: the reader uses draft_vocab_size = 32 instead",
@@ -338,26 +365,6 @@ def test_each_writer_writes_the_builders_config(tmp_path: Path, variant: str, a:
 
 
 # ------------------------------------------------------------------ each reader's and writer's refusals
-
-def _pop(*path: str) -> Edit:
-    def edit(c: dict[str, Any]) -> None:
-        for key in path[:-1]:
-            c = c[key]
-        c.pop(path[-1])
-    return edit
-
-
-def _no_ids(c: dict[str, Any]) -> None:
-    c.pop("eagle_aux_hidden_state_layer_ids", None)
-    c["eagle_config"].pop("eagle_aux_hidden_state_layer_ids", None)
-
-
-def _both(*edits: Edit) -> Edit:
-    def edit(c: dict[str, Any]) -> None:
-        for e in edits:
-            e(c)
-    return edit
-
 
 MLA = DrafterSpec(family="deepseek_mla", target_model_type="deepseek_v3")
 PEAGLE = DrafterSpec(peagle_mask_token_id=3)
