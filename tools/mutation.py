@@ -253,13 +253,16 @@ def stopped_run(work: Path) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in outcomes.items()}
 
 
-def recheck(module: str, tests: list[str], select: str | None = None, unrun: bool = False) -> dict:
+def recheck(module: str, tests: list[str], select: str | None = None, unrun: bool = False,
+            mutants: list[str] | None = None) -> dict:
     """Run the survivors of the last full run of `module` again, against `tests` as they are now (the tests/ of the
     repository replace those of its copy): which of them a new test kills. Cheaper than a full run; the survivors
     of the full run are the only mutants whose outcome new tests can change."""
     work = OUT / module.replace("/", "_").removesuffix(".py")
     survivors_file = work / "survivors.txt"
-    if survivors_file.exists() and not unrun:
+    if mutants is not None:
+        names = mutants
+    elif survivors_file.exists() and not unrun:
         names = re.findall(r"^# (\S+): survived$", survivors_file.read_text(), re.M)
     elif (work / "mutants").is_dir():  # a stopped run: its survivors, or (unrun) the mutants it did not reach
         names = stopped_run(work)["not_run" if unrun else "survived"]
@@ -345,8 +348,9 @@ def main() -> None:
     parser.add_argument("--rerun", nargs="+", metavar="TEST", help="like --recheck, but run by mutmut in a fresh "
                         "copy (one process forked per mutant): the survivors of the last full run, stopped or not, or "
                         "with --unrun the mutants a stopped run did not reach")
-    parser.add_argument("--mutants", type=Path, metavar="FILE", help="with --rerun: the mutants named in FILE (one a "
-                        "line; e.g. those a first rerun left surviving) instead")
+    parser.add_argument("--mutants", type=Path, metavar="FILE", help="with --rerun or --recheck: the mutants named in "
+                        "FILE instead (one a line; e.g. those a first rerun left surviving, or mutants of code that "
+                        "runs only at import, which only --recheck's fresh process sees)")
     parser.add_argument("--select", metavar="EXPR", help="with --recheck or --rerun: only the tests pytest -k EXPR "
                         "selects (a surviving mutant runs every selected test)")
     args = parser.parse_args()
@@ -379,7 +383,8 @@ def main() -> None:
         return
     if args.recheck:
         for module in args.modules or MODULES:
-            result = recheck(module, args.recheck, args.select, args.unrun)
+            result = recheck(module, args.recheck, args.select, args.unrun,
+                             args.mutants.read_text().split() if args.mutants else None)
             name = module.replace("/", "_").removesuffix(".py")
             (OUT / f"recheck{'-unrun' if args.unrun else ''}-{name}.json").write_text(
                 json.dumps(result, indent=2) + "\n")
