@@ -122,6 +122,7 @@ def _verifier(**keys: Any) -> Edit:
 
 
 LONG_KEY = "x" * 30 + " y" * 10  # no identifier, and its repr longer than 40 characters
+KEY_OF_40 = "x" * 36 + " y"  # its repr 40 characters: not cut
 NO_IDS = DrafterSpec(capture_boundaries=None)  # the eagle layout holds no ids
 # name -> (layout, the change, spec or None, every key finding validate gives, in order)
 KEY_CASES: dict[str, tuple[str, Edit, DrafterSpec | None, list[Finding]]] = {
@@ -185,15 +186,32 @@ KEY_CASES: dict[str, tuple[str, Edit, DrafterSpec | None, list[Finding]]] = {
         ("W-CONFIG-KEY-UNKNOWN", "$.top_x", "top_x is no sglang config key (did you mean 'top_k'?); carried verbatim",
          "rename it to top_k, or remove it")]),
     "a short key missing a letter": ("sglang", put(bia=1), None, [typo("sglang", "bia", "bias")]),
+    "a short key's letters in another order": ("sglang", put(siba=1), None, [unknown("sglang", "siba")]),
     "a short key's first two letters swapped": ("sglang", put(ibas=1), None, [typo("sglang", "ibas", "bias")]),
+    "a nested rope key's near miss in the nested decoder": ("speculators", nested("transformer_layer_config",
+                                                                                  factr=2.0), None, [
+        ("E-CONFIG-KEY-TYPO", "$.transformer_layer_config.factr", "transformer_layer_config.factr is no speculators "
+         "config key: did you mean 'factor'? The reader would take factor as absent and read another model",
+         "rename transformer_layer_config.factr to factor in config.json")]),
+    "a near miss in the nested decoder": ("speculators", lambda c: c["transformer_layer_config"].__setitem__(
+        "hiden_size", c["transformer_layer_config"].pop("hidden_size")), None, [
+        ("E-CONFIG-KEY-TYPO", "$.transformer_layer_config.hiden_size", "transformer_layer_config.hiden_size is no "
+         "speculators config key: did you mean 'hidden_size'? The reader would take hidden_size as absent and read "
+         "another model", "rename transformer_layer_config.hiden_size to hidden_size in config.json")]),
+    "a near miss of a nested object's key, at the top level": ("speculators", put(algoritm="eagle3"), None, [
+        typo("speculators", "algoritm", "algorithm")]),
+    "a near miss of another layout's key": ("sglang", put(norm_before_residul=False), None, [
+        typo("sglang", "norm_before_residul", "norm_before_residual")]),
     "a near miss of a written key": ("sglang", put(initializer_rang=0.02), None, [
         ("W-CONFIG-KEY-UNKNOWN", "$.initializer_rang", "initializer_rang is no sglang config key (did you mean "
          "'initializer_range'?); carried verbatim", "rename it to initializer_range, or remove it")]),
-    "keys that are no identifiers": ("sglang", put(**{"my key": 1, LONG_KEY: 2}), None, [
+    "keys that are no identifiers": ("sglang", put(**{"my key": 1, LONG_KEY: 2, KEY_OF_40: 3}), None, [
         ("W-CONFIG-KEY-UNKNOWN", "$.'my key'", "'my key' is no key the sglang layout's producers write; carried "
          "verbatim, and no engine reads it", "remove it if it is a leftover"),
         ("W-CONFIG-KEY-UNKNOWN", f"$.{repr(LONG_KEY)[:37]}...", f"{repr(LONG_KEY)[:37]}... is no key the sglang "
-         "layout's producers write; carried verbatim, and no engine reads it", "remove it if it is a leftover")]),
+         "layout's producers write; carried verbatim, and no engine reads it", "remove it if it is a leftover"),
+        ("W-CONFIG-KEY-UNKNOWN", f"$.{KEY_OF_40!r}", f"{KEY_OF_40!r} is no key the sglang layout's producers write; "
+         "carried verbatim, and no engine reads it", "remove it if it is a leftover")]),
     # one level off: up, down, two levels down; a copy of the value read is harmless
     "top-level copy of a nested key": ("sglang", put(use_aux_hidden_state=True), None, [
         copy_of("use_aux_hidden_state", "eagle_config.use_aux_hidden_state")]),
@@ -205,6 +223,17 @@ KEY_CASES: dict[str, tuple[str, Edit, DrafterSpec | None, list[Finding]]] = {
         ("E-CONFIG-KEY-PLACE", "$.use_aux_hidden_state", "use_aux_hidden_state is at the top level, but the sglang "
          "reader reads it as eagle_config.use_aux_hidden_state: it would be taken as absent",
          "move it to eagle_config.use_aux_hidden_state")]),
+    "a nested key at the top level, and no nested object": ("sglang", _both(_pop("eagle_config"), put(
+        use_aux_hidden_state=True)), None, [
+        ("E-CONFIG-KEY-PLACE", "$.use_aux_hidden_state", "use_aux_hidden_state is at the top level, but the sglang "
+         "reader reads it as eagle_config.use_aux_hidden_state: it would be taken as absent",
+         "move it to eagle_config.use_aux_hidden_state")]),
+    "a key one level above its object, below the top": ("speculators", nested("speculators_config",
+                                                                              name_or_path="org/x"), None, [
+        ("E-CONFIG-KEY-PLACE", "$.speculators_config.name_or_path", "speculators_config.name_or_path is at "
+         "speculators_config, but the speculators reader reads it as speculators_config.verifier.name_or_path: the "
+         "reader uses speculators_config.verifier.name_or_path = 'org/target-model' instead",
+         "move it to speculators_config.verifier.name_or_path")]),
     "decoder key at the speculators top level, same value": ("speculators", put(hidden_size=32), None, [
         copy_of("hidden_size", "transformer_layer_config.hidden_size")]),
     "decoder key at the speculators top level, other value": ("speculators", put(hidden_size=64), None, [
