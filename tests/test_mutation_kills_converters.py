@@ -1024,3 +1024,17 @@ def test_eagle_notes_the_embedding_it_keeps(tmp_path: Path):
                          *target_of(tmp_path, spec))
     assert said == [_SAFETENSORS_NOTE, "embed_tokens.weight kept: EAGLE's exporter leaves it out, its loader takes it "
                     "if present"]
+
+
+# ------------------------------------------------------------------ every writer
+
+@pytest.mark.parametrize("dest", ["speculators", "sglang", "vllm", "eagle"])
+def test_each_writer_warns_of_modelopts_first_layer_by_its_own_name(tmp_path: Path, dest: str):
+    spec = DrafterSpec(modelopt_hf_trained=True)
+    result = run_cli("--from", "modelopt", "--to", dest, "--no-record", *target_of(tmp_path, spec),
+                     built(tmp_path, "modelopt", put(), spec), tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert (f"WARNING: ModelOpt trained this drafter with hidden_norm(input_layernorm(h)) in its first layer; the "
+            f"{dest} layout's engines compute hidden_norm(h), the same approximation they apply to the ModelOpt export "
+            "itself (kept in eagle3-convert.json and restored by --to modelopt)") in notes(result.stdout)
+    assert result.stdout.splitlines()[0].startswith(f"wrote {tmp_path / 'out'} ({dest}): ")

@@ -163,6 +163,30 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.engines.vllm.x__read__mutmut_264":
         "> 1 or >= 1 layers: a one-layer file has no layer >= 1 for unread_later_norms to find (numbered as at "
         "main's 8e17d18, after the issue-23 merge)",
+    # converters/config_keys.py (session 6)
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_1":
+        "prev2 is read only from the second row on, after the first row set it",
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_6":
+        "a longer first row changes only an empty key's distance, and every table key is longer than any limit (3)",
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_15":
+        "each cell of the row is written before it is read: its initial value is never used",
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_43":
+        "the wrap-around at j = 1 offers prev2[-1] + 1 (the whole candidate against a shorter prefix), never below "
+        "the cell within a limit: 43,200 random near misses of every table key are judged the same",
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_64":
+        "a later early exit returns the exact distance, above the limit whenever the exit would have fired; callers "
+        "only ask d <= limit",
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_66":
+        "limit + 2 or limit + 1: both above the limit, which is all callers ask",
+    **{f"eagle3_convert.converters.config_keys.x__json_type__mutmut_{n}":
+       "the name of a type json.loads never makes (every JSON type is in the table)" for n in (5, 7, 21)},
+    **{f"eagle3_convert.converters.config_keys.x__squash__mutmut_{n}":
+       "the same change on both sides of the comparison ('XXXX' between the letters, upper for lower): two ASCII "
+       "keys squash equal exactly when they did" for n in (2, 3)},
+    # converters/speculators.py (session 6)
+    **{f"eagle3_convert.converters.speculators.x_required_mask_token__mutmut_{n}":
+       "only an int or None reaches it: the key table refuses a speculators mask token that is no integer (a "
+       "boolean included), vLLM's reader a flat one, so the regrouped `or`/`and` decide the same" for n in (2, 3)},
     **{f"eagle3_convert.validate.capture.x__convention_warning__mutmut_{n}":
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
