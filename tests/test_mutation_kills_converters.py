@@ -262,6 +262,9 @@ KEY_CASES: dict[str, tuple[str, Edit, DrafterSpec | None, list[Finding]]] = {
          "speculators_config.algorithm = 'eagle3' instead", "move it to speculators_config.algorithm")]),
     # a rope key at the top level is no misplaced rope setting: rope objects are read whole
     "rope key at the top level": ("sglang", put(factor=2.0), None, [unknown("sglang", "factor")]),
+    # ModelOpt's nested fields, which vLLM-native producers copy into eagle_config: known there, no finding
+    "ModelOpt's nested fields in a vLLM eagle_config": ("vllm", nested(
+        "eagle_config", use_last_layernorm=True, parallel_draft_step=1), None, []),
     # another layout's keys, where that layout reads them
     "foreign top-level key": ("speculators", put(use_aux_norm=False), None, [foreign("speculators", "use_aux_norm")]),
     "foreign nested key": ("sglang", nested("eagle_config", return_hidden_post_norm=False), None, [
@@ -1038,3 +1041,65 @@ def test_each_writer_warns_of_modelopts_first_layer_by_its_own_name(tmp_path: Pa
             f"{dest} layout's engines compute hidden_norm(h), the same approximation they apply to the ModelOpt export "
             "itself (kept in eagle3-convert.json and restored by --to modelopt)") in notes(result.stdout)
     assert result.stdout.splitlines()[0].startswith(f"wrote {tmp_path / 'out'} ({dest}): ")
+
+
+# ------------------------------------------------------------------ speculators.py, reading the nested decoder
+
+def test_speculators_names_the_nested_decoder_in_a_decoder_refusal(tmp_path: Path):
+    src = built(tmp_path, "speculators", _pop("transformer_layer_config", "hidden_size"))
+    result = run_cli("--from", "speculators", "--to", "vllm", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert last_line(result.stderr) == ("error: transformer_layer_config: hidden_size is None; expected a positive "
+                                         "integer [E-CONFIG-FIELD] — hint: fix hidden_size in config.json")
+
+
+def test_speculators_carries_a_decoder_key_it_does_not_model_and_reads_absent_flags_as_false(tmp_path: Path):
+    def edit(c: dict[str, Any]) -> None:
+        c["transformer_layer_config"]["initializer_range"] = 0.02
+        for flag in ("norm_before_fc", "fc_norm", "norm_output"):
+            del c[flag]
+
+    config, _ = convert_to(tmp_path, built(tmp_path, "speculators", edit), "speculators", "speculators")
+    want = config_for("speculators", DrafterSpec())
+    want["transformer_layer_config"]["initializer_range"] = 0.02
+    assert config == want  # the flags written false
+
+
+def test_speculators_a_draft_vocab_of_one_token_converts(tmp_path: Path):
+    spec = DrafterSpec(draft_vocab_size=1)
+    config, _ = convert_to(tmp_path, built(tmp_path, "speculators", put(), spec), "speculators", "speculators")
+    assert config == config_for("speculators", spec)
+
+
+@pytest.mark.parametrize("case", ["fc over 4 states, 3 ids", "a tensor of no layout", "a second layer's tensor"])
+def test_speculators_refuses_tensors_its_config_does_not_describe(tmp_path: Path, case: str):
+    src = built(tmp_path, "speculators", put())
+    tensors = stored_tensors("speculators", K4 if case.startswith("fc") else DrafterSpec())
+    if case == "a tensor of no layout":
+        tensors["foo.weight"] = tensors["norm.weight"]
+    elif case == "a second layer's tensor":
+        tensors["layers.1.input_layernorm.weight"] = tensors["norm.weight"]
+    write_safetensors(src / "model.safetensors", tensors)
+    result = run_cli("--from", "speculators", "--to", "vllm", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert last_line(result.stderr) == {
+        "fc over 4 states, 3 ids": "error: fc.weight fuses 4 captured states but the config lists 3 capture ids "
+        "[2, 4, 5] [E-CAPTURE-COUNT] — hint: the capture id list and the fc width must agree",
+        "a tensor of no layout": "error: tensor 'foo.weight' is not part of an EAGLE-3 drafter in the speculators "
+        "layout [E-KEY-UNKNOWN] — hint: engines drop unknown tensors silently; rename it to the layout's key or remove "
+        "it (`eagle3-convert inspect SRC` lists the expected names)",
+        "a second layer's tensor": "error: tensor 'layers.1.input_layernorm.weight' is not used by this drafter's "
+        "config (a flag is off or the layer count is wrong) [E-KEY-UNUSED] — hint: engines drop such tensors "
+        "silently; fix the config flag or remove the tensor"}[case]
+
+
+def test_speculators_keeps_another_spelling_of_the_mla_model_type(tmp_path: Path):
+    """A speculators file cannot be written for an MLA drafter, but one can be read (and served by vLLM-native)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    config = config_for("speculators", MLA)
+    config["transformer_layer_config"]["model_type"] = "deepseek_v2"
+    (src / "config.json").write_text(json.dumps(config))
+    write_safetensors(src / "model.safetensors", stored_tensors("speculators", MLA))
+    written, _ = convert_to(tmp_path, src, "speculators", "vllm")
+    assert written["model_type"] == "deepseek_v2"

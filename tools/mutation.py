@@ -187,6 +187,14 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.converters.speculators.x_required_mask_token__mutmut_{n}":
        "only an int or None reaches it: the key table refuses a speculators mask token that is no integer (a "
        "boolean included), vLLM's reader a flat one, so the regrouped `or`/`and` decide the same" for n in (2, 3)},
+    **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
+       "the key table refuses a draft_vocab_size that is no positive integer before this check (E-CONFIG-FIELD)"
+       for n in (78, 81)},
+    **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
+       "raw.get(flag), raw.get(flag, None) and raw.get(flag, False) all read an absent flag as false" for n in (108, 110)},
+    **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
+       "dead code: the key table refuses capture ids that are not a list of integers (E-CAPTURE-FIELD) before the "
+       "reader's own check, whose condition and message these change" for n in (136, *range(141, 151))},
     **{f"eagle3_convert.validate.capture.x__convention_warning__mutmut_{n}":
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
