@@ -191,7 +191,8 @@ EQUIVALENT: dict[str, str] = {
        "the key table refuses a draft_vocab_size that is no positive integer before this check (E-CONFIG-FIELD)"
        for n in (78, 81)},
     **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
-       "raw.get(flag), raw.get(flag, None) and raw.get(flag, False) all read an absent flag as false" for n in (108, 110)},
+       "raw.get(flag), raw.get(flag, None) and raw.get(flag, False) all read an absent flag as false"
+       for n in (108, 110)},
     **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
        "dead code: the key table refuses capture ids that are not a list of integers (E-CAPTURE-FIELD) before the "
        "reader's own check, whose condition and message these change" for n in (136, *range(141, 151))},
