@@ -12,7 +12,7 @@ from typing import Any, Callable
 import pytest
 from builders import (LAYOUTS, DrafterSpec, RawTensor, build_drafter, config_for, expected_refusal, stored_tensors,
                       write_safetensors, write_target)
-from conftest import run_cli
+from conftest import run_cli, tensor_hashes
 from test_layouts_matrix import VARIANTS
 
 from eagle3_convert.validate import validate_checkpoint
@@ -394,6 +394,7 @@ def test_each_writer_writes_the_builders_config(tmp_path: Path, variant: str, a:
     result = run_cli("--to", b, "--target", target, "--verifier", spec.verifier, "--no-record", src, tmp_path / "out")
     assert result.exit_code == 0, result.stderr
     assert json.loads((tmp_path / "out" / "config.json").read_text()) == written_config(variant, spec, a, b)
+    assert tensor_hashes(tmp_path / "out") == {name: t.sha256 for name, t in stored_tensors(b, spec).items()}
 
 
 # ------------------------------------------------------------------ each reader's and writer's refusals
@@ -726,9 +727,10 @@ def test_a_speculators_config_py_is_noted_as_ignored(tmp_path: Path):
 
 def test_an_absent_draft_vocab_size_is_the_full_vocab(tmp_path: Path):
     spec = DrafterSpec(draft_vocab_size=None)
-    config, _ = convert_to(tmp_path, built(tmp_path, "speculators", _pop("draft_vocab_size"), spec), "speculators",
-                           "speculators")
+    config, said = convert_to(tmp_path, built(tmp_path, "speculators", _pop("draft_vocab_size"), spec), "speculators",
+                              "speculators")
     assert config == config_for("speculators", spec)  # which writes draft_vocab_size = V
+    assert said == []  # (no save artifacts to note)
 
 
 def test_a_verifier_without_architectures_is_written_with_none(tmp_path: Path):
@@ -1103,3 +1105,19 @@ def test_speculators_keeps_another_spelling_of_the_mla_model_type(tmp_path: Path
     write_safetensors(src / "model.safetensors", stored_tensors("speculators", MLA))
     written, _ = convert_to(tmp_path, src, "speculators", "vllm")
     assert written["model_type"] == "deepseek_v2"
+
+
+@pytest.mark.parametrize("drop, detected_by", [
+    (None, "config.json has speculators_model_type 'eagle3'"),
+    ("speculators_model_type", "config.json has speculators_config/transformer_layer_config"),
+])
+def test_speculators_detection_says_why(tmp_path: Path, drop: str | None, detected_by: str):
+    src = built(tmp_path, "speculators", _pop(drop) if drop else put())
+    result = run_cli("inspect", "--json", src)
+    assert json.loads(result.stdout)["detected_by"] == detected_by
+
+
+def test_speculators_a_verifier_without_a_name_is_no_target(tmp_path: Path):
+    config, _ = convert_to(tmp_path, built(tmp_path, "speculators", _pop("speculators_config", "verifier",
+                                                                          "name_or_path")), "speculators", "vllm")
+    assert config == written_config("llama", DrafterSpec(), "speculators", "vllm")

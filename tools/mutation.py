@@ -196,6 +196,11 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
        "dead code: the key table refuses capture ids that are not a list of integers (E-CAPTURE-FIELD) before the "
        "reader's own check, whose condition and message these change" for n in (136, *range(141, 151))},
+    "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_193":
+        "a speculators_config that is no object is refused by the key table first; an absent one gives None both ways",
+    **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
+       "the verifier kept in the source's own speculators_config is overwritten by the writer with the one it names"
+       for n in (236, 237)},
     **{f"eagle3_convert.validate.capture.x__convention_warning__mutmut_{n}":
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
