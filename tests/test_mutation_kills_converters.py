@@ -1107,13 +1107,22 @@ def test_speculators_keeps_another_spelling_of_the_mla_model_type(tmp_path: Path
     assert written["model_type"] == "deepseek_v2"
 
 
+_WEAK = "config.json has speculators_config/transformer_layer_config"
+
+
 @pytest.mark.parametrize("drop, detected_by", [
-    (None, "config.json has speculators_model_type 'eagle3'"),
-    ("speculators_model_type", "config.json has speculators_config/transformer_layer_config"),
+    ((), "config.json has speculators_model_type 'eagle3'"), (("speculators_model_type",), _WEAK),
+    (("speculators_model_type", "transformer_layer_config"), _WEAK),
+    (("speculators_model_type", "speculators_config"), _WEAK),
+    # ModelOpt's fields too: two confident readings
+    ((), "speculators: config.json has speculators_model_type 'eagle3'; modelopt: eagle_config has NVIDIA ModelOpt "
+         "fields (use_last_layernorm)"),
 ])
-def test_speculators_detection_says_why(tmp_path: Path, drop: str | None, detected_by: str):
-    src = built(tmp_path, "speculators", _pop(drop) if drop else put())
-    result = run_cli("inspect", "--json", src)
+def test_speculators_detection_says_why(tmp_path: Path, drop: tuple[str, ...], detected_by: str):
+    edits = [_pop(key) for key in drop]
+    if detected_by.startswith("speculators: "):
+        edits.append(put(eagle_config={"use_aux_hidden_state": True, "use_last_layernorm": True}))
+    result = run_cli("inspect", "--json", built(tmp_path, "speculators", _both(*edits)))
     assert json.loads(result.stdout)["detected_by"] == detected_by
 
 
@@ -1121,3 +1130,8 @@ def test_speculators_a_verifier_without_a_name_is_no_target(tmp_path: Path):
     config, _ = convert_to(tmp_path, built(tmp_path, "speculators", _pop("speculators_config", "verifier",
                                                                           "name_or_path")), "speculators", "vllm")
     assert config == written_config("llama", DrafterSpec(), "speculators", "vllm")
+
+
+def test_speculators_an_unknown_speculators_type_is_detected_by_the_objects_only(tmp_path: Path):
+    result = run_cli("inspect", "--json", built(tmp_path, "speculators", put(speculators_model_type="medusa")))
+    assert json.loads(result.stdout)["detected_by"] == _WEAK
