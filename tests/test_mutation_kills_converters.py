@@ -123,6 +123,7 @@ def _verifier(**keys: Any) -> Edit:
 
 LONG_KEY = "x" * 30 + " y" * 10  # no identifier, and its repr longer than 40 characters
 KEY_OF_40 = "x" * 36 + " y"  # its repr 40 characters: not cut
+KEY_OF_41 = "x" * 37 + " y"  # its repr 41 characters: cut
 NO_IDS = DrafterSpec(capture_boundaries=None)  # the eagle layout holds no ids
 # name -> (layout, the change, spec or None, every key finding validate gives, in order)
 KEY_CASES: dict[str, tuple[str, Edit, DrafterSpec | None, list[Finding]]] = {
@@ -212,6 +213,11 @@ KEY_CASES: dict[str, tuple[str, Edit, DrafterSpec | None, list[Finding]]] = {
          "layout's producers write; carried verbatim, and no engine reads it", "remove it if it is a leftover"),
         ("W-CONFIG-KEY-UNKNOWN", f"$.{KEY_OF_40!r}", f"{KEY_OF_40!r} is no key the sglang layout's producers write; "
          "carried verbatim, and no engine reads it", "remove it if it is a leftover")]),
+    "a key whose repr is 41 characters": ("sglang", put(**{KEY_OF_41: 1}), None, [
+        ("W-CONFIG-KEY-UNKNOWN", f"$.{repr(KEY_OF_41)[:37]}...", f"{repr(KEY_OF_41)[:37]}... is no key the sglang "
+         "layout's producers write; carried verbatim, and no engine reads it", "remove it if it is a leftover")]),
+    "a wrong type's value cut at 60 characters": ("sglang", put(norm_output="x" * 70), None, [
+        wrong_type("sglang", "$.norm_output", "'" + "x" * 56 + "...", "string", "true or false")]),
     # one level off: up, down, two levels down; a copy of the value read is harmless
     "top-level copy of a nested key": ("sglang", put(use_aux_hidden_state=True), None, [
         copy_of("use_aux_hidden_state", "eagle_config.use_aux_hidden_state")]),
