@@ -39,8 +39,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "build" / "mutation"
 
-# module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
-# reach the mutated function)
 # Subprocess tests, which mutmut cannot select per mutant (see above), and whose child process, run from a temporary
 # directory without the checkout on PYTHONPATH, imports eagle3_convert only where the package is installed
 _NO_SUBPROCESS_VALIDATE = ["--deselect", "tests/test_validate.py::test_cli_validates_a_hub_repo_from_the_offline_cache"]
@@ -48,13 +46,15 @@ _NO_SUBPROCESS_DETECT = [arg for test in ("test_a_third_party_layout_is_found_th
                                           "test_a_broken_plugin_does_not_break_the_built_in_layouts",
                                           "test_inspect_resolves_a_repo_id_from_the_hf_cache_offline")
                          for arg in ("--deselect", f"tests/test_detect.py::{test}")]
-# the layouts' own modules: every conversion reaches them (the kill tests first: the cheapest to fail)
 # On a 2-core machine shared with other work a surviving mutant costs about three times its tests' CPU time, so the
 # costliest tests are left out: the config-mutation corpus (one 8-second test) and the matrix's lossless round trips
 # (three conversions and three reads each; the matrix's refusals and samples stay).
 _NO_CORPUS = ["--deselect", "tests/test_config_mutations.py::test_no_config_mutation_changes_the_drafter_in_silence"]
+# The layouts' own modules, which every conversion reaches: the kill tests first (the cheapest to fail).
 _LAYOUT_TESTS = ["tests/test_mutation_kills_layouts.py", "tests/test_detect.py", *_NO_SUBPROCESS_DETECT,
                  "tests/test_layouts_matrix.py", "-k", "not test_round_trip_is_lossless"]
+# module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
+# reach the mutated function)
 MODULES: dict[str, list[str]] = {
     "eagle3_convert/capture_ids.py": ["tests/test_capture_conventions.py", "tests/test_engine_rules.py",
                                       "tests/test_validate.py", "tests/test_determinism.py"],
