@@ -1141,3 +1141,12 @@ def test_speculators_a_verifier_without_a_name_is_no_target(tmp_path: Path):
 def test_speculators_an_unknown_speculators_type_is_detected_by_the_objects_only(tmp_path: Path):
     result = run_cli("inspect", "--json", built(tmp_path, "speculators", put(speculators_model_type="medusa")))
     assert json.loads(result.stdout)["detected_by"] == _WEAK
+
+
+def test_more_than_200_stray_keys_in_a_nested_object_are_named_by_it(tmp_path: Path):
+    src = built(tmp_path, "sglang", lambda c: c["eagle_config"].update({f"zz{i:03d}": i for i in range(201)}))
+    result = run_cli("--from", "sglang", "--to", "vllm", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert last_line(result.stderr) == ("error: eagle_config has more than 200 keys outside the sglang layout's: not a "
+                                         "drafter config [E-CONFIG-FIELD] — hint: point at the drafter's own "
+                                         "config.json")
