@@ -201,7 +201,7 @@ def test_the_registry_imports_no_pipeline():
 LAYERS = [
     ("cli", ("cli", "__main__")),
     ("pipelines", ("convert", "validate", "publish", "model_card", "sources", "targets", "records", "hints",
-                   "hub_read", "hub_index")),
+                   "hub_read", "hub_index", "verify")),
     ("layouts / engines / registry", ("converters", "engines", "registry", "schemas", "sidecar", "fingerprint",
                                       "provenance")),
     ("model", ("drafter", "vocab_map", "capture_ids", "names")),

@@ -1,0 +1,181 @@
+"""`verify`: the acceptance a drafter gets with its target, measured on CPU or GPU with our reference maths.
+
+`measure(drafter, target, prompts, k)` is the Python API; `verify.target` runs the target, `verify.reference` the
+drafter, `verify.acceptance` the draft rounds. torch is imported with this package (transformers when a target is
+loaded), so only the verify command imports it, inside its function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..capture_ids import default_boundaries
+from ..convert import read_source
+from ..drafter import Drafter
+from ..errors import RefusalError, UsageError
+from . import target as target_mod
+from .acceptance import Rounds, accepted_per_start, drafts_per_start, walk_rounds
+from .reference import DrafterMaths
+
+# The built-in prompts when none are given: short, varied, in English (chat, code, facts, arithmetic, lists).
+DEFAULT_PROMPTS = (
+    "The quick brown fox jumps over the lazy dog. Then the dog",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "The capital of France is Paris. The capital of Germany is",
+    "Question: what is 12 times 7? Answer:",
+    "Here is a list of three fruits:\n1.",
+    "Once upon a time, in a small village by the sea, there lived",
+    "To install the package, run the following command:",
+    "The theory of relativity, proposed by Albert Einstein,",
+)
+
+
+@dataclass
+class VerifyResult:
+    """What `measure` found. mean_accepted_length counts the bonus token: it is tokens per target forward (1 when
+    nothing is accepted, k+1 when everything is); per_position[j-1] is the share of rounds whose j-th draft was
+    accepted, so mean_accepted_length == 1 + sum(per_position)."""
+
+    k: int
+    mean_accepted_length: float
+    per_position: list[float]
+    rounds: int
+    tokens: int  # the target's generated tokens the rounds were measured on
+    seconds: float
+    tokens_per_second: float  # generated target tokens per second of the whole measurement (target and drafter)
+    capture_boundaries: list[int]
+    capture_from: str  # where the boundaries came from: "config", "engine default", or "given"
+    prompts: int
+    prompts_sha256: str
+    target: str
+    target_revision: str | None
+    device: str
+    max_new_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Measured:
+    """A drafter read once, its target loaded once and run once over the prompts, ready for any capture ids."""
+
+    drafter: Drafter
+    target: Any  # target.LoadedTarget
+    runs: list[Any]  # target.TargetRun per prompt
+    prompts_sha256: str
+    max_new_tokens: int
+    embed: Callable[..., Any] = field(repr=False, default=None)
+    maths: Any = field(repr=False, default=None)
+
+
+def prompts_digest(prompts: list[str]) -> str:
+    """sha256 of the prompts as one JSON list: the same prompts in the same order give the same digest."""
+    return hashlib.sha256(json.dumps(list(prompts), ensure_ascii=False).encode()).hexdigest()
+
+
+def read_prompts(path: str | Path) -> list[str]:
+    """--prompts FILE: a JSON list of strings, or JSON Lines ({"prompt": ...} or strings), or one prompt a line."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--prompts {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})",
+                         "give a text file: one prompt a line, JSON Lines, or a JSON list of strings") from None
+    prompts: list[str] = []
+    try:
+        data = json.loads(text)
+        prompts = [p for p in data if isinstance(p, str)] if isinstance(data, list) else []
+    except ValueError:
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError:
+                item = line
+            if isinstance(item, dict):
+                item = item.get("prompt") or item.get("text")
+            if isinstance(item, str) and item.strip():
+                prompts.append(item)
+    if not prompts:
+        raise UsageError(f"--prompts {path} holds no prompt",
+                         "give a text file: one prompt a line, JSON Lines, or a JSON list of strings")
+    return prompts
+
+
+def prepare(drafter: str | Path, target: str | Path, prompts: list[str] | None = None, *, device: str = "auto",
+            max_new_tokens: int = 64, endpoint: str | None = None, token: str | None = None,
+            revision: str | None = None, progress: Callable[[int], None] | None = None) -> Measured:
+    """Read the drafter, load the target, run the target over the prompts (every boundary's state kept)."""
+    source = read_source(str(drafter), endpoint=endpoint, token=token, revision=revision)
+    loaded = target_mod.load_target_model(str(target), device, endpoint=endpoint, token=token)
+    cfg = source.drafter.config
+    if cfg.resolved_target_hidden_size != loaded.hidden_size:
+        raise RefusalError(f"the target's hidden_size is {loaded.hidden_size} but the drafter fuses states of width "
+                           f"{cfg.resolved_target_hidden_size}", "pass the target the drafter was trained for",
+                           code="E-VERIFY-WIDTH")
+    if cfg.vocab_size != loaded.vocab_size:
+        raise RefusalError(f"the target's vocabulary has {loaded.vocab_size} tokens but the drafter's has "
+                           f"{cfg.vocab_size}", "pass the target the drafter was trained for",
+                           code="E-VERIFY-VOCAB")
+    prompts = list(prompts or DEFAULT_PROMPTS)
+    runs = [target_mod.run_target(loaded, prompt, max_new_tokens, progress) for prompt in prompts]
+    maths = DrafterMaths(source.drafter, loaded.device)
+    table = maths.w.get("embed_tokens.weight")
+    if table is None:  # the engines' default: the target's own embedding
+        table = loaded.model.get_input_embeddings().weight.detach().to(loaded.device, dtype=maths.w["fc.weight"].dtype)
+    return Measured(source.drafter, loaded, runs, prompts_digest(prompts), max_new_tokens,
+                    embed=lambda ids: table[ids], maths=maths)
+
+
+def boundaries_of(measured: Measured, given: list[int] | None = None) -> tuple[list[int], str]:
+    """The capture boundaries to measure with and where they came from."""
+    cfg, depth = measured.drafter.config, measured.target.num_layers
+    if given is not None:
+        boundaries, said = list(given), "given"
+    elif cfg.capture_boundaries is not None:
+        boundaries, said = list(cfg.capture_boundaries), "config"
+    else:
+        boundaries, said = default_boundaries(depth), "engine default"
+    if len(boundaries) != cfg.num_aux_hidden_states:
+        raise UsageError(f"{len(boundaries)} capture boundaries {boundaries} given, but fc fuses "
+                         f"{cfg.num_aux_hidden_states} target states", "give one boundary per fused state")
+    wrong = [b for b in boundaries if not 0 <= b <= depth]
+    if wrong:
+        raise RefusalError(f"capture boundaries {wrong} lie outside the {depth}-layer target (0..{depth})",
+                           "pass the target the drafter was trained for", code="E-VERIFY-CAPTURE")
+    return boundaries, said
+
+
+def acceptance(measured: Measured, k: int, boundaries: list[int] | None = None) -> VerifyResult:
+    """The acceptance of the drafter at k drafts a round, capturing `boundaries` (None: its own)."""
+    if k < 1:
+        raise UsageError(f"-k {k}: a round drafts at least one token", "give -k 1 or more (engines default to 3)")
+    chosen, said = boundaries_of(measured, boundaries)
+    start = time.perf_counter()
+    rounds = Rounds(k)
+    for run in measured.runs:
+        starts, drafts = drafts_per_start(measured.maths, run, chosen, k, measured.embed)
+        walk_rounds(accepted_per_start(run, starts, drafts), run.prompt_length - 1, rounds)
+    seconds = time.perf_counter() - start + sum(run.seconds for run in measured.runs)
+    generated = sum(run.tokens.shape[0] - run.prompt_length for run in measured.runs)
+    return VerifyResult(k, rounds.mean_accepted_length, rounds.per_position, len(rounds.accepted), generated, seconds,
+                        generated / seconds if seconds else 0.0, sorted(chosen), said, len(measured.runs),
+                        measured.prompts_sha256, measured.target.name_or_path, measured.target.revision,
+                        str(measured.target.device), measured.max_new_tokens)
+
+
+def measure(drafter: str | Path, target: str | Path, prompts: list[str] | None = None, k: int = 3, *,
+            capture_boundaries: list[int] | None = None, device: str = "auto", max_new_tokens: int = 64,
+            endpoint: str | None = None, token: str | None = None) -> VerifyResult:
+    """The acceptance `drafter` (a directory in any layout we read, a GGUF, or a Hub repo id) gets with `target`
+    (a model directory or Hub repo id) on `prompts` (None: DEFAULT_PROMPTS) at k drafts a round."""
+    measured = prepare(drafter, target, prompts, device=device, max_new_tokens=max_new_tokens, endpoint=endpoint,
+                       token=token)
+    return acceptance(measured, k, capture_boundaries)
