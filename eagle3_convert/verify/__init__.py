@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -115,7 +115,24 @@ def prepare(drafter: str | Path, target: str | Path, prompts: list[str] | None =
     """Read the drafter, load the target, run the target over the prompts (every boundary's state kept)."""
     source = read_source(str(drafter), endpoint=endpoint, token=token, revision=revision)
     loaded = target_mod.load_target_model(str(target), device, endpoint=endpoint, token=token)
-    cfg = source.drafter.config
+    maths, embed = bind(source.drafter, loaded)  # refused before the target runs: a wrong pair costs no generation
+    prompts = list(prompts or DEFAULT_PROMPTS)
+    runs = [target_mod.run_target(loaded, prompt, max_new_tokens, progress) for prompt in prompts]
+    return Measured(source.drafter, loaded, runs, prompts_digest(prompts), max_new_tokens, embed=embed, maths=maths)
+
+
+def with_drafter(measured: Measured, drafter: str | Path, *, endpoint: str | None = None, token: str | None = None,
+                 revision: str | None = None) -> Measured:
+    """The same target run with another drafter (any layout, or a Hub repo id): no target forward again."""
+    source = read_source(str(drafter), endpoint=endpoint, token=token, revision=revision)
+    maths, embed = bind(source.drafter, measured.target)
+    return replace(measured, drafter=source.drafter, maths=maths, embed=embed)
+
+
+def bind(drafter: Drafter, loaded: Any) -> tuple[DrafterMaths, Callable[..., Any]]:
+    """The drafter's maths on the target's device, and the embedding it drafts with; refused when the two do not
+    fit together."""
+    cfg = drafter.config
     if cfg.resolved_target_hidden_size != loaded.hidden_size:
         raise RefusalError(f"the target's hidden_size is {loaded.hidden_size} but the drafter fuses states of width "
                            f"{cfg.resolved_target_hidden_size}", "pass the target the drafter was trained for",
@@ -124,14 +141,11 @@ def prepare(drafter: str | Path, target: str | Path, prompts: list[str] | None =
         raise RefusalError(f"the target's vocabulary has {loaded.vocab_size} tokens but the drafter's has "
                            f"{cfg.vocab_size}", "pass the target the drafter was trained for",
                            code="E-VERIFY-VOCAB")
-    prompts = list(prompts or DEFAULT_PROMPTS)
-    runs = [target_mod.run_target(loaded, prompt, max_new_tokens, progress) for prompt in prompts]
-    maths = DrafterMaths(source.drafter, loaded.device)
+    maths = DrafterMaths(drafter, loaded.device)
     table = maths.w.get("embed_tokens.weight")
     if table is None:  # the engines' default: the target's own embedding
         table = loaded.model.get_input_embeddings().weight.detach().to(loaded.device, dtype=maths.w["fc.weight"].dtype)
-    return Measured(source.drafter, loaded, runs, prompts_digest(prompts), max_new_tokens,
-                    embed=lambda ids: table[ids], maths=maths)
+    return maths, lambda ids: table[ids]
 
 
 def boundaries_of(measured: Measured, given: list[int] | None = None) -> tuple[list[int], str]:

@@ -1,0 +1,147 @@
+"""verify's maths (issue 24): the reference forward of every family and flag, chain drafting, the rounds.
+
+The drafters are written by tests/builders.py (independently of our writers) with well-scaled random weights, and
+read back through our readers; the forward is checked against tests/engines/reference.py (the trained maths the
+engine tier holds SGLang and vLLM to), and the batched chain drafting against a plain recomputation of each chain.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from builders import DrafterSpec, build_drafter  # noqa: E402
+from engines import reference as engine_reference  # noqa: E402
+from verify_fixtures import well_scaled, write_tiny_target  # noqa: E402
+
+from eagle3_convert.convert import read_source  # noqa: E402
+from eagle3_convert.verify import acceptance, prepare, with_drafter  # noqa: E402
+from eagle3_convert.verify.acceptance import Rounds, walk_rounds  # noqa: E402
+from eagle3_convert.verify.reference import Chain, DrafterMaths  # noqa: E402
+
+CPU = torch.device("cpu")
+MLA_ROPE = {"type": "yarn", "rope_type": "yarn", "factor": 1.0, "original_max_position_embeddings": 2048,
+            "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}
+CASES = {
+    "llama": ("speculators", DrafterSpec()),
+    "llama nbr+norm_output": ("speculators", DrafterSpec(norm_before_residual=True, norm_output=True)),
+    "llama norm_before_fc": ("speculators", DrafterSpec(norm_before_fc=True)),
+    "llama fc_norm": ("speculators", DrafterSpec(fc_norm=True)),
+    "llama 3 layers": ("speculators", DrafterSpec(num_layers=3)),
+    "llama bias": ("vllm", DrafterSpec(attention_bias=True)),
+    "qwen3": ("speculators", DrafterSpec(family="qwen3")),
+    "mla": ("vllm", DrafterSpec(family="deepseek_mla", capture_boundaries=(1, 3, 6), target_model_type="deepseek_v3",
+                                extra={"rope_scaling": MLA_ROPE})),
+}
+
+
+def maths_of(path: Path) -> DrafterMaths:
+    return DrafterMaths(read_source(str(path)).drafter, CPU)
+
+
+@pytest.fixture(params=sorted(CASES))
+def case(request, tmp_path: Path):
+    layout, spec = CASES[request.param]
+    path = well_scaled(build_drafter(tmp_path / "drafter", layout, spec), seed=1)
+    gen = torch.Generator().manual_seed(2)
+    tokens = 12
+    inputs = {"embeds": torch.randn(tokens, spec.hidden_size, generator=gen),
+              "states": [torch.randn(tokens, spec.ht, generator=gen) for _ in range(spec.num_aux)],
+              "table": torch.randn(spec.vocab_size, spec.hidden_size, generator=gen)}
+    return request.param, spec, maths_of(path), inputs
+
+
+def test_the_first_step_is_the_trained_maths(case):
+    """Draft-extend over 12 positions equals tests/engines/reference.py (Llama and Qwen3 families without bias: that
+    reference has neither MLA nor biases), for every norm flag and for several layers."""
+    name, spec, maths, inputs = case
+    if spec.family == "deepseek_mla" or spec.attention_bias:
+        pytest.skip("tests/engines/reference.py models no MLA and no bias: the chain test below covers them")
+    chain = Chain(maths)
+    with torch.no_grad():
+        tokens, handed = chain.extend(inputs["embeds"], maths.fuse(inputs["states"]))
+        cfg = {"num_attention_heads": spec.num_attention_heads, "num_key_value_heads": spec.num_key_value_heads,
+               "head_dim": spec.head_dim, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+               "num_hidden_layers": spec.num_layers}
+        flags = {f: getattr(spec, f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")}
+        boundaries = list(range(spec.num_aux))  # states given in ascending order already
+        want_out, want_handed = engine_reference.drafter_forward(maths.w, cfg, flags, inputs["embeds"],
+                                                                 inputs["states"], boundaries, torch.arange(12))
+    assert torch.allclose(handed, want_handed, atol=1e-4, rtol=1e-4), name
+    want_tokens = (want_out @ maths.w["lm_head.weight"].T).argmax(-1)
+    if maths.draft_to_target is not None:
+        want_tokens = maths.draft_to_target[want_tokens]
+    assert torch.equal(tokens, want_tokens), name
+
+
+def test_chain_drafting_equals_each_chain_recomputed(case):
+    """Every start's k drafts at once (the cache masked per start, each start's own drafted keys) equal drafting
+    that start alone by recomputing its whole sequence causally: the verified positions, then its drafts."""
+    name, spec, maths, inputs = case
+    k, table = 4, inputs["table"]
+    embed = lambda ids: table[ids]  # noqa: E731
+    fused = maths.fuse(inputs["states"])
+    with torch.no_grad():
+        chain = Chain(maths)
+        first, handed = chain.extend(inputs["embeds"], fused)
+        starts = torch.tensor([0, 3, 7, 11])
+        batched, token, state = [first[starts]], first[starts], handed[starts]
+        for depth in range(2, k + 1):
+            token, state = chain.step(starts, token, state, depth, embed)
+            batched.append(token)
+        batched = torch.stack(batched, 1)
+
+        def causal(i, q, kk, v):
+            return torch.nn.functional.scaled_dot_product_attention(
+                q.transpose(0, 1), kk.transpose(0, 1), v.transpose(0, 1), is_causal=True,
+                scale=maths.scale).transpose(0, 1)
+
+        for row, p in enumerate(starts.tolist()):
+            embeds, hidden = inputs["embeds"][: p + 1], fused[: p + 1]
+            drafts = []
+            for _ in range(k):
+                pre = maths.layers(embeds, hidden, torch.arange(embeds.shape[0]), causal)
+                tok, nxt = maths.head(pre[-1:])
+                drafts.append(int(tok))
+                embeds, hidden = torch.cat([embeds, embed(tok)]), torch.cat([hidden, nxt])
+            assert batched[row].tolist() == drafts, (name, p)
+
+
+def test_the_rounds_move_past_each_accepted_draft():
+    rounds = Rounds(3)
+    walk_rounds({4: 3, 5: 0, 8: 1, 9: 2, 10: 0, 12: 0}, 4, rounds)
+    # round at 4 accepts 3 -> next at 8; accepts 1 -> 10; accepts 0 -> 11: no draft known there, the text ends
+    assert rounds.accepted == [3, 1, 0]
+    assert rounds.mean_accepted_length == pytest.approx(1 + 4 / 3)
+    assert rounds.per_position == pytest.approx([2 / 3, 1 / 3, 1 / 3])
+    assert rounds.mean_accepted_length == pytest.approx(1 + sum(rounds.per_position))
+
+
+@pytest.fixture(scope="module")
+def constant_target(tmp_path_factory) -> Path:
+    """A tiny Llama whose head is zero: its greedy text is token 0 forever, so a drafter that always proposes 0 is
+    accepted every time and one that proposes anything else never is."""
+    return write_tiny_target(tmp_path_factory.mktemp("target") / "target", zero_head=True)
+
+
+def test_a_drafter_that_always_agrees_gets_k_plus_one(constant_target: Path, tmp_path: Path):
+    ids = tuple(range(0, 96, 3))  # draft id 0 is target id 0
+    path = well_scaled(build_drafter(tmp_path / "always0", "speculators", DrafterSpec(vocab_ids=ids)), seed=3,
+                       zero=("lm_head.weight",))
+    measured = prepare(path, constant_target, ["abc", "hello world"], device="cpu", max_new_tokens=12)
+    result = acceptance(measured, 3)
+    assert result.mean_accepted_length == 4.0 and result.per_position == [1.0, 1.0, 1.0]
+    # prompt of n tokens and 12 generated: drafts known from starts n-1 .. n+7 (3 more tokens needed to judge a
+    # round); rounds at n-1, n+3, n+7, four tokens each
+    assert result.rounds == 2 * 3 and result.tokens == 24
+    # the same weights with draft id 0 mapped to target id 1: every first draft misses
+    shifted = well_scaled(build_drafter(tmp_path / "always1", "speculators",
+                                        DrafterSpec(vocab_ids=tuple(range(1, 97, 3)))), seed=3,
+                          zero=("lm_head.weight",))
+    missed = acceptance(with_drafter(measured, shifted), 3)
+    assert missed.mean_accepted_length == 1.0 and missed.per_position == [0.0, 0.0, 0.0]
+    assert missed.rounds == 2 * 9  # one token a round: every start n-1 .. n+7
