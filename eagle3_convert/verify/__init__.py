@@ -60,18 +60,30 @@ class VerifyResult:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    def acceptance_fields(self) -> dict[str, Any]:
+        """What the registry keeps of it (registry.models.Acceptance, less the tool that measured it)."""
+        return {"target_name_or_path": self.target, "target_revision": self.target_revision,
+                "prompts_sha256": self.prompts_sha256, "prompts": self.prompts, "max_new_tokens": self.max_new_tokens,
+                "k": self.k, "capture_boundaries": self.capture_boundaries,
+                "mean_accepted_length": self.mean_accepted_length, "per_position": self.per_position,
+                "rounds": self.rounds, "tokens_per_second": self.tokens_per_second, "device": self.device}
+
 
 @dataclass
 class Measured:
     """A drafter read once, its target loaded once and run once over the prompts, ready for any capture ids."""
 
-    drafter: Drafter
+    source: Any  # convert.Source: the drafter read, where from (path, uri, layout)
     target: Any  # target.LoadedTarget
     runs: list[Any]  # target.TargetRun per prompt
     prompts_sha256: str
     max_new_tokens: int
     embed: Callable[..., Any] = field(repr=False, default=None)
     maths: Any = field(repr=False, default=None)
+
+    @property
+    def drafter(self) -> Drafter:
+        return self.source.drafter
 
 
 def prompts_digest(prompts: list[str]) -> str:
@@ -118,7 +130,7 @@ def prepare(drafter: str | Path, target: str | Path, prompts: list[str] | None =
     maths, embed = bind(source.drafter, loaded)  # refused before the target runs: a wrong pair costs no generation
     prompts = list(prompts or DEFAULT_PROMPTS)
     runs = [target_mod.run_target(loaded, prompt, max_new_tokens, progress) for prompt in prompts]
-    return Measured(source.drafter, loaded, runs, prompts_digest(prompts), max_new_tokens, embed=embed, maths=maths)
+    return Measured(source, loaded, runs, prompts_digest(prompts), max_new_tokens, embed=embed, maths=maths)
 
 
 def with_drafter(measured: Measured, drafter: str | Path, *, endpoint: str | None = None, token: str | None = None,
@@ -126,7 +138,7 @@ def with_drafter(measured: Measured, drafter: str | Path, *, endpoint: str | Non
     """The same target run with another drafter (any layout, or a Hub repo id): no target forward again."""
     source = read_source(str(drafter), endpoint=endpoint, token=token, revision=revision)
     maths, embed = bind(source.drafter, measured.target)
-    return replace(measured, drafter=source.drafter, maths=maths, embed=embed)
+    return replace(measured, source=source, maths=maths, embed=embed)
 
 
 def bind(drafter: Drafter, loaded: Any) -> tuple[DrafterMaths, Callable[..., Any]]:
@@ -193,3 +205,44 @@ def measure(drafter: str | Path, target: str | Path, prompts: list[str] | None =
     measured = prepare(drafter, target, prompts, device=device, max_new_tokens=max_new_tokens, endpoint=endpoint,
                        token=token)
     return acceptance(measured, k, capture_boundaries)
+
+
+@dataclass
+class Candidate:
+    """One capture-id list scan_layers measured, and why it was a candidate."""
+
+    boundaries: list[int]
+    labels: list[str]  # "config", "recorded", "engine default", "id 2 -> 3", "all +1", ...
+    result: VerifyResult
+
+
+def scan_candidates(base: list[int], depth: int, recorded: list[int] | None = None) -> dict[tuple[int, ...], list[str]]:
+    """The boundary lists worth measuring against `base` (the config's, or the engine default): the record's, each
+    id one layer off, the whole list one layer off (a convention read wrongly), and the engine default."""
+    out: dict[tuple[int, ...], list[str]] = {}
+
+    def add(boundaries: list[int], label: str) -> None:
+        key = tuple(sorted(boundaries))
+        if len(set(key)) == len(base) and all(0 <= b <= depth for b in key):
+            out.setdefault(key, []).append(label)
+
+    add(base, "as measured")
+    if recorded is not None:
+        add(recorded, "recorded")
+    for shift in (-1, 1):
+        add([b + shift for b in base], f"all {shift:+d}")
+    for i, b in enumerate(sorted(base)):
+        for shift in (-1, 1):
+            add([*sorted(base)[:i], b + shift, *sorted(base)[i + 1:]], f"id {b} -> {b + shift}")
+    add(default_boundaries(depth), "engine default")
+    return out
+
+
+def scan_layers(measured: Measured, k: int, boundaries: list[int] | None = None,
+                recorded: list[int] | None = None) -> list[Candidate]:
+    """Acceptance under the drafter's capture boundaries and their neighbours, best first (ties: the order above)."""
+    base, said = boundaries_of(measured, boundaries)
+    candidates = scan_candidates(base, measured.target.num_layers, recorded)
+    measured_ = [Candidate(list(key), [said if label == "as measured" else label for label in labels],
+                           acceptance(measured, k, list(key))) for key, labels in candidates.items()]
+    return sorted(measured_, key=lambda c: -c.result.mean_accepted_length)

@@ -17,7 +17,9 @@ import torch
 
 from .. import hub_client
 from ..errors import FormatError
+from ..converters.checkpoint import read_json_file
 from ..sources import both_readings, endpoint_from_env, hub_error, is_repo_id
+from ..targets import local_target_name
 
 # What a target needs to run: config, weights and tokenizer (no .bin when safetensors exist: the Hub decides).
 MODEL_FILES = ("*.json", "*.safetensors", "tokenizer*", "*.model", "*.tiktoken", "*.txt", "*.py")
@@ -94,7 +96,10 @@ def load_target_model(spec: str, device: str = "auto", *, revision: str | None =
                       token: str | None = None) -> LoadedTarget:
     """The target with transformers (AutoModelForCausalLM, in the dtype it was saved in) and its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as transformers_logging
 
+    transformers_logging.set_verbosity_error()  # its notes and load bars are not this command's output
+    transformers_logging.disable_progress_bar()
     path, commit = resolve_target(spec, revision, endpoint, token)
     chosen = pick_device(device)
     try:
@@ -106,9 +111,11 @@ def load_target_model(spec: str, device: str = "auto", *, revision: str | None =
                           code="E-VERIFY-TARGET") from None
     text = model.config.get_text_config()
     layers = int(text.num_hidden_layers)
-    name = getattr(model.config, "_name_or_path", None) if commit is None else spec
+    # a local copy is named as the registry names targets: the Hub repo its config came from, else its absolute path
+    name = spec if commit is not None else local_target_name(str(path), read_json_file(path / "config.json",
+                                                                                        f"target {spec}/config.json"))
     return LoadedTarget(model, tokenizer, chosen, layers, int(text.hidden_size),
-                        int(model.get_input_embeddings().weight.shape[0]), str(name or spec), commit,
+                        int(model.get_input_embeddings().weight.shape[0]), name, commit,
                         decoder_blocks(model, layers))
 
 
