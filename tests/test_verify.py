@@ -145,3 +145,34 @@ def test_a_drafter_that_always_agrees_gets_k_plus_one(constant_target: Path, tmp
     missed = acceptance(with_drafter(measured, shifted), 3)
     assert missed.mean_accepted_length == 1.0 and missed.per_position == [0.0, 0.0, 0.0]
     assert missed.rounds == 2 * 9  # one token a round: every start n-1 .. n+7
+
+
+def test_mla_attention_is_transformers_deepseek_v3(tmp_path: Path):
+    """The MLA family's attention (latent q and kv, the shared rotary key, DeepSeek's interleaved rope, yarn) equals
+    transformers' DeepseekV3Attention on the same weights: the independent check the engine reference lacks."""
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention, DeepseekV3RotaryEmbedding
+
+    layout, spec = CASES["mla"]
+    maths = maths_of(well_scaled(build_drafter(tmp_path / "mla", layout, spec), seed=5))
+    width, nh, v_dim = 2 * spec.hidden_size, spec.num_attention_heads, spec.mla_v_head_dim  # layer 0 reads 2H
+    config = DeepseekV3Config(hidden_size=width, num_attention_heads=nh, num_key_value_heads=nh,
+                              q_lora_rank=spec.mla_q_lora_rank, kv_lora_rank=spec.mla_kv_lora_rank,
+                              qk_nope_head_dim=spec.mla_qk_nope_head_dim, qk_rope_head_dim=spec.mla_qk_rope_head_dim,
+                              v_head_dim=v_dim, rope_parameters={"rope_theta": 10000.0, **MLA_ROPE},
+                              max_position_embeddings=4096, rms_norm_eps=1e-5, attention_bias=False)
+    config._attn_implementation = "sdpa"
+    hf = DeepseekV3Attention(config, layer_idx=0)
+    p = "layers.0.self_attn."
+    with torch.no_grad():
+        for name in ("q_a_proj", "q_a_layernorm", "q_b_proj", "kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj"):
+            getattr(hf, name).weight.copy_(maths.w[p + name + ".weight"])
+        hf.o_proj.weight.copy_(torch.eye(width, nh * v_dim))  # the heads' output itself in the first columns
+        x = torch.randn(1, 10, width, generator=torch.Generator().manual_seed(6))
+        positions = torch.arange(10)
+        cos, sin = DeepseekV3RotaryEmbedding(config)(x, positions[None])
+        want = hf(x, (cos, sin), None)[0][0, :, : nh * v_dim]
+        q, k, v = maths.qkv(0, x[0], positions)
+        got = torch.nn.functional.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1),
+                                                               v.transpose(0, 1), is_causal=True, scale=maths.scale)
+    assert torch.allclose(got.transpose(0, 1).reshape(10, -1), want, atol=1e-5, rtol=1e-4)
