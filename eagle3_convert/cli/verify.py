@@ -65,7 +65,7 @@ def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, devi
     result = acceptance(measured, k)
     ranked = None
     if scan_layers:
-        known = registry_known(measured.source.path, registry_path) if not no_record else []
+        known = registry_known(measured.source.path, registry_path)  # reads a registry only where one exists
         recorded = known[0].boundaries(measured.target.num_layers) if known else None
         ranked = scan(measured, k, recorded=recorded)
     doc = _document(drafter, result, ranked)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 
 from .. import hub_client
-from ..errors import FormatError
+from ..errors import FormatError, UsageError
 from ..converters.checkpoint import read_json_file
 from ..sources import both_readings, endpoint_from_env, hub_error, is_repo_id
 from ..targets import local_target_name
@@ -126,6 +126,9 @@ def run_target(target: LoadedTarget, prompt: str, max_new_tokens: int,
     state. One token at a time through the KV cache, as a serving engine decodes."""
     start = time.perf_counter()
     ids = target.tokenizer(prompt, return_tensors="pt").input_ids.to(target.device)
+    if ids.shape[1] == 0:
+        raise UsageError(f"the prompt {prompt[:40]!r} is no token to the target's tokenizer",
+                         "give prompts of at least one token")
     captured: list[list[torch.Tensor]] = [[] for _ in range(target.num_layers + 1)]
 
     def keep(b: int, value: Any) -> None:
