@@ -39,7 +39,7 @@ def load_tensor(source) -> torch.Tensor:
     dtype = DTYPES.get(source.dtype)
     if dtype is None:
         raise RefusalError(f"a tensor is stored as {source.dtype}, which verify's reference maths cannot read",
-                           "convert the drafter to BF16, F16 or F32 first (`eagle3-convert --dtype bf16 ...`)",
+                           "verify reads BF16, F16 and F32 weights: measure an unquantized copy of the drafter",
                            code="E-VERIFY-DTYPE")
     data = bytearray(read_tensor_bytes(source))
     return torch.frombuffer(data, dtype=dtype).reshape(source.shape) if data else torch.empty(source.shape, dtype=dtype)
