@@ -176,3 +176,23 @@ def test_mla_attention_is_transformers_deepseek_v3(tmp_path: Path):
         got = torch.nn.functional.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1),
                                                                v.transpose(0, 1), is_causal=True, scale=maths.scale)
     assert torch.allclose(got.transpose(0, 1).reshape(10, -1), want, atol=1e-5, rtol=1e-4)
+
+
+def test_the_target_run_keeps_each_boundary_before_the_final_norm(tmp_path: Path):
+    """Boundary b < L is transformers' output_hidden_states[b]; boundary L is the last block's output BEFORE the
+    final norm, which output_hidden_states[L] is not (transformers 5 norms it): verify's hooks read what engines
+    capture. And the greedy tokens are the target's own argmax, one state per token but the last."""
+    from eagle3_convert.verify.target import load_target_model, run_target
+
+    loaded = load_target_model(str(write_tiny_target(tmp_path / "target", layers=4)), "cpu")
+    run = run_target(loaded, "hello", 6)
+    assert run.prompt_length == 5 and run.tokens.shape[0] == 11
+    with torch.no_grad():
+        full = loaded.model(input_ids=run.tokens[None], output_hidden_states=True)
+    assert torch.equal(full.logits[0, 4:-1].argmax(-1), run.tokens[5:])
+    hidden = [h[0, :10] for h in full.hidden_states]
+    assert all(state.shape == (10, 32) for state in run.states)
+    for b in range(4):
+        assert torch.allclose(run.states[b], hidden[b], atol=1e-5), b
+    assert not torch.allclose(run.states[4], hidden[4], atol=1e-3)  # transformers' last entry is normed...
+    assert torch.allclose(loaded.model.model.norm(run.states[4]), hidden[4], atol=1e-5)  # ...ours is not

@@ -44,7 +44,7 @@ def drafts_per_start(maths: DrafterMaths, run: TargetRun, boundaries: list[int],
     last token on), the k tokens the drafter proposes after the verified token p+1."""
     tokens = run.tokens.to(maths.device)
     last = tokens.shape[0] - 1  # states exist for positions 0..last-1
-    states = [run.states[b][:last].to(maths.device) for b in sorted(boundaries)]
+    states = [run.states[b].to(maths.device) for b in sorted(boundaries)]
     chain = Chain(maths)
     drafted, handed = chain.extend(embed(tokens[1:]), maths.fuse(states))
     starts = torch.arange(run.prompt_length - 1, last - k, device=maths.device)

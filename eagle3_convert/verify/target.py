@@ -41,7 +41,8 @@ class LoadedTarget:
 @dataclass
 class TargetRun:
     """One prompt and the target's greedy continuation: `tokens` [T] (prompt first), and the hidden state at every
-    boundary 0..L for every position, `states[b]` [T, Ht] float32 (the state the target computed at position i)."""
+    boundary 0..L, `states[b]` [T-1, Ht] float32: row i is what the target computed at position i (the last
+    token's own states are never computed: no draft starts there)."""
 
     tokens: torch.Tensor
     prompt_length: int
@@ -141,18 +142,16 @@ def run_target(target: LoadedTarget, prompt: str, max_new_tokens: int,
     tokens = [ids[0]]
     try:
         out = target.model(input_ids=ids, use_cache=True)
-        for _ in range(max_new_tokens):
+        for made in range(1, max_new_tokens + 1):
             nxt = out.logits[0, -1].argmax()
             tokens.append(nxt.view(1))
             if progress is not None:
                 progress(1)
-            if eos is not None and int(nxt) == eos:
-                break
+            if made == max_new_tokens or (eos is not None and int(nxt) == eos):
+                break  # the last token's own states would serve no draft: no forward for it
             out = target.model(input_ids=nxt.view(1, 1), past_key_values=out.past_key_values, use_cache=True)
     finally:
         for hook in hooks:
             hook.remove()
-    sequence = torch.cat(tokens)
-    # the last token's own states are computed only if the loop ran past it: keep exactly one state per token
-    states = [torch.cat(parts)[: sequence.shape[0]] for parts in captured]
-    return TargetRun(sequence, ids.shape[1], states, time.perf_counter() - start)
+    return TargetRun(torch.cat(tokens), ids.shape[1], [torch.cat(parts) for parts in captured],
+                     time.perf_counter() - start)
