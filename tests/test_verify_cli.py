@@ -144,6 +144,24 @@ def test_a_target_of_another_width_is_refused_naming_both(target: Path, tmp_path
     assert "hidden_size is 32" in line and "width 64" in line
 
 
+@pytest.mark.parametrize("spec, args, code, says", [
+    ({"vocab_size": 128, "vocab_ids": None}, (), "E-VERIFY-VOCAB", "has 96 tokens but the drafter's has 128"),
+    ({"capture_boundaries": (2, 5, 9), "target_layers": 10}, (), "E-VERIFY-CAPTURE",
+     "boundaries [9] lie outside the 8-layer target"),
+    ({}, ("--device", "cuda"), "E-VERIFY-DEVICE", "torch sees no CUDA device"),
+])
+def test_a_drafter_that_cannot_run_on_this_target_is_refused(target: Path, tmp_path: Path, spec: dict, args: tuple,
+                                                             code: str, says: str):
+    import torch
+
+    if args and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: --device cuda is no refusal here")
+    src = drafter(tmp_path / "d", spec.pop("vocab_ids", AGREEING_VOCAB), **spec)
+    line = one_line_error(run_cli("verify", src, "--target-model", target, "-q", "--max-new-tokens", "2",
+                                  *(args or ("--device", "cpu"))), code)
+    assert says in line
+
+
 def test_without_transformers_the_hint_installs_the_extra(target: Path, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` raises ImportError

@@ -153,6 +153,7 @@ def bind(drafter: Drafter, loaded: Any) -> tuple[DrafterMaths, Callable[..., Any
         raise RefusalError(f"the target's vocabulary has {loaded.vocab_size} tokens but the drafter's has "
                            f"{cfg.vocab_size}", "pass the target the drafter was trained for",
                            code="E-VERIFY-VOCAB")
+    refuse_outside(cfg.capture_boundaries or [], loaded.num_layers)
     maths = DrafterMaths(drafter, loaded.device)
     table = maths.w.get("embed_tokens.weight")
     if table is None:  # the engines' default: the target's own embedding
@@ -172,11 +173,15 @@ def boundaries_of(measured: Measured, given: list[int] | None = None) -> tuple[l
     if len(boundaries) != cfg.num_aux_hidden_states:
         raise UsageError(f"{len(boundaries)} capture boundaries {boundaries} given, but fc fuses "
                          f"{cfg.num_aux_hidden_states} target states", "give one boundary per fused state")
+    refuse_outside(boundaries, depth)
+    return boundaries, said
+
+
+def refuse_outside(boundaries: list[int], depth: int) -> None:
     wrong = [b for b in boundaries if not 0 <= b <= depth]
     if wrong:
         raise RefusalError(f"capture boundaries {wrong} lie outside the {depth}-layer target (0..{depth})",
                            "pass the target the drafter was trained for", code="E-VERIFY-CAPTURE")
-    return boundaries, said
 
 
 def acceptance(measured: Measured, k: int, boundaries: list[int] | None = None) -> VerifyResult:
