@@ -184,3 +184,18 @@ def test_a_missing_target_is_one_line(tmp_path: Path):
     result = run_cli("verify", src, "--target-model", tmp_path / "nowhere", "--json")
     one_line_error(result, "E-TARGET-MISSING")
     assert json.loads(result.stdout)["error"]["code"] == "E-TARGET-MISSING"
+
+
+@pytest.mark.parametrize("content, prompts", [
+    ("hello\n\nworld\n", ["hello", "world"]),
+    ("42\n", ["42"]),  # text that happens to parse as JSON is still a prompt
+    ('["a", "b c"]', ["a", "b c"]),
+    ('{"prompt": "x"}\n{"text": "y"}\n"z"\n', ["x", "y", "z"]),
+])
+def test_prompt_files_in_each_spelling(tmp_path: Path, content: str, prompts: list[str]):
+    from eagle3_convert.verify import prompts_digest, read_prompts
+
+    path = tmp_path / "prompts"
+    path.write_text(content)
+    assert read_prompts(path) == prompts
+    assert prompts_digest(prompts) != prompts_digest(list(reversed(prompts))) or len(set(prompts)) == 1

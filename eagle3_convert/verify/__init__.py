@@ -78,8 +78,8 @@ class Measured:
     runs: list[Any]  # target.TargetRun per prompt
     prompts_sha256: str
     max_new_tokens: int
-    embed: Callable[..., Any] = field(repr=False, default=None)
-    maths: Any = field(repr=False, default=None)
+    embed: Callable[..., Any] = field(repr=False)  # token ids -> the embeddings the drafter reads
+    maths: DrafterMaths = field(repr=False)
 
     @property
     def drafter(self) -> Drafter:
@@ -102,14 +102,19 @@ def read_prompts(path: str | Path) -> list[str]:
     prompts: list[str] = []
     try:
         data = json.loads(text)
-        prompts = [p for p in data if isinstance(p, str)] if isinstance(data, list) else []
     except ValueError:
+        data = None
+    if isinstance(data, list):
+        prompts = [p for p in data if isinstance(p, str) and p.strip()]
+    else:  # one prompt a line, each plain text or JSON (a string, or an object with "prompt" or "text")
         for line in text.splitlines():
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
             except ValueError:
+                item = line
+            if not isinstance(item, (str, dict)):  # `42`, `true`: text that happens to parse
                 item = line
             if isinstance(item, dict):
                 item = item.get("prompt") or item.get("text")
@@ -130,7 +135,7 @@ def prepare(drafter: str | Path, target: str | Path, prompts: list[str] | None =
     maths, embed = bind(source.drafter, loaded)  # refused before the target runs: a wrong pair costs no generation
     prompts = list(prompts or DEFAULT_PROMPTS)
     runs = [target_mod.run_target(loaded, prompt, max_new_tokens, progress) for prompt in prompts]
-    return Measured(source, loaded, runs, prompts_digest(prompts), max_new_tokens, embed=embed, maths=maths)
+    return Measured(source, loaded, runs, prompts_digest(prompts), max_new_tokens, embed, maths)
 
 
 def with_drafter(measured: Measured, drafter: str | Path, *, endpoint: str | None = None, token: str | None = None,
