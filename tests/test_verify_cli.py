@@ -69,6 +69,10 @@ def test_verify_reports_records_and_the_card_shows_it(target: Path, prompts: Pat
     assert (row.k, row.mean_accepted_length, row.per_position, row.prompts_sha256) == (
         3, 4.0, [1.0, 1.0, 1.0], doc["prompts_sha256"])
     assert row.target_name_or_path == str(target.resolve()) and row.target_revision is None
+    shown = json.loads(run_cli("registry", "show", doc["recorded"]["drafter_id"][:12], "--json").stdout)
+    assert output_violations(shown) == [] and [m["mean_accepted_length"] for m in shown["acceptance"]] == [4.0]
+    text = run_cli("registry", "show", doc["recorded"]["drafter_id"][:12]).stdout
+    assert "acceptance 1 measurement(s) by verify" in text and "4.000 at k=3 (by position 1.00 1.00 1.00)" in text
     # publish shows it on the card (the local target by its directory name only)
     card = json.loads(run_cli("publish", src, "org/agrees", "--dry-run", "--json").stdout)["card"]
     assert "## Measured acceptance" in card and "a local copy `tiny-target`" in card
