@@ -267,7 +267,8 @@ def _acceptance_section(measured: Sequence[Any]) -> list[str]:
     rows = []
     for m in measured:
         repo = hub_repo_id(m.target_name_or_path)
-        target = f"`{_cell(repo)}`" if repo else f"a local copy `{_cell(m.target_name_or_path.rstrip('/').rsplit('/', 1)[-1])}`"
+        local = m.target_name_or_path.rstrip("/").rsplit("/", 1)[-1]  # a local copy by its directory name only
+        target = f"`{_cell(repo)}`" if repo else f"a local copy `{_cell(local)}`"
         rows.append((target, f"`{_cell(m.target_revision[:12])}`" if m.target_revision else "not recorded", m.k,
                      f"{m.mean_accepted_length:.2f}", " / ".join(f"{rate:.2f}" for rate in m.per_position),
                      f"{m.prompts} (`{m.prompts_sha256[:12]}`), {m.max_new_tokens} tokens each",

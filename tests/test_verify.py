@@ -20,7 +20,7 @@ from verify_fixtures import well_scaled, write_tiny_target  # noqa: E402
 
 from eagle3_convert.convert import read_source  # noqa: E402
 from eagle3_convert.verify import acceptance, prepare, with_drafter  # noqa: E402
-from eagle3_convert.verify.acceptance import Rounds, walk_rounds  # noqa: E402
+from eagle3_convert.verify.rounds import Rounds, walk_rounds  # noqa: E402
 from eagle3_convert.verify.reference import Chain, DrafterMaths  # noqa: E402
 
 CPU = torch.device("cpu")

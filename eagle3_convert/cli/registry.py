@@ -167,15 +167,17 @@ def show_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> None:
     record = show(drafter_id, registry_path)
     measured = acceptance_of(record.drafter_id, registry_path)
     if as_json:
-        emit_json({"record": record.model_dump(mode="json"), "acceptance": [m.model_dump(mode="json") for m in measured]})
+        emit_json({"record": record.model_dump(mode="json"),
+                   "acceptance": [m.model_dump(mode="json") for m in measured]})
         return
     print_record(record)
     click.echo(f"acceptance {len(measured)} measurement(s) by verify (mean accepted length, the bonus token counted)")
     for m in measured:
         target = m.target_name_or_path + (f"@{m.target_revision}" if m.target_revision else "")
-        click.echo(f"  {m.mean_accepted_length:.3f} at k={m.k} (by position {' '.join(f'{r:.2f}' for r in m.per_position)})"
-                   f" with {target}, boundaries {m.capture_boundaries}, {m.prompts} prompts "
-                   f"{m.prompts_sha256[:12]}, {m.device}, {m.measured_at:{TIME}} UTC")
+        rates = " ".join(f"{rate:.2f}" for rate in m.per_position)
+        click.echo(f"  {m.mean_accepted_length:.3f} at k={m.k} (by position {rates}) with {target}, boundaries "
+                   f"{m.capture_boundaries}, {m.prompts} prompts {m.prompts_sha256[:12]}, {m.device}, "
+                   f"{m.measured_at:{TIME}} UTC")
 
 
 @registry_group.command("lineage")

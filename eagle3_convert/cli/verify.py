@@ -130,7 +130,8 @@ def _print_scan(doc: dict[str, Any]) -> None:
     click.echo(f"\ncapture layers ranked by acceptance at k={doc['k']}:")
     for c in doc["scan"]:
         rates = " ".join(f"{rate:.2f}" for rate in c["per_position"])
-        click.echo(f"  {str(c['boundaries']):<16} {c['mean_accepted_length']:.3f}   {rates:<24} {', '.join(c['labels'])}")
+        click.echo(f"  {str(c['boundaries']):<16} {c['mean_accepted_length']:.3f}   {rates:<24} "
+                   f"{', '.join(c['labels'])}")
     best, mine = doc["scan"][0], doc["capture"]["boundaries"]
     if best["mean_accepted_length"] <= 1.0:
         click.echo("no capture layers get a draft accepted: the drafter does not fit this target (its weights, "

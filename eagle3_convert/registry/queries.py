@@ -102,7 +102,8 @@ def lineage_of(conn: Any, drafter_id: str) -> list[LineageEdge]:
 
 def acceptance_of(conn: Any, drafter_id: str) -> list[Acceptance]:
     """What `verify` measured of `drafter_id` (resolved), oldest first."""
-    rows = conn.execute("SELECT * FROM acceptance WHERE drafter_id = ? ORDER BY measured_at, id", (drafter_id,)).fetchall()
+    rows = conn.execute("SELECT * FROM acceptance WHERE drafter_id = ? ORDER BY measured_at, id",
+                        (drafter_id,)).fetchall()
     return [Acceptance.model_validate(acceptance_fields(row)) for row in rows]
 
 

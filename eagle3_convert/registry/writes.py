@@ -66,7 +66,7 @@ def insert_edge(conn: Any, drafter_id: str, edge: LineageEdge) -> bool:
 
 
 def insert_acceptance(conn: Any, drafter_id: str, measured: Acceptance) -> bool:
-    """One measurement: every one is kept (the same drafter measured again may differ: another prompt set, k, device)."""
+    """One measurement: every one is kept (the same drafter measured again may differ: other prompts, k, device)."""
     conn.execute(INSERT_ACCEPTANCE, acceptance_values(drafter_id, measured))
     return True
 
@@ -91,8 +91,8 @@ def delete(conn: Any, drafter_id: str) -> None:
 
 
 def absorb(conn: Any, twin: str, into: str) -> None:
-    """Merge the record `twin` into `into`: its copies, lineage edges and measured acceptance move, `twin` becomes an alias of `into`
-    (as do the aliases it had), and `twin` is deleted. The caller has merged the fields it keeps."""
+    """Merge the record `twin` into `into`: its copies, lineage edges and measured acceptance move, `twin` becomes an
+    alias of `into` (as do the aliases it had), and `twin` is deleted. The caller has merged the fields it keeps."""
     for statement in (
         "INSERT INTO locations (drafter_id, layout, uri, added_at) SELECT ?, layout, uri, added_at FROM locations"
         " WHERE drafter_id = ? ON CONFLICT DO NOTHING",

@@ -1,7 +1,7 @@
 """`verify`: the acceptance a drafter gets with its target, measured on CPU or GPU with our reference maths.
 
 `measure(drafter, target, prompts, k)` is the Python API; `verify.target` runs the target, `verify.reference` the
-drafter, `verify.acceptance` the draft rounds. torch is imported with this package (transformers when a target is
+drafter, `verify.rounds` the draft rounds. torch is imported with this package (transformers when a target is
 loaded), so only the verify command imports it, inside its function.
 """
 
@@ -19,7 +19,7 @@ from ..convert import read_source
 from ..drafter import Drafter
 from ..errors import RefusalError, UsageError
 from . import target as target_mod
-from .acceptance import Rounds, accepted_per_start, drafts_per_start, walk_rounds
+from .rounds import Rounds, accepted_per_start, drafts_per_start, walk_rounds
 from .reference import DrafterMaths
 
 # The built-in prompts when none are given: short, varied, in English (chat, code, facts, arithmetic, lists).

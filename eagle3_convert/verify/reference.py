@@ -145,7 +145,8 @@ class DrafterMaths:
         if cfg.family == "deepseek_mla":
             m = cfg.mla or {}
             nope, rot, dv = m["qk_nope_head_dim"], m["qk_rope_head_dim"], m["v_head_dim"]
-            q = self.linear(rms(self.linear(x, p + "q_a_proj"), self.w[p + "q_a_layernorm.weight"], eps), p + "q_b_proj")
+            q_latent = rms(self.linear(x, p + "q_a_proj"), self.w[p + "q_a_layernorm.weight"], eps)
+            q = self.linear(q_latent, p + "q_b_proj")
             q_nope, q_rot = q.view(n, nh, nope + rot).split([nope, rot], -1)
             latent, k_rot = self.linear(x, p + "kv_a_proj_with_mqa").split([m["kv_lora_rank"], rot], -1)
             kv = self.linear(rms(latent, self.w[p + "kv_a_layernorm.weight"], eps), p + "kv_b_proj")
