@@ -196,3 +196,24 @@ def test_the_target_run_keeps_each_boundary_before_the_final_norm(tmp_path: Path
         assert torch.allclose(run.states[b], hidden[b], atol=1e-5), b
     assert not torch.allclose(run.states[4], hidden[4], atol=1e-3)  # transformers' last entry is normed...
     assert torch.allclose(loaded.model.model.norm(run.states[4]), hidden[4], atol=1e-5)  # ...ours is not
+
+
+def test_modelopt_s_first_layer_normalises_the_hidden_state_twice(tmp_path: Path):
+    """A ModelOpt HF-trainer drafter (use_input_layernorm_in_first_layer) computes hidden_norm(input_layernorm(h))
+    where every engine computes hidden_norm(h): the reference maths are the trained ones, built here from
+    tests/engines/reference.py's attention and mlp."""
+    path = well_scaled(build_drafter(tmp_path / "modelopt", "modelopt", DrafterSpec(modelopt_hf_trained=True)), seed=7)
+    maths = maths_of(path)
+    assert maths.cfg.input_layernorm_on_hidden
+    gen = torch.Generator().manual_seed(8)
+    embeds, h = torch.randn(9, 32, generator=gen), torch.randn(9, 32, generator=gen)
+    w, eps, positions = maths.w, 1e-5, torch.arange(9)
+    cfg = {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "rms_norm_eps": eps, "rope_theta": 10000.0}
+    rms = engine_reference.rms
+    with torch.no_grad():
+        normed = rms(rms(h, w["layers.0.input_layernorm.weight"], eps), w["layers.0.hidden_norm.weight"], eps)
+        x = torch.cat([rms(embeds, w["layers.0.input_layernorm.weight"], eps), normed], -1)
+        residual = engine_reference.attention(x, w, "layers.0.", cfg, positions) + h
+        want = engine_reference.mlp(rms(residual, w["layers.0.post_attention_layernorm.weight"], eps), w, "layers.0.")
+        _, handed = Chain(maths).extend(embeds, h)
+    assert torch.allclose(handed, want + residual, atol=1e-4, rtol=1e-4)
