@@ -198,6 +198,17 @@ def test_the_target_run_keeps_each_boundary_before_the_final_norm(tmp_path: Path
     assert torch.allclose(loaded.model.model.norm(run.states[4]), hidden[4], atol=1e-5)  # ...ours is not
 
 
+def test_the_text_ends_at_any_end_of_text_id(constant_target: Path):
+    """Generation stops at an id the generation config lists as eos (Llama 3 lists three), as serving does."""
+    from eagle3_convert.verify.target import load_target_model, run_target
+
+    loaded = load_target_model(str(constant_target), "cpu")
+    assert run_target(loaded, "abc", 5).tokens.shape[0] == 3 + 5
+    loaded.model.generation_config.eos_token_id = [7, 0]  # the constant target's one token
+    ended = run_target(loaded, "abc", 5)
+    assert ended.tokens.tolist()[3:] == [0] and all(state.shape[0] == 3 for state in ended.states)
+
+
 def test_modelopt_s_first_layer_normalises_the_hidden_state_twice(tmp_path: Path):
     """A ModelOpt HF-trainer drafter (use_input_layernorm_in_first_layer) computes hidden_norm(input_layernorm(h))
     where every engine computes hidden_norm(h): the reference maths are the trained ones, built here from

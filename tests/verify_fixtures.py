@@ -25,7 +25,8 @@ def write_tiny_target(dest: Path, *, layers: int = 8, hidden: int = 32, vocab: i
     torch.manual_seed(seed)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
                                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                                         head_dim=hidden // 4, max_position_embeddings=512, tie_word_embeddings=False))
+                                         head_dim=hidden // 4, max_position_embeddings=512, tie_word_embeddings=False,
+                                         bos_token_id=None, eos_token_id=None))  # no text ends early: fixed lengths
     if zero_head:
         with torch.no_grad():
             model.lm_head.weight.zero_()

@@ -120,6 +120,15 @@ def load_target_model(spec: str, device: str = "auto", *, revision: str | None =
                         decoder_blocks(model, layers))
 
 
+def end_of_text(target: LoadedTarget) -> set[int]:
+    """The ids that end the text: the tokenizer's eos and the generation config's (Llama 3 lists three)."""
+    ids = {target.tokenizer.eos_token_id}
+    config = getattr(target.model, "generation_config", None)
+    said = getattr(config, "eos_token_id", None)
+    ids.update(said if isinstance(said, (list, tuple)) else [said])
+    return {i for i in ids if isinstance(i, int)}
+
+
 @torch.no_grad()
 def run_target(target: LoadedTarget, prompt: str, max_new_tokens: int,
                progress: Callable[[int], None] | None = None) -> TargetRun:
@@ -138,7 +147,7 @@ def run_target(target: LoadedTarget, prompt: str, max_new_tokens: int,
     hooks = [target.blocks[0].register_forward_pre_hook(lambda _m, args, *_: keep(0, args[0]))]
     hooks += [block.register_forward_hook(lambda _m, _a, out, b=j + 1: keep(b, out))
               for j, block in enumerate(target.blocks)]
-    eos = target.tokenizer.eos_token_id
+    eos = end_of_text(target)
     tokens = [ids[0]]
     try:
         out = target.model(input_ids=ids, use_cache=True)
@@ -147,7 +156,7 @@ def run_target(target: LoadedTarget, prompt: str, max_new_tokens: int,
             tokens.append(nxt.view(1))
             if progress is not None:
                 progress(1)
-            if made == max_new_tokens or (eos is not None and int(nxt) == eos):
+            if made == max_new_tokens or int(nxt) in eos:
                 break  # the last token's own states would serve no draft: no forward for it
             out = target.model(input_ids=nxt.view(1, 1), past_key_values=out.past_key_values, use_cache=True)
     finally:
