@@ -37,10 +37,11 @@ def card_tags(layout: str, engines: Sequence[str]) -> list[str]:
 
 def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[str, Any], report: Any,
                engines: Sequence[str], serves: Mapping[str, Any], license: str | None = None,
-               drafter_revision: str | None = None, files: Sequence[str] = ()) -> str:
+               drafter_revision: str | None = None, files: Sequence[str] = (), acceptance: Sequence[Any] = ()) -> str:
     """README.md for `repo_id`: `facts` are the published sidecar's, `report` the validation of the
     published files, `engines` those that serve `layout` (the tags), `serves` every engine's verdict on
-    the published files (engines.serve_verdicts), which decides the serve commands."""
+    the published files (engines.serve_verdicts), which decides the serve commands, `acceptance` what `verify`
+    measured of the drafter (registry.models.Acceptance, as the registry holds them)."""
     target = TargetIdentity.model_validate(facts["target"]) if facts.get("target") else config.target
     target_name = hub_repo_id(target.name_or_path if target else None)  # never a local path
     front_matter = {
@@ -58,6 +59,7 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
         *_capture_section(config, facts, target),
         *_drafter_section(config, facts),
         *_serve_section(repo_id, layout, serves, target, target_name, drafter_revision, config, facts, files),
+        *_acceptance_section(acceptance),
         *_lineage_section(facts, repo_id),
         *_validation_section(report),
         "---",
@@ -257,6 +259,27 @@ def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_r
             "tokenizer is copied into the drafter). `llama-server -hfd "
             f"{repo_id}` downloads the drafter directly; a file named `eagle3-*.gguf` beside the target's GGUF in "
             "one repository is picked up by `llama-server -hf REPO --spec-type draft-eagle3`.", ""]
+
+
+def _acceptance_section(measured: Sequence[Any]) -> list[str]:
+    if not measured:
+        return []
+    rows = []
+    for m in measured:
+        repo = hub_repo_id(m.target_name_or_path)
+        local = m.target_name_or_path.rstrip("/").rsplit("/", 1)[-1]  # a local copy by its directory name only
+        target = f"`{_cell(repo)}`" if repo else f"a local copy `{_cell(local)}`"
+        rows.append((target, f"`{_cell(m.target_revision[:12])}`" if m.target_revision else "not recorded", m.k,
+                     f"{m.mean_accepted_length:.2f}", " / ".join(f"{rate:.2f}" for rate in m.per_position),
+                     f"{m.prompts} (`{m.prompts_sha256[:12]}`), {m.max_new_tokens} tokens each",
+                     f"`{m.capture_boundaries}`", f"{m.device}, {m.measured_at:%Y-%m-%d}"))
+    return ["## Measured acceptance", "",
+            ("Measured with `eagle3-convert verify`: the target generates greedily from the prompts and the drafter "
+             "drafts k tokens a round from its hidden states, as SGLang and vLLM draft. The mean accepted length is "
+             "tokens per target forward, the bonus token counted (1 = no draft accepted, k + 1 = all); the "
+             "acceptance by position is the share of rounds that accepted each draft."), "",
+            *_table(("target", "revision", "k", "mean accepted length", "acceptance by position", "prompts (sha256)",
+                     "capture boundaries", "measured on"), rows), ""]
 
 
 def _lineage_section(facts: dict[str, Any], repo_id: str) -> list[str]:
