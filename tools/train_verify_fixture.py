@@ -1,6 +1,6 @@
 """Train the verify proof's fixture (issue 24 item 4): a tiny Llama target and an EAGLE-3 drafter trained on it.
 
-    python tools/train_verify_fixture.py                 # writes tests/data/verify-tiny/ (about 20 s on 2 CPU cores)
+    python tools/train_verify_fixture.py                 # writes tests/data/verify-tiny/ (about 45 s of one CPU core)
     python tools/train_verify_fixture.py --out DIR       # anywhere else
 
 Deterministic (seeded, torch on one thread, CPU). Nothing here imports eagle3_convert: the drafter's maths is
