@@ -130,9 +130,8 @@ def greedy_sequences(model, ids: torch.Tensor, count: int, prompt: int, new: int
     gen = torch.Generator().manual_seed(SEED + 1)
     starts = torch.randint(0, len(ids) - prompt, (count,), generator=gen)
     x = torch.stack([ids[s:s + prompt] for s in starts.tolist()])
-    out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=new, do_sample=False,
-                         pad_token_id=0)
-    return out
+    return model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=new, do_sample=False,
+                          pad_token_id=0)
 
 
 @torch.no_grad()
@@ -246,9 +245,8 @@ def ttt_loss(maths: DraftMaths, states, seqs, greedy, boundaries, t2d_index, ste
 
 
 def init_drafter(hidden: int, vocab_draft: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    t = TARGET
-    nh, nkv, hd, inter, k = t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"], DRAFTER_INTERMEDIATE, len(
-        BOUNDARIES)
+    nh, nkv, hd = TARGET["num_attention_heads"], TARGET["num_key_value_heads"], TARGET["head_dim"]
+    inter, k = DRAFTER_INTERMEDIATE, len(BOUNDARIES)
 
     def linear(out_f: int, in_f: int) -> torch.Tensor:
         return torch.randn(out_f, in_f, generator=gen) * in_f ** -0.5
