@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
+
 from ..capture_ids import default_boundaries
 from ..convert import read_source
 from ..drafter import Drafter
@@ -161,9 +163,9 @@ def bind(drafter: Drafter, loaded: Any) -> tuple[DrafterMaths, Callable[..., Any
     refuse_outside(cfg.capture_boundaries or [], loaded.num_layers)
     maths = DrafterMaths(drafter, loaded.device)
     table = maths.w.get("embed_tokens.weight")
-    if table is None:  # the engines' default: the target's own embedding
-        table = loaded.model.get_input_embeddings().weight.detach().to(loaded.device, dtype=maths.w["fc.weight"].dtype)
-    return maths, lambda ids: table[ids]
+    if table is None:  # the engines' default: the target's own embedding (rows cast as read: no float32 copy of it)
+        table = loaded.model.get_input_embeddings().weight.detach()
+    return maths, lambda ids: table[ids].to(torch.float32)
 
 
 def boundaries_of(measured: Measured, given: list[int] | None = None) -> tuple[list[int], str]:
