@@ -159,11 +159,11 @@ def test_published_configs_at_full_size_are_read_and_each_engines_reading_said(t
     config = json.loads((BLOCK_DIFFUSION / f"specforge-qwen3-8b-{kind}.json").read_text())
     assert sparse_drafter(tmp_path / "src", config, kind) > 2 * 10**9
     report = json.loads(run_cli("validate", "--json", tmp_path / "src").stdout)
-    said = sorted((f["code"], f["engine"]) for f in report["findings"])
+    said = sorted((f["code"], f["engine"] or "") for f in report["findings"])
     if kind == "dflash":  # vLLM and SGLang build it as published
-        assert said == [("W-KIND-UNCHECKED", None)], said
+        assert said == [("I-KIND-BLOCK-DIFFUSION", "")], said
     else:  # markov_rank only in dflash_config: vLLM's Qwen3DSparkModel and SGLang's Markov head read the top level
-        assert said == [("E-ENGINE-REFUSES", "sglang"), ("E-ENGINE-REFUSES", "vllm"), ("W-KIND-UNCHECKED", None)], said
+        assert said == [("E-ENGINE-REFUSES", "sglang"), ("E-ENGINE-REFUSES", "vllm"), ("I-KIND-BLOCK-DIFFUSION", "")], said
     assert report["layout"] == "dflash" and report["ok"] is (kind == "dflash")
 
 
@@ -240,8 +240,8 @@ def test_flat_dspark_is_written_where_vllm_and_sglang_read_its_head_fields(tmp_p
     assert written["markov_rank"] == written["dflash_config"]["markov_rank"] == RANK
     assert written["target_layer_ids"] == written["dflash_config"]["target_layer_ids"] == [1, 9, 17, 25, 33]
     # served by SGLang and vLLM's V2 runner; the V1 runner refuses DSpark (config/vllm.py): a caveat, not an error
-    said = [(f["code"], f["engine"]) for f in findings(out)]
-    assert said == [("W-KIND-UNCHECKED", None), ("W-ENGINE-CAVEAT", "vllm")], said
+    said = sorted((f["code"], f["engine"] or "") for f in findings(out))
+    assert said == [("I-KIND-BLOCK-DIFFUSION", ""), ("W-ENGINE-CAVEAT", "vllm")], said
     assert tensor_hashes(out) == tensor_hashes(src)
 
 
@@ -306,6 +306,15 @@ def test_a_dspark_head_the_config_does_not_build_is_refused(tmp_path: Path):
     result = run_cli("--no-record", "--to", "dflash", src, tmp_path / "out")
     assert result.exit_code == 1 and refusal(result.stderr) == "E-KEY-UNUSED", result.stderr
     assert "confidence_head." in result.stderr
+
+
+def test_a_field_of_the_wrong_type_breaks_the_dflash_schema(tmp_path: Path):
+    src = specforge_drafter(tmp_path / "src", "dflash")
+    config = json.loads((src / "config.json").read_text())
+    config["block_size"] = "16"
+    (src / "config.json").write_text(json.dumps(config))
+    errors = [(f["code"], f["where"]) for f in findings(src) if f["severity"] == "error"]
+    assert errors == [("E-SCHEMA", "$.block_size")], errors
 
 
 def test_sglang_reads_no_speculators_dflash_config(tmp_path: Path):

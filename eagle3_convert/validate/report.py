@@ -15,7 +15,7 @@ from ..engines import REFUSES, SERVING, WRONG, serve_verdicts, target_context
 from ..engines.block_diffusion import VLLM_RUNNER_ONLY
 from ..names import LABELS, engine_of, runners_of
 from ..errors import CaptureConflict, Eagle3Error, FormatError
-from .. import provenance, sidecar
+from .. import provenance, schemas, sidecar
 from .capture import check_capture, check_capture_record, check_known, read_capture_ids
 from .config import check_rope, check_schema, read_config
 from .context import LOCATIONS, Context
@@ -138,9 +138,12 @@ def _block_diffusion(raw: RawCheckpoint, report: Report) -> list[Finding]:
     kind = {"dflash": "DFlash", "dspark": "DSpark"}[cfg.kind]
     engines = report.engines or list(LAYOUT_ENGINES[detection.layout])
     report.engines += [e for e in engines if e not in report.engines]
-    found = [finding("W-KIND-UNCHECKED", f"a {kind} drafter: its fields, target layers and tensor table are checked, "
-                     "and each engine's reading; the shapes of DSpark's heads and the EAGLE-3 checks are not",
+    found = [finding("I-KIND-BLOCK-DIFFUSION", f"a {kind} drafter: its fields, target layers and tensor table are "
+                     "checked, and each engine's reading; the EAGLE-3 checks and the shapes of DSpark's heads are not",
                      where=CONFIG_NAME)]
+    if detection.layout == "dflash":  # (the speculators schema is EAGLE-3's: the reader checks this kind's fields)
+        found += [finding("E-SCHEMA", f"config.json {v.path}: {v.message} (dflash schema)",
+                          f"fix {v.path} in config.json", where=v.path) for v in schemas.violations("dflash", raw.config)]
     serves = serve_verdicts(raw.config, raw.tensors, cfg, target_context(cfg), [r for e in engines for r in
                                                                               runners_of(e)], report.releases)
     only = VLLM_RUNNER_ONLY.get(cfg.kind)
