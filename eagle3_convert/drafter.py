@@ -28,6 +28,7 @@ FAMILIES = ("llama", "qwen3", "deepseek_mla")
 Kind = Literal["eagle3", "peagle", "dflash", "dspark"]
 KINDS = ("eagle3", "peagle", "dflash", "dspark")
 BLOCK_KINDS = ("dflash", "dspark")
+KIND_LABELS = {"eagle3": "EAGLE-3", "peagle": "P-EAGLE", "dflash": "DFlash", "dspark": "DSpark"}
 # DSpark's Markov and confidence heads (speculators models/dspark), each built when a config field says so
 BLOCK_HEADS = {"markov_head.": "markov_rank", "confidence_head.": "enable_confidence_head"}
 
@@ -139,6 +140,14 @@ class DrafterConfig(BaseModel):
         if self.family == "deepseek_mla" and not (self.mla and all(k in self.mla for k in MLA_KEYS)):
             raise ValueError(f"an MLA drafter needs every latent width: {', '.join(MLA_KEYS)}")
         return self
+
+    def block_tokens(self) -> int | None:
+        """A DFlash/DSpark block's drafted tokens: the block less its anchor, or all of it when it samples from the
+        anchor (speculators models/dflash/core.py `_build_base_config_kwargs`)."""
+        block = self.algorithm.get("block_size")
+        if not isinstance(block, int) or isinstance(block, bool):
+            return None
+        return block if self.algorithm.get("sample_from_anchor") else block - 1
 
     @property
     def resolved_head_dim(self) -> int:

@@ -163,7 +163,8 @@ def test_published_configs_at_full_size_are_read_and_each_engines_reading_said(t
     if kind == "dflash":  # vLLM and SGLang build it as published
         assert said == [("I-KIND-BLOCK-DIFFUSION", "")], said
     else:  # markov_rank only in dflash_config: vLLM's Qwen3DSparkModel and SGLang's Markov head read the top level
-        assert said == [("E-ENGINE-REFUSES", "sglang"), ("E-ENGINE-REFUSES", "vllm"), ("I-KIND-BLOCK-DIFFUSION", "")], said
+        assert said == [("E-ENGINE-REFUSES", "sglang"), ("E-ENGINE-REFUSES", "vllm"),
+                        ("I-KIND-BLOCK-DIFFUSION", "")], said
     assert report["layout"] == "dflash" and report["ok"] is (kind == "dflash")
 
 
@@ -323,11 +324,26 @@ def test_sglang_reads_no_speculators_dflash_config(tmp_path: Path):
     assert [f["engine"] for f in refused] == ["sglang"] and "--to dflash" in refused[0]["hint"]
 
 
+def test_the_published_card_serves_it_as_a_dflash_drafter(tmp_path: Path):
+    """Before: the card called it EAGLE-3 and gave `"method": "eagle3"` / `--speculative-algorithm EAGLE3`."""
+    src = specforge_drafter(tmp_path / "src", "dflash")
+    result = run_cli("publish", "--dry-run", "--no-record", "--verifier", "Qwen/Qwen3-8B", src, "org/qwen3-dflash")
+    assert result.exit_code == 0, result.stderr
+    card = result.stdout
+    assert "Publish DFlash drafter" in card and "A DFlash (block-diffusion) draft model" in card
+    assert '"method": "dflash"' in card and '"num_speculative_tokens": 15' in card  # block 16 less its anchor
+    assert "--speculative-algorithm DFLASH" in card and "EAGLE3" not in card
+    assert "`dflash_config.target_layer_ids` `[1, 9, 17, 25, 33]`" in card
+
+
 # ------------------------------------------------------------------ the registry
 
 @pytest.mark.parametrize("kind", ["dflash", "dspark"])
-def test_registry_records_the_kind_and_its_target_layers(tmp_path: Path, kind: str):
-    """Recorded with its kind, its boundaries (SpecForge's ids + 1) and each layout's spelling of them."""
+def test_registry_records_the_kind_and_its_target_layers(tmp_path: Path, kind: str, registry_url,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    """Recorded with its kind, its boundaries (SpecForge's ids + 1) and each layout's spelling of them, in the
+    existing columns (capture_boundaries, ids_as_written, drafter_kind), on SQLite and PostgreSQL alike."""
+    monkeypatch.setenv("EAGLE3_CONVERT_REGISTRY", str(registry_url))
     src = specforge_drafter(tmp_path / "src", kind)
     added = run_cli("registry", "add", "--json", src)
     assert added.exit_code == 0, added.stderr
@@ -342,3 +358,11 @@ def test_registry_records_the_kind_and_its_target_layers(tmp_path: Path, kind: s
     assert record["ids_as_written"]["dflash"] == [1, 9, 17, 25, 33]
     assert record["ids_as_written"]["speculators"] == [2, 10, 18, 26, 34]
     assert {loc["layout"] for loc in record["locations"]} == {"dflash", "speculators"}
+    # the record is what the next conversion is checked against: the same ids pass, others are refused
+    again = run_cli("--to", "dflash", tmp_path / "spec", tmp_path / "back")
+    assert again.exit_code == 0, again.stderr
+    config = json.loads((tmp_path / "spec" / "config.json").read_text())
+    config["aux_hidden_state_layer_ids"] = [3, 10, 18, 26, 34]
+    (tmp_path / "spec" / "config.json").write_text(json.dumps(config))
+    clash = run_cli("--to", "dflash", tmp_path / "spec", tmp_path / "clash")
+    assert clash.exit_code == 1 and refusal(clash.stderr) == "E-CAPTURE-RECORD", clash.stderr

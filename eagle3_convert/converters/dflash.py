@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..drafter import BLOCK_HEADS, BLOCK_KINDS, Drafter, TargetIdentity
+from ..drafter import BLOCK_HEADS, BLOCK_KINDS, KIND_LABELS as LABEL, Drafter, TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from ..json_values import is_int
@@ -37,7 +37,6 @@ from .base import (
 )
 from .layout import VOCAB_TENSORS, drafter_kind
 
-LABEL = {"dflash": "DFlash", "dspark": "DSpark"}
 # The flat architecture each kind is written with (SpecForge configs/qwen3-8b-{dflash,dspark}.json) and the
 # speculators class (speculators models/{dflash,dspark}/config.py `architectures` default).
 FLAT_ARCHITECTURE = {"dflash": "DFlashDraftModel", "dspark": "DSparkDraftModel"}
@@ -170,10 +169,8 @@ def plan_speculators(drafter: Drafter, options: ConvertOptions) -> WritePlan:
     algorithm = dict(cfg.algorithm)
     if "causal" in algorithm:  # what update_dflash turns back into dflash_config.causal, for every layer
         algorithm["sliding_window_non_causal"] = not algorithm.pop("causal")
-    block = algorithm.get("block_size")
-    drafted = block if algorithm.get("sample_from_anchor") else block - 1 if is_int(block) else None
     spec_cfg: dict[str, Any] = {"default_proposal_method": "greedy",
-                                "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": drafted,
+                                "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": cfg.block_tokens(),
                                                       "verifier_accept_k": 1, "accept_tolerance": 0.0}]}
     spec_cfg.update(cfg.layout_extra.get("speculators", {}).get("speculators_config", {}))
     spec_cfg["algorithm"] = cfg.kind

@@ -6,21 +6,21 @@ algos.py` (`update_dflash`, `update_dspark`), `config/speculative.py` (a flat `D
 qwen3 becomes `Qwen3DSparkModel`), `model_executor/models/qwen3_dflash.py` / `qwen3_dspark.py` (embed_tokens and
 lm_head shared from the target when the file has none; `config.markov_rank` read at the top level), the runners'
 `get_eagle3_aux_layers_from_config` (dflash_config.target_layer_ids + 1), `llm_base_proposer.py`
-(`dflash_config.mask_token_id` or `mask_token_id`) and `config/vllm.py` (DSpark on the V2 runner only). SGLang: `srt/models/dflash.py`, `srt/models/dspark.py`
-(`build_markov_head` reads a top-level `markov_rank`; `lm_head.` skipped: the target's head), and
-`spec_aux_hidden_state.py` / `qwen3.py` (`layers_to_capture = target_layer_ids + 1`); no speculators-config reader.
-speculators: `models/dflash/core.py`, `model.py` (`from_pretrained` calls `load_verifier_weights`).
+(`dflash_config.mask_token_id` or `mask_token_id`) and `config/vllm.py` (DSpark on the V2 runner only).
+SGLang: `srt/models/dflash.py`, `srt/models/dspark.py` (`build_markov_head` reads a top-level `markov_rank`;
+`lm_head.` skipped: the target's head), `spec_aux_hidden_state.py` / `qwen3.py` (`layers_to_capture =
+target_layer_ids + 1`); no speculators-config reader. speculators (@ c05b95b): `models/dflash/core.py`, `model.py`
+(`from_pretrained` calls `load_verifier_weights`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..drafter import DrafterConfig
+from ..drafter import KIND_LABELS as LABEL, DrafterConfig
 from ..names import engine_of
 from .common import AS_TRAINED, REFUSES, UNKNOWN, WRONG, architectures, id_list
 
-LABEL = {"dflash": "DFlash", "dspark": "DSpark"}
 VLLM_CLASS = {"dflash": "DFlashQwen3ForCausalLM", "dspark": "Qwen3DSparkForCausalLM"}
 # The one vLLM runner a kind runs on (config/vllm.py: "DSpark is implemented only by the V2 GPU model runner")
 VLLM_RUNNER_ONLY = {"dspark": "vllm-v2"}

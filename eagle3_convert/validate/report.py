@@ -10,7 +10,7 @@ from pathlib import Path
 from ..atomic import CONFIG_NAME
 from ..converters.layout import ConvertOptions, Layout, drafter_kind
 from ..converters.registry import detect, get_layout, layouts
-from ..drafter import BLOCK_KINDS, TargetIdentity
+from ..drafter import BLOCK_KINDS, KIND_LABELS, TargetIdentity
 from ..engines import REFUSES, SERVING, WRONG, serve_verdicts, target_context
 from ..engines.block_diffusion import VLLM_RUNNER_ONLY
 from ..names import LABELS, engine_of, runners_of
@@ -135,15 +135,14 @@ def _block_diffusion(raw: RawCheckpoint, report: Report) -> list[Finding]:
         return [from_error(exc, where=CONFIG_NAME)]
     report.layout, report.detected_by, report.candidates = detection.layout, detection.reason, [detection.layout]
     cfg = drafter.config
-    kind = {"dflash": "DFlash", "dspark": "DSpark"}[cfg.kind]
     engines = report.engines or list(LAYOUT_ENGINES[detection.layout])
     report.engines += [e for e in engines if e not in report.engines]
-    found = [finding("I-KIND-BLOCK-DIFFUSION", f"a {kind} drafter: its fields, target layers and tensor table are "
+    found = [finding("I-KIND-BLOCK-DIFFUSION", f"a {KIND_LABELS[cfg.kind]} drafter: its fields, target layers and tensor table are "
                      "checked, and each engine's reading; the EAGLE-3 checks and the shapes of DSpark's heads are not",
                      where=CONFIG_NAME)]
     if detection.layout == "dflash":  # (the speculators schema is EAGLE-3's: the reader checks this kind's fields)
-        found += [finding("E-SCHEMA", f"config.json {v.path}: {v.message} (dflash schema)",
-                          f"fix {v.path} in config.json", where=v.path) for v in schemas.violations("dflash", raw.config)]
+        found += [finding("E-SCHEMA", f"config.json {v.path}: {v.message} (dflash schema)", f"fix {v.path} in "
+                          "config.json", where=v.path) for v in schemas.violations("dflash", raw.config)]
     serves = serve_verdicts(raw.config, raw.tensors, cfg, target_context(cfg), [r for e in engines for r in
                                                                               runners_of(e)], report.releases)
     only = VLLM_RUNNER_ONLY.get(cfg.kind)
