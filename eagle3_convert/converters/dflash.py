@@ -169,9 +169,9 @@ def plan_speculators(drafter: Drafter, options: ConvertOptions) -> WritePlan:
     algorithm = dict(cfg.algorithm)
     if "causal" in algorithm:  # what update_dflash turns back into dflash_config.causal, for every layer
         algorithm["sliding_window_non_causal"] = not algorithm.pop("causal")
-    spec_cfg: dict[str, Any] = {"default_proposal_method": "greedy",
-                                "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": cfg.block_tokens(),
-                                                      "verifier_accept_k": 1, "accept_tolerance": 0.0}]}
+    proposal = {"proposal_type": "greedy", "speculative_tokens": cfg.block_tokens(), "verifier_accept_k": 1,
+                "accept_tolerance": 0.0}
+    spec_cfg: dict[str, Any] = {"default_proposal_method": "greedy", "proposal_methods": [proposal]}
     spec_cfg.update(cfg.layout_extra.get("speculators", {}).get("speculators_config", {}))
     spec_cfg["algorithm"] = cfg.kind
     spec_cfg["verifier"] = {"name_or_path": target.name_or_path, "architectures": target.architectures}

@@ -137,9 +137,9 @@ def _block_diffusion(raw: RawCheckpoint, report: Report) -> list[Finding]:
     cfg = drafter.config
     engines = report.engines or list(LAYOUT_ENGINES[detection.layout])
     report.engines += [e for e in engines if e not in report.engines]
-    found = [finding("I-KIND-BLOCK-DIFFUSION", f"a {KIND_LABELS[cfg.kind]} drafter: its fields, target layers and tensor table are "
-                     "checked, and each engine's reading; the EAGLE-3 checks and the shapes of DSpark's heads are not",
-                     where=CONFIG_NAME)]
+    found = [finding("I-KIND-BLOCK-DIFFUSION", f"a {KIND_LABELS[cfg.kind]} drafter: its fields, target layers and "
+                     "tensor table are checked, and each engine's reading; the EAGLE-3 checks and the shapes of "
+                     "DSpark's heads are not", where=CONFIG_NAME)]
     if detection.layout == "dflash":  # (the speculators schema is EAGLE-3's: the reader checks this kind's fields)
         found += [finding("E-SCHEMA", f"config.json {v.path}: {v.message} (dflash schema)", f"fix {v.path} in "
                           "config.json", where=v.path) for v in schemas.violations("dflash", raw.config)]
