@@ -111,7 +111,8 @@ def specforge_drafter(dest: Path, kind: str, salt: str = "") -> Path:
     return dest
 
 
-def speculators_drafter(dest: Path, kind: str, aux_ids: list[int], verifier: str | None = "Qwen/Qwen3-8B") -> Path:
+def speculators_drafter(dest: Path, kind: str, aux_ids: list[int], verifier: str | None = "Qwen/Qwen3-8B",
+                        draft_vocab: int = VOCAB) -> Path:
     """As speculators' DFlashSpeculatorConfig / DSparkSpeculatorConfig save a drafter: the decoder nested, the
     boundaries in aux_hidden_state_layer_ids, the verifier's frozen embedding and head saved beside the body."""
     decoder = {"model_type": "qwen3", "hidden_size": H, "intermediate_size": INTER, "num_attention_heads": HEADS,
@@ -120,7 +121,7 @@ def speculators_drafter(dest: Path, kind: str, aux_ids: list[int], verifier: str
                "hidden_act": "silu", "layer_types": ["full_attention"] * LAYERS, "tie_word_embeddings": False}
     config = {"architectures": [f"{'DFlash' if kind == 'dflash' else 'DSpark'}Speculator"],
               "speculators_model_type": kind, "speculators_version": "0.9.0", "transformer_layer_config": decoder,
-              "draft_vocab_size": VOCAB, "block_size": 8, "target_hidden_size": None,
+              "draft_vocab_size": draft_vocab, "block_size": 8, "target_hidden_size": None,
               "aux_hidden_state_layer_ids": aux_ids, "mask_token_id": VOCAB - 3,
               "sliding_window_non_causal": False, "sample_from_anchor": kind == "dspark",
               "speculators_config": {"algorithm": kind, "default_proposal_method": "greedy",
@@ -132,7 +133,12 @@ def speculators_drafter(dest: Path, kind: str, aux_ids: list[int], verifier: str
     flat = {**decoder, "dflash_config": {"target_layer_ids": aux_ids, "markov_rank": RANK}}
     tensors = body_tensors(flat, kind)
     tensors["embed_tokens.weight"] = _tensor("embed", VOCAB, H)
-    tensors["lm_head.weight"] = _tensor("head", VOCAB, H)
+    tensors["lm_head.weight"] = _tensor("head", draft_vocab, H)  # the verifier's rows t2d selects
+    if draft_vocab < VOCAB:  # DraftVocabMixin's buffers: every other target token, as offsets and a mask
+        kept = list(range(0, VOCAB, VOCAB // draft_vocab))[:draft_vocab]
+        tensors["d2t"] = RawTensor("I64", (draft_vocab,), struct.pack(f"<{draft_vocab}q",
+                                                                       *(t - i for i, t in enumerate(kept))))
+        tensors["t2d"] = RawTensor("BOOL", (VOCAB,), bytes(int(t in kept) for t in range(VOCAB)))
     dest.mkdir(parents=True)
     (dest / "config.json").write_text(json.dumps(config, indent=2))
     write_safetensors(dest / "model.safetensors", tensors)
@@ -226,6 +232,24 @@ def test_speculators_dflash_with_the_verifiers_head_converts_to_the_flat_layout_
     assert original["transformer_layer_config"].items() <= again["transformer_layer_config"].items()
     assert again["speculators_config"]["verifier"] == original["speculators_config"]["verifier"]
     assert tensor_hashes(tmp_path / "back") == tensor_hashes(src)
+
+
+def test_a_reduced_draft_vocabulary_keeps_its_head_and_map_both_ways(tmp_path: Path):
+    """A speculators DFlash with a draft vocabulary: the head is the drafter's own rows, d2t maps them; both are
+    carried to the flat file (vLLM loads them: draft_id_to_target_id) and back."""
+    src = speculators_drafter(tmp_path / "src", "dflash", [2, 18, 34], draft_vocab=128)
+    flat = tmp_path / "flat"
+    result = run_cli("--no-record", "--to", "dflash", src, flat)
+    assert result.exit_code == 0, result.stderr
+    written = json.loads((flat / "config.json").read_text())
+    assert (written["draft_vocab_size"], written["vocab_size"]) == (128, VOCAB)
+    assert tensor_hashes(flat) == tensor_hashes(src)  # lm_head [128, H], d2t and t2d included
+    verdicts = {f["engine"]: f for f in findings(flat) if f["severity"] != "info"}
+    assert verdicts == {}, verdicts  # vLLM serves it; SGLang's DFlash reading of a reduced vocabulary: unknown
+    result = run_cli("--no-record", "--to", "speculators", flat, tmp_path / "back")
+    assert result.exit_code == 0, result.stderr
+    assert tensor_hashes(tmp_path / "back") == tensor_hashes(src)
+    assert json.loads((tmp_path / "back" / "config.json").read_text())["draft_vocab_size"] == 128
 
 
 def test_flat_dspark_is_written_where_vllm_and_sglang_read_its_head_fields(tmp_path: Path):
