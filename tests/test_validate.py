@@ -381,6 +381,11 @@ CASES: dict[str, Case] = {
     "E-ENGINE-WRONG": Case(built("sglang"), _ids(nested=[0, 3, 4]), with_engines("llamacpp")),
     # engine releases (issue 23): SGLang 0.5.12+ builds two layers, 0.5.11 and older refuse them
     "I-ENGINE-RELEASES": Case(built("sglang", num_layers=2), lambda p: None, with_engines("sglang")),
+    # an engine judged by its module alone (mlx-vlm reads a speculators drafter that stores its own embedding)
+    "I-ENGINE-READING": Case(built("speculators", embed_tokens=True), lambda p: None, with_engines("mlx-vlm")),
+    # TensorRT-LLM's sources read have no P-EAGLE mode: no verdict, said (issue 22)
+    "W-ENGINE-UNKNOWN": Case(built("vllm", peagle_mask_token_id=7), lambda p: None, with_engines("vllm"),
+                             with_engines("trtllm")),
     "W-ENGINE-RELEASE-UNKNOWN": Case(built("sglang"), lambda p: None, with_engines("sglang"),
                                      lambda tmp: {"engines": ["sglang"], "releases": {"sglang": ["0.9.0"]}}),
     # the target

@@ -18,8 +18,8 @@ from typing import Any, Collection, Mapping, Sequence
 
 from ..capture_ids import a_layer_target, capture_context, default_boundaries
 from ..drafter import BLOCK_KINDS, DrafterConfig
-from ..names import LABELS, RUNNERS, engine_of
-from . import block_diffusion, llamacpp, sglang, speculators, trtllm, vllm
+from ..names import LABELS, NAMED_ONLY, RUNNERS, engine_of, runners_of
+from . import block_diffusion, llamacpp, lmdeploy, mlxvlm, sglang, speculators, trtllm, vllm
 from .common import AS_TRAINED, DEFAULT_LAYERS, FLAGS, REFUSES, RUNTIME_LAYERS, UNKNOWN, WRONG, Reading, TargetContext
 from .releases import EngineChoice, Releases
 
@@ -79,10 +79,12 @@ def describe_spans(spans: Sequence[Mapping[str, Any]]) -> str:
 def engine_modules() -> dict[str, Any]:
     """Engine name -> its module's `read`. vLLM has two runners that read capture ids differently."""
     return {"speculators": speculators.read, "vllm-v1": vllm.read_v1, "vllm-v2": vllm.read_v2,
-            "sglang": sglang.read, "trtllm": trtllm.read, "llamacpp": llamacpp.read}
+            "sglang": sglang.read, "trtllm": trtllm.read, "llamacpp": llamacpp.read, "mlx-vlm": mlxvlm.read,
+            "lmdeploy": lmdeploy.read}
 
 
-MODULES = {"speculators": speculators, "vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp}
+MODULES = {"speculators": speculators, "vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp,
+           "mlx-vlm": mlxvlm, "lmdeploy": lmdeploy}
 
 
 def release(engine: str) -> str:
@@ -137,6 +139,8 @@ def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdic
     name = reading.engine
     if reading.refusal:
         return Verdict(name, REFUSES, None, reading.refusal)
+    if cfg.kind in reading.undecided:
+        return Verdict(name, UNKNOWN, None, reading.undecided[cfg.kind])
     if reading.kind != cfg.kind:
         return Verdict(name, WRONG, reading.captures, f"builds its {reading.kind} drafter for a {cfg.kind} drafter")
     if reading.family != cfg.family:
@@ -194,7 +198,7 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
 
     meta = gguf_metadata(config)
     if meta is not None:  # a GGUF file: only llama.cpp opens it
-        config = {"gguf": meta}
+        config = {"gguf": meta, **{k: v for k, v in config.items() if k != "gguf" and k not in meta}}  # + our record
         return {e: readers[e](config, names, ctx, own(e)) if e == "llamacpp" else
                 Reading(e, LABELS[e], refusal="a GGUF is llama.cpp's format, not one this engine loads")
                 for e in engines}
@@ -202,11 +206,14 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
 
 
 def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: DrafterConfig, ctx: TargetContext,
-                   engines: Collection[str] = RUNNERS,
+                   engines: Collection[str] | None = None,
                    releases: Mapping[str, Sequence[str | None]] | None = None) -> dict[str, Verdict]:
     """Every engine's verdict on a checkpoint with this config.json and these stored tensor names, for the
     releases named per engine (`releases`: engine -> releases, None = the newest we know; default: the newest).
+    Default engines: every runner, and the readers judged only when named (NAMED_ONLY) that `releases` names.
     Each verdict also carries the runs of known releases that disagree on the file (`across`)."""
+    if engines is None:
+        engines = RUNNERS + tuple(r for e in NAMED_ONLY if e in (releases or {}) for r in runners_of(e))
     if cfg.kind in BLOCK_KINDS:  # DFlash, DSpark: read by other classes than EAGLE-3's
         return _block_diffusion_verdicts(config, cfg, engines, releases)
     out = {}

@@ -11,7 +11,7 @@ from ..atomic import CONFIG_NAME
 from ..converters.layout import ConvertOptions, Layout, drafter_kind
 from ..converters.registry import detect, get_layout, layouts
 from ..drafter import BLOCK_KINDS, KIND_LABELS, TargetIdentity
-from ..engines import REFUSES, SERVING, WRONG, serve_verdicts, target_context
+from ..engines import REFUSES, SERVING, UNKNOWN, WRONG, releases_of, serve_verdicts, target_context
 from ..engines.block_diffusion import VLLM_RUNNER_ONLY
 from ..names import LABELS, engine_of, runners_of
 from ..errors import CaptureConflict, Eagle3Error, FormatError
@@ -152,7 +152,12 @@ def _block_diffusion(raw: RawCheckpoint, report: Report) -> list[Finding]:
                 found.append(finding("W-ENGINE-CAVEAT", f"{LABELS[runner]}: {verdict.why}", "serve it with vLLM's "
                                      "V2 runner (VLLM_USE_V2_MODEL_RUNNER=1)", CONFIG_NAME, "vllm"))
             continue  # (else the V2 runner's own finding says what it needs)
-        if verdict.verdict in (REFUSES, WRONG):
+        if verdict.verdict == UNKNOWN:  # as validate/engine.py says it of any other kind
+            known = releases_of(engine_of(runner)).knows(verdict.release or "")
+            found.append(finding("W-ENGINE-UNKNOWN" if known else "W-ENGINE-RELEASE-UNKNOWN", f"{LABELS[runner]}: "
+                                 f"{verdict.why}", "judge the file on the engine itself, or serve it with an engine "
+                                 "whose reading is known", where=CONFIG_NAME, engine=engine_of(runner)))
+        elif verdict.verdict in (REFUSES, WRONG):
             code = "E-ENGINE-REFUSES" if verdict.verdict == REFUSES else "E-ENGINE-WRONG"
             home = "speculators" if runner == "speculators" else "dflash"
             dest = f"{Path(report.source).name or 'drafter'}-{home}"
