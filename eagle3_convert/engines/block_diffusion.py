@@ -116,6 +116,10 @@ def _captures(ids: list[int] | None, cfg: DrafterConfig, builds: str) -> tuple[s
 
 def judge(runner: str, config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, list[int] | None, str]:
     """(verdict, boundaries captured, why) of one engine runner on a DFlash/DSpark file."""
+    if cfg.family != "qwen3" and engine_of(runner) in ("vllm", "sglang"):
+        # vLLM registers Qwen3 DFlash/DSpark classes only (q_norm, k_norm in every layer); not judged further
+        return UNKNOWN, None, (f"a {cfg.family} {LABEL[cfg.kind]} drafter: the classes read are Qwen3's (q_norm, "
+                               "k_norm), and how they load a drafter without them was not read")
     if engine_of(runner) == "vllm":
         return _vllm(config, cfg, runner)
     if runner == "sglang":
