@@ -324,6 +324,17 @@ def test_fc_wider_than_the_target_layers_named_is_refused(tmp_path: Path):
     assert result.exit_code == 1 and refusal(result.stderr) == "E-CAPTURE-COUNT", result.stderr
 
 
+def test_a_dspark_field_written_twice_with_two_values_is_refused(tmp_path: Path):
+    """SpecForge reads dflash_config.markov_rank, vLLM and SGLang the top-level one: two values name two drafters."""
+    src = specforge_drafter(tmp_path / "src", "dspark")
+    config = json.loads((src / "config.json").read_text())
+    config["markov_rank"] = 2 * RANK
+    (src / "config.json").write_text(json.dumps(config))
+    result = run_cli("--no-record", "--to", "dflash", src, tmp_path / "out")
+    assert result.exit_code == 1 and refusal(result.stderr) == "E-CONFIG-FIELD", result.stderr
+    assert f"dflash_config.markov_rank is {RANK} but the top-level markov_rank is {2 * RANK}" in result.stderr
+
+
 def test_a_dspark_head_the_config_does_not_build_is_refused(tmp_path: Path):
     src = specforge_drafter(tmp_path / "src", "dspark")
     config = json.loads((src / "config.json").read_text())

@@ -76,7 +76,7 @@ def _one_value(nested: Mapping[str, Any], top: Mapping[str, Any], key: str) -> A
     inner, outer = nested.get(key), top.get(key)
     if inner is not None and outer is not None and inner != outer:
         raise FormatError(f"dflash_config.{key} is {inner!r} but the top-level {key} is {outer!r}",
-                          "engines read one or the other: keep the trained value in both", code="E-CONFIG-CONFLICT")
+                          "engines read one or the other: keep the trained value in both", code="E-CONFIG-FIELD")
     return inner if inner is not None else outer
 
 
