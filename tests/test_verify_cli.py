@@ -113,7 +113,8 @@ def test_scan_layers_in_words(target: Path, prompts: Path, tmp_path: Path, vocab
                      *FAST)
     assert result.exit_code == 0, result.stderr
     assert "capture layers ranked by acceptance at k=3:" in result.stdout and says in result.stdout
-    # the config's (= the engine default), the whole list one off each way, four single ids one off (4 -> 5, 5 -> 4 collide)
+    # the config's (= the engine default), the whole list one off each way, four single ids one off (4 -> 5 and
+    # 5 -> 4 collide)
     assert len([line for line in result.stdout.splitlines() if line.startswith("  [")]) == 7
 
 
