@@ -16,7 +16,7 @@ from typing import Any
 from . import hub_client
 from .capture_ids import capture_context, convention_table
 from .names import CONVENTIONS
-from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
+from .drafter import BLOCK_KINDS, KIND_LABELS, MATH_FLAGS, DrafterConfig, TargetIdentity
 from .converters.gguf_file import file_name
 from .engines import REFUSES, SERVING, release
 from .engines.llamacpp import serve_argv
@@ -30,8 +30,8 @@ NUM_SPECULATIVE_TOKENS = 3
 TARGET_PLACEHOLDER = "TARGET_MODEL"
 
 
-def card_tags(layout: str, engines: Sequence[str]) -> list[str]:
-    tags = ["eagle3", "speculative-decoding", layout]
+def card_tags(layout: str, engines: Sequence[str], kind: str = "eagle3") -> list[str]:
+    tags = [kind if kind in BLOCK_KINDS else "eagle3", "speculative-decoding", layout]
     return tags + [e for e in engines if e not in tags]
 
 
@@ -47,7 +47,7 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
     front_matter = {
         "base_model": target_name,
         "library_name": layout,  # each layout is named after the library that writes and loads it
-        "tags": card_tags(layout, engines),
+        "tags": card_tags(layout, engines, config.kind),
         "license": license,
     }
     body = "\n".join([
@@ -92,6 +92,12 @@ def _summary(layout: str, config: DrafterConfig, target_name: str | None, target
     else:
         who = "a target model this checkpoint does not name"
     layers = "one decoder layer" if config.num_layers == 1 else f"{config.num_layers} decoder layers"
+    if config.kind in BLOCK_KINDS:
+        return (f"A {KIND_LABELS[config.kind]} (block-diffusion) draft model for speculative decoding with {who}, "
+                f"in the **{layout}** layout. It is {layers} that read {config.num_aux_hidden_states} hidden "
+                f"states of the target and draft a block of {config.algorithm.get('block_size')} positions in one "
+                "pass, which the target then verifies; it borrows the target's embedding and head where it stores "
+                "none, and works only with the target (and layers) it was trained on.")
     return (f"An [EAGLE-3](https://arxiv.org/abs/2503.01840) draft model for speculative decoding with {who}, "
             f"in the **{layout}** layout. It is {layers} that reads {config.num_aux_hidden_states} hidden states "
             "of the target and proposes tokens the target then verifies: it works only with the target (and "
@@ -119,6 +125,12 @@ def _target_section(target: TargetIdentity | None, target_name: str | None,
 
 def _capture_section(config: DrafterConfig, facts: dict[str, Any], target: TargetIdentity | None) -> list[str]:
     boundaries = facts.get("capture_boundaries", config.capture_boundaries)
+    if config.kind in BLOCK_KINDS:  # its own two spellings, not the EAGLE-3 engines' conventions
+        return ["## Target layers", "", (
+            f"The drafter fuses {config.num_aux_hidden_states} hidden states of the target, taken at capture "
+            f"boundaries `{boundaries}` (indexes into Hugging Face `output_hidden_states`). speculators spells "
+            f"them so (`aux_hidden_state_layer_ids`); the flat config of z-lab and SpecForge one lower "
+            f"(`dflash_config.target_layer_ids` `{[b - 1 for b in boundaries or []]}`)."), ""]
     family, depth = capture_context(config.family, target, config.target)
     table = convention_table(boundaries, depth, family)
     if boundaries is None:
@@ -151,14 +163,16 @@ def _drafter_section(config: DrafterConfig, facts: dict[str, Any]) -> list[str]:
     vocab = f"{config.draft_vocab_size}"
     vocab += (" (equal to the target's: no d2t map)" if config.draft_vocab_size == config.vocab_size
               else " (`d2t` maps draft ids to target ids)")
-    flags = ", ".join(f"`{flag}`: {str(getattr(config, flag)).lower()}" for flag in MATH_FLAGS)
+    flags = ("flags", ", ".join(f"`{flag}`: {str(getattr(config, flag)).lower()}" for flag in MATH_FLAGS))
+    if config.kind in BLOCK_KINDS:  # none of EAGLE-3's norm flags: its mask token and block instead
+        flags = ("block", f"mask token `{config.mask_token_id}`, block size `{config.algorithm.get('block_size')}`")
     rows = [("family", f"`{config.family}`"), ("decoder layers", config.num_layers),
             ("hidden size", config.hidden_size),
             ("target hidden size", config.resolved_target_hidden_size),
             ("attention heads",
              f"{config.num_attention_heads} ({config.num_key_value_heads} KV) x {config.resolved_head_dim}"),
             ("intermediate size", config.intermediate_size),
-            ("target vocab V", config.vocab_size), ("draft vocab Vd", vocab), ("flags", flags),
+            ("target vocab V", config.vocab_size), ("draft vocab Vd", vocab), flags,
             ("trained with", _cell(facts.get("trained_with")) if facts.get("trained_with") else None),
             ("drafter id", f"`{facts['drafter_id']}`" if facts.get("drafter_id") else None)]
     return ["## Drafter", "", *_table(("", ""), [(k, v) for k, v in rows if v is not None]), ""]
@@ -182,8 +196,10 @@ def _serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target:
         lines += [f"The target is not recorded: replace `{TARGET_PLACEHOLDER}` with the model it was trained on.",
                   ""]
     runners = [e for e in ("vllm-v1", "vllm-v2") if e in serving]
+    block = config.kind in BLOCK_KINDS
     if runners:
-        spec = {"method": "eagle3", "model": repo_id, "num_speculative_tokens": NUM_SPECULATIVE_TOKENS}
+        spec = {"method": config.kind if block else "eagle3", "model": repo_id,
+                "num_speculative_tokens": config.block_tokens() if block else NUM_SPECULATIVE_TOKENS}
         if drafter_revision:
             spec["revision"] = drafter_revision
         argv = ["vllm", "serve", model, *(["--revision", target_revision] if target_revision else []),
@@ -199,9 +215,11 @@ def _serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target:
     if "sglang" in serving:
         argv = ["python", "-m", "sglang.launch_server", "--model-path", model,
                 *(["--revision", target_revision] if target_revision else []),
-                "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", repo_id,
+                "--speculative-algorithm", config.kind.upper() if block else "EAGLE3",
+                "--speculative-draft-model-path", repo_id,
                 *(["--speculative-draft-model-revision", drafter_revision] if drafter_revision else []),
-                "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+                *([] if block else ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                                    "--speculative-num-draft-tokens", "4"])]  # (a block drafter's is its block)
         lines += ["### SGLang", "", _judged(release("sglang"), [serving["sglang"]]), "",
                   "```bash", _shell(argv), "```", ""]
     if "trtllm" in serving:
@@ -222,6 +240,7 @@ def _serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target:
 
 
 VLLM_RUNNERS = {"vllm-v1": "V1 runner", "vllm-v2": "V2 runner"}
+
 
 
 def _judged(engine_release: str, verdicts: Sequence[Any]) -> str:

@@ -17,7 +17,7 @@ from . import hub_client, provenance, sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME
 from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
-from .drafter import TargetIdentity
+from .drafter import KIND_LABELS, TargetIdentity
 from .engines import serve_verdicts, target_context
 from .errors import Eagle3Error
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
@@ -160,7 +160,8 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
         sidecar_bytes, facts = _without_local_paths(sidecar_bytes, facts)
         files = [_file(in_repo[name], root / name) for name in names]
         files += [_file(SIDECAR_NAME, sidecar_bytes), _file(CARD_NAME, card.encode())]
-        default_message = f"Publish EAGLE-3 drafter {facts['drafter_id'][:12]} ({layout}) with {sidecar.tool_name()}"
+        default_message = (f"Publish {KIND_LABELS[source.drafter.config.kind]} drafter {facts['drafter_id'][:12]} "
+                           f"({layout}) with {sidecar.tool_name()}")
         yield PublishPlan(source, repo_id, branch, create_pr, message or default_message, layout,
                           workdir is not None, facts["drafter_id"], facts, report, card, files, notes)
     finally:
