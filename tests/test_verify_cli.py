@@ -103,6 +103,21 @@ def test_scan_layers_ranks_the_neighbours_and_the_record(target: Path, prompts: 
     assert all(c["mean_accepted_length"] == 4.0 for c in doc["scan"])  # token 0 forever: every layer predicts it
 
 
+@pytest.mark.parametrize("vocab, says", [
+    (AGREEING_VOCAB, "best: [2, 4, 5] (config), as the drafter is read: its capture layers are confirmed"),
+    (MISSING_VOCAB, "no capture layers get a draft accepted: the drafter does not fit this target"),
+])
+def test_scan_layers_in_words(target: Path, prompts: Path, tmp_path: Path, vocab: tuple[int, ...], says: str):
+    src = drafter(tmp_path / "d", vocab)
+    result = run_cli("verify", src, "--target-model", target, "--prompts", prompts, "--scan-layers", "--no-record",
+                     *FAST)
+    assert result.exit_code == 0, result.stderr
+    assert "capture layers ranked by acceptance at k=3:" in result.stdout and says in result.stdout
+    # the config's (= the engine default), the whole list one off each way, four single ids one off (4 -> 5 and
+    # 5 -> 4 collide)
+    assert len([line for line in result.stdout.splitlines() if line.startswith("  [")]) == 7
+
+
 def test_scan_candidates_stay_inside_the_target():
     found = scan_candidates([0, 4, 8], 8)
     assert (0, 4, 8) in found and (1, 4, 8) in found and (0, 4, 7) in found and (1, 5, 9) not in found
