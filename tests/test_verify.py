@@ -63,7 +63,7 @@ def test_the_first_step_is_the_trained_maths(case):
         pytest.skip("tests/engines/reference.py models no MLA and no bias: the chain test below covers them")
     chain = Chain(maths)
     with torch.no_grad():
-        tokens, handed = chain.extend(inputs["embeds"], maths.fuse(inputs["states"]))
+        tokens, handed = maths.head(chain.extend(inputs["embeds"], maths.fuse(inputs["states"])))
         cfg = {"num_attention_heads": spec.num_attention_heads, "num_key_value_heads": spec.num_key_value_heads,
                "head_dim": spec.head_dim, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
                "num_hidden_layers": spec.num_layers}
@@ -87,11 +87,11 @@ def test_chain_drafting_equals_each_chain_recomputed(case):
     fused = maths.fuse(inputs["states"])
     with torch.no_grad():
         chain = Chain(maths)
-        first, handed = chain.extend(inputs["embeds"], fused)
+        first, handed = maths.head(chain.extend(inputs["embeds"], fused))
         starts = torch.tensor([0, 3, 7, 11])
         batched, token, state = [first[starts]], first[starts], handed[starts]
         for depth in range(2, k + 1):
-            token, state = chain.step(starts, token, state, depth, embed)
+            token, state = maths.head(chain.step(starts, token, state, depth, embed))
             batched.append(token)
         batched = torch.stack(batched, 1)
 
@@ -226,5 +226,5 @@ def test_modelopt_s_first_layer_normalises_the_hidden_state_twice(tmp_path: Path
         x = torch.cat([rms(embeds, w["layers.0.input_layernorm.weight"], eps), normed], -1)
         residual = engine_reference.attention(x, w, "layers.0.", cfg, positions) + h
         want = engine_reference.mlp(rms(residual, w["layers.0.post_attention_layernorm.weight"], eps), w, "layers.0.")
-        _, handed = Chain(maths).extend(embeds, h)
+        _, handed = maths.head(Chain(maths).extend(embeds, h))
     assert torch.allclose(handed, want + residual, atol=1e-4, rtol=1e-4)

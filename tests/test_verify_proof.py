@@ -132,8 +132,8 @@ def drafted_everywhere(measured) -> list[tuple]:
     out = []
     for run in measured.runs:
         _, drafts = drafts_per_start(measured.maths, run, boundaries, K, measured.embed)
-        _, states = Chain(measured.maths).extend(measured.embed(run.tokens[1:]),
-                                                 measured.maths.fuse([run.states[b] for b in boundaries]))
+        _, states = measured.maths.head(Chain(measured.maths).extend(
+            measured.embed(run.tokens[1:]), measured.maths.fuse([run.states[b] for b in boundaries])))
         out.append((drafts, states))
     return out
 
@@ -272,13 +272,6 @@ def test_d2t_stored_as_absolute_ids_is_refused_and_would_collapse(measured, tmp_
 
 # --- the fixture's training-time forward against verify's reference forward ---------------------------------
 
-def reference_logits(maths: DrafterMaths, pre: torch.Tensor) -> torch.Tensor:
-    """verify's head before its argmax: lm_head(norm(pre)), from its own pieces."""
-    from eagle3_convert.verify.reference import rms
-
-    return maths.linear(rms(pre, maths.w["norm.weight"], maths.cfg.rms_norm_eps), "lm_head")
-
-
 def test_the_training_forward_and_the_reference_forward_agree(measured):
     """On every prompt's real target states: the fused state, then K chained draft steps (each fed the tokens the
     previous step drafted), give the same logits, the same drafted tokens and the same handed-on state in the
@@ -297,14 +290,14 @@ def test_the_training_forward_and_the_reference_forward_agree(measured):
         torch.testing.assert_close(our_fused[0], fused, **close)
 
         chain, cache = Chain(reference), []
-        drafted, handed = chain.extend(table[tokens[1:]], fused)
+        drafted, handed = reference.head(chain.extend(table[tokens[1:]], fused))
         logits, state = ours.step(tokens[None, 1:], our_fused, torch.arange(n), cache)
         starts = torch.arange(n)
         for depth in range(1, K + 1):
             if depth > 1:
                 fed = drafted
-                drafted, handed = chain.step(starts, fed, handed, depth, lambda ids: table[ids])
+                drafted, handed = reference.head(chain.step(starts, fed, handed, depth, lambda ids: table[ids]))
                 logits, state = ours.step(fed[None], state, starts + depth - 1, cache)
-            torch.testing.assert_close(logits[0], reference_logits(reference, handed), **close)
+            torch.testing.assert_close(logits[0], reference.outputs(handed)[1], **close)
             torch.testing.assert_close(state[0], handed, **close)
             assert torch.equal(ours.to_target(logits[0].argmax(-1)), drafted), depth

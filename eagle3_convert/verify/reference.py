@@ -166,12 +166,19 @@ class DrafterMaths:
         p = f"layers.{i}.mlp."
         return self.linear(self.act(self.linear(x, p + "gate_proj")) * self.linear(x, p + "up_proj"), p + "down_proj")
 
+    def outputs(self, pre: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(the hidden the lm_head reads, its logits over the draft vocabulary, the state for the next step) from
+        the last layer's pre-norm sum: what an engine's drafter forward and its lm_head compute."""
+        out = rms(pre, self.w["norm.weight"], self.cfg.rms_norm_eps)
+        return out, self.linear(out, "lm_head"), (out if self.cfg.norm_output else pre)
+
+    def to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        return self.draft_to_target[draft_ids] if self.draft_to_target is not None else draft_ids
+
     def head(self, pre: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(the drafted target token ids, the state for the next step) from the last layer's pre-norm sum."""
-        out = rms(pre, self.w["norm.weight"], self.cfg.rms_norm_eps)
-        draft = self.linear(out, "lm_head").argmax(-1)
-        tokens = self.draft_to_target[draft] if self.draft_to_target is not None else draft
-        return tokens, (out if self.cfg.norm_output else pre)
+        _, logits, state = self.outputs(pre)
+        return self.to_target(logits.argmax(-1)), state
 
     def layers(self, embeds: torch.Tensor, h: torch.Tensor, positions: torch.Tensor, attend) -> torch.Tensor:
         """The decoder layers over [N] positions; `attend(i, q, k, v)` is the attention of layer i. The pre-norm sum."""
@@ -202,9 +209,9 @@ class Chain:
         self.cache: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer: the verified positions' keys, values
         self.drafted: list[list[tuple[torch.Tensor, torch.Tensor]]] = []  # per layer: each decode step's k, v
 
-    def extend(self, embeds: torch.Tensor, fused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def extend(self, embeds: torch.Tensor, fused: torch.Tensor) -> torch.Tensor:
         """The draft-extend step over positions 0..T-1 (embeds of tokens 1..T, the fused target states at 0..T-1):
-        the first drafted token from each position and the state each hands on."""
+        each position's pre-norm sum (DrafterMaths.head: the first drafted token and the state handed on)."""
         positions = torch.arange(embeds.shape[0], device=embeds.device)
 
         def attend(i, q, k, v):
@@ -214,12 +221,13 @@ class Chain:
                                                  is_causal=True, scale=self.maths.scale)
             return out.transpose(0, 1)
 
-        return self.maths.head(self.maths.layers(embeds, fused, positions, attend))
+        return self.maths.layers(embeds, fused, positions, attend)
 
     def step(self, starts: torch.Tensor, tokens: torch.Tensor, states: torch.Tensor, depth: int,
-             embed) -> tuple[torch.Tensor, torch.Tensor]:
-        """Decode step `depth` (2..k) for each start p: the token drafted last and the state handed on, at position
-        p + depth - 1, attending to the verified positions 0..p and to this start's own drafted positions."""
+             embed) -> torch.Tensor:
+        """Decode step `depth` (2..k) for each start p, feeding the token drafted last and the state handed on, at
+        position p + depth - 1, attending to the verified positions 0..p and to this start's own drafted positions:
+        the pre-norm sum (DrafterMaths.head: the next drafted token and state)."""
         positions = starts + depth - 1
         verified = torch.arange(self.cache[0][0].shape[0], device=starts.device)
         hidden_mask = verified[None, :] > starts[:, None]  # [S, T]: past the start is not verified yet
@@ -236,4 +244,4 @@ class Chain:
             return (torch.einsum("sht,thd->shd", weights[..., :keys.shape[0]], values)
                     + torch.einsum("shm,smhd->shd", weights[..., keys.shape[0]:], own_v))
 
-        return self.maths.head(self.maths.layers(embed(tokens), states, positions, attend))
+        return self.maths.layers(embed(tokens), states, positions, attend)

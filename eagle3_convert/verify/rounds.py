@@ -46,14 +46,14 @@ def drafts_per_start(maths: DrafterMaths, run: TargetRun, boundaries: list[int],
     last = tokens.shape[0] - 1  # states exist for positions 0..last-1
     states = [run.states[b].to(maths.device) for b in sorted(boundaries)]
     chain = Chain(maths)
-    drafted, handed = chain.extend(embed(tokens[1:]), maths.fuse(states))
+    drafted, handed = maths.head(chain.extend(embed(tokens[1:]), maths.fuse(states)))
     starts = torch.arange(run.prompt_length - 1, last - k, device=maths.device)
     if starts.numel() == 0:
         return starts, torch.empty((0, k), dtype=torch.long, device=maths.device)
     out = [drafted[starts]]
     state = handed[starts]
     for depth in range(2, k + 1):
-        token, state = chain.step(starts, out[-1], state, depth, embed)
+        token, state = maths.head(chain.step(starts, out[-1], state, depth, embed))
         out.append(token)
     return starts, torch.stack(out, 1)
 
