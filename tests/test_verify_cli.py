@@ -218,3 +218,30 @@ def test_prompt_files_in_each_spelling(tmp_path: Path, content: str, prompts: li
     path.write_text(content)
     assert read_prompts(path) == prompts
     assert prompts_digest(prompts) != prompts_digest(list(reversed(prompts))) or len(set(prompts)) == 1
+
+
+@pytest.fixture
+def torch_threads():
+    """--threads sets the threads of the process it runs in (here, pytest's): put them back."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield torch
+    torch.set_num_threads(before)
+
+
+def test_threads_sets_torch_s_threads_and_leaves_the_figures(torch_threads, tmp_path: Path):
+    """On the trained fixture (figures that are not all-or-nothing): one thread and two draft the same."""
+    fixture = Path(__file__).resolve().parent / "data" / "verify-tiny"
+    figures = []
+    for n in (1, 2):
+        code, doc, _ = verify(fixture / "drafter", "--target-model", fixture / "target", "--prompts",
+                              fixture / "prompts.txt", "--threads", n, "--no-record", *FAST)
+        assert code == 0 and torch_threads.get_num_threads() == n
+        figures.append((doc["rounds"], doc["mean_accepted_length"], doc["per_position"]))
+    assert figures[0] == figures[1] and 1.5 < figures[0][1] < 4, figures
+
+
+def test_zero_threads_is_a_usage_error(tmp_path: Path, target: Path):
+    line = one_line_error(run_cli("verify", tmp_path, "--target-model", target, "--threads", "0"), "E-USAGE", 2)
+    assert "--threads" in line

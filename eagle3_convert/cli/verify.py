@@ -25,6 +25,10 @@ INSTALL_HINT = 'pip install "eagle3-convert[verify]" (torch and transformers)'
               help="Where the target and the drafter run (auto: CUDA when torch sees one).")
 @click.option("--max-new-tokens", type=click.IntRange(1, 100000), default=64, show_default=True,
               help="Tokens the target generates for each prompt.")
+@click.option("--threads", type=click.IntRange(1, 1024), metavar="N",
+              help="CPU threads torch may use (default: torch's own, one a core). On a machine other jobs keep busy, "
+                   "or for a small target, 1 can be many times faster: each parallel step waits for its slowest "
+                   "thread.")
 @click.option("--scan-layers", is_flag=True,
               help="Also measure the capture layers one off each way and the engine default, ranked: recovers lost "
                    "ids and confirms recorded ones.")
@@ -36,8 +40,8 @@ INSTALL_HINT = 'pip install "eagle3-convert[verify]" (torch and transformers)'
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @run_guarded
 def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, device: str, max_new_tokens: int,
-               scan_layers: bool, as_json: bool, revision: str | None, endpoint: str | None, token: str | None,
-               registry_path: str | None, no_record: bool, quiet: bool) -> None:
+               threads: int | None, scan_layers: bool, as_json: bool, revision: str | None, endpoint: str | None,
+               token: str | None, registry_path: str | None, no_record: bool, quiet: bool) -> None:
     """Measure the acceptance DRAFTER (any layout, a GGUF, or a Hub repo id) gets with its target.
 
     The target runs greedily over the prompts in transformers; the drafter drafts k tokens a round from the
@@ -46,11 +50,13 @@ def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, devi
     k+1 = everything) and the acceptance at each draft position, and records them in the registry.
     """
     try:
-        import torch  # noqa: F401
+        import torch
         import transformers  # noqa: F401
     except ImportError as exc:
         fail(f"verify needs torch and transformers, which are not installed ({exc.name or exc})", INSTALL_HINT,
              "E-VERIFY-DEPS", 1)
+    if threads:
+        torch.set_num_threads(threads)
     from ..verify import DEFAULT_PROMPTS, acceptance, prepare, read_prompts
     from ..verify import scan_layers as scan
 

@@ -3,9 +3,10 @@ flag this tool writes: Llama, Qwen3 (per-head q/k norms), MLA (DeepSeek-V2/V3, K
 norm_before_residual, norm_before_fc, fc_norm, norm_output and ModelOpt's input_layernorm_on_hidden.
 
 The semantics are the trainer's (speculators), which vLLM and SGLang reproduce (the engine tier checks both against
-tests/engines/reference.py): layer 0 attends over cat(input_layernorm(embed), hidden_norm(h)) with residual h
-(hidden_norm(h) under norm_before_residual); later layers normalise their input with input_layernorm; the head reads
-norm(h + residual), and the state handed to the next draft step is the pre-norm sum (the post-norm one under
+tests/engines/reference.py, and this module against both on a trained drafter: tests/test_engines_verify.py):
+layer 0 attends over cat(input_layernorm(embed), hidden_norm(h)) with residual h (hidden_norm(h) under
+norm_before_residual); later layers normalise their input with input_layernorm; the head reads norm(h + residual),
+and the state handed to the next draft step is the pre-norm sum (the post-norm one under
 norm_output). Computed in float32 whatever the stored dtype.
 
 Drafting is a chain (top-1), as SGLang and vLLM run it: a draft-extend step over every verified position, each

@@ -189,7 +189,8 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
                     fed = _engine.fed_back(inputs, fuse(model.model, hidden), aux_out[0])
                     out, aux_out = model.model(fed["input_ids"], fed["positions"], forward_batch(fed["hidden"]),
                                                input_embeds=fed["embeds"])
-                    outputs.update(hidden_fed=out[-1:], aux_fed=aux_out[0][-1:], logits_fed=draft_logits(model, out[-1:]))
+                    outputs.update(hidden_fed=out[-1:], aux_fed=aux_out[0][-1:],
+                                   logits_fed=draft_logits(model, out[-1:]))
             result["outputs"] = _engine.save(os.path.join(out_dir, f"{job['id']}.sglang.forward.safetensors"),
                                              outputs)
         except Exception as exc:  # noqa: BLE001
