@@ -365,7 +365,7 @@ CASES: dict[str, Case] = {
     "E-CAPTURE-FC-BYPASSED": Case(built("sglang"), edit_config(
         lambda c: c["eagle_config"].__setitem__("use_aux_hidden_state", False))),
     "E-CAPTURE-RECORD": Case(built("sglang"), _ids(nested=[1, 3, 5]),
-                             lambda tmp: {"known": [Known("the training record", [2, 4, 5])]}),
+                             lambda tmp: {"known": [Known("the training record", [2, 4, 5], in_registry=True)]}),
     # the sidecar beside it (written with the config before) names the verifier: a config naming another (issue 21)
     "E-RECORD-CONFLICT": Case(converted("speculators"), edit_config(
         lambda c: c["speculators_config"]["verifier"].update(name_or_path="org/other-model"))),
