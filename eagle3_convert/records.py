@@ -21,13 +21,12 @@ from typing import Any
 
 from . import sidecar
 from .convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
-from .converters.base import CONFIG_NAME
 from .capture_ids import capture_context
 from .errors import Eagle3Error, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .hub_read import WEIGHT_SUFFIXES, weights_alias
 from .registry.errors import NoRegistry, RegistryError
-from .registry.models import ELSEWHERE_SCHEME, DrafterRecord, LineageEdge, Location
+from .registry.models import ELSEWHERE_SCHEME, Acceptance, DrafterRecord, LineageEdge, Location
 from .registry.recording import record_facts, training_boundaries
 from .registry.store import RegistryStore, open_registry
 
@@ -98,7 +97,7 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
     digests = tensor_digests(drafter)
     facts["drafter_id"] = drafter_id(drafter, digests)
     former = config_and_weights_id(drafter, digests)
-    history = carry_history(facts, _sidecar_data(source.path) if source.known else None, {former})
+    history = carry_history(facts, sidecar.read(source.path)[0] if source.known else None, {former})
     notes += history
     if source.sidecar and not history:
         notes.append(f"imported eagle3-convert.json: target, provenance and {len(facts['lineage'])} lineage edge(s)")
@@ -108,13 +107,6 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
         record, more = record_facts(store, facts, locations=[location], claimed=claimed, conflicts=conflicts,
                                     former_ids=[former])
     return Recorded(record, location, notes + more, conflicts)
-
-
-def _sidecar_data(root: Path) -> dict[str, Any] | None:
-    """The sidecar in `root`, whether or not config.json is the one it was written with: the drafter id it
-    names says whether it describes these weights."""
-    found = sidecar.read_record(root, root / CONFIG_NAME) if root.is_dir() else None
-    return found[0] if found is not None else None
 
 
 def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Recorded:
@@ -140,6 +132,26 @@ def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Re
             record, more = record_facts(store, result.facts, locations=copies, claimed=claimed, conflicts=conflicts,
                                         former_ids=[] if result.facts.get("derived_from") else result.former_ids)
     return Recorded(record, dest, notes + more, conflicts)
+
+
+def record_acceptance(src: str, measured: dict[str, Any], *, revision: str | None = None,
+                      registry: RegistryArg = None, endpoint: str | None = None, token: str | None = None) -> Recorded:
+    """Record the drafter at `src` (as `registry add` does: its id is its weights) and one acceptance `verify`
+    measured of it (`measured`: the Acceptance fields)."""
+    with opened(registry) as store:
+        recorded = add_checkpoint(src, revision=revision, registry=store, endpoint=endpoint, token=token)
+        store.add_acceptance(recorded.record.drafter_id,
+                             Acceptance.model_validate({**measured, "tool": sidecar.tool_name()}))
+    return recorded
+
+
+def acceptance_of(drafter_id: str, registry: RegistryArg = None) -> list[Acceptance]:
+    """What `verify` measured of the drafter (none where there is no registry: nothing is created to say so)."""
+    try:
+        with opened(registry, create=False) as store:
+            return store.acceptance(drafter_id)
+    except NoRegistry:
+        return []
 
 
 def list_records(target: str | None = None, registry: RegistryArg = None) -> list[DrafterRecord]:
@@ -225,7 +237,7 @@ def record_of(drafter_id: str | None, registry: RegistryArg = None) -> DrafterRe
 
 
 def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: bool) -> DrafterRecord | None:
-    known = _sidecar_data(root) or {}  # its drafter id names the weights, whatever config.json says now
+    known = sidecar.read(root)[0] or {}  # its drafter id names the weights, whatever config.json says now
     if isinstance(known.get("drafter_id"), str) and (record := store.get(known["drafter_id"])) is not None:
         return record
     if uri and uri.startswith("hf://"):  # downloaded: its files' sha256 are the Hub's LFS hashes sync and publish keep

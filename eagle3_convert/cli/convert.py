@@ -112,7 +112,10 @@ def holds_ids(config: dict[str, Any]) -> bool:
     if meta is not None:
         return isinstance(meta.get("eagle3.target_layers"), list)
     nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
-    return any(isinstance(c.get(IDS_KEY), list) and c.get(IDS_KEY) for c in (config, nested))
+    dflash = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
+    return any(isinstance(c.get(key), list) and c.get(key) for c, key in (
+        (config, IDS_KEY), (nested, IDS_KEY), (config, "aux_hidden_state_layer_ids"),  # DFlash/DSpark's own
+        (dflash, "target_layer_ids")))
 
 
 def capture_line(boundaries: Any, source: str, dest: str, spelled: Any, source_held: bool, dest_holds: bool) -> str:
@@ -135,7 +138,7 @@ def trtllm_lines(serve: dict[str, Any]) -> list[str]:
 
 SERVE_WORDS = {"as-trained": "serves as trained", "default-layers": "serves with its default layers (the trained "
                 "ones)", "runtime-layers": "serves when told the layers", "refuses": "refuses it loudly",
-               "wrong": "serves it WRONG", "unknown": "unknown release"}
+               "wrong": "serves it WRONG", "unknown": "no verdict"}
 
 
 def serve_lines(serves: dict[str, Any]) -> list[str]:

@@ -35,8 +35,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-CONFIG-KEY-PLACE": ("error", "a key the reader reads sits one level off (top level vs a nested object)"),
     "W-CONFIG-KEY-UNKNOWN": ("warning", "a config key the layout's producers never write (carried verbatim)"),
     "W-CONFIG-KEY-FOREIGN": ("warning", "a key other layouts' engines read and this layout's do not (not carried)"),
-    "W-KIND-UNCHECKED": ("warning", "a drafter kind (DFlash, DSpark) recognised by name: only the fields its engine "
-                                    "needs are checked, and it is not converted"),
+    "I-KIND-BLOCK-DIFFUSION": ("info", "a block-diffusion drafter (DFlash, DSpark): checked by its reader and each "
+                                       "engine's reading, not by the EAGLE-3 checks (DSpark's head shapes unchecked)"),
     "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
     "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
     "E-ENGINE-REFUSES": ("error", "the engine refuses this file loudly (a field its drafter kind needs is missing, "
@@ -52,6 +52,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
     "I-ENGINE-RELEASES": ("info", "the releases of the engine we know read this file differently (--engine "
                                   "ENGINE==RELEASE judges one)"),
+    "I-ENGINE-READING": ("info", "how an engine judged by its module alone (llama.cpp, mlx-vlm, LMDeploy) serves this "
+                                 "file: the layers it captures"),
+    "W-ENGINE-UNKNOWN": ("warning", "the engine's sources we read do not decide how it serves this file: no verdict"),
     "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release we know nothing about: no verdict for it"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),

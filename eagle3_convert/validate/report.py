@@ -8,14 +8,17 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..atomic import CONFIG_NAME
-from ..converters.layout import BLOCK_DIFFUSION, ConvertOptions, Layout, block_diffusion_problems, drafter_kind
+from ..converters.layout import ConvertOptions, Layout, drafter_kind
 from ..converters.registry import detect, get_layout, layouts
-from ..drafter import TargetIdentity
+from ..drafter import BLOCK_KINDS, KIND_LABELS, TargetIdentity
+from ..engines import REFUSES, SERVING, UNKNOWN, WRONG, releases_of, serve_verdicts, target_context
+from ..engines.block_diffusion import VLLM_RUNNER_ONLY
+from ..names import LABELS, engine_of, runners_of
 from ..errors import CaptureConflict, Eagle3Error, FormatError
-from .. import provenance, sidecar
-from .capture import check_capture, check_capture_record, check_known, read_capture_ids
+from .. import provenance, schemas
+from .capture import check_capture, check_known, read_capture_ids
 from .config import check_rope, check_schema, read_config
-from .context import LOCATIONS, Context
+from .context import Context
 from .deep import deep_scan
 from .engine import check_engine, check_engine_verdicts
 from .findings import READER_CODES_EXPLAINED, SEVERITIES, Finding, Report, finding, from_error
@@ -29,7 +32,6 @@ from .vocab import check_vocab
 
 def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | None = None,
                         target: TargetIdentity | None = None, deep: bool = False, from_layout: str = "auto",
-                        expected_boundaries: Sequence[int] | None = None, record_label: str = "the training record",
                         known: Sequence[provenance.Known] = (), source_label: str | None = None,
                         progress: Callable[[int], Callable[[int], None]] | None = None,
                         read: tuple[RawCheckpoint, list[Finding]] | None = None,
@@ -37,10 +39,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     """Every finding about the drafter checkpoint in directory `path`.
 
     `engines`: which engines to replay (default: those that serve the detected layout).
-    `known`: what the registry's record of these weights says (provenance.Known); config.json is checked
-    against it and against the sidecar beside it (read here), with or without `target`.
-    `expected_boundaries`: capture boundaries a training record holds for this drafter (`record_label`
-    names it), as a bare list; a config that disagrees is an error.
+    `known`: what the registry's record (or any training record) of these weights says (provenance.Known);
+    config.json is checked against it and against the sidecar beside it (read here), with or without `target`.
     `releases`: engine -> the releases to judge (None: its newest); default, each engine's newest.
     `read`: what read_raw already read of `path` (the list of findings is extended), else it is read here.
     """
@@ -49,7 +49,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     raw, findings = read or read_raw(root)
     if "_gguf" in (raw.config or {}):
         return validate_gguf(raw, engines, label, deep, progress, target)
-    known = [*known, *_sidecar_known(root, raw)]
+    beside = provenance.sidecar_known(root, raw.sidecar)
+    known = [*known, *([beside] if beside is not None else [])]
     report = Report(label, None, None, list(engines or ()), findings, releases={k: list(v) for k, v in
                                                                                (releases or {}).items()})
     candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
@@ -64,9 +65,6 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
                       recorded_target=next((k.target for k in known if k.target is not None), None))
         ctx.releases = report.releases
         run_checks(ctx)
-        if expected_boundaries is not None:
-            ctx.extend(check_capture_record(ctx.intended, list(expected_boundaries), record_label,
-                                            LOCATIONS[ctx.home]))
         if ctx.cfg is not None:
             check_known(ctx, known)
         if not any(f.severity == "error" for f in findings):
@@ -78,18 +76,9 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         findings.extend(deep_findings)
     from ..hints import Planned, checked
 
-    planned = Planned(known=[k for k in known if k.in_registry])
+    planned = Planned(known=[k for k in known if k.in_registry], read=lambda _root: raw.load(fresh=True))
     report.findings = [replace(f, hint=checked(f.hint, label, root, planned)) for f in _dedupe(findings)]
     return report
-
-
-def _sidecar_known(root: Path, raw: RawCheckpoint) -> list[provenance.Known]:
-    if raw.sidecar is not None:
-        found = provenance.from_sidecar(raw.sidecar, True)
-    else:
-        record = sidecar.read_record(root, root / CONFIG_NAME) if root.is_dir() else None
-        found = provenance.from_sidecar(*record) if record is not None else None
-    return [found] if found is not None else []
 
 
 def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layout]:
@@ -97,14 +86,8 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     if from_layout != "auto":
         report.detected_by = "given with --from"
         return [get_layout(from_layout)]
-    kind, named = drafter_kind(raw.config or {})
-    if kind in BLOCK_DIFFUSION:  # a kind recognised by name: no EAGLE-3 check applies, only its own fields
-        report.findings.append(finding(
-            "W-KIND-UNCHECKED", f"{named}: a {BLOCK_DIFFUSION[kind]} drafter; only the fields vLLM needs to build it "
-            "are checked (no tensor, capture or engine check), and this tool does not convert it",
-            f"serve it as published: vLLM builds {BLOCK_DIFFUSION[kind]} drafters from this config", where=CONFIG_NAME))
-        report.findings += [finding("E-CONFIG-FIELD", why, f"write {field} into config.json, as the drafter was "
-                                    "trained", where=f"$.{field}") for field, why in block_diffusion_problems(raw.config)]
+    if drafter_kind(raw.config or {})[0] in BLOCK_KINDS:  # none of the EAGLE-3 checks below applies
+        report.findings += _block_diffusion(raw, report)
         return []
     ckpt = raw.checkpoint()
     try:
@@ -125,6 +108,49 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     report.detected_by = detection.reason
     report.candidates = [detection.layout]
     return [get_layout(detection.layout)]
+
+
+def _block_diffusion(raw: RawCheckpoint, report: Report) -> list[Finding]:
+    """A DFlash or DSpark drafter: its layout's reader (fields, ids, tensor table against fc), then each engine's
+    verdict (engines/block_diffusion.py). The validator's EAGLE-3 checks do not apply."""
+    ckpt = raw.checkpoint()
+    try:
+        detection = detect(ckpt)
+        drafter = ckpt.read_as(get_layout(detection.layout), ConvertOptions(target=sidecar_target(raw.sidecar)))
+    except Eagle3Error as exc:
+        return [from_error(exc, where=CONFIG_NAME)]
+    report.layout, report.detected_by, report.candidates = detection.layout, detection.reason, [detection.layout]
+    cfg = drafter.config
+    engines = report.engines or list(LAYOUT_ENGINES[detection.layout])
+    report.engines += [e for e in engines if e not in report.engines]
+    found = [finding("I-KIND-BLOCK-DIFFUSION", f"a {KIND_LABELS[cfg.kind]} drafter: its fields, target layers and "
+                     "tensor table are checked, and each engine's reading; the EAGLE-3 checks and the shapes of "
+                     "DSpark's heads are not", where=CONFIG_NAME)]
+    if detection.layout == "dflash":  # (the speculators schema is EAGLE-3's: the reader checks this kind's fields)
+        found += [finding("E-SCHEMA", f"config.json {v.path}: {v.message} (dflash schema)", f"fix {v.path} in "
+                          "config.json", where=v.path) for v in schemas.violations("dflash", raw.config)]
+    serves = serve_verdicts(raw.config, raw.tensors, cfg, target_context(cfg), [r for e in engines for r in
+                                                                              runners_of(e)], report.releases)
+    only = VLLM_RUNNER_ONLY.get(cfg.kind)
+    for runner, verdict in serves.items():
+        if engine_of(runner) == "vllm" and only not in (None, runner):
+            if only in serves and serves[only].verdict in SERVING:  # said once, as a limit of the engine
+                found.append(finding("W-ENGINE-CAVEAT", f"{LABELS[runner]}: {verdict.why}", "serve it with vLLM's "
+                                     "V2 runner (VLLM_USE_V2_MODEL_RUNNER=1)", CONFIG_NAME, "vllm"))
+            continue  # (else the V2 runner's own finding says what it needs)
+        if verdict.verdict == UNKNOWN:  # as validate/engine.py says it of any other kind
+            known = releases_of(engine_of(runner)).knows(verdict.release or "")
+            found.append(finding("W-ENGINE-UNKNOWN" if known else "W-ENGINE-RELEASE-UNKNOWN", f"{LABELS[runner]}: "
+                                 f"{verdict.why}", "judge the file on the engine itself, or serve it with an engine "
+                                 "whose reading is known", where=CONFIG_NAME, engine=engine_of(runner)))
+        elif verdict.verdict in (REFUSES, WRONG):
+            code = "E-ENGINE-REFUSES" if verdict.verdict == REFUSES else "E-ENGINE-WRONG"
+            home = "speculators" if runner == "speculators" else "dflash"
+            dest = f"{Path(report.source).name or 'drafter'}-{home}"
+            found.append(finding(code, f"{LABELS[runner]}: {verdict.why}", "write the file this engine reads: "
+                                 f"`eagle3-convert --to {home} {report.source} {dest}`", where=CONFIG_NAME,
+                                 engine=engine_of(runner)))
+    return found
 
 
 def _explicit_from(raw: RawCheckpoint, given: str, target: TargetIdentity | None) -> list[Finding]:
@@ -179,6 +205,7 @@ def reader_cross_check(ctx: Context) -> None:
     except Eagle3Error as exc:
         explained = ctx.codes() & (READER_CODES_EXPLAINED.get(exc.code, set()) | {exc.code})
         if not explained:
+            found = from_error(exc)
             if isinstance(exc, CaptureConflict):  # validate takes no --capture-layers: name the whole conversion
-                exc.hint = exc.hint_with(lambda flags: f"`{ctx.command(ctx.layout.name, *flags)}`")
-            ctx.out.append(from_error(exc))
+                found = replace(found, hint=exc.hint_with(lambda flags: f"`{ctx.command(ctx.layout.name, *flags)}`"))
+            ctx.out.append(found)
