@@ -417,8 +417,8 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
     # speculators.py, reading
     "speculators: a speculators type it does not know": (
         "speculators", put(speculators_model_type="medusa"), None, "vllm", (),
-        "error: speculators_model_type is 'medusa', not one of 'eagle3', 'peagle' [E-CONFIG-ALGORITHM] — hint: this "
-        "tool converts EAGLE-3 and P-EAGLE drafters only"),
+        "error: speculators_model_type is 'medusa', not one of 'eagle3', 'peagle', 'dflash', 'dspark' "
+        "[E-CONFIG-ALGORITHM] — hint: this tool converts EAGLE-3 and P-EAGLE drafters only"),
     "speculators: no transformer_layer_config": (
         "speculators", _pop("transformer_layer_config"), None, "vllm", (),
         "error: speculators config has no transformer_layer_config object [E-CONFIG-FIELD] — hint: a speculators "
@@ -1094,8 +1094,8 @@ def test_speculators_refuses_tensors_its_config_does_not_describe(tmp_path: Path
         "fc over 4 states, 3 ids": "error: fc.weight fuses 4 captured states but the config lists 3 capture ids "
         "[2, 4, 5] [E-CAPTURE-COUNT] — hint: the capture id list and the fc width must agree",
         "a tensor of no layout": "error: tensor 'foo.weight' is not part of an EAGLE-3 drafter in the speculators "
-        "layout [E-KEY-UNKNOWN] — hint: engines drop unknown tensors silently; rename it to the layout's key or remove "
-        "it (`eagle3-convert inspect SRC` lists the expected names)",
+        "layout [E-KEY-UNKNOWN] — hint: no engine loads it (SGLang skips it without a word, vLLM's loader fails on "
+        "it); rename it to the layout's key or remove it (`eagle3-convert inspect SRC` lists the expected names)",
         "a second layer's tensor": "error: tensor 'layers.1.input_layernorm.weight' is not used by this drafter's "
         "config (a flag is off or the layer count is wrong) [E-KEY-UNUSED] — hint: engines drop such tensors "
         "silently; fix the config flag or remove the tensor"}[case]
