@@ -193,9 +193,6 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
        "raw.get(flag), raw.get(flag, None) and raw.get(flag, False) all read an absent flag as false"
        for n in (108, 110)},
-    **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
-       "dead code: the key table refuses capture ids that are not a list of integers (E-CAPTURE-FIELD) before the "
-       "reader's own check, whose condition and message these change" for n in (136, *range(141, 151))},
     "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁdetect__mutmut_23":
         "confident None instead of False: the registry tests it for truth, and None is as false",
     "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_170":
