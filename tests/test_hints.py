@@ -27,6 +27,7 @@ TO_FRAGMENT = re.compile(r"`(--to [a-z]+)`")
 # is run and must succeed, and the list is asserted, so a hint that stops naming its command (or a test that stops
 # running it) fails. A case not listed names no command: its hints are statements.
 VALIDATE_HINT_COMMANDS = {
+    "I-KIND-BLOCK-DIFFUSION": ("--to dflash",),  # SGLang reads no speculators DFlash config: the flat one it does
     "I-ENGINE-RELEASES": ("--to vllm",),
     "I-ENGINE-READING": ("--to modelopt", "--to sglang"),
     "W-ENGINE-RELEASE-UNKNOWN": ("--to vllm",),
@@ -34,7 +35,8 @@ VALIDATE_HINT_COMMANDS = {
     "E-CAPTURE-FC-BYPASSED": ("--to vllm",),
     "E-CAPTURE-MISMATCH": ("--to sglang",),
     "E-CAPTURE-RANGE": ("--to modelopt", "--to sglang"),
-    "E-CAPTURE-RECORD": ("--to vllm",),
+    "E-CAPTURE-RECORD": ("--capture-layers 2,4,5 --convention boundary --to sglang",  # the recorded layers
+                         "--capture-layers 2,4,6 --convention boundary --to sglang"),  # or the restatement
     "E-CAPTURE-UNREACHABLE": ("--to vllm",),
     "E-CONFIG-TARGET-HIDDEN-NULL": ("--to vllm",),
     "E-DEEP-NONFINITE": ("--to vllm",),

@@ -15,7 +15,6 @@ from ..fingerprint import reading_differences
 from ..names import LAYOUTS
 from .base import Checkpoint, ConvertOptions, Detection, Layout
 from .config_keys import foreign_semantic_keys
-from .layout import refuse_block_diffusion
 
 ENTRY_POINT_GROUP = "eagle3_convert.layouts"
 
@@ -82,7 +81,6 @@ def _detect(ckpt: Checkpoint) -> Detection:
     if not confident and len(found) == 1:
         return found[0]
     if not found:
-        refuse_block_diffusion(ckpt.config)
         raise FormatError(f"{ckpt.path}: not a known EAGLE-3 drafter layout (config.json has neither "
                           "speculators_model_type nor an Eagle3 architecture)",
                           f"pass --from with one of: {', '.join(layouts())}", code="E-LAYOUT-UNKNOWN")
