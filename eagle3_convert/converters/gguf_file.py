@@ -5,7 +5,6 @@ The layout's reading and planning are in converters/gguf.py."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re

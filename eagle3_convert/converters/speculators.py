@@ -12,7 +12,6 @@ from ..capture_ids import IDS_KEY
 from ..drafter import BLOCK_KINDS, NORM_FLAGS, Drafter, TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
-from ..json_values import is_int
 from .config_keys import refuse_key_errors
 from . import dflash
 from .layout import KIND_BY_SPECULATORS_TYPE, drafter_kind
