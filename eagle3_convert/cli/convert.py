@@ -64,12 +64,10 @@ def _registry_exists(registry_path: str | None) -> bool:
 
 
 def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
-    from ..capture_ids import convention_table, target_family
+    from ..capture_ids import capture_context, convention_table
 
     cfg = drafter.config
-    who = target or cfg.target
-    depth = who.num_hidden_layers if who else None
-    family = target_family(who.model_type if who else None)
+    family, depth = capture_context(cfg.family, target, cfg.target)  # as convert spells the ids
     return {"boundaries": cfg.capture_boundaries if cfg.capture_boundaries is not None else "engine default",
             "target_layers": depth, "target_family": family,
             "per_engine": convention_table(cfg.capture_boundaries, depth, family)}
