@@ -48,6 +48,13 @@ def _key(release: str) -> Any:
         raise ValueError(f"{release!r} is not a release number") from None
 
 
+def _key_or_none(release: str) -> Any:
+    try:
+        return _key(release)
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class Releases:
     """An engine's known releases (oldest first) and the changes between them."""
@@ -63,13 +70,12 @@ class Releases:
         return self.known[-1]
 
     def knows(self, release: str) -> bool:
+        """`release` is known, as spelled or as the same version (a known spelling that is no version, TensorRT-LLM's
+        source snapshot, matches only itself)."""
         if release in self.known:
             return True
-        try:
-            key = _key(release)
-        except ValueError:
-            return False
-        return any(_key(k) == key for k in self.known)
+        key = _key_or_none(release)
+        return key is not None and any(_key_or_none(k) == key for k in self.known)
 
     def canonical(self, release: str | None) -> str:
         """The known spelling of `release` (0.5.10 for 0.5.10.0); the newest for None."""
