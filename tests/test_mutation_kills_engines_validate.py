@@ -5,11 +5,17 @@ files the independent builders write (tests/builders.py), or through the engine 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any, Callable
 
-from builders import DrafterSpec, build_drafter
+import pytest
+
+from builders import DrafterSpec, build_drafter, config_for, stored_tensors
 from conftest import run_cli
+
+from eagle3_convert.engines import TargetContext, read_all
 
 IDS = "eagle_aux_hidden_state_layer_ids"
 MLA = {"family": "deepseek_mla", "target_model_type": "deepseek_v3"}
@@ -41,3 +47,309 @@ def test_an_mla_sglang_file_without_a_target_is_read_as_a_deepseek_targets_sglan
     done = run_cli("--to", "vllm", src, tmp_path / "vllm")
     assert done.exit_code == 0, done.stderr
     assert json.loads((tmp_path / "vllm" / "config.json").read_text())[IDS] == [2, 4, 5]
+
+
+# ------------------------------------------------------------------ engines/trtllm.py, llamacpp.py, speculators.py
+
+L8 = TargetContext("default", 8)
+NO_FLAGS = {"norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False}
+LABELS = {"trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp's converter (from source)",
+          "speculators": "speculators library"}
+WINDOW = {"sliding_window": 64, "layer_types": ["sliding_attention"]}
+
+
+def file(layout: str, change: Callable[[dict, set[str]], Any] = lambda c, n: None,
+         **spec: Any) -> Callable[[], tuple[dict, list[str]]]:
+    """config.json and the stored names `layout` writes for DrafterSpec(**spec), then `change(config, names)` (which
+    edits both in place)."""
+    def build() -> tuple[dict, list[str]]:
+        s = DrafterSpec(**spec)
+        config, names = config_for(layout, s), set(stored_tensors(layout, s))
+        change(config, names)
+        return config, sorted(names)
+    return build
+
+
+GONE = object()
+
+
+def top(**values: Any) -> Callable[[dict, set[str]], None]:
+    """Set (GONE: remove) top-level config keys."""
+    def change(c: dict, n: set[str]) -> None:
+        for key, value in values.items():
+            c.pop(key) if value is GONE else c.__setitem__(key, value)
+    return change
+
+
+def nest(**values: Any) -> Callable[[dict, set[str]], None]:
+    return lambda c, n: c.setdefault("eagle_config", {}).update(values)
+
+
+def names(add: tuple[str, ...] = (), drop: tuple[str, ...] = ()) -> Callable[[dict, set[str]], None]:
+    return lambda c, n: (n.update(add), n.difference_update(drop))
+
+
+def both(*changes: Callable[[dict, set[str]], None]) -> Callable[[dict, set[str]], None]:
+    return lambda c, n: [change(c, n) for change in changes] and None
+
+
+def refused(why: str, **fields: Any) -> dict[str, Any]:
+    return {"refusal": why, **fields}
+
+
+def served(family: str = "llama", **fields: Any) -> dict[str, Any]:
+    return {"family": family, "flags": NO_FLAGS | fields.pop("flags", {}), **fields}
+
+
+TRT_RUNTIME = {"runtime": True}
+TRT_DROPS = "TensorRT-LLM drops {} without a word"
+LLAMA_IDS = "llama.cpp requires exactly 3 capture layers"
+LLAMA_NOT_EAGLE3 = ("llama.cpp's converter does not detect it as EAGLE-3 (one layer and draft_vocab_size needed) and "
+                    "fails on its tensor names")
+LLAMA_CANNOT_MAP = "llama.cpp's converter cannot map its tensors (q/k norms, MLA or fc_norm): conversion error"
+
+GGUF_BLOCK = ("blk.0.attn_norm.weight", "blk.0.attn_norm_2.weight", "blk.0.attn_q.weight", "fc.weight", "d2t")
+GGUF_META = {"general.architecture": "eagle3", "eagle3.target_layers": [2, 4, 5], "eagle3.block_count": 1}
+GGUF_ONE_LAYER = "llama.cpp's eagle3 graph builds one Llama layer: wrong number of tensors"
+GGUF_INPUT_NORM = "enc.output_norm.weight and eagle3.norm_before_fc disagree: wrong number of tensors"
+# a GGUF's keys and tensor names (as converters/gguf.py names them) -> llama.cpp's reading (b11434 src/models/eagle3.cpp)
+GGUF_CASES: dict[str, tuple[dict, tuple[str, ...], dict[str, Any]]] = {
+    "as written": ({}, (), served(captures=[2, 4, 5])),
+    "another architecture": ({"general.architecture": "llama"}, (), refused(
+        "general.architecture is 'llama', not eagle3")),
+    "two target layers": ({"eagle3.target_layers": [2, 5]}, (), refused(
+        "EAGLE3 requires exactly 3 entries in 'extract_layers' (eagle3.target_layers)")),
+    "no target layers": ({"eagle3.target_layers": None}, (), refused(
+        "EAGLE3 requires exactly 3 entries in 'extract_layers' (eagle3.target_layers)")),
+    "two blocks": ({"eagle3.block_count": 2}, (), refused(GGUF_ONE_LAYER)),
+    "a second block's tensor": ({}, ("blk.1.attn_q.weight",), refused(GGUF_ONE_LAYER)),
+    "q/k norms": ({}, ("blk.0.attn_q_norm.weight",), refused(GGUF_ONE_LAYER)),
+    "fc_norm": ({}, ("fc_norm.0.weight",), refused(GGUF_ONE_LAYER)),
+    "norm_before_fc without its norm": ({"eagle3.norm_before_fc": True}, (), refused(GGUF_INPUT_NORM)),
+    "the input norm without norm_before_fc": ({}, ("enc.output_norm.weight",), refused(GGUF_INPUT_NORM)),
+    "norm_before_fc with its norm": ({"eagle3.norm_before_fc": True}, ("enc.output_norm.weight",), served(
+        captures=[2, 4, 5], flags={"norm_before_fc": True})),
+    "norm_before_residual": ({"eagle3.norm_before_residual": True}, (), served(
+        captures=[2, 4, 5], flags={"norm_before_residual": True})),
+    "layers out of order": ({"eagle3.target_layers": [5, 2, 4]}, (), served(captures=[5, 2, 4], silent=[
+        "llama.cpp fuses eagle3.target_layers [5, 2, 4] in file order; fc's column blocks follow ascending layers"])),
+}
+
+
+def gguf(meta: dict, stored: tuple[str, ...]) -> Callable[[], tuple[dict, list[str]]]:
+    """`--to gguf`'s plan of a GGUF: {"gguf": its keys}, GGUF_META changed by `meta` (None: removed)."""
+    keys = {k: v for k, v in {**GGUF_META, **meta}.items() if v is not None}
+    return lambda: ({"gguf": keys}, sorted(GGUF_BLOCK + stored))
+
+
+# name -> (engine, the file, the target context, the reading expected beside the defaults of `Reading`)
+READINGS: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext, dict[str, Any]]] = {
+    "trtllm: a ModelOpt file": ("trtllm", file("modelopt"), L8, served(**TRT_RUNTIME)),
+    "trtllm: a speculators file": ("trtllm", file("speculators"), L8, refused(
+        "TensorRT-LLM reads the config through transformers and needs a model_type (speculators configs have none)")),
+    "trtllm: no model_type": ("trtllm", file("modelopt", top(model_type=GONE)), L8, refused(
+        "TensorRT-LLM reads the config through transformers and needs a model_type (speculators configs have none)")),
+    "trtllm: no draft_vocab_size beside d2t": ("trtllm", file("modelopt", top(draft_vocab_size=GONE)), L8, refused(
+        "without draft_vocab_size TensorRT-LLM takes vocab_size as the draft vocabulary, and the drafter's d2t and "
+        "smaller lm_head fail to load")),
+    "trtllm: no draft_vocab_size, full vocabulary": ("trtllm", file("modelopt", top(draft_vocab_size=GONE),
+                                                                    draft_vocab_size=None), L8,
+                                                     served(**TRT_RUNTIME)),
+    "trtllm: a null target_hidden_size": ("trtllm", file("modelopt", top(target_hidden_size=None)), L8,
+                                          refused("TensorRT-LLM fails to size fc: target_hidden_size is null")),
+    "trtllm: a target_hidden_size": ("trtllm", file("modelopt", target_hidden_size=48), L8, served(**TRT_RUNTIME)),
+    "trtllm: kv_lora_rank builds MLA": ("trtllm", file("modelopt", top(kv_lora_rank=8)), L8,
+                                        served("deepseek_mla", **TRT_RUNTIME)),
+    "trtllm: kv_lora_rank 0 does not": ("trtllm", file("modelopt", top(kv_lora_rank=0)), L8, served(**TRT_RUNTIME)),
+    "trtllm: norm_before_fc nested": ("trtllm", file("modelopt", nest(norm_before_fc=True)), L8,
+                                      served(flags={"norm_before_fc": True}, **TRT_RUNTIME)),
+    "trtllm: fc_norm wins over norm_before_fc": ("trtllm", file("modelopt", both(nest(norm_before_fc=True),
+                                                                                top(fc_norm=True))), L8,
+                                                 served(flags={"fc_norm": True}, **TRT_RUNTIME)),
+    "trtllm: fc_norm nested is not read": ("trtllm", file("modelopt", nest(fc_norm=True)), L8, served(**TRT_RUNTIME)),
+    "trtllm: return_hidden_post_norm nested": ("trtllm", file("modelopt", nest(return_hidden_post_norm=True)), L8,
+                                               served(flags={"norm_output": True}, **TRT_RUNTIME)),
+    "trtllm: norm_output at the top": ("trtllm", file("modelopt", top(norm_output=True)), L8,
+                                       served(flags={"norm_output": True}, **TRT_RUNTIME)),
+    "trtllm: norm_output nested is not read": ("trtllm", file("modelopt", nest(norm_output=True)), L8,
+                                               served(**TRT_RUNTIME)),
+    "trtllm: norm_before_residual never": ("trtllm", file("modelopt", both(top(norm_before_residual=True),
+                                                                          nest(norm_before_residual=True))), L8,
+                                           served(**TRT_RUNTIME)),
+    "trtllm: norm_before_fc at the top only, input_norm stored": (
+        "trtllm", file("modelopt", both(top(norm_before_fc=True), names(add=("input_norm.weight",)))), L8,
+        served(silent=[TRT_DROPS.format("input_norm (it reads norm_before_fc only nested) (input_norm.weight)")],
+               **TRT_RUNTIME)),
+    "trtllm: norm_before_fc at the top and nested": (
+        "trtllm", file("modelopt", both(top(norm_before_fc=True), nest(norm_before_fc=True),
+                                        names(add=("input_norm.weight",)))), L8,
+        served(flags={"norm_before_fc": True}, **TRT_RUNTIME)),
+    "trtllm: norm_before_fc at the top, no input_norm": ("trtllm", file("modelopt", top(norm_before_fc=True)), L8,
+                                                         served(**TRT_RUNTIME)),
+    "trtllm: q/k norms": ("trtllm", file("modelopt", names(add=("layers.0.self_attn.q_norm.weight",
+                                                               "layers.0.self_attn.k_norm.weight"))), L8,
+                          served(silent=[TRT_DROPS.format("q/k norms (layers.0.self_attn.k_norm.weight, "
+                                                          "layers.0.self_attn.q_norm.weight)")], **TRT_RUNTIME)),
+    "trtllm: two layers as ModelOpt writes them": ("trtllm", file("modelopt", num_layers=2), L8,
+                                                   served(**TRT_RUNTIME)),
+    "trtllm: two layers, layer 1's norm only as input_layernorm": (
+        "trtllm", file("modelopt", names(drop=("layers.1.hidden_norm.weight",)), num_layers=2), L8,
+        served(silent=[TRT_DROPS.format("the pre-attention norm of layers >= 1 (it reads hidden_norm there) "
+                                        "(layers.1.input_layernorm.weight)")], **TRT_RUNTIME)),
+    "trtllm: two layers, layer 0 as midlayer.*": (
+        "trtllm", file("modelopt", lambda c, n: [n.add(x.replace("layers.0.", "midlayer.")) or n.discard(x)
+                                                 for x in list(n) if x.startswith("layers.0.")], num_layers=2), L8,
+        served(silent=[TRT_DROPS.format("layer 0 stored as midlayer.* (a multi-layer drafter's is midlayer.0) "
+                                        "(midlayer.hidden_norm.weight, midlayer.input_layernorm.weight, "
+                                        "midlayer.mlp.down_proj.weight (+7 more))")], **TRT_RUNTIME)),
+    "trtllm: a sliding window": ("trtllm", file("modelopt", top(**WINDOW)), L8, served(caveats=[
+        "TensorRT-LLM attends over the whole context where the drafter was trained with a 64-token sliding window: "
+        "the maths differ past 64 tokens"], **TRT_RUNTIME)),
+    "llamacpp: a vLLM file": ("llamacpp", file("vllm"), L8, served(captures=[2, 4, 5])),
+    "llamacpp: a speculators file, its layer config merged": ("llamacpp", file("speculators"), L8,
+                                                              served(captures=[2, 4, 5])),
+    "llamacpp: the layer config wins over the top level": (
+        "llamacpp", file("speculators", lambda c, n: c["transformer_layer_config"].update(norm_before_residual=True)),
+        L8, served(captures=[2, 4, 5], flags={"norm_before_residual": True})),
+    "llamacpp: an unknown class": ("llamacpp", file("vllm", top(architectures=["Eagle3Qwen3ForCausalLM", 7])), L8,
+                                   refused("llama.cpp's converter has no EAGLE-3 model for architectures "
+                                           "['Eagle3Qwen3ForCausalLM']")),
+    "llamacpp: a known class second": ("llamacpp", file("vllm", top(architectures=["X", "Eagle3DraftModel"])), L8,
+                                       served(captures=[2, 4, 5])),
+    "llamacpp: no draft_vocab_size": ("llamacpp", file("vllm", top(draft_vocab_size=GONE)), L8,
+                                      refused(LLAMA_NOT_EAGLE3)),
+    "llamacpp: two layers": ("llamacpp", file("vllm", num_layers=2), L8, refused(LLAMA_NOT_EAGLE3)),
+    "llamacpp: q/k norms": ("llamacpp", file("vllm", names(add=("layers.0.self_attn.q_norm.weight",))), L8,
+                            refused(LLAMA_CANNOT_MAP)),
+    "llamacpp: MLA": ("llamacpp", file("vllm", names(add=("layers.0.self_attn.kv_a_proj_with_mqa.weight",))), L8,
+                      refused(LLAMA_CANNOT_MAP)),
+    "llamacpp: fc_norm": ("llamacpp", file("vllm", names(add=("fc_norm.0.weight",))), L8, refused(LLAMA_CANNOT_MAP)),
+    "llamacpp: input_norm without norm_before_fc": ("llamacpp", file("vllm", names(add=("input_norm.weight",))), L8,
+                                                    refused("llama.cpp reads norm_before_fc only at the top level: "
+                                                            "input_norm is left over and the load fails (wrong "
+                                                            "number of tensors)")),
+    "llamacpp: input_norm with norm_before_fc": ("llamacpp", file("vllm", norm_before_fc=True), L8,
+                                                 served(captures=[2, 4, 5], flags={"norm_before_fc": True})),
+    "llamacpp: two ids": ("llamacpp", file("vllm", top(eagle_aux_hidden_state_layer_ids=[2, 5])), L8,
+                          refused(LLAMA_IDS)),
+    "llamacpp: four ids": ("llamacpp", file("vllm", top(eagle_aux_hidden_state_layer_ids=[2, 3, 4, 5])), L8,
+                           refused(LLAMA_IDS)),
+    "llamacpp: no top-level ids, two nested": ("llamacpp", file("vllm", both(
+        top(eagle_aux_hidden_state_layer_ids=GONE), nest(eagle_aux_hidden_state_layer_ids=[2, 5]))), L8,
+        refused(LLAMA_IDS)),
+    "llamacpp: no ids at all": ("llamacpp", file("vllm", both(top(eagle_aux_hidden_state_layer_ids=GONE),
+                                                              nest(eagle_aux_hidden_state_layer_ids=[]))),
+                                TargetContext("default", 12), served(captures=[2, 6, 9], from_default=True)),
+    "llamacpp: three nested ids replaced by the defaults": (
+        "llamacpp", file("vllm", both(top(eagle_aux_hidden_state_layer_ids=GONE),
+                                      nest(eagle_aux_hidden_state_layer_ids=[1, 3, 6]))), L8,
+        served(captures=[2, 4, 5], from_default=True)),
+    "llamacpp: no ids, depth unknown": ("llamacpp", file("vllm", top(eagle_aux_hidden_state_layer_ids=GONE)),
+                                        TargetContext(), served(from_default=True)),
+    "llamacpp: ids out of order": ("llamacpp", file("vllm", top(eagle_aux_hidden_state_layer_ids=[5, 2, 4])), L8,
+                                   served(captures=[2, 4, 5], silent=[
+                                       "llama.cpp fuses the captured states in the order listed [5, 2, 4], while "
+                                       "fc's columns follow ascending layers"])),
+    "llamacpp: norm_output": ("llamacpp", file("vllm", norm_output=True), L8, served(
+        captures=[2, 4, 5], flags={"norm_output": True}, silent=["llama.cpp ignores norm_output"])),
+    "llamacpp: norm_before_residual": ("llamacpp", file("vllm", norm_before_residual=True), L8, served(
+        captures=[2, 4, 5], flags={"norm_before_residual": True})),
+    "speculators: its own file": ("speculators", file("speculators"), L8, served(captures=[2, 4, 5])),
+    "speculators: a flat file": ("speculators", file("vllm"), L8, refused(
+        "the speculators library reads only speculators-format configs (speculators_model_type)")),
+    "speculators: another model kind": ("speculators", file("speculators", top(speculators_model_type="dflash")), L8,
+                                        refused("the speculators library builds no EAGLE-3-style drafter for "
+                                                "'dflash'")),
+    "speculators: P-EAGLE": ("speculators", file("speculators", top(speculators_model_type="peagle")), L8,
+                             served(captures=[2, 4, 5], kind="peagle")),
+    "speculators: Qwen3": ("speculators", file("speculators", family="qwen3"), L8,
+                           served("qwen3", captures=[2, 4, 5])),
+    "speculators: no layer config": ("speculators", file("speculators", top(transformer_layer_config=GONE)), L8,
+                                     refused("the speculators library has no Eagle3 draft layer for model_type None")),
+    "speculators: another decoder": ("speculators", file("speculators", lambda c, n: c["transformer_layer_config"]
+                                                         .update(model_type="mistral")), L8, refused(
+        "the speculators library has no Eagle3 draft layer for model_type 'mistral'")),
+    "speculators: norm_before_fc and fc_norm": ("speculators", file("speculators", top(norm_before_fc=True,
+                                                                                       fc_norm=True)), L8,
+                                                refused("the speculators library refuses it: norm_before_fc and "
+                                                        "fc_norm are mutually exclusive", family="llama")),
+    "speculators: every flag but one": ("speculators", file("speculators", top(
+        norm_before_fc=True, norm_before_residual=True, norm_output=True)), L8, served(
+        captures=[2, 4, 5], flags={"norm_before_fc": True, "norm_before_residual": True, "norm_output": True})),
+    "speculators: fc_norm": ("speculators", file("speculators", top(fc_norm=True)), L8,
+                             served(captures=[2, 4, 5], flags={"fc_norm": True})),
+    "speculators: ids repeated and out of order": ("speculators", file("speculators", top(
+        eagle_aux_hidden_state_layer_ids=[5, 2, 4, 2])), L8, served(captures=[2, 4, 5])),
+    "speculators: no ids": ("speculators", file("speculators", top(eagle_aux_hidden_state_layer_ids=GONE)),
+                            TargetContext("default", 12), served(captures=[2, 6, 9], from_default=True)),
+    "speculators: no ids, depth unknown": ("speculators", file("speculators",
+                                                               top(eagle_aux_hidden_state_layer_ids=None)),
+                                           TargetContext(), served(from_default=True)),
+    **{f"llamacpp: a GGUF, {name}": ("llamacpp", gguf(meta, stored), L8, {"label": "llama.cpp (GGUF)", **expected})
+       for name, (meta, stored, expected) in GGUF_CASES.items()},
+}
+
+
+@pytest.mark.parametrize("name", sorted(READINGS))
+def test_what_the_engine_reads_from_the_file(name: str):
+    engine, build, ctx, expected = READINGS[name]
+    config, stored = build()
+    reading = dataclasses.asdict(read_all(config, stored, ctx, engines=(engine,))[engine])
+    assert reading == {"engine": engine, "label": LABELS[engine], "refusal": None, "family": None, "kind": "eagle3",
+                       "captures": None, "from_default": False, "runtime": False, "flags": {}, "silent": [],
+                       "caveats": [], **expected}
+
+
+# ------------------------------------------------------------------ engines/releases.py: the releases a user names
+
+def validate_for(path: Path, *engines: str) -> tuple[int, dict]:
+    done = run_cli("validate", path, "--json", *(arg for e in engines for arg in ("--engine", e)))
+    return done.exit_code, json.loads(done.stdout)
+
+
+def findings(report: dict) -> list[tuple[str, str, str | None]]:
+    return [(f["code"], f["message"], f["hint"]) for f in report["findings"]]
+
+
+def test_a_release_spelled_otherwise_is_judged_as_the_known_one(tmp_path: Path):
+    src = build_drafter(tmp_path / "drafter", "sglang", DrafterSpec())
+    code, report = validate_for(src, "sglang==0.5.10.0")
+    assert (code, report["releases"], report["findings"]) == (0, ["SGLang 0.5.10"], [])
+
+
+def test_a_llama_cpp_build_is_a_release_and_an_unknown_one_is_said_to_be(tmp_path: Path):
+    """llama.cpp's builds are spelled b<number>: known (b11434) or not, they are release numbers, never refused as a
+    spelling; an engine known in one release says that one."""
+    src = build_drafter(tmp_path / "drafter", "vllm", DrafterSpec())
+    code, report = validate_for(src, "llamacpp==b11434")
+    assert (code, report["releases"], report["findings"]) == (0, ["llama.cpp b11434"], [])
+    code, report = validate_for(src, "llamacpp==b11500")
+    assert (code, report["releases"]) == (0, ["llama.cpp b11500"])
+    assert findings(report) == [(
+        "W-ENGINE-RELEASE-UNKNOWN", "llama.cpp b11500 is a release we know nothing about (we know b11434): no verdict",
+        "name a release we know (llama.cpp b11434 is the newest), or judge the file on that release yourself")]
+
+
+def test_a_tensorrt_llm_release_is_unknown_and_says_what_its_rules_rest_on(tmp_path: Path):
+    """TensorRT-LLM's one known 'release' is a source snapshot, no version: a numbered release is unknown (it was an
+    internal error: comparing 1.0 with the snapshot's name raised), and the warning says what the rules rest on."""
+    src = build_drafter(tmp_path / "drafter", "modelopt", DrafterSpec())
+    code, report = validate_for(src, "trtllm==1.0")
+    assert (code, report["releases"]) == (0, ["TensorRT-LLM 1.0"])
+    assert findings(report)[0] == (
+        "W-ENGINE-RELEASE-UNKNOWN", "TensorRT-LLM 1.0 is a release we know nothing about (we know 2026-sources; "
+        "TensorRT-LLM's rules come from a 2026 source snapshot, not from a numbered release): no verdict",
+        "name a release we know (TensorRT-LLM 2026-sources is the newest), or judge the file on that release "
+        "yourself")
+
+
+def test_an_engine_or_release_spelled_wrong_is_refused_naming_the_spellings(tmp_path: Path):
+    src = build_drafter(tmp_path / "drafter", "vllm", DrafterSpec())
+    for engine, says in (
+            ("tgi", "'tgi' is not an engine (one of speculators, vllm, vllm-v1, vllm-v2, sglang, trtllm, llamacpp, "
+                    "optionally ==RELEASE)"),
+            ("sglang==", "'sglang==' names no release after =="),
+            ("sglang==next", "'next' is not a release number")):
+        done = run_cli("validate", src, "--engine", engine)
+        assert (done.exit_code, done.stderr.split(" — hint")[0]) == (
+            2, f"error: Invalid value for '--engine': {says} [E-USAGE]")
