@@ -33,10 +33,6 @@ class Change:
     since: str | None  # the first release that reads it the new way; None: in no release we know
     source: str  # the PR (or file) that made the change, and where the boundary was read
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"fact": self.fact, "before": self.before, "after": self.after, "since": self.since,
-                "source": self.source}
-
 
 def _key(release: str) -> Any:
     from packaging.version import InvalidVersion, Version
@@ -119,10 +115,6 @@ class Releases:
         return (f"{self.label} {release} is a release we know nothing about (we know {known}"
                 f"{'; ' + self.note if self.note else ''}): no verdict")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "known": list(self.known), "newest": self.newest,
-                "changes": [c.to_dict() for c in self.changes]}
-
 
 @dataclass(frozen=True)
 class EngineChoice:
@@ -130,9 +122,6 @@ class EngineChoice:
 
     spelling: str  # vllm, vllm-v1, sglang, ...
     release: str | None = None
-
-    def __str__(self) -> str:
-        return self.spelling + (f"=={self.release}" if self.release else "")
 
 
 def parse_choice(text: str, spellings: tuple[str, ...]) -> EngineChoice:
