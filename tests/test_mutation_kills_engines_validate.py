@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import struct
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from builders import DrafterSpec, build_drafter, config_for, stored_tensors
+from builders import DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors
 from conftest import run_cli
+from test_caught_bugs import write_checkpoint
 
 from eagle3_convert.engines import TargetContext, read_all
 
@@ -103,6 +105,8 @@ def served(family: str = "llama", **fields: Any) -> dict[str, Any]:
 
 TRT_RUNTIME = {"runtime": True}
 TRT_DROPS = "TensorRT-LLM drops {} without a word"
+TRT_WINDOW = ("TensorRT-LLM attends over the whole context where the drafter was trained with a {0}-token sliding "
+              "window: the maths differ past {0} tokens")
 LLAMA_IDS = "llama.cpp requires exactly 3 capture layers"
 LLAMA_NOT_EAGLE3 = ("llama.cpp's converter does not detect it as EAGLE-3 (one layer and draft_vocab_size needed) and "
                     "fails on its tensor names")
@@ -202,9 +206,21 @@ READINGS: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetConte
         served(silent=[TRT_DROPS.format("layer 0 stored as midlayer.* (a multi-layer drafter's is midlayer.0) "
                                         "(midlayer.hidden_norm.weight, midlayer.input_layernorm.weight, "
                                         "midlayer.mlp.down_proj.weight (+7 more))")], **TRT_RUNTIME)),
-    "trtllm: a sliding window": ("trtllm", file("modelopt", top(**WINDOW)), L8, served(caveats=[
-        "TensorRT-LLM attends over the whole context where the drafter was trained with a 64-token sliding window: "
-        "the maths differ past 64 tokens"], **TRT_RUNTIME)),
+    "trtllm: a sliding window": ("trtllm", file("modelopt", top(**WINDOW)), L8,
+                                 served(caveats=[TRT_WINDOW.format(64)], **TRT_RUNTIME)),
+    "trtllm: a window in a nested decoder config": ("trtllm", file("modelopt", top(transformer_layer_config=WINDOW)),
+                                                    L8, served(caveats=[TRT_WINDOW.format(64)], **TRT_RUNTIME)),
+    "trtllm: a nested decoder config without a window": ("trtllm", file("modelopt", top(
+        transformer_layer_config={"model_type": "llama"}, **WINDOW)), L8, served(**TRT_RUNTIME)),
+    "trtllm: a window without layer_types": ("trtllm", file("modelopt", top(sliding_window=64)), L8,
+                                             served(**TRT_RUNTIME)),
+    "trtllm: only full-attention layers": ("trtllm", file("modelopt", top(sliding_window=64,
+                                                                          layer_types=["full_attention"])), L8,
+                                           served(**TRT_RUNTIME)),
+    "trtllm: a window of true": ("trtllm", file("modelopt", top(**{**WINDOW, "sliding_window": True})), L8,
+                                 served(**TRT_RUNTIME)),
+    "trtllm: a 1-token window": ("trtllm", file("modelopt", top(**{**WINDOW, "sliding_window": 1})), L8,
+                                 served(caveats=[TRT_WINDOW.format(1)], **TRT_RUNTIME)),
     "llamacpp: a vLLM file": ("llamacpp", file("vllm"), L8, served(captures=[2, 4, 5])),
     "llamacpp: a speculators file, its layer config merged": ("llamacpp", file("speculators"), L8,
                                                               served(captures=[2, 4, 5])),
@@ -254,6 +270,10 @@ READINGS: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetConte
         captures=[2, 4, 5], flags={"norm_output": True}, silent=["llama.cpp ignores norm_output"])),
     "llamacpp: norm_before_residual": ("llamacpp", file("vllm", norm_before_residual=True), L8, served(
         captures=[2, 4, 5], flags={"norm_before_residual": True})),
+    "llamacpp: architectures as a string": ("llamacpp", file("vllm", top(architectures="Eagle3DraftModel")), L8,
+                                            refused("llama.cpp's converter has no EAGLE-3 model for architectures []")),
+    "llamacpp: no layer stored at all": ("llamacpp", file("vllm", lambda c, n: n.intersection_update(
+        {"fc.weight", "lm_head.weight", "norm.weight", "d2t", "t2d"})), L8, served(captures=[2, 4, 5])),
     "speculators: its own file": ("speculators", file("speculators"), L8, served(captures=[2, 4, 5])),
     "speculators: a flat file": ("speculators", file("vllm"), L8, refused(
         "the speculators library reads only speculators-format configs (speculators_model_type)")),
@@ -280,6 +300,10 @@ READINGS: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetConte
                              served(captures=[2, 4, 5], flags={"fc_norm": True})),
     "speculators: ids repeated and out of order": ("speculators", file("speculators", top(
         eagle_aux_hidden_state_layer_ids=[5, 2, 4, 2])), L8, served(captures=[2, 4, 5])),
+    "speculators: an empty id list": ("speculators", file("speculators", top(eagle_aux_hidden_state_layer_ids=[])),
+                                      L8, served(captures=[2, 4, 5], from_default=True)),
+    "speculators: ids as strings": ("speculators", file("speculators", top(
+        eagle_aux_hidden_state_layer_ids=["1", "3", "6"])), L8, served(captures=[2, 4, 5], from_default=True)),
     "speculators: no ids": ("speculators", file("speculators", top(eagle_aux_hidden_state_layer_ids=GONE)),
                             TargetContext("default", 12), served(captures=[2, 6, 9], from_default=True)),
     "speculators: no ids, depth unknown": ("speculators", file("speculators",
@@ -353,3 +377,84 @@ def test_an_engine_or_release_spelled_wrong_is_refused_naming_the_spellings(tmp_
         done = run_cli("validate", src, "--engine", engine)
         assert (done.exit_code, done.stderr.split(" — hint")[0]) == (
             2, f"error: Invalid value for '--engine': {says} [E-USAGE]")
+
+
+# ------------------------------------------------------------------ validate/vocab.py: where a vocab finding points
+
+VOCAB_SPEC = DrafterSpec()  # V 96, Vd 32
+FULL = DrafterSpec(draft_vocab_size=None)  # Vd = V
+VOCAB = stored_tensors("speculators", VOCAB_SPEC)
+OFFSETS = list(struct.unpack(f"<{VOCAB_SPEC.vd}q", VOCAB["d2t"].data))
+TARGET_IDS = [i + o for i, o in enumerate(OFFSETS)]
+
+
+def i64(values: list[int]) -> RawTensor:
+    return RawTensor("I64", (len(values),), struct.pack(f"<{len(values)}q", *values))
+
+
+def mask(ids: list[int]) -> RawTensor:
+    return RawTensor("BOOL", (VOCAB_SPEC.vocab_size,), bytes(int(i in ids) for i in range(VOCAB_SPEC.vocab_size)))
+
+
+def vocab_report(tmp_path: Path, layout: str, tensors: dict[str, RawTensor],
+                 spec: DrafterSpec = VOCAB_SPEC) -> list[tuple]:
+    src = write_checkpoint(tmp_path / "drafter", layout, spec, tensors)
+    done = run_cli("validate", src, "--json")
+    return [(f["code"], f["message"], f["hint"], f["where"], f["engine"]) for f in json.loads(done.stdout)["findings"]
+            if f["code"].startswith("E-VOCAB")]
+
+
+REPAIR_HINT = ("only if you confirm it, repair it: `eagle3-convert --repair-d2t-absolute --to speculators {src} "
+               "drafter-speculators` (d2t := d2t - arange(Vd))")
+VOCAB_CASES = {  # name -> (layout, tensors, the vocab findings: code, message, hint, where, engine)
+    "absolute ids": ("speculators", {**VOCAB, "d2t": i64(TARGET_IDS)}, [(
+        "E-VOCAB-ABSOLUTE", "d2t holds absolute target ids, not offsets (target = draft + d2t): its values equal "
+        "nonzero(t2d), and arange(Vd) + d2t exceeds the target vocab (6 of 32 entries >= 96); every engine would map "
+        "draft tokens to the wrong target tokens", REPAIR_HINT, "d2t", None)]),
+    "d2t and t2d disagree": ("speculators", {**VOCAB, "d2t": i64(OFFSETS[::-1])}, [(
+        "E-VOCAB-MISMATCH", "d2t and t2d disagree: nonzero(t2d) != arange(Vd) + d2t",
+        "the vocab map is inconsistent: re-export it from the training run", "d2t", None)]),
+    "a short d2t": ("speculators", {**VOCAB, "d2t": i64(OFFSETS[:-1])}, [(
+        "E-VOCAB-SHAPE", "d2t has shape [31], expected [32] (draft_vocab_size)",
+        "config draft_vocab_size and d2t disagree", "d2t", None)]),
+    "a t2d of another shape": ("speculators", {**VOCAB, "t2d": RawTensor("BOOL", (48,), bytes(48))}, [(
+        "E-VOCAB-SHAPE", "t2d has shape [48], expected [96] (target vocab_size)",
+        "config vocab_size and t2d disagree", "t2d", None)]),
+    "a t2d marking one id too few": ("speculators", {**VOCAB, "t2d": mask(TARGET_IDS[:-1])}, [(
+        "E-VOCAB-T2D", "t2d marks 31 target ids, expected draft_vocab_size 32", "t2d must have exactly Vd true "
+        "entries", "t2d", None)]),
+    "no map": ("speculators", {n: t for n, t in VOCAB.items() if n not in ("d2t", "t2d")}, [(
+        "E-VOCAB-MISSING", "draft_vocab_size 32 differs from vocab_size 96 but the checkpoint has neither d2t nor t2d",
+        "the draft->target vocabulary map is missing: re-export it with the checkpoint (d2t offsets, t2d mask)",
+        "t2d", None)]),
+    "t2d only, one id too few": ("sglang", {**{n: t for n, t in VOCAB.items() if n != "d2t"},
+                                           "t2d": mask(TARGET_IDS[:-1])}, [(
+        "E-VOCAB-T2D", "t2d marks 31 target ids, expected draft_vocab_size 32", "t2d must have exactly Vd true "
+        "entries", "t2d", None),
+        ("E-VOCAB-NO-D2T", "SGLang maps draft tokens with d2t and the checkpoint has only t2d: every draft token would "
+         "map to the wrong target token", "no conversion fixes this: writing the sglang layout is refused (t2d marks "
+         "31 target ids, expected draft_vocab_size 32 [E-VOCAB-T2D])", "d2t", "sglang")]),
+    "d2t only, for the speculators library": ("speculators", {n: t for n, t in VOCAB.items() if n != "t2d"}, [(
+        "E-VOCAB-NO-T2D", "the speculators library needs t2d (the target-vocab mask) and the checkpoint has only d2t",
+        "`eagle3-convert --to speculators {src} drafter-speculators` rebuilds t2d from d2t", "t2d", "speculators")]),
+    "d2t only, for SGLang": ("sglang", {n: t for n, t in VOCAB.items() if n != "t2d"}, []),
+    "t2d only, for vLLM": ("vllm", {n: t for n, t in VOCAB.items() if n != "d2t"}, [(
+        "E-VOCAB-NO-D2T", "vLLM maps draft tokens with d2t and the checkpoint has only t2d: every draft token would "
+        "map to the wrong target token", "`eagle3-convert --to vllm {src} drafter-vllm` rebuilds d2t from t2d", "d2t",
+        "vllm")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VOCAB_CASES))
+def test_each_vocab_finding_points_at_the_tensor_at_fault(tmp_path: Path, name: str):
+    layout, tensors, expected = VOCAB_CASES[name]
+    src = tmp_path / "drafter"
+    assert vocab_report(tmp_path, layout, tensors) == [
+        tuple(v.format(src=src) if isinstance(v, str) else v for v in row) for row in expected]
+
+
+def test_a_full_vocabulary_drafter_needs_no_map_whatever_it_stores(tmp_path: Path):
+    """Vd = V: a t2d marking every id, without d2t, is no fault for vLLM (which maps with d2t only when Vd < V)."""
+    tensors = {**stored_tensors("vllm", FULL), "t2d": RawTensor("BOOL", (96,), b"\1" * 96)}
+    assert "d2t" not in tensors
+    assert vocab_report(tmp_path, "vllm", tensors, FULL) == []

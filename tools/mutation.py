@@ -170,6 +170,20 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.engines.vllm.x__read__mutmut_264":
         "> 1 or >= 1 layers: a one-layer file has no layer >= 1 for unread_later_norms to find (numbered as at "
         "main's 8e17d18, after the issue-23 merge)",
+    **{f"eagle3_convert.engines.common.x_flag__mutmut_{n}":
+       "config.get(key) without the default: an absent key then reads None, which returns the default as well"
+       for n in (4, 6)},
+    **{f"eagle3_convert.engines.common.x_num_layers__mutmut_{n}":
+       "the midlayer.* rule only adds layer 0, which never changes max(found) + 1 (and with nothing else found the "
+       "count is 1 either way): the rule is redundant" for n in (7, 9, 10, 11)},
+    "eagle3_convert.engines.common.x_trained_window__mutmut_19":
+        "a window of 0 comes back as 0 instead of None, and every caller (trtllm, sglang) tests it for truth",
+    **{f"eagle3_convert.engines.releases.xǁReleasesǁbetween__mutmut_{n}":
+       "serve_verdicts judges a release at its era's first release only to share one reading per era: a release "
+       "found in no era (-1) is judged at itself, which reads as its era does (eras are cut where a change lands), "
+       "and the era after (+2) is newer, tried before" for n in (4, 7)},
+    "eagle3_convert.engines.releases.xǁReleasesǁunknown_why__mutmut_7":
+        "> 2 or > 1 known releases: no engine knows exactly two (SGLang 19, vLLM 23, the others one)",
     **{f"eagle3_convert.validate.capture.x__convention_warning__mutmut_{n}":
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
