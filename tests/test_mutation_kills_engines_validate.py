@@ -13,11 +13,13 @@ from typing import Any, Callable
 
 import pytest
 
-from builders import DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors
+from builders import DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors, write_target
 from conftest import run_cli
 from test_caught_bugs import write_checkpoint
+from test_validate import _ids
 
 from eagle3_convert.engines import TargetContext, read_all
+from eagle3_convert.validate import load_target_facts, validate_checkpoint
 
 IDS = "eagle_aux_hidden_state_layer_ids"
 MLA = {"family": "deepseek_mla", "target_model_type": "deepseek_v3"}
@@ -458,3 +460,235 @@ def test_a_full_vocabulary_drafter_needs_no_map_whatever_it_stores(tmp_path: Pat
     tensors = {**stored_tensors("vllm", FULL), "t2d": RawTensor("BOOL", (96,), b"\1" * 96)}
     assert "d2t" not in tensors
     assert vocab_report(tmp_path, "vllm", tensors, FULL) == []
+
+
+# ------------------------------------------------------------------ validate/capture.py: each capture finding in full
+
+# name -> (layout, DrafterSpec fields, the capture lists then written (tests/test_validate.py's _ids), whether the
+# target's config is given, the engines checked (None: the layout's), every capture finding: code, severity,
+# message, hint, where, engine). Paths in hints are {tmp}.
+CAPTURE_CASES: dict[str, tuple[str, dict, dict, bool, list[str] | None, list[tuple]]] = {
+    'a list too long to be capture ids': ('sglang', {}, {'top': list(range(65))}, False, None, [
+        ('E-CAPTURE-FIELD',
+         'error',
+         'eagle_aux_hidden_state_layer_ids is [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, '
+         '17, 18, 19, 20, 21...: not a short list of integers',
+         'write the capture ids as a list of integers',
+         '$.eagle_aux_hidden_state_layer_ids',
+         None),
+    ]),
+    'a nested list as a string': ('sglang', {}, {'nested': '1,3,4'}, False, None, [
+        ('E-CAPTURE-FIELD',
+         'error',
+         "eagle_config.eagle_aux_hidden_state_layer_ids is '1,3,4': not a short list of integers",
+         'write the capture ids as a list of integers',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         None),
+        ('I-CAPTURE-DEFAULT',
+         'info',
+         'config.json names no capture ids: SGLang captures its default boundaries {2, L//2, L-3}',
+         None,
+         None,
+         'sglang'),
+    ]),
+    'a boundary id below 0': ('vllm', {}, {'top': [-1, 4, 5], 'nested': [-2, 3, 4]}, False, None, [
+        ('E-CAPTURE-RANGE',
+         'error',
+         'eagle_aux_hidden_state_layer_ids [-1, 4, 5]: an id below 0 names no layer in the vllm convention',
+         'fix the capture ids',
+         '$.eagle_aux_hidden_state_layer_ids',
+         None),
+        ('E-CAPTURE-RANGE',
+         'error',
+         'vLLM reads eagle_aux_hidden_state_layer_ids [-1, 4, 5]: an id below 0 names no layer in its '
+         'convention',
+         'fix the capture ids',
+         '$.eagle_aux_hidden_state_layer_ids',
+         'vllm'),
+    ]),
+    'an SGLang id below -1': ('sglang', {}, {'nested': [-2, 3, 4]}, False, None, [
+        ('E-CAPTURE-RANGE',
+         'error',
+         'eagle_config.eagle_aux_hidden_state_layer_ids [-2, 3, 4]: an id below -1 names no layer in the '
+         'sglang convention',
+         'fix the capture ids',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         None),
+        ('E-CAPTURE-RANGE',
+         'error',
+         'SGLang reads eagle_config.eagle_aux_hidden_state_layer_ids [-2, 3, 4]: an id below -1 names no '
+         'layer in its convention',
+         'fix the capture ids',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         'sglang'),
+    ]),
+    'no ids, a target': ('vllm', {}, {'top': None, 'nested': None}, True, None, [
+        ('I-CAPTURE-DEFAULT',
+         'info',
+         'config.json names no capture ids: vLLM captures its default boundaries [2, 4, 5]',
+         None,
+         None,
+         'vllm'),
+    ]),
+    'empty lists, a target': ('vllm', {}, {'top': [], 'nested': []}, True, None, [
+        ('I-CAPTURE-DEFAULT',
+         'info',
+         'config.json names no capture ids: vLLM captures its default boundaries [2, 4, 5]',
+         None,
+         None,
+         'vllm'),
+    ]),
+    'no ids, no target, TensorRT-LLM': ('modelopt', {'capture_boundaries': None}, {}, False, None, [
+        ('I-CAPTURE-RUNTIME',
+         'info',
+         'TensorRT-LLM takes the capture layers from its runtime argument, not config.json; pass --target '
+         'to learn which ids to give it',
+         None,
+         None,
+         'trtllm'),
+    ]),
+    '-1 on a DeepSeek target': ('sglang', {'target_model_type': 'deepseek_v3', 'family': 'deepseek_mla'},
+                                {'nested': [-1, 2, 4]}, True, None, [
+        ('E-CAPTURE-UNREACHABLE',
+         'error',
+         'SGLang reads eagle_config.eagle_aux_hidden_state_layer_ids [-1, 2, 4] and captures nothing for '
+         'some of them on a deepseek-family target (-1 names no layer there)',
+         'retrain on capturable layers, or serve the drafter with vLLM',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         'sglang'),
+    ]),
+    'one state as wide as the drafter': ('sglang', {'num_aux': 1, 'capture_boundaries': (4,)}, {}, False, None, [
+        ('E-CAPTURE-FC-BYPASSED',
+         'error',
+         'fc.weight fuses k=1 states of width Ht=32 and k*Ht == H=32: SGLang applies fc only when the '
+         'incoming width differs from H, so the trained fc is silently skipped',
+         'serve this drafter with vLLM: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`',
+         'fc.weight',
+         'sglang'),
+    ]),
+    'two states, no ids': ('speculators', {'num_aux': 2, 'capture_boundaries': (2, 5)}, {'top': None}, True, None, [
+        ('E-CAPTURE-COUNT',
+         'error',
+         'the speculators library captures its 3 default states but fc.weight fuses 2',
+         'write the capture ids the drafter was trained with where the speculators library reads them',
+         'fc.weight',
+         'speculators'),
+        ('E-CAPTURE-COUNT',
+         'error',
+         'vLLM captures its 3 default states but fc.weight fuses 2',
+         'write the capture ids the drafter was trained with where vLLM reads them',
+         'fc.weight',
+         'vllm'),
+        ('I-CAPTURE-DEFAULT',
+         'info',
+         'config.json names no capture ids: the speculators library captures its default boundaries [2, 4, '
+         '5]',
+         None,
+         None,
+         'speculators'),
+        ('I-CAPTURE-DEFAULT',
+         'info',
+         'config.json names no capture ids: vLLM captures its default boundaries [2, 4, 5]',
+         None,
+         None,
+         'vllm'),
+    ]),
+    'a nested list alone, a target': ('vllm', {}, {'top': None, 'nested': [1, 3, 6]}, True, None, [
+        ('E-CAPTURE-MISMATCH',
+         'error',
+         'vLLM captures its default boundaries [2, 4, 5], but the drafter was trained on boundaries [1, 3, '
+         '6]',
+         'no conversion fixes this: writing the vllm layout is refused (capture ids are only in '
+         "eagle_config: vLLM's V1 runner reads them as boundaries while its V2 runner ignores them and "
+         'captures its defaults [E-CAPTURE-AMBIGUOUS])',
+         '$.eagle_aux_hidden_state_layer_ids',
+         'vllm'),
+        ('W-CAPTURE-CONVENTION',
+         'warning',
+         'eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 6] is read by SGLang as boundaries [2, 4, '
+         "7], while in the vllm layout's convention it means boundaries [1, 3, 6]",
+         'no conversion fixes this: writing the vllm layout is refused (--from sglang leaves '
+         "norm_before_residual unread, which the vllm layout's engines read: the checkpoint is in the vllm "
+         'layout (top-level norm_before_residual (a vLLM key SGLang has not)) [E-FROM-MISMATCH])',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         None),
+        ('W-CAPTURE-IDS-IGNORED',
+         'warning',
+         'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it ignores '
+         'eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 6] and captures its default boundaries [2, '
+         '4, 5] (its V1 runner instead falls back to that list, read as boundaries [1, 3, 6])',
+         'no conversion fixes this: writing the vllm layout is refused (capture ids are only in '
+         "eagle_config: vLLM's V1 runner reads them as boundaries while its V2 runner ignores them and "
+         'captures its defaults [E-CAPTURE-AMBIGUOUS])',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         'vllm'),
+    ]),
+    'an SGLang file for vLLM, a target': ('sglang', {}, {}, True, ['vllm'], [
+        ('E-CAPTURE-MISMATCH',
+         'error',
+         "vLLM's V1 runner falls back to eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 4] and reads "
+         'it as boundaries [1, 3, 4], but the drafter was trained on boundaries [2, 4, 5]',
+         'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes '
+         'them there',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         'vllm'),
+        ('W-CAPTURE-IDS-IGNORED',
+         'warning',
+         'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it ignores '
+         'eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 4] and captures its default boundaries [2, '
+         '4, 5], which here equals the sglang reading [2, 4, 5] (its V1 runner instead falls back to that '
+         'list, read as boundaries [1, 3, 4])',
+         'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes '
+         'them there',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         'vllm'),
+    ]),
+    'an SGLang file for vLLM': ('sglang', {}, {}, False, ['vllm'], [
+        ('E-CAPTURE-MISMATCH',
+         'error',
+         "vLLM's V1 runner falls back to eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 4] and reads "
+         'it as boundaries [1, 3, 4], but the drafter was trained on boundaries [2, 4, 5]',
+         'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes '
+         'them there',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         'vllm'),
+        ('W-CAPTURE-IDS-IGNORED',
+         'warning',
+         'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it ignores '
+         'eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 4] and captures its default boundaries {2, '
+         'L//2, L-3} (its V1 runner instead falls back to that list, read as boundaries [1, 3, 4])',
+         'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes '
+         'them there',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         'vllm'),
+    ]),
+    'the embedding tap, for SGLang': ('vllm', {'capture_boundaries': (0, 4, 5)}, {'nested': [0, 4, 5]}, True,
+                                      ['sglang'], [
+        ('E-CAPTURE-EMBEDDING',
+         'error',
+         'the drafter was trained with the embedding output (boundary 0) among its taps [0, 4, 5], but '
+         'SGLang reads eagle_config.eagle_aux_hidden_state_layer_ids [0, 4, 5] as boundaries [1, 5, 6]: the '
+         'embedding tap is replaced by a block output',
+         '`eagle3-convert --to sglang {tmp}/drafter drafter-sglang` writes ids SGLang reads as [0, 4, 5] '
+         '(SGLang captures the embedding with id -1)',
+         '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+         'sglang'),
+    ]),
+
+}
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURE_CASES))
+def test_each_capture_finding_word_for_word(tmp_path: Path, name: str):
+    layout, spec, ids, with_target, engines, expected = CAPTURE_CASES[name]
+    drafter = DrafterSpec(**spec)
+    path = build_drafter(tmp_path / "drafter", layout, drafter)
+    if ids:
+        _ids(**ids)(path)
+    options: dict[str, Any] = {"engines": engines} if engines else {}
+    if with_target:
+        options["target"] = load_target_facts(str(write_target(tmp_path / "target", drafter)))
+    got = [(f.code, f.severity, f.message, f.hint, f.where, f.engine)
+           for f in validate_checkpoint(path, **options).findings if "CAPTURE" in f.code]
+    assert got == [tuple(v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for v in row)
+                   for row in expected]
