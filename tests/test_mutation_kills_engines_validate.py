@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 import pytest
 
-from builders import DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors, write_target
+from builders import (DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors, write_safetensors,
+                      write_target)
 from conftest import run_cli
 from test_caught_bugs import write_checkpoint
 from test_validate import _ids
@@ -118,7 +119,7 @@ GGUF_BLOCK = ("blk.0.attn_norm.weight", "blk.0.attn_norm_2.weight", "blk.0.attn_
 GGUF_META = {"general.architecture": "eagle3", "eagle3.target_layers": [2, 4, 5], "eagle3.block_count": 1}
 GGUF_ONE_LAYER = "llama.cpp's eagle3 graph builds one Llama layer: wrong number of tensors"
 GGUF_INPUT_NORM = "enc.output_norm.weight and eagle3.norm_before_fc disagree: wrong number of tensors"
-# a GGUF's keys and tensor names (as converters/gguf.py names them) -> llama.cpp's reading (b11434 src/models/eagle3.cpp)
+# a GGUF's keys and tensor names (as converters/gguf.py names them) -> llama.cpp's reading (b11434 eagle3.cpp)
 GGUF_CASES: dict[str, tuple[dict, tuple[str, ...], dict[str, Any]]] = {
     "as written": ({}, (), served(captures=[2, 4, 5])),
     "another architecture": ({"general.architecture": "llama"}, (), refused(
@@ -692,3 +693,331 @@ def test_each_capture_finding_word_for_word(tmp_path: Path, name: str):
            for f in validate_checkpoint(path, **options).findings if "CAPTURE" in f.code]
     assert got == [tuple(v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for v in row)
                    for row in expected]
+
+
+# ------------------------------------------------------------------ validate/engine.py: each engine finding in full
+
+def keep(config: dict) -> None:
+    pass
+
+
+LAYERS_0 = {f"midlayer.{n}.weight": f"layers.0.{n}.weight" for n in (
+    "hidden_norm", "input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj", "post_attention_layernorm",
+    "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj", "self_attn.v_proj")}  # SGLang reads them from 0.5.12
+# name -> (layout, DrafterSpec fields, an edit of config.json, stored names renamed (None: dropped), whether the
+# target's config is given, the engines checked (None: the layout's), the releases judged (None: the newest))
+ENGINE_CASES: dict[str, tuple[str, dict, Callable[[dict], Any], dict, bool, list[str] | None, dict | None]] = {
+    "a Qwen3 drafter for SGLang": ("vllm", {"family": "qwen3"}, keep, {}, False, ["sglang"], None),
+    "SGLang without draft_vocab_size": ("sglang", {}, lambda c: c.pop("draft_vocab_size"), {}, False, None, None),
+    "vLLM with a null draft_vocab_size": ("vllm", {}, lambda c: c.update(draft_vocab_size=None), {}, False, None,
+                                          None),
+    "vLLM with draft_vocab_size as full as lm_head": ("vllm", {"draft_vocab_size": None},
+                                                      lambda c: c.update(draft_vocab_size=None), {}, False, None,
+                                                      None),
+    "SGLang with a null target_hidden_size": ("sglang", {}, lambda c: c.update(target_hidden_size=None), {}, False,
+                                              None, None),
+    "vLLM with a null target_hidden_size": ("vllm", {}, lambda c: c.update(target_hidden_size=None), {}, False, None,
+                                            None),
+    "a speculators file for SGLang": ("speculators", {}, keep, {}, False, ["sglang"], None),
+    "a flat file for the speculators library": ("vllm", {}, keep, {}, False, ["speculators"], None),
+    "the MLA class for a Llama drafter, SGLang": ("sglang", {}, lambda c: c.update(
+        architectures=["Eagle3DeepseekV2ForCausalLM"]), {}, False, None, None),
+    "kv_lora_rank on a Llama drafter, TensorRT-LLM": ("modelopt", {}, lambda c: c.update(kv_lora_rank=8), {}, False,
+                                                      None, None),
+    "speculators without norm_before_residual": ("speculators", {}, lambda c: c.pop("norm_before_residual"), {},
+                                                 False, None, None),
+    "speculators without norm_before_residual, for SGLang": ("speculators", {},
+                                                             lambda c: c.pop("norm_before_residual"), {}, False,
+                                                             ["sglang"], None),
+    "a model.-prefixed name for SGLang": ("sglang", {}, keep, {
+        "midlayer.hidden_norm.weight": "model.midlayer.hidden_norm.weight"}, False, None, None),
+    "two model.-prefixed names for vLLM": ("vllm", {}, keep, {
+        "layers.0.hidden_norm.weight": "model.layers.0.hidden_norm.weight",
+        "layers.0.mlp.up_proj.weight": "model.layers.0.mlp.up_proj.weight"}, False, None, None),
+    "one model.-prefixed name for vLLM": ("vllm", {}, keep, {
+        "layers.0.mlp.up_proj.weight": "model.layers.0.mlp.up_proj.weight"}, False, None, None),
+    "layer 1's norm only as input_layernorm, SGLang": ("sglang", {"num_layers": 2}, keep,
+                                                       {"layers.1.hidden_norm.weight": None}, False, None, None),
+    "a sliding window, SGLang": ("sglang", {}, lambda c: c.update(sliding_window=64,
+                                                                  layer_types=["sliding_attention"]), {}, False,
+                                 None, None),
+    "layers.0 names for SGLang 0.5.11": ("sglang", {}, keep, LAYERS_0, True, ["sglang"], {"sglang": ["0.5.11"]}),
+    "the MLA class for SGLang 0.5.11": ("sglang", {"family": "deepseek_mla", "target_model_type": "deepseek_v3"},
+                                        keep, {}, True, ["sglang"], {"sglang": ["0.5.11"]}),
+    "three SGLang releases": ("sglang", {}, keep, LAYERS_0, True, ["sglang"],
+                              {"sglang": ["0.5.11", "0.5.10", None]}),
+    "both vLLM runners of 0.21.0": ("sglang", {}, keep, {}, True, ["vllm"], {"vllm": ["0.21.0"]}),
+    "P-EAGLE without its mask token": ("speculators", {"peagle_mask_token_id": 5}, lambda c: c.pop("mask_token_id"),
+                                       {}, False, ["vllm"], None),
+}
+ENGINE_CODES = ("ENGINE", "E-CONFIG-ARCH", "E-CONFIG-DRAFT-VOCAB", "E-CONFIG-TARGET-HIDDEN-NULL",
+                "W-CONFIG-DEFAULTS-DIFFER", "E-KEY-UNAPPLIED", "E-KEY-REFUSED", "E-KEY-DROPPED")
+# every finding of validate/engine.py's codes: code, severity, message, hint, where, engine ({tmp}: the test's dir)
+ENGINE_FINDINGS: dict[str, list[tuple]] = {
+    'a Qwen3 drafter for SGLang': [
+        ('E-ENGINE-UNSUPPORTED',
+         'error',
+         'SGLang has no qwen3 EAGLE-3 drafter class: it would serve different maths or drop weights',
+         'no file makes SGLang serve this drafter as trained; serve it with vLLM, which supports every '
+         'variant: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`',
+         None,
+         'sglang'),
+    ],
+    'SGLang without draft_vocab_size': [
+        ('E-CONFIG-DRAFT-VOCAB',
+         'error',
+         'config.json has no draft_vocab_size: SGLang fails to construct the drafter',
+         'set draft_vocab_size to 32',
+         '$.draft_vocab_size',
+         'sglang'),
+    ],
+    'vLLM with a null draft_vocab_size': [
+        ('E-CONFIG-DRAFT-VOCAB',
+         'error',
+         'draft_vocab_size is None: vLLM then sizes the draft head for the full vocab V=96, but '
+         'lm_head.weight has 32 rows',
+         'set draft_vocab_size to 32',
+         '$.draft_vocab_size',
+         'vllm'),
+    ],
+    'vLLM with draft_vocab_size as full as lm_head': [],
+    'SGLang with a null target_hidden_size': [
+        ('E-CONFIG-TARGET-HIDDEN-NULL',
+         'error',
+         'target_hidden_size is null: SGLang checks only that the key exists and sizes fc from None',
+         "remove the key when Ht == H, or set it to the target's hidden size",
+         '$.target_hidden_size',
+         'sglang'),
+    ],
+    'vLLM with a null target_hidden_size': [],
+    'a speculators file for SGLang': [
+        ('E-CONFIG-ARCH',
+         'error',
+         'SGLang does not read speculators-format configs (speculators_model_type)',
+         'write the config SGLang reads: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`',
+         '$.architectures',
+         'sglang'),
+    ],
+    'a flat file for the speculators library': [
+        ('E-CONFIG-ARCH',
+         'error',
+         'the speculators library reads only speculators-format configs; this is a flat vllm config',
+         'no conversion fixes this: writing the speculators layout is refused (the speculators layout must '
+         'name its verifier (target model) and this drafter does not say which it is [E-VERIFIER-MISSING])',
+         '$.architectures',
+         'speculators'),
+    ],
+    'the MLA class for a Llama drafter, SGLang': [
+        ('E-CONFIG-ARCH',
+         'error',
+         "architectures ['Eagle3DeepseekV2ForCausalLM'] make SGLang build its deepseek_mla drafter class, but "
+         'the config describes a llama drafter',
+         "set architectures to ['LlamaForCausalLMEagle3'], the class SGLang builds for a llama drafter",
+         '$.architectures',
+         'sglang'),
+        ('I-ENGINE-RELEASES',
+         'info',
+         'SGLang releases disagree on this file: served WRONG on ≥ 0.5.12 (builds its deepseek_mla drafter '
+         'class for a llama drafter); refused loudly on 0.5.9–0.5.11 (SGLang refuses it: model architectures '
+         "['Eagle3DeepseekV2ForCausalLM'] are not supported)",
+         None,
+         None,
+         'sglang'),
+    ],
+    'kv_lora_rank on a Llama drafter, TensorRT-LLM': [
+        ('E-CONFIG-ARCH',
+         'error',
+         'TensorRT-LLM builds its deepseek_mla drafter class for this config, but the config describes a '
+         'llama drafter',
+         'write the config TensorRT-LLM reads: `eagle3-convert --to modelopt {tmp}/drafter drafter-modelopt`',
+         '$.architectures',
+         'trtllm'),
+    ],
+    'speculators without norm_before_residual': [
+        ('W-CONFIG-DEFAULTS-DIFFER',
+         'warning',
+         'norm_before_residual is absent: vLLM serves a speculators config without it as true, the '
+         'speculators library reads it as false (and convert refuses it)',
+         'write norm_before_residual into config.json, true or false as the drafter was trained (the '
+         'speculators trainer writes true): no conversion can choose it for you',
+         '$.norm_before_residual',
+         None),
+    ],
+    'speculators without norm_before_residual, for SGLang': [
+        ('E-CONFIG-ARCH',
+         'error',
+         'SGLang does not read speculators-format configs (speculators_model_type)',
+         'no conversion fixes this: writing the sglang layout is refused (norm_before_residual is absent: '
+         'vLLM serves this speculators config as true, the speculators library reads it as false, so the file '
+         'names no single drafter [E-CONFIG-DEFAULTS-DIFFER])',
+         '$.architectures',
+         'sglang'),
+    ],
+    'a model.-prefixed name for SGLang': [
+        ('E-KEY-DROPPED',
+         'error',
+         "SGLang drops tensor 'model.midlayer.hidden_norm.weight' (layers.0.hidden_norm.weight) silently: it "
+         "adds `model.` itself, so 'model.midlayer.hidden_norm.weight' matches no parameter; the weight keeps "
+         'its random initialisation',
+         "rename it to the name SGLang loads ('midlayer.hidden_norm.weight')",
+         'model.midlayer.hidden_norm.weight',
+         'sglang'),
+    ],
+    'two model.-prefixed names for vLLM': [
+        ('E-KEY-REFUSED',
+         'error',
+         "vLLM fails to load this file: its loader raises on 'model.layers.0.hidden_norm.weight', a name that "
+         "matches no parameter (it adds `model.` to every name but lm_head's itself); 1 more such names",
+         'no conversion fixes this: writing the vllm layout is refused (tensor '
+         "'model.layers.0.hidden_norm.weight' is not part of an EAGLE-3 drafter in the vllm layout "
+         '[E-KEY-UNKNOWN])',
+         'model.layers.0.hidden_norm.weight',
+         'vllm'),
+    ],
+    'one model.-prefixed name for vLLM': [
+        ('E-KEY-REFUSED',
+         'error',
+         "vLLM fails to load this file: its loader raises on 'model.layers.0.mlp.up_proj.weight', a name that "
+         "matches no parameter (it adds `model.` to every name but lm_head's itself)",
+         'no conversion fixes this: writing the vllm layout is refused (tensor '
+         "'model.layers.0.mlp.up_proj.weight' is not part of an EAGLE-3 drafter in the vllm layout "
+         '[E-KEY-UNKNOWN])',
+         'model.layers.0.mlp.up_proj.weight',
+         'vllm'),
+    ],
+    "layer 1's norm only as input_layernorm, SGLang": [
+        ('E-ENGINE-WRONG',
+         'error',
+         'SGLang: SGLang loads layers.1.input_layernorm.weight into a norm it never applies in layers >= 1 '
+         '(it normalises them with hidden_norm, left at its initial ones); it would serve this file wrong',
+         'no conversion fixes this: writing the sglang layout is refused (layers.1.input_layernorm.weight has '
+         'no hidden_norm beside it: SGLang normalises layers >= 1 with hidden_norm and would leave it random '
+         '[E-KEY-MISSING])',
+         None,
+         'sglang'),
+        ('I-ENGINE-RELEASES',
+         'info',
+         'SGLang releases disagree on this file: served WRONG on ≥ 0.5.12 (SGLang loads '
+         'layers.1.input_layernorm.weight into a norm it never applies in layers >= 1 (it normalises them '
+         'with hidden_norm, left at its initial ones)); refused loudly on 0.5.9–0.5.11 (SGLang refuses it: '
+         'EAGLE3 currently only supports 1 layer (num_hidden_layers != 1))',
+         None,
+         None,
+         'sglang'),
+    ],
+    'a sliding window, SGLang': [
+        ('W-ENGINE-CAVEAT',
+         'warning',
+         'SGLang attends over the whole context where the drafter was trained with a 64-token sliding window: '
+         'the maths differ past 64 tokens unless launched with --speculative-draft-window-size 64',
+         'serve it as the caveat says, or with an engine that reads the file in full: `eagle3-convert --to '
+         'vllm {tmp}/drafter drafter-vllm`',
+         None,
+         'sglang'),
+    ],
+    'layers.0 names for SGLang 0.5.11': [
+        ('E-ENGINE-WRONG',
+         'error',
+         'SGLang 0.5.11: SGLang drops layers.0.* weights (it loads midlayer.* only) '
+         '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 '
+         'more)) without a word; it would serve this file wrong',
+         'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
+         'right: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`',
+         None,
+         'sglang'),
+        ('I-ENGINE-RELEASES',
+         'info',
+         'SGLang releases disagree on this file: served as trained on ≥ 0.5.12; served WRONG on 0.5.9–0.5.11 '
+         '(SGLang drops layers.0.* weights (it loads midlayer.* only) (layers.0.hidden_norm.weight, '
+         'layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 more)) without a word)',
+         None,
+         None,
+         'sglang'),
+    ],
+    'the MLA class for SGLang 0.5.11': [
+        ('E-ENGINE-REFUSES',
+         'error',
+         'SGLang 0.5.11 refuses this file: SGLang refuses it: model architectures '
+         "['Eagle3DeepseekV2ForCausalLM'] are not supported",
+         'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
+         'right: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`',
+         None,
+         'sglang'),
+        ('I-ENGINE-RELEASES',
+         'info',
+         'SGLang releases disagree on this file: served as trained on ≥ 0.5.12; refused loudly on '
+         "0.5.9–0.5.11 (SGLang refuses it: model architectures ['Eagle3DeepseekV2ForCausalLM'] are not "
+         'supported)',
+         None,
+         None,
+         'sglang'),
+    ],
+    'three SGLang releases': [
+        ('E-ENGINE-WRONG',
+         'error',
+         'SGLang 0.5.11: SGLang drops layers.0.* weights (it loads midlayer.* only) '
+         '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 '
+         'more)) without a word; it would serve this file wrong',
+         'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
+         'right: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`',
+         None,
+         'sglang'),
+        ('E-ENGINE-WRONG',
+         'error',
+         'SGLang 0.5.10: SGLang drops layers.0.* weights (it loads midlayer.* only) '
+         '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 '
+         'more)) without a word; it would serve this file wrong',
+         'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
+         'right: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`',
+         None,
+         'sglang'),
+        ('I-ENGINE-RELEASES',
+         'info',
+         'SGLang releases disagree on this file: served as trained on ≥ 0.5.12; served WRONG on 0.5.9–0.5.11 '
+         '(SGLang drops layers.0.* weights (it loads midlayer.* only) (layers.0.hidden_norm.weight, '
+         'layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 more)) without a word)',
+         None,
+         None,
+         'sglang'),
+    ],
+    'both vLLM runners of 0.21.0': [
+        ('I-ENGINE-RELEASES',
+         'info',
+         'vLLM releases disagree on this file: served WRONG on ≥ 0.22.0 (captures layers [1, 3, 4], trained '
+         'on [2, 4, 5]); served as trained (its default layers) on 0.18.0–0.21.0',
+         None,
+         None,
+         'vllm'),
+    ],
+    'P-EAGLE without its mask token': [
+        ('E-ENGINE-REFUSES',
+         'error',
+         'vLLM (V1 runner): vLLM fails to build the P-EAGLE config: update_peagle reads '
+         "config_dict['mask_token_id']",
+         'add the field the engine names to a copy of config.json (for P-EAGLE, the mask token the drafter '
+         'was trained with)',
+         None,
+         'vllm'),
+    ],
+
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_CASES))
+def test_each_engine_finding_word_for_word(tmp_path: Path, name: str):
+    layout, spec, edit, renamed, with_target, engines, releases = ENGINE_CASES[name]
+    drafter = DrafterSpec(**spec)
+    root = tmp_path / "drafter"
+    root.mkdir()
+    config = config_for(layout, drafter)
+    edit(config)
+    (root / "config.json").write_text(json.dumps(config))
+    tensors = {renamed.get(n, n): t for n, t in stored_tensors(layout, drafter).items()}
+    write_safetensors(root / "model.safetensors", {n: t for n, t in tensors.items() if n is not None})
+    options: dict[str, Any] = {"engines": engines, "releases": releases}
+    if with_target:
+        options["target"] = load_target_facts(str(write_target(tmp_path / "target", drafter)))
+    got = [(f.code, f.severity, f.message, f.hint, f.where, f.engine)
+           for f in validate_checkpoint(root, **options).findings if any(c in f.code for c in ENGINE_CODES)]
+    assert got == [tuple(v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for v in row)
+                   for row in ENGINE_FINDINGS[name]]
