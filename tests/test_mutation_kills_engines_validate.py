@@ -1021,3 +1021,14 @@ def test_each_engine_finding_word_for_word(tmp_path: Path, name: str):
            for f in validate_checkpoint(root, **options).findings if any(c in f.code for c in ENGINE_CODES)]
     assert got == [tuple(v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for v in row)
                    for row in ENGINE_FINDINGS[name]]
+
+
+def test_a_cut_vocab_map_is_reported_once_as_truncation(tmp_path: Path):
+    """t2d, stored last, loses its last bytes: the file is truncated, and the map is not judged on bytes it lacks."""
+    src = write_checkpoint(tmp_path / "drafter", "speculators", VOCAB_SPEC, VOCAB)
+    weights = src / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8])
+    done = run_cli("validate", src, "--json")
+    assert [(f["code"], f["message"], f["where"]) for f in json.loads(done.stdout)["findings"]] == [(
+        "E-FILE-TRUNCATED", f"{weights} is truncated: its header promises 31328 data bytes, only 31320 are present; "
+        "1 tensor(s) from 't2d' on are incomplete", "model.safetensors")]
