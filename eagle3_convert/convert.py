@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 
 from . import provenance, sidecar
-from .atomic import CONFIG_NAME, force_replaces, json_bytes, write_directory
+from .atomic import force_replaces, json_bytes, write_directory
 from .converters.base import (
     Checkpoint,
     ConvertOptions,
@@ -136,15 +136,7 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
             raise problem
     uri = f"hf://{src}@{commit}" if commit else str(path.resolve())
     return Source(drafter, detection, path, uri, commit, ckpt.sidecar, ckpt.config, list(ckpt.tensors),
-                  sidecar_known(path, ckpt.sidecar))
-
-
-def sidecar_known(path: Path, trusted: dict | None) -> provenance.Known | None:
-    """The sidecar's facts about the weights in `path`, whether or not config.json is the one it was written with."""
-    if trusted is not None:
-        return provenance.from_sidecar(trusted, True)
-    found = sidecar.read_record(path, path / CONFIG_NAME) if path.is_dir() else None
-    return provenance.from_sidecar(*found) if found is not None else None
+                  provenance.sidecar_known(path, ckpt.sidecar))
 
 
 def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Drafter | None = None,
@@ -396,7 +388,7 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     history_notes: list[str] = []
     ids: dict[str, str] = {}
     # the sidecar's history is handed on when it describes these weights, even over an edited config.json
-    previous = source.sidecar or (_untrusted_sidecar(source.path) if source.known is not None else None)
+    previous = source.sidecar or (sidecar.read(source.path)[0] if source.known is not None else None)
     if plan.derived_keys:
         facts["derived_config_keys"] = plan.derived_keys
     # Hash the source while the kernel copies it: the id costs no extra wall time on 2+ cores.
@@ -430,11 +422,6 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     return ConvertResult(source, Path(dest), layout.name, files, plan,
                          source.drafter.notes + plan.notes + history_notes, facts["drafter_id"], facts, serves, replaced,
                          ids["source"], [ids["former"]])
-
-
-def _untrusted_sidecar(path: Path) -> dict | None:
-    found = sidecar.read_record(path, path / CONFIG_NAME) if path.is_dir() else None
-    return found[0] if found is not None else None
 
 
 def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[WritePlan, dict[str, Verdict]]:

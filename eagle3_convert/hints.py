@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,15 +23,16 @@ _VALUE_FLAGS = {"--from", "--to", "--target", "--verifier", "--capture-layers", 
 @dataclass
 class Planned:
     """The plans of one report's hints: a command several findings name is planned once, and the source
-    is loaded once for all of them."""
+    is loaded once for all of them (`read`: how, by default from disk; validate passes on what it read)."""
 
     answers: dict[str, Eagle3Error | None] = field(default_factory=dict)
     source: Checkpoint | None = None
     known: list = field(default_factory=list)  # the registry's record of the source (provenance.Known), as convert reads it
+    read: Callable[[Path], Checkpoint] = load_checkpoint
 
     def load(self, root: Path) -> Checkpoint:
         if self.source is None:
-            self.source = load_checkpoint(root)
+            self.source = self.read(root)
         return self.source
 
 

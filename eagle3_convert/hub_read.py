@@ -155,15 +155,14 @@ class HubReader:
             for name in (CONFIG, sidecar.SIDECAR_NAME, INDEX_NAME):
                 if name in repo.files:
                     (root / name).write_bytes(self._get(repo, name)[0])
-            claims = sidecar.read_claims(root)
+            claims, trusted = sidecar.read(root)
             if gguf is None:
                 try:
                     out.config = json.loads((root / CONFIG).read_bytes())
                 except (ValueError, UnicodeDecodeError):
                     out.config = None  # the reader says why, with its code
-                trusted = sidecar.read(root, root / CONFIG)
-                if trusted is not None and _names_a_drafter(trusted):
-                    out.facts, out.identity, out.layout = dict(trusted), SIDECAR_KIND, trusted.get("layout")
+                if trusted and _names_a_drafter(claims):
+                    out.facts, out.identity, out.layout = dict(claims), SIDECAR_KIND, claims.get("layout")
                     if not headers:
                         return out
             self._read_with_layouts(root, out, gguf, claims)

@@ -22,11 +22,14 @@ LAYOUTS = tuple(LAYOUT_SUMMARIES)
 # The serving engines, each with the runners whose reading of a file engines/ replays (vLLM's V1 and V2
 # runners read capture ids differently, so each has a reader of its own).
 ENGINE_RUNNERS = {"speculators": ("speculators",), "vllm": ("vllm-v1", "vllm-v2"), "sglang": ("sglang",),
-                  "trtllm": ("trtllm",), "llamacpp": ("llamacpp",)}
+                  "trtllm": ("trtllm",), "llamacpp": ("llamacpp",), "mlx-vlm": ("mlx-vlm",), "lmdeploy": ("lmdeploy",)}
 ENGINES = tuple(ENGINE_RUNNERS)
-RUNNERS = tuple(runner for runners in ENGINE_RUNNERS.values() for runner in runners)
+# Readers judged only when named (--engine): no layout is written for them, so convert does not list them unasked.
+NAMED_ONLY = ("mlx-vlm", "lmdeploy")
+RUNNERS = tuple(runner for engine, runners in ENGINE_RUNNERS.items() if engine not in NAMED_ONLY for runner in runners)
 LABELS = {"speculators": "speculators library", "vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)",
-          "sglang": "SGLang", "trtllm": "TensorRT-LLM (from source)", "llamacpp": "llama.cpp"}
+          "sglang": "SGLang", "trtllm": "TensorRT-LLM (from source)", "llamacpp": "llama.cpp",
+          "mlx-vlm": "mlx-vlm (from source)", "lmdeploy": "LMDeploy (from source)"}
 # What every --engine option accepts: an engine, or one runner of it.
 ENGINE_SPELLINGS = tuple(dict.fromkeys(name for engine, runners in ENGINE_RUNNERS.items()
                                        for name in (engine, *runners)))

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timezone
+from pathlib import Path
 from typing import Any
 
+from . import sidecar
 from .capture_ids import default_boundaries
 from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
 
@@ -77,6 +79,12 @@ def from_sidecar(data: dict[str, Any] | None, trusted: bool) -> Known | None:
     return Known(label, boundaries, target, _int(data.get("vocab_size")), _int(data.get("draft_vocab_size")),
                  _int(data.get("hidden_size")), {k: v for k, v in flags.items() if isinstance(v, bool)},
                  data["drafter_id"])
+
+
+def sidecar_known(root: Path, trusted: dict[str, Any] | None) -> Known | None:
+    """The sidecar's facts about the weights in `root`, whether or not config.json is the one it was written with
+    (`trusted`: the sidecar as the reader already found it written with this config.json)."""
+    return from_sidecar(trusted, True) if trusted is not None else from_sidecar(*sidecar.read(root))
 
 
 def from_record(record: Any) -> Known:

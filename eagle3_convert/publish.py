@@ -36,7 +36,7 @@ from .sources import (
     resolve_source,
     unreachable,
 )
-from .validate import LAYOUT_ENGINES, checkpoint_loader, load_target_facts, read_raw, validate_checkpoint
+from .validate import LAYOUT_ENGINES, load_target_facts, read_raw, validate_checkpoint
 
 CARD_NAME = "README.md"
 # Published beside config.json when the source has them: engines read them with the weights.
@@ -119,12 +119,11 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
     raw, read_findings = read_raw(path)  # read once: validated, then read as the drafter from the same Checkpoint
     report = _validate(path, label, from_layout, checked_against, registry,
                        f"hf://{src}@{commit}" if commit else None, read=(raw, list(read_findings)))
-    loaded = checkpoint_loader(raw, read_findings)
-    source = read_source(str(path), from_layout, options, load=loaded)
+    source = read_source(str(path), from_layout, options, load=raw.load)
     if commit:  # read from the HF cache: name it by repo and commit, as read_source(src) would
         source.uri, source.commit = f"hf://{src}@{commit}", commit
     layout = layout or source.detection.layout
-    weights = loaded(path).weight_files
+    weights = raw.files
     gguf_source = source.detection.layout == "gguf"
     pickled = not gguf_source and not all(name.endswith(".safetensors") for name in weights)
     workdir = None

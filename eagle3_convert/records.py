@@ -21,7 +21,6 @@ from typing import Any
 
 from . import sidecar
 from .convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
-from .converters.base import CONFIG_NAME
 from .capture_ids import capture_context
 from .errors import Eagle3Error, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
@@ -98,7 +97,7 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
     digests = tensor_digests(drafter)
     facts["drafter_id"] = drafter_id(drafter, digests)
     former = config_and_weights_id(drafter, digests)
-    history = carry_history(facts, _sidecar_data(source.path) if source.known else None, {former})
+    history = carry_history(facts, sidecar.read(source.path)[0] if source.known else None, {former})
     notes += history
     if source.sidecar and not history:
         notes.append(f"imported eagle3-convert.json: target, provenance and {len(facts['lineage'])} lineage edge(s)")
@@ -108,13 +107,6 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
         record, more = record_facts(store, facts, locations=[location], claimed=claimed, conflicts=conflicts,
                                     former_ids=[former])
     return Recorded(record, location, notes + more, conflicts)
-
-
-def _sidecar_data(root: Path) -> dict[str, Any] | None:
-    """The sidecar in `root`, whether or not config.json is the one it was written with: the drafter id it
-    names says whether it describes these weights."""
-    found = sidecar.read_record(root, root / CONFIG_NAME) if root.is_dir() else None
-    return found[0] if found is not None else None
 
 
 def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Recorded:
@@ -225,7 +217,7 @@ def record_of(drafter_id: str | None, registry: RegistryArg = None) -> DrafterRe
 
 
 def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: bool) -> DrafterRecord | None:
-    known = _sidecar_data(root) or {}  # its drafter id names the weights, whatever config.json says now
+    known = sidecar.read(root)[0] or {}  # its drafter id names the weights, whatever config.json says now
     if isinstance(known.get("drafter_id"), str) and (record := store.get(known["drafter_id"])) is not None:
         return record
     if uri and uri.startswith("hf://"):  # downloaded: its files' sha256 are the Hub's LFS hashes sync and publish keep

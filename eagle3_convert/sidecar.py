@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .atomic import SIDECAR_NAME  # noqa: F401 (re-exported: the file name is the writer's)
+from .atomic import CONFIG_NAME, SIDECAR_NAME
 
 SIDECAR_VERSION = 1
 MAX_SIDECAR_BYTES = 4 * 1024 * 1024
@@ -23,44 +23,33 @@ def config_digest(config_bytes: bytes) -> str:
     return hashlib.sha256(config_bytes).hexdigest()
 
 
-def read_claims(root: Path) -> dict[str, Any] | None:
-    """The sidecar if present and well-formed, whatever config.json now says: what it CLAIMS (its drafter id
-    names weights, which an edit of config.json leaves alone); else None. `read` is the trusted reading."""
+def read(root: Path, config: Path | bytes | None = None) -> tuple[dict[str, Any] | None, bool]:
+    """The sidecar in `root`, if present and well-formed, and whether it was written with this exact config.json
+    (`config`: its path, by default the one in `root`, or its bytes: a GGUF holds them inside); (None, False) else.
+
+    One that was not still CLAIMS what it knew of the weights (its drafter id names them, whatever the config now
+    says; their target, capture layers, vocabulary, flags): config.json was edited since, and the edit is what
+    provenance.py checks against it. Its config facts (ids as written, layout extras) are trusted only with the
+    config it was written with.
+    """
     path = root / SIDECAR_NAME
     try:
         if not path.is_file() or path.stat().st_size > MAX_SIDECAR_BYTES:
-            return None
+            return None, False
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return None
+        return None, False
     if not isinstance(data, dict) or data.get("sidecar_version") != SIDECAR_VERSION:
-        return None
-    return data
-
-
-def read(root: Path, config_path: Path) -> dict[str, Any] | None:
-    """The sidecar if present, well-formed and written with this exact config.json; else None."""
-    found = read_record(root, config_path)
-    return found[0] if found is not None and found[1] else None
-
-
-def read_record(root: Path, config_path: Path) -> tuple[dict[str, Any], bool] | None:
-    """The sidecar's claims (`read_claims`) and whether it was written with this exact config.json.
-
-    One that was not still says what it knew of the weights (their target, capture layers, vocabulary,
-    flags): config.json was edited since, and the edit is what provenance.py checks against it. Its config
-    facts (ids as written, layout extras) are trusted only with the config it was written with.
-    """
-    data = read_claims(root)
-    if data is None:
-        return None
-    if not config_path.is_file():  # a FIFO or device named config.json would block the read
-        return data, False
-    try:
-        config_bytes = config_path.read_bytes()
-    except OSError:
-        return data, False
-    return data, data.get("config_sha256") == config_digest(config_bytes)
+        return None, False
+    if not isinstance(config, bytes):
+        config_path = config or root / CONFIG_NAME
+        if not config_path.is_file():  # a FIFO or device named config.json would block the read
+            return data, False
+        try:
+            config = config_path.read_bytes()
+        except OSError:
+            return data, False
+    return data, data.get("config_sha256") == config_digest(config)
 
 
 def tool_name() -> str:

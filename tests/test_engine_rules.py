@@ -17,6 +17,7 @@ import pytest
 from builders import DrafterSpec, build_drafter, capture_refusal, expected_refusal, write_target
 from conftest import DATA, run_cli
 
+from eagle3_convert.provenance import Known
 from eagle3_convert.safetensors_io import read_tensor_table
 
 LAYOUTS = ("speculators", "sglang", "vllm", "eagle", "modelopt")
@@ -202,9 +203,9 @@ def test_validate_reads_target_dependent_ids_as_convert_does(tmp_path: Path):
     (src / "config.json").write_text(json.dumps(config))
     # recorded as trained on [2, 30, 58]: a reading one layer off would be E-CAPTURE-RECORD
     from eagle3_convert.validate import validate_checkpoint
-    report = validate_checkpoint(src, expected_boundaries=[2, 30, 58])
+    report = validate_checkpoint(src, known=[Known("the training record", [2, 30, 58])])
     assert not report.codes("error"), [f.message for f in report.findings]
-    assert validate_checkpoint(src, expected_boundaries=[3, 31, 59]).codes("error")
+    assert validate_checkpoint(src, known=[Known("the training record", [3, 31, 59])]).codes("error")
 
 
 def _modelopt_file(tmp_path: Path, spec: DrafterSpec, edit) -> tuple[Path, dict, list[str]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLE, run_cli
 
-SPELLINGS = ("speculators", "vllm", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamacpp")
+SPELLINGS = ("speculators", "vllm", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamacpp", "mlx-vlm", "lmdeploy")
 TARGET = "example-org/tiny-llama-target"  # the example's verifier
 RUNNER_LABELS = {"vllm-v1": "vLLM (V1 runner)", "vllm-v2": "vLLM (V2 runner)"}
 

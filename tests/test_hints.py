@@ -28,6 +28,7 @@ TO_FRAGMENT = re.compile(r"`(--to [a-z]+)`")
 # running it) fails. A case not listed names no command: its hints are statements.
 VALIDATE_HINT_COMMANDS = {
     "I-ENGINE-RELEASES": ("--to vllm",),
+    "I-ENGINE-READING": ("--to modelopt", "--to sglang"),
     "W-ENGINE-RELEASE-UNKNOWN": ("--to vllm",),
     "E-CAPTURE-EMBEDDING": ("--to sglang",),
     "E-CAPTURE-FC-BYPASSED": ("--to vllm",),

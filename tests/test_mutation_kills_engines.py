@@ -348,6 +348,7 @@ def test_what_the_engine_reads_from_the_file(name: str):
     config, names = build()
     reading = dataclasses.asdict(read_all(config, names, ctx, engines=(engine,))[engine])
     assert reading == {"engine": engine, "label": LABELS[engine], "kind": "eagle3", "runtime": False, "caveats": [],
+                       "undecided": {},
                        **expected}
 
 
@@ -367,4 +368,5 @@ def test_what_a_vllm_release_reads_from_the_file(name: str):
     config, names = build()
     reading = dataclasses.asdict(read_all(config, names, L8, engines=(engine,), releases={"vllm": release})[engine])
     assert reading == {"engine": engine, "label": LABELS[engine], "kind": "eagle3", "runtime": False, "caveats": [],
+                       "undecided": {},
                        **expected}

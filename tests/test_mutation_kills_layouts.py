@@ -169,8 +169,8 @@ def test_a_tensor_no_drafter_has_is_refused(tmp_path: Path):
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1] == (
         "error: tensor 'extra.weight' is not part of an EAGLE-3 drafter in the vllm layout [E-KEY-UNKNOWN] — hint: "
-        "engines drop unknown tensors silently; rename it to the layout's key or remove it (`eagle3-convert inspect "
-        "SRC` lists the expected names)")
+        "no engine loads it (SGLang skips it without a word, vLLM's loader fails on it); rename it to the layout's "
+        "key or remove it (`eagle3-convert inspect SRC` lists the expected names)")
 
 
 def test_a_layout_refusal_has_its_message_hint_and_code(tmp_path: Path):

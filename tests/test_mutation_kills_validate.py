@@ -41,7 +41,7 @@ def unused(name: str, why: str) -> dict[str, str]:
 CASES: dict[str, tuple[str, dict[str, Any], Callable[[Path], None], list[dict[str, str]]]] = {
     "unknown": ("speculators", {}, add_tensor("backdoor.weight", ones(4)), [
         {"code": "E-KEY-UNKNOWN", "message": "tensor 'backdoor.weight' is no part of an EAGLE-3 drafter in the "
-         "speculators layout: every engine drops it silently",
+         "speculators layout: no engine loads it (SGLang skips it without a word, vLLM's loader fails on it)",
          "hint": "rename it to its drafter name or remove it (`eagle3-convert inspect {path}` lists the names)",
          "where": "backdoor.weight"}]),
     "fc-norm-off": ("speculators", {}, add_tensor("fc_norm.0.weight", ones(32)),

@@ -104,8 +104,8 @@ def test_publish_download_validate_round_trip(hub: HubServer, example_dir: Path,
     assert "0 errors, 0 warnings, 0 info" in card.text
 
     # The sidecar was made for these weights: trusted beside this config, naming the drafter by its bytes.
-    facts = sidecar.read(snapshot, snapshot / "config.json")
-    assert facts is not None and facts["drafter_id"] == example_id()
+    facts, trusted = sidecar.read(snapshot)
+    assert trusted and facts["drafter_id"] == example_id()
     assert facts["capture_boundaries"] == [2, 4, 5] and facts["target"]["name_or_path"] == EXAMPLE_TARGET
 
     validated = run_cli("validate", REPO, "--revision", commit, "--endpoint", hub.url, "--token", TOKEN)

@@ -21,7 +21,7 @@ from eagle3_convert.converters import base, config_keys, eagle, modelopt, sglang
 from eagle3_convert.converters.base import ConvertOptions
 from eagle3_convert.converters.registry import get_layout, layouts
 from eagle3_convert.drafter import FAMILY_BY_MODEL_TYPE, DrafterConfig
-from eagle3_convert.errors import RefusalError
+from eagle3_convert.errors import FormatError, RefusalError
 from eagle3_convert.schemas import layouts_with_schema, load_schema, violations
 
 FLAG_FIELDS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
@@ -208,3 +208,18 @@ def test_the_key_table_takes_its_types_from_the_schemas():
     assert [v.path for v in violations("sglang", config)] == ["$.rope_scaling.factor"]
     config["rope_scaling"]["factor"] = 8.0
     assert config_keys.key_issues("sglang", config) == [] and violations("sglang", config) == []
+
+
+def test_the_decoder_reader_takes_its_types_from_the_decoder_schema():
+    """base.decoder_fields types the optional decoder keys as decoder.json does (an exclusiveMinimum of 0 makes
+    "a positive number"), before coercion could read "false" as true or a string as a width."""
+    checks = config_keys.decoder_type_checks()
+    assert set(checks) == {"num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_theta",
+                           "partial_rotary_factor", "hidden_act", "rope_parameters", "rope_scaling", "attention_bias",
+                           "mlp_bias", "tie_word_embeddings"}
+    config = config_for("sglang", DrafterSpec())
+    for key, value, expected in (("rope_theta", 0, "a positive number"), ("attention_bias", "false", "true or false"),
+                                 ("head_dim", 8.0, "a positive integer"), ("rope_scaling", [], "an object")):
+        with pytest.raises(FormatError, match=f"{key} is .*; expected {expected}$"):
+            base.decoder_fields({**config, key: value}, "config.json")
+    assert base.decoder_fields({**config, "head_dim": None, "rope_theta": 1e6}, "config.json")["head_dim"] is None

@@ -26,9 +26,11 @@ from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal
 from conftest import DATA, EXAMPLE, run_cli
 from eagle3_convert.names import ENGINES
 from eagle3_convert.convert import convert
-from eagle3_convert.validate import (CODES, check_capture_record, load_target_facts, scan_tensor,
+from eagle3_convert.converters.checkpoint import load_checkpoint
+from eagle3_convert.validate import (CODES, check_capture_record, load_target_facts, read_raw, scan_tensor,
                                      validate_checkpoint)
 from eagle3_convert.errors import Eagle3Error
+from eagle3_convert.provenance import Known
 from eagle3_convert.safetensors_io import (InMemoryTensor, observe_reads, read_tensor_bytes, read_tensor_table,
                                            write_safetensors, write_tensor_files)
 from hostile import hostile_cases
@@ -362,7 +364,7 @@ CASES: dict[str, Case] = {
     "E-CAPTURE-FC-BYPASSED": Case(built("sglang"), edit_config(
         lambda c: c["eagle_config"].__setitem__("use_aux_hidden_state", False))),
     "E-CAPTURE-RECORD": Case(built("sglang"), _ids(nested=[1, 3, 5]),
-                             lambda tmp: {"expected_boundaries": [2, 4, 5]}),
+                             lambda tmp: {"known": [Known("the training record", [2, 4, 5])]}),
     # the sidecar beside it (written with the config before) names the verifier: a config naming another (issue 21)
     "E-RECORD-CONFLICT": Case(converted("speculators"), edit_config(
         lambda c: c["speculators_config"]["verifier"].update(name_or_path="org/other-model"))),
@@ -380,6 +382,11 @@ CASES: dict[str, Case] = {
     "E-ENGINE-WRONG": Case(built("sglang"), _ids(nested=[0, 3, 4]), with_engines("llamacpp")),
     # engine releases (issue 23): SGLang 0.5.12+ builds two layers, 0.5.11 and older refuse them
     "I-ENGINE-RELEASES": Case(built("sglang", num_layers=2), lambda p: None, with_engines("sglang")),
+    # an engine judged by its module alone (mlx-vlm reads a speculators drafter that stores its own embedding)
+    "I-ENGINE-READING": Case(built("speculators", embed_tokens=True), lambda p: None, with_engines("mlx-vlm")),
+    # TensorRT-LLM's sources read have no P-EAGLE mode: no verdict, said (issue 22)
+    "W-ENGINE-UNKNOWN": Case(built("vllm", peagle_mask_token_id=7), lambda p: None, with_engines("vllm"),
+                             with_engines("trtllm")),
     "W-ENGINE-RELEASE-UNKNOWN": Case(built("sglang"), lambda p: None, with_engines("sglang"),
                                      lambda tmp: {"engines": ["sglang"], "releases": {"sglang": ["0.9.0"]}}),
     # the target
@@ -610,7 +617,7 @@ def test_story_training_taps_on_the_embedding_against_three_block_outputs(tmp_pa
     assert found and "[1, 5, 6]" in found[0].message and "id -1" in found[0].hint
     # An SGLang config listing three block outputs against a training record that includes the embedding.
     sglang = build_drafter(tmp_path / "s", "sglang", DrafterSpec(capture_boundaries=(1, 4, 5)))
-    report = validate_checkpoint(sglang, expected_boundaries=[0, 4, 5], record_label="the registry record")
+    report = validate_checkpoint(sglang, known=[Known("the registry record", [0, 4, 5])])
     assert "E-CAPTURE-EMBEDDING" in report.codes("error")
 
 
@@ -810,7 +817,6 @@ def test_inspect_reads_a_checkpoint_once(tmp_path: Path, from_layout: str) -> No
     """What inspect does: read_raw reads the files once; validate detects, decodes the vocab map and runs the layout
     reader on that one Checkpoint, and convert's reader then gets the same Checkpoint and the same reading."""
     from eagle3_convert.convert import read_source
-    from eagle3_convert.validate import checkpoint_loader, read_raw, validate_checkpoint
 
     src = build_drafter(tmp_path / "d", "speculators")
     raw, found = read_raw(src)
@@ -820,8 +826,66 @@ def test_inspect_reads_a_checkpoint_once(tmp_path: Path, from_layout: str) -> No
     ckpt = raw.checkpoint()
     assert ckpt.detection is not None and list(ckpt.vocab_maps) == [(96, 32)]
     assert [name for name, _, _ in ckpt.readings] == ["speculators"]
-    source = read_source(str(src), from_layout, load=checkpoint_loader(raw, found))
+    source = read_source(str(src), from_layout, load=raw.load)
     assert source.drafter is ckpt.readings[0][2] and len(ckpt.readings) == 1
-    # where read_raw met a problem, convert's own loader reads the files again, to refuse them in its own words
-    fresh = checkpoint_loader(raw, found + ["a finding"])(src)
+    # hint planning gets a Checkpoint of its own, of the same reading: its conversions never meet inspect's drafter
+    fresh = raw.load(fresh=True)
     assert fresh is not ckpt and fresh.tensors.keys() == ckpt.tensors.keys() and not fresh.readings
+
+
+def test_a_refused_from_reads_the_layout_once(tmp_path: Path) -> None:
+    """`inspect --from sglang` of a speculators file: validate's judgement of --from, its checks and its last word,
+    then convert's reader, all ask the sglang reader, which reads (and refuses) the file once."""
+    from eagle3_convert.convert import read_source
+
+    src = build_drafter(tmp_path / "d", "speculators")
+    raw, found = read_raw(src)
+    report = validate_checkpoint(src, from_layout="sglang", read=(raw, list(found)))
+    assert "E-FROM-MISMATCH" in report.codes("error")
+    with pytest.raises(Eagle3Error) as refused:
+        read_source(str(src), "sglang", load=raw.load)
+    assert refused.value.code == "E-FROM-MISMATCH" and "the sglang reader refuses it" in refused.value.message
+    [(name, _, reading)] = raw.checkpoint().readings
+    assert name == "sglang" and isinstance(reading, Eagle3Error) and reading.code == "E-CONFIG-FIELD"
+
+
+def test_a_refusal_is_passed_on_not_read_again(tmp_path: Path) -> None:
+    """Where read_raw meets a problem, what convert refuses the files with (inspect's verdict, publish, the hints'
+    plans) is taken from what read_raw read: the files are not opened again."""
+    from eagle3_convert.convert import read_source
+
+    src = build_drafter(tmp_path / "d", "speculators")
+    (src / "config.json").write_text("{")
+    raw, found = read_raw(src)
+    assert [f.code for f in found] == ["E-CONFIG-JSON"] and raw.refusal.code == "E-CONFIG-JSON"
+    shutil.rmtree(src)  # read again, it would now be E-SRC-MISSING
+    for fresh in (False, True):
+        with pytest.raises(Eagle3Error) as refused:
+            read_source(str(tmp_path), load=lambda path: raw.load(path, fresh))
+        assert refused.value is raw.refusal
+    report = validate_checkpoint(src, read=(raw, list(found)))
+    assert report.codes("error") == {"E-CONFIG-JSON"}
+
+
+def test_read_raw_refuses_in_load_checkpoints_words(tmp_path: Path) -> None:
+    """RawCheckpoint.refusal, what inspect, publish and the hints' plans refuse a broken checkpoint with, is the
+    refusal load_checkpoint (convert) reads the same files into, word for word, on every hostile checkpoint."""
+    refused = 0
+    for case in hostile_cases():
+        src = tmp_path / case.name
+        case.build(src)
+        try:
+            load_checkpoint(src)
+            expected = None
+        except Eagle3Error as exc:
+            expected = (type(exc), exc.code, exc.message, exc.hint)
+        try:
+            raw, found = read_raw(src)
+        except Eagle3Error as exc:  # a GGUF, or no directory: read_raw raises load_checkpoint's refusal itself
+            assert (type(exc), exc.code, exc.message, exc.hint) == expected, case.name
+            continue
+        got = raw.refusal
+        assert (got and (type(got), got.code, got.message, got.hint)) == expected, case.name
+        assert bool(found) == (got is not None), case.name
+        refused += got is not None
+    assert refused > 100  # of 152: the rest read cleanly (the layout reader or a check finds what is wrong)

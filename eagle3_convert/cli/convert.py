@@ -133,7 +133,7 @@ def trtllm_lines(serve: dict[str, Any]) -> list[str]:
 
 SERVE_WORDS = {"as-trained": "serves as trained", "default-layers": "serves with its default layers (the trained "
                 "ones)", "runtime-layers": "serves when told the layers", "refuses": "refuses it loudly",
-               "wrong": "serves it WRONG", "unknown": "unknown release"}
+               "wrong": "serves it WRONG", "unknown": "no verdict"}
 
 
 def serve_lines(serves: dict[str, Any]) -> list[str]:

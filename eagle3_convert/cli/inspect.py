@@ -30,7 +30,7 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
     Shows a broken checkpoint too (truncated weights, bad JSON, unknown layout), as far as it can be
     read. Exit status 1 when a finding is an error (as `validate`), else 0.
     """
-    from ..validate import Finding, checkpoint_loader, load_target_facts, read_raw, validate_checkpoint
+    from ..validate import Finding, load_target_facts, read_raw, validate_checkpoint
     from ..convert import make_options, read_source
     from ..errors import Eagle3Error
     from ..sources import resolve_source
@@ -49,7 +49,7 @@ def inspect_cmd(src: str, from_layout: str, target: str | None, revision: str | 
         options = make_options(endpoint=endpoint, token=token)
         options.target = facts
         options.known = list(known)
-        source = read_source(str(path), from_layout, options, load=checkpoint_loader(raw, read_findings))
+        source = read_source(str(path), from_layout, options, load=raw.load)
         drafter_view = _drafter_view(source, options)
         drafter_view["trtllm_serve"] = _trtllm_view(src, raw, source.drafter.config, drafter_view["capture"],
                                                     options)

@@ -6,7 +6,7 @@ their names stay importable from here, as the layout modules import them."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
 from ..capture_ids import DEEPSEEK_FAMILY, IDS_KEY, capture_context, ids_for_engine
@@ -14,11 +14,11 @@ from ..drafter import (FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROP
                        TargetIdentity, expected_shapes, optional_shapes, wrong_target_width)
 from ..engines.vllm import MTP_MODEL_TYPES
 from ..errors import CaptureConflict, FormatError, RefusalError, UsageError
-from ..json_values import is_int, is_number, is_positive_int, short_repr
+from ..json_values import is_int, is_positive_int, short_repr
 from ..safetensors_io import TensorSource
 from ..vocab_map import VocabMap, read_vocab_map, repair_absolute_d2t
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
-from .config_keys import DECODER_SEMANTIC, NEVER_CARRIED
+from .config_keys import DECODER_SEMANTIC, NEVER_CARRIED, decoder_type_checks
 from .layout import (  # noqa: F401 (re-exported)
     ARCHITECTURE_FAMILY, EAGLE3_ARCHITECTURES, KNOWN_CANONICAL, LATER_NORMS, MODELOPT_EAGLE_FIELDS, VOCAB_TENSORS,
     ConvertOptions, Detection, FlatMarkers, LayerRename, Layout, Rename, ShiftedLayers, WritePlan, canonical_tensors,
@@ -29,10 +29,6 @@ from .layout import (  # noqa: F401 (re-exported)
 
 # Top-level keys that are about the file, not the decoder (they stay top level in every layout).
 TOP_KEYS = ("dtype", "torch_dtype", "transformers_version")
-
-
-def _positive_number(value: Any) -> bool:
-    return is_number(value) and value > 0
 
 
 def _require_int(cfg: Mapping[str, Any], key: str, where: str) -> int:
@@ -55,26 +51,8 @@ def _require_vocab_size(dec: Mapping[str, Any], where: str) -> int:
     return vocab_size
 
 
-# Optional decoder keys and the JSON type each must have when present: a string "1e-5" or "false"
-# must be refused, not coerced (bool("false") is True).
-_OPTIONAL_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "num_key_value_heads": (is_positive_int, "a positive integer"),
-    "head_dim": (is_positive_int, "a positive integer"),
-    "max_position_embeddings": (is_positive_int, "a positive integer"),
-    "rms_norm_eps": (_positive_number, "a positive number"),
-    "rope_theta": (_positive_number, "a positive number"),
-    "partial_rotary_factor": (_positive_number, "a positive number"),
-    "hidden_act": (lambda v: isinstance(v, str), "a string"),
-    "rope_parameters": (lambda v: isinstance(v, dict), "an object"),
-    "rope_scaling": (lambda v: isinstance(v, dict), "an object"),
-    "attention_bias": (lambda v: isinstance(v, bool), "true or false"),
-    "mlp_bias": (lambda v: isinstance(v, bool), "true or false"),
-    "tie_word_embeddings": (lambda v: isinstance(v, bool), "true or false"),
-}
-
-
 def _check_optional_types(dec: Mapping[str, Any], where: str) -> None:
-    for key, (ok, expected) in _OPTIONAL_TYPES.items():
+    for key, (ok, expected) in decoder_type_checks().items():
         value = dec.get(key)
         if value is not None and not ok(value):
             raise FormatError(f"{where}: {key} is {short_repr(value)}; expected {expected}",

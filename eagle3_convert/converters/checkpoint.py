@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import sidecar
 from ..atomic import CONFIG_NAME
-from ..errors import FormatError
+from ..errors import Eagle3Error, FormatError
 from ..safetensors_io import INDEX_NAME, TensorSource, read_tensor_table, reject_duplicate_keys
 from ..vocab_map import VocabMap, read_vocab_map
 from .gguf_file import gguf_file, read_gguf_drafter
@@ -51,7 +51,7 @@ class Checkpoint:
     sidecar: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     # What a command reads from the files once and passes on: the layout detection (converters.registry.detect),
-    # the d2t/t2d map for each (V, Vd) a reader asked for, and each layout's reading (read_as).
+    # the d2t/t2d map for each (V, Vd) a reader asked for, and each layout's reading or refusal (read_as).
     detection: Any = field(default=None, repr=False, compare=False)
     vocab_maps: dict[tuple[int, int], VocabMap | None] = field(default_factory=dict, repr=False, compare=False)
     readings: list[tuple[str, Any, Any]] = field(default_factory=list, repr=False, compare=False)
@@ -67,11 +67,18 @@ class Checkpoint:
         """The Drafter `layout` (a converters.layout.Layout) reads from this checkpoint with `options`, read once: a
         command that asks again with equal options (validate's last word, inspect's view) gets the same object, so
         what a caller changes in it (convert.apply_training_capture fills the capture layers, idempotently) the
-        next one sees. A refusal is not kept: asking again reads, and refuses, again."""
+        next one sees. A refusal is kept too (ValueError: pydantic's, a field the canonical model refuses): asking
+        again raises it again, unread (so a caller words a refusal in a new error, never by changing this one)."""
         for name, given, drafter in self.readings:
             if name == layout.name and given == options:
+                if isinstance(drafter, Exception):
+                    raise drafter
                 return drafter
-        drafter = layout.read(self, options)
+        try:
+            drafter = layout.read(self, options)
+        except (Eagle3Error, ValueError) as exc:
+            self.readings.append((layout.name, replace(options), exc))
+            raise
         self.readings.append((layout.name, replace(options), drafter))
         return drafter
 
@@ -131,4 +138,5 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if not tensors:
         raise FormatError(f"{root}: the weight files hold no tensors", "download the complete checkpoint",
                           code="E-SRC-EMPTY")
-    return Checkpoint(root, config, dict(tensors), files, sidecar.read(root, config_path), notes)
+    claims, trusted = sidecar.read(root)
+    return Checkpoint(root, config, dict(tensors), files, claims if trusted else None, notes)

@@ -185,6 +185,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "array of number": (_list_of(is_number), "a list of numbers"),
     "array of string": (_list_of(lambda x: isinstance(x, str)), "a list of strings"),
 }
+POSITIVE_NUMBER = (lambda v: is_number(v) and v > 0, "a positive number")  # a "number" with exclusiveMinimum 0
 # Decoder keys base.decoder_fields types itself (with its own message); the key table checks the rest.
 TYPED_BY_DECODER_FIELDS = DECODER_SEMANTIC - {"model_type", "num_hidden_layers"} - ROPE.semantic
 # A null the reader takes as absent though the schema wants a value (validate reports the schema's finding):
@@ -199,6 +200,18 @@ def type_checks() -> dict[str, tuple[Callable[[Any], bool], str, bool]]:
     typed_here = SEMANTIC_AT_ANY_LEVEL - TYPED_BY_DECODER_FIELDS
     return {key: (*CHECKS[t.kind], t.nullable or key in NULL_READ_AS_ABSENT)
             for key, t in schemas.config_key_types().items() if key in typed_here}
+
+
+@cache
+def decoder_type_checks() -> dict[str, tuple[Callable[[Any], bool], str]]:
+    """key -> (check, expected) for the optional decoder keys base.decoder_fields types before it reads them (it
+    checks model_type, num_hidden_layers, the required widths and the MLA widths one by one): a string "1e-5" or
+    "false" must be refused, not coerced (bool("false") is True). The types are the decoder schema's."""
+    decoder = schemas.load_schema("decoder")
+    types = schemas.config_key_types()
+    optional = DECODER_SEMANTIC - {"model_type", "num_hidden_layers", *decoder["required"], *MLA_KEYS}
+    return {key: POSITIVE_NUMBER if decoder["properties"][key].get("exclusiveMinimum") == 0 else CHECKS[types[key].kind]
+            for key in decoder["properties"] if key in optional}
 
 
 TYPE_CODES = {CAPTURE_IDS: "E-CAPTURE-FIELD"}  # the code of a wrong type, where not E-CONFIG-FIELD

@@ -329,7 +329,7 @@ class GGUFLayout(Layout):
         notes = modelopt_first_layer_note(cfg, self.name)
         if cfg.capture_boundaries is None:
             notes.append(f"eagle3.target_layers written as {boundaries}: the engine default {{2, L//2, L-3}} on the "
-                         f"{target.block_count}-layer target")
+                         f"{target.identity.num_hidden_layers}-layer target")
         tensors, dtypes = _gguf_tensors(drafter, outtype)
         main_dtype = _main_dtype(drafter, outtype)
         cast = cast_weights(drafter.tensors, OUTTYPES.get(outtype), NAMES)  # other bytes: a new drafter (convert)
@@ -367,13 +367,12 @@ def _target_gguf(options: ConvertOptions) -> TargetGGUF:
 def _capturable_boundaries(cfg: DrafterConfig, options: ConvertOptions, target: TargetGGUF) -> list[int]:
     """The boundaries eagle3.target_layers will hold, refused unless llama.cpp's graph of this target exposes
     them (and the target GGUF is the drafter's target)."""
-    L, Ht = target.block_count, cfg.resolved_target_hidden_size
-    refuse_unless(Ht == target.embedding_length, f"the drafter fuses target states of width {Ht} but the target "
-                  f"GGUF's embedding_length is {target.embedding_length}", "pass the GGUF of the target the "
-                  "drafter was trained for", "E-HIDDEN-UNSUPPORTED")
-    refuse_unless(cfg.vocab_size == target.vocab_size, f"the drafter's target vocabulary is {cfg.vocab_size} "
-                  f"tokens, the target GGUF's tokenizer has {target.vocab_size}", "pass the GGUF of the target "
-                  "the drafter was trained for", "E-GGUF-VOCAB")
+    L, Ht, V = target.identity.num_hidden_layers, target.identity.hidden_size, target.identity.vocab_size
+    refuse_unless(cfg.resolved_target_hidden_size == Ht, f"the drafter fuses target states of width "
+                  f"{cfg.resolved_target_hidden_size} but the target GGUF's embedding_length is {Ht}", "pass the GGUF "
+                  "of the target the drafter was trained for", "E-HIDDEN-UNSUPPORTED")
+    refuse_unless(cfg.vocab_size == V, f"the drafter's target vocabulary is {cfg.vocab_size} tokens, the target "
+                  f"GGUF's tokenizer has {V}", "pass the GGUF of the target the drafter was trained for", "E-GGUF-VOCAB")
     known = next((t.num_hidden_layers for t in (options.target, cfg.target) if t and t.num_hidden_layers), None)
     refuse_unless(known in (None, L), f"the drafter was trained on {a_layer_target(known)}; the target GGUF has "
                   f"{L} blocks", "pass the GGUF of the target the drafter was trained for", "E-GGUF-TARGET")
@@ -475,11 +474,10 @@ def _main_dtype(drafter: Drafter, outtype: str) -> str:
 def _record_to_store(cfg: DrafterConfig, dtypes: dict[str, str], target: TargetGGUF) -> dict[str, Any]:
     """eagle3_convert.record: the canonical config (with the target the GGUF was written against) and the source
     dtypes, which llama.cpp's keys cannot hold."""
-    target_id = TargetIdentity.merged(cfg.target, TargetIdentity(
-        num_hidden_layers=target.block_count, hidden_size=cfg.resolved_target_hidden_size,
-        vocab_size=target.vocab_size))
+    target_id = TargetIdentity.merged(cfg.target, target.identity)  # (its width is the drafter's: plan checked it)
     return {"drafter": cfg.model_copy(update={"target": target_id}).model_dump(mode="json"), "dtypes": dtypes,
-            "target_gguf": {"architecture": target.arch, "block_count": target.block_count, "file": target.path.name}}
+            "target_gguf": {"architecture": target.arch, "block_count": target.identity.num_hidden_layers,
+                            "file": target.path.name}}
 
 
 def _writer(plan_config: dict[str, Any], main_dtype: str, target: TargetGGUF,

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import sidecar as sidecar_mod
+from ..drafter import TargetIdentity
 from ..errors import DestinationError, FormatError, RefusalError, UsageError
+from ..json_values import is_int
 from ..safetensors_io import TensorRef, TensorSource, _inside, iter_tensor_chunks
 from .gguf_tensors import CHUNK, ELEMENT
 
@@ -183,10 +185,8 @@ def scan_gguf(path: Path, what: str, size: int | None = None) -> GGUFScan:
 @dataclass
 class TargetGGUF:
     path: Path
-    arch: str
-    block_count: int
-    embedding_length: int
-    vocab_size: int
+    arch: str  # llama.cpp's architecture name (general.architecture)
+    identity: TargetIdentity  # its depth (block_count), width (embedding_length) and vocabulary (its tokens)
     tokenizer: list[tuple[str, int, int]]  # tokenizer.* records as byte spans of `path`, copied verbatim
 
 
@@ -209,14 +209,15 @@ def read_target_gguf(path: str) -> TargetGGUF:
     arch = scan.kv.get("general.architecture")
     block_count = scan.kv.get(f"{arch}.block_count")
     width = scan.kv.get(f"{arch}.embedding_length")
-    if not isinstance(arch, str) or not isinstance(block_count, int) or not isinstance(width, int) or not scan.tokens:
+    if not isinstance(arch, str) or not is_int(block_count) or not is_int(width) or not scan.tokens:
         raise FormatError(f"--target-gguf {path} lacks general.architecture, its block_count/embedding_length or "
                           "tokenizer.ggml.tokens", "pass the target model's own GGUF (made by llama.cpp's "
                           "convert_hf_to_gguf.py)", code="E-GGUF-TARGET")
     if arch == ARCH:
         raise FormatError(f"--target-gguf {path} is an EAGLE-3 drafter, not a target model",
                           "pass the target model's .gguf file", code="E-GGUF-TARGET")
-    return TargetGGUF(p, arch, block_count, width, scan.tokens, scan.raw)
+    return TargetGGUF(p, arch, TargetIdentity(num_hidden_layers=block_count, hidden_size=width,
+                                              vocab_size=scan.tokens), scan.raw)
 
 
 def read_gguf_drafter(root: Path) -> tuple[Path, dict[str, Any], dict[str, TensorSource], list[str],
@@ -248,19 +249,10 @@ def read_gguf_drafter(root: Path) -> tuple[Path, dict[str, Any], dict[str, Tenso
         if name in tensors:
             raise FormatError(f"{path.name}: tensor {name} appears twice", "the file is damaged", code="E-GGUF-READ")
         tensors[name] = TensorRef(path, name, dtype, shape, offset, offset + nbytes)
-    ckpt_root = path.parent
-    side = None
-    record_text = config.get(RECORD_KEY)
-    side_path = ckpt_root / sidecar_mod.SIDECAR_NAME
-    if isinstance(record_text, str) and side_path.is_file():
-        try:
-            data = json.loads(side_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-            data = None
-        if isinstance(data, dict) and data.get("sidecar_version") == sidecar_mod.SIDECAR_VERSION and \
-                data.get("config_sha256") == sidecar_mod.config_digest(record_text.encode()):
-            side = data  # written with this very GGUF's record
-    return path, config, tensors, [path.name], side
+    side, trusted = None, False
+    if isinstance(record_text := config.get(RECORD_KEY), str):  # trusted when written with this GGUF's own record
+        side, trusted = sidecar_mod.read(path.parent, record_text.encode())
+    return path, config, tensors, [path.name], side if trusted else None
 
 
 def file_name(dest: Path, dtype: str) -> str:

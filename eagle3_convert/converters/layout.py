@@ -114,7 +114,8 @@ def canonical_tensors(ckpt: Checkpoint, renames: tuple[Rename | LayerRename, ...
         if not KNOWN_CANONICAL.match(canonical):
             raise RefusalError(
                 f"tensor {stored!r} is not part of an EAGLE-3 drafter in the {layout} layout",
-                "engines drop unknown tensors silently; rename it to the layout's key or remove it "
+                "no engine loads it (SGLang skips it without a word, vLLM's loader fails on it); rename it to "
+                "the layout's key or remove it "
                 "(`eagle3-convert inspect SRC` lists the expected names)", code="E-KEY-UNKNOWN")
         if canonical in out:
             raise FormatError(f"tensors {stored!r} and another name both map to {canonical!r}",

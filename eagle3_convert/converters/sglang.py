@@ -72,6 +72,10 @@ MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_con
            IDS_KEY}
 
 
+# Flags SpecForge's LlamaForCausalLMEagle3 never reads (llama3_eagle.py at a6b6b023): a config carrying one was written
+# for an engine, not exported by SpecForge.
+ENGINE_ONLY_FLAGS = frozenset({"norm_before_residual", "norm_before_fc"})
+
 class SGLangLayout(Layout):
     name = "sglang"
     summary = ("SGLang `LlamaForCausalLMEagle3` / `Eagle3DeepseekV2ForCausalLM`, as SpecForge exports it; "
@@ -118,6 +122,17 @@ class SGLangLayout(Layout):
         eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
         fields["norm_before_fc"] = bool(raw.get("norm_before_fc", eagle.get("norm_before_fc", False)))
         fields["fc_norm"] = bool(raw.get("fc_norm", raw.get("use_aux_norm", False)))
+        if raw.get("norm_output") is False and ARCHITECTURE["llama"] in archs and not ENGINE_ONLY_FLAGS & set(raw):
+            # SpecForge's compute_logits (LlamaForCausalLMEagle3, llama3_eagle.py, since b7ce50cd, 2026-07-19) applies
+            # the final norm only when norm_output is true, its default: false trains lm_head on the un-normalised
+            # state. Every engine applies the final norm before lm_head, and no rewrite of the norm weight removes a
+            # division by RMS. A config carrying a flag that class never reads was written for an engine, where false
+            # is the usual final norm.
+            raise RefusalError("config.json sets norm_output: false: SpecForge trains such a drafter with no final "
+                               "norm before lm_head (compute_logits, llama3_eagle.py); SGLang applies one, as vLLM, "
+                               "TensorRT-LLM and llama.cpp do, and would serve it wrong",
+                               "no layout serves this drafter as trained; if SpecForge did not train it, delete the "
+                               "key (absent, SGLang and SpecForge both apply the final norm)", code="E-ENGINE-WRONG")
         fields["norm_output"] = bool(raw.get("norm_output", False))
         if fields["norm_output"]:
             # SpecForge (training) normalises only what lm_head sees; SGLang and vLLM also hand the normalised

@@ -18,8 +18,8 @@ from typing import Any, Collection, Mapping, Sequence
 
 from ..capture_ids import a_layer_target, capture_context, default_boundaries
 from ..drafter import DrafterConfig
-from ..names import LABELS, RUNNERS, engine_of
-from . import llamacpp, sglang, speculators, trtllm, vllm
+from ..names import LABELS, NAMED_ONLY, RUNNERS, engine_of, runners_of
+from . import llamacpp, lmdeploy, mlxvlm, sglang, speculators, trtllm, vllm
 from .common import FLAGS, Reading, TargetContext
 from .releases import EngineChoice, Releases
 
@@ -29,7 +29,7 @@ DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defa
 RUNTIME_LAYERS = "runtime-layers"  # layers come from a serve-time argument: right when given the ids shown
 REFUSES = "refuses"  # the engine fails loudly on this file
 WRONG = "wrong"  # the engine loads it and serves something else, without a word
-UNKNOWN = "unknown"  # a release we know nothing about: no verdict
+UNKNOWN = "unknown"  # a release we know nothing about, or a file the sources read do not decide: no verdict
 SERVING = frozenset({AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS})  # the verdicts under which it serves as trained
 WORST_FIRST = (WRONG, REFUSES, UNKNOWN, RUNTIME_LAYERS, DEFAULT_LAYERS, AS_TRAINED)
 SPAN_WORDS = {AS_TRAINED: "served as trained", DEFAULT_LAYERS: "served as trained (its default layers)",
@@ -86,10 +86,12 @@ def describe_spans(spans: Sequence[Mapping[str, Any]]) -> str:
 def engine_modules() -> dict[str, Any]:
     """Engine name -> its module's `read`. vLLM has two runners that read capture ids differently."""
     return {"speculators": speculators.read, "vllm-v1": vllm.read_v1, "vllm-v2": vllm.read_v2,
-            "sglang": sglang.read, "trtllm": trtllm.read, "llamacpp": llamacpp.read}
+            "sglang": sglang.read, "trtllm": trtllm.read, "llamacpp": llamacpp.read, "mlx-vlm": mlxvlm.read,
+            "lmdeploy": lmdeploy.read}
 
 
-MODULES = {"speculators": speculators, "vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp}
+MODULES = {"speculators": speculators, "vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp,
+           "mlx-vlm": mlxvlm, "lmdeploy": lmdeploy}
 
 
 def release(engine: str) -> str:
@@ -144,6 +146,8 @@ def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdic
     name = reading.engine
     if reading.refusal:
         return Verdict(name, REFUSES, None, reading.refusal)
+    if cfg.kind in reading.undecided:
+        return Verdict(name, UNKNOWN, None, reading.undecided[cfg.kind])
     if reading.kind != cfg.kind:
         return Verdict(name, WRONG, reading.captures, f"builds its {reading.kind} drafter for a {cfg.kind} drafter")
     if reading.family != cfg.family:
@@ -201,7 +205,7 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
 
     meta = gguf_metadata(config)
     if meta is not None:  # a GGUF file: only llama.cpp opens it
-        config = {"gguf": meta}
+        config = {"gguf": meta, **{k: v for k, v in config.items() if k != "gguf" and k not in meta}}  # + our record
         return {e: readers[e](config, names, ctx, own(e)) if e == "llamacpp" else
                 Reading(e, LABELS[e], refusal="a GGUF is llama.cpp's format, not one this engine loads")
                 for e in engines}
@@ -209,11 +213,14 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
 
 
 def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: DrafterConfig, ctx: TargetContext,
-                   engines: Collection[str] = RUNNERS,
+                   engines: Collection[str] | None = None,
                    releases: Mapping[str, Sequence[str | None]] | None = None) -> dict[str, Verdict]:
     """Every engine's verdict on a checkpoint with this config.json and these stored tensor names, for the
     releases named per engine (`releases`: engine -> releases, None = the newest we know; default: the newest).
+    Default engines: every runner, and the readers judged only when named (NAMED_ONLY) that `releases` names.
     Each verdict also carries the runs of known releases that disagree on the file (`across`)."""
+    if engines is None:
+        engines = RUNNERS + tuple(r for e in NAMED_ONLY if e in (releases or {}) for r in runners_of(e))
     out = {}
     for e in engines:
         known = releases_of(e)

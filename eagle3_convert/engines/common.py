@@ -37,6 +37,8 @@ class Reading:
     silent: list[str] = field(default_factory=list)  # what it drops or misreads without a word
     # what serves as trained only within limits or with a serve-time flag (said beside the verdict, never hidden)
     caveats: list[str] = field(default_factory=list)
+    # drafter kind -> why the sources read do not decide how the engine serves a drafter of that kind (no verdict)
+    undecided: dict[str, str] = field(default_factory=dict)
 
 
 _LAYER = re.compile(r"^(?:model\.)?(?:layers|midlayer)\.(\d+)\.")

@@ -6,14 +6,22 @@ Facts: `transformer_layer_config` is merged into the top level; EAGLE-3 is detec
 exactly 3 ids at run time; norm_before_residual and norm_before_fc are top-level, default
 false; fc_norm tensors fail conversion; norm_output is silently ignored; no Qwen3 q/k norms
 and no MLA.
+
+Sliding window: the eagle3 graph (`src/models/eagle3.cpp`, read at ggml-org/llama.cpp 8002c4ce and in the
+pre-merge 0274f0fc) builds its attention input with `build_attn_inp_kv()`, not the sliding-window
+`build_attn_inp_kv_iswa()`, and `load_arch_hparams` reads no window key: the drafter attends over the whole
+context, whatever window it was trained with (a GGUF cannot say one either).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Collection, Mapping
 
 from ..capture_ids import default_boundaries
-from .common import IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested, num_layers
+from ..converters.gguf_file import RECORD_KEY
+from .common import (IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested, num_layers,
+                     trained_window, window_ignored)
 from .releases import Change, Releases
 
 LABEL = "llama.cpp's converter (from source)"
@@ -33,10 +41,11 @@ def serve_argv(target_gguf: str, drafter_gguf: str) -> list[str]:
     return ["llama-server", "-m", target_gguf, "-md", drafter_gguf, *SERVE_FLAGS]
 
 
+MAX_LAYERS = 1  # the eagle3 graph: GGML_ASSERT(n_layer == 1); its converter detects one layer only
 ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel"}
 
 
-def read_gguf(meta: Mapping[str, Any], names: Collection[str]) -> Reading:
+def read_gguf(meta: Mapping[str, Any], names: Collection[str], record: Any = None) -> Reading:
     """A GGUF (`--to gguf`'s plan: {"gguf": its keys}) as llama.cpp's eagle3 loader reads it (b11434
     src/models/eagle3.cpp): eagle3.target_layers as written (exactly 3, in file order), both norm flags
     (absent = false), one layer, no fc_norm / norm_output / q-k norms; extra tensors refused."""
@@ -63,12 +72,30 @@ def read_gguf(meta: Mapping[str, Any], names: Collection[str]) -> Reading:
     if ids != sorted(ids):
         r.silent.append(f"llama.cpp fuses eagle3.target_layers {ids} in file order; fc's column blocks follow "
                         "ascending layers")
+    window = trained_window(_recorded_decoder(record))
+    if window:
+        r.caveats.append(window_ignored("llama.cpp", window))
     return r
+
+
+def _recorded_decoder(record: Any) -> Mapping[str, Any]:
+    """The decoder keys our GGUF record carries (eagle3_convert.record: the drafter's hf_extra, where a trained
+    window's sliding_window and layer_types ride): a plan's dict, or the JSON text stored in the file."""
+    if isinstance(record, str):
+        try:
+            record = json.loads(record)
+        except ValueError:
+            return {}
+        record = record.get(RECORD_KEY) if isinstance(record, dict) else None
+    drafter = record.get("drafter") if isinstance(record, dict) else None
+    extra = drafter.get("hf_extra") if isinstance(drafter, dict) else None
+    return extra if isinstance(extra, dict) else {}
 
 
 def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, release: str | None = None) -> Reading:
     if isinstance(config.get("gguf"), dict):  # a GGUF we write: llama.cpp loads it as written
-        return read_gguf(config["gguf"], names)
+        gguf = config["gguf"]
+        return read_gguf(gguf, names, config.get(RECORD_KEY, gguf.get(RECORD_KEY)))
     r = Reading("llamacpp", LABEL)
     layer_cfg = config.get("transformer_layer_config")
     flat = {**config, **layer_cfg} if isinstance(layer_cfg, dict) else dict(config)
@@ -102,6 +129,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
                             "follow ascending layers")
     r.flags = {"norm_before_residual": flag(flat, "norm_before_residual"),
                "norm_before_fc": flag(flat, "norm_before_fc"), "fc_norm": False, "norm_output": False}
+    window = trained_window(config)
+    if window:
+        r.caveats.append(window_ignored("llama.cpp", window))
     if flag(flat, "norm_output"):
         r.silent.append("llama.cpp ignores norm_output")
         r.flags["norm_output"] = True  # said once, in silent

@@ -20,6 +20,13 @@ Read in NVIDIA/TensorRT-LLM `tensorrt_llm/_torch/models/modeling_speculative.py`
   `midlayer.{i}.` and loads by module, so a later layer's stored `input_layernorm` is never read, nor is a
   multi-layer drafter's layer 0 stored as `midlayer.*` (its module is `midlayer.0`).
 - `Eagle3Attention` passes no sliding window: the drafter attends over the whole context.
+
+P-EAGLE (issue 22 says TensorRT-LLM serves it; its sources read do not show it): `SpeculativeDecodingMode`
+(`_torch/speculative/interface.py` @ 00b6d5a2) has EAGLE3, EAGLE3_ONE_MODEL, PARD, DFLASH, DSPARK, MTP and others,
+no P-EAGLE; its parallel-draft modes are PARD (`speculative/pard.py`: drafts from the draft model's own embeddings
+and mask tokens, "not target hidden states"), DFlash and DSpark. A P-EAGLE drafter served as Eagle3 would draft
+autoregressively where it was trained to draft in parallel; whether its loader takes `mask_hidden` is not
+established. So no verdict ("unknown"), with that reason.
 """
 
 from __future__ import annotations
@@ -42,6 +49,13 @@ FC_NORM_OUTPUT = Change(
     None, "PR 14988 (merged 2026-06-05; in the sources read; its first release is not established here: unknown)")
 RELEASES = Releases("trtllm", LABEL, ("2026-sources",), (FC_NORM_OUTPUT,),
                     note="TensorRT-LLM's rules come from a 2026 source snapshot, not from a numbered release")
+
+
+PEAGLE_UNDECIDED = (
+    "TensorRT-LLM's sources read have no P-EAGLE mode (SpeculativeDecodingMode, _torch/speculative/interface.py @ "
+    "00b6d5a2; its PARD mode drafts from mask tokens without the target's hidden states): as Eagle3 it would draft "
+    "autoregressively a drafter trained to draft in parallel, if its loader takes mask_hidden at all; not served as "
+    "trained, whether loudly or not is not established")
 
 
 def built_family(config: Mapping[str, Any]) -> str:
@@ -86,6 +100,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     if window:
         r.caveats.append(window_ignored(LABEL, window))
     r.runtime = True
+    r.undecided = {"peagle": PEAGLE_UNDECIDED}
     return r
 
 

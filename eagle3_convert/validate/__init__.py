@@ -31,11 +31,10 @@ from .context import Context
 from .deep import TensorScan, deep_scan, scan_tensor
 from .findings import CODES, SEVERITIES, Finding, Report, Severity, finding, from_error
 from .profiles import ENGINE_LAYOUT, LAYOUT_ENGINES, EngineProfile, engine_profiles
-from .raw import RawCheckpoint, checkpoint_loader, read_raw
+from .raw import RawCheckpoint, read_raw
 from .report import validate_checkpoint
 from .target import load_target_facts
 
 __all__ = ["CODES", "ENGINE_LAYOUT", "LAYOUT_ENGINES", "SEVERITIES", "Context", "EngineProfile", "Finding",
-           "RawCheckpoint", "Report", "Severity", "TensorScan", "check_capture_record", "checkpoint_loader",
-           "deep_scan", "engine_profiles", "finding", "from_error", "load_target_facts", "read_raw", "scan_tensor",
-           "validate_checkpoint"]
+           "RawCheckpoint", "Report", "Severity", "TensorScan", "check_capture_record", "deep_scan", "engine_profiles",
+           "finding", "from_error", "load_target_facts", "read_raw", "scan_tensor", "validate_checkpoint"]

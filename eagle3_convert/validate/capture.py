@@ -242,6 +242,6 @@ def _reader_config(ctx: Context) -> DrafterConfig | None:
     """The layout reader's config (the flags as that layout means them); None when it refuses the file (the
     other findings say why)."""
     try:
-        return ctx.layout.read(ctx.raw.checkpoint(), ConvertOptions(target=ctx.target)).config
+        return ctx.raw.checkpoint().read_as(ctx.layout, ConvertOptions(target=ctx.target)).config
     except (Eagle3Error, ValueError):
         return None

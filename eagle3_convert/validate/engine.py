@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, release_label, releases_of, serve_verdicts
+from ..engines import (MODULES, REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, release_label, releases_of,
+                       serve_verdicts)
 from ..json_values import is_positive_int, short_repr
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
 from .context import ABSENT, Context
-from .profiles import ENGINE_LAYOUT, EngineProfile
+from .profiles import ENGINE_LAYOUT, EngineProfile, engine_profiles
 from .vocab import engine_vocab
 
 
@@ -57,6 +58,7 @@ def check_engine_verdicts(ctx: Context) -> None:
     if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
         said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
     said_of_release: set[tuple[str, str]] = set()  # (engine, older release): both vLLM runners often agree
+    profiled = engine_profiles()
     cautioned: set[str] = set()
     for reader, verdict in serves.items():
         engine = engine_of(reader)
@@ -69,6 +71,13 @@ def check_engine_verdicts(ctx: Context) -> None:
         fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
         if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF
             fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
+        if cfg.num_layers > getattr(MODULES[engine], "MAX_LAYERS", cfg.num_layers):
+            fix = (f"no file makes {releases_of(engine).label} serve a {cfg.num_layers}-layer drafter (it builds one "
+                   f"layer); serve it with vLLM: `{ctx.command('vllm')}`")
+        elif engine == "mlx-vlm":
+            fix += ", with the target's embed_tokens.weight added if the drafter stores none"
+        elif engine == "lmdeploy":
+            fix += ', then set architectures to ["LlamaForCausalLM"], the name LMDeploy\'s docs load'
         serving = [s.releases for s in verdict.across if s.verdict in SERVING]
         for release, judged in verdict.judged or ((verdict.release, verdict),):
             # the newest release's faults are said by the checks above; an older one's only here
@@ -85,12 +94,21 @@ def check_engine_verdicts(ctx: Context) -> None:
             elif judged.verdict == REFUSES and release != newest:
                 ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", older_fix, engine=engine)
                 said_of_release.add((engine, release))
-            elif judged.verdict == REFUSES and cfg.kind != "eagle3" and engine not in said:
-                # what only a kind's own rules decide (P-EAGLE's mask token): the EAGLE-3 profiles above cannot say it
-                ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {judged.why}",
+            elif judged.verdict == REFUSES and (cfg.kind != "eagle3" or engine not in profiled) and engine not in said:
+                # what only a kind's own rules decide (P-EAGLE's mask token), or an engine judged by its module alone
+                # (llama.cpp, mlx-vlm, LMDeploy): no EngineProfile check above can say it
+                ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {judged.why}", fix if engine not in profiled else
                         "add the field the engine names to a copy of config.json (for P-EAGLE, the mask token the "
                         "drafter was trained with)", engine=engine)
                 said.add(engine)
+            elif judged.verdict in SERVING and engine not in profiled and engine not in said and release == newest:
+                # judged by its module alone: no check above says how it reads a file it serves
+                ctx.add("I-ENGINE-READING", f"{label} {release}: {judged.verdict} ({judged.why})", None, engine=engine)
+                said.add(engine)
+            elif judged.verdict == UNKNOWN and releases_of(engine).knows(release):
+                ctx.add("W-ENGINE-UNKNOWN", f"{LABELS[reader]}: {judged.why}", "judge the file on the engine itself, "
+                        "or serve it with an engine whose reading is known (check one with validate --engine)",
+                        engine=engine)
             elif judged.verdict == UNKNOWN:
                 ctx.add("W-ENGINE-RELEASE-UNKNOWN", judged.why, f"name a release we know ({release_label(engine)} "
                         "is the newest), or judge the file on that release yourself", engine=engine)

@@ -52,6 +52,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
     "I-ENGINE-RELEASES": ("info", "the releases of the engine we know read this file differently (--engine "
                                   "ENGINE==RELEASE judges one)"),
+    "I-ENGINE-READING": ("info", "how an engine judged by its module alone (llama.cpp, mlx-vlm, LMDeploy) serves this "
+                                 "file: the layers it captures"),
+    "W-ENGINE-UNKNOWN": ("warning", "the engine's sources we read do not decide how it serves this file: no verdict"),
     "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release we know nothing about: no verdict for it"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from ..converters.gguf import LAYOUT as GGUF
+from ..converters.gguf_file import RECORD_KEY
 from ..converters.layout import ConvertOptions
 from ..drafter import TargetIdentity
 from ..engines.llamacpp import read_gguf
@@ -31,7 +32,7 @@ def validate_gguf(raw: RawCheckpoint, engines: Sequence[str] | None, label: str,
     except Eagle3Error as exc:
         findings.append(from_error(exc, where=raw.files[0] if raw.files else None))
     meta = {k: v for k, v in ckpt.config.items() if not k.startswith("_")}
-    reading = read_gguf(meta, list(ckpt.tensors))
+    reading = read_gguf(meta, list(ckpt.tensors), meta.get(RECORD_KEY))
     if reading.refusal:
         findings.append(Finding("E-ENGINE-REFUSES", "error", f"llama.cpp refuses it: {reading.refusal}",
                                 "rewrite it with `eagle3-convert --to gguf` from the source drafter", engine="llamacpp"))
@@ -39,6 +40,9 @@ def validate_gguf(raw: RawCheckpoint, engines: Sequence[str] | None, label: str,
         for why in reading.silent:
             findings.append(Finding("W-ENGINE-SILENT", "warning", why, "rewrite it with `eagle3-convert --to gguf`",
                                     engine="llamacpp"))
+        for caveat in reading.caveats:
+            findings.append(Finding("W-ENGINE-CAVEAT", "warning", caveat, "serve the source drafter with vLLM, which "
+                                    "applies the window its layer_types trains", engine="llamacpp"))
         findings.append(Finding("I-CAPTURE-GGUF", "info", f"llama.cpp captures boundaries {reading.captures} "
                                 "(eagle3.target_layers, the input of each block)", None, "eagle3.target_layers",
                                 "llamacpp"))

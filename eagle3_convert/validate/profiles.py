@@ -143,8 +143,9 @@ def engine_profiles() -> dict[str, EngineProfile]:
 
 
 # The layout whose file each engine reads right, for hints (llama.cpp's converter reads vLLM's top-level ids).
+# mlx-vlm reads speculators configs (plus its own embed_tokens); LMDeploy the `midlayer.*` names of the eagle layout.
 ENGINE_LAYOUT = {"speculators": "speculators", "vllm": "vllm", "sglang": "sglang", "trtllm": "modelopt",
-                 "llamacpp": "vllm"}
+                 "llamacpp": "vllm", "mlx-vlm": "speculators", "lmdeploy": "eagle"}
 # Who serves each layout when --engine is not given.
 LAYOUT_ENGINES: dict[str, tuple[str, ...]] = {
     "speculators": ("speculators", "vllm"), "vllm": ("vllm",), "sglang": ("sglang",),

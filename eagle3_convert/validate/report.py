@@ -12,10 +12,10 @@ from ..converters.layout import BLOCK_DIFFUSION, ConvertOptions, Layout, block_d
 from ..converters.registry import detect, get_layout, layouts
 from ..drafter import TargetIdentity
 from ..errors import CaptureConflict, Eagle3Error, FormatError
-from .. import provenance, sidecar
-from .capture import check_capture, check_capture_record, check_known, read_capture_ids
+from .. import provenance
+from .capture import check_capture, check_known, read_capture_ids
 from .config import check_rope, check_schema, read_config
-from .context import LOCATIONS, Context
+from .context import Context
 from .deep import deep_scan
 from .engine import check_engine, check_engine_verdicts
 from .findings import READER_CODES_EXPLAINED, SEVERITIES, Finding, Report, finding, from_error
@@ -29,7 +29,6 @@ from .vocab import check_vocab
 
 def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | None = None,
                         target: TargetIdentity | None = None, deep: bool = False, from_layout: str = "auto",
-                        expected_boundaries: Sequence[int] | None = None, record_label: str = "the training record",
                         known: Sequence[provenance.Known] = (), source_label: str | None = None,
                         progress: Callable[[int], Callable[[int], None]] | None = None,
                         read: tuple[RawCheckpoint, list[Finding]] | None = None,
@@ -37,10 +36,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     """Every finding about the drafter checkpoint in directory `path`.
 
     `engines`: which engines to replay (default: those that serve the detected layout).
-    `known`: what the registry's record of these weights says (provenance.Known); config.json is checked
-    against it and against the sidecar beside it (read here), with or without `target`.
-    `expected_boundaries`: capture boundaries a training record holds for this drafter (`record_label`
-    names it), as a bare list; a config that disagrees is an error.
+    `known`: what the registry's record (or any training record) of these weights says (provenance.Known);
+    config.json is checked against it and against the sidecar beside it (read here), with or without `target`.
     `releases`: engine -> the releases to judge (None: its newest); default, each engine's newest.
     `read`: what read_raw already read of `path` (the list of findings is extended), else it is read here.
     """
@@ -49,7 +46,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     raw, findings = read or read_raw(root)
     if "_gguf" in (raw.config or {}):
         return validate_gguf(raw, engines, label, deep, progress, target)
-    known = [*known, *_sidecar_known(root, raw)]
+    beside = provenance.sidecar_known(root, raw.sidecar)
+    known = [*known, *([beside] if beside is not None else [])]
     report = Report(label, None, None, list(engines or ()), findings, releases={k: list(v) for k, v in
                                                                                (releases or {}).items()})
     candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
@@ -64,9 +62,6 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
                       recorded_target=next((k.target for k in known if k.target is not None), None))
         ctx.releases = report.releases
         run_checks(ctx)
-        if expected_boundaries is not None:
-            ctx.extend(check_capture_record(ctx.intended, list(expected_boundaries), record_label,
-                                            LOCATIONS[ctx.home]))
         if ctx.cfg is not None:
             check_known(ctx, known)
         if not any(f.severity == "error" for f in findings):
@@ -78,18 +73,9 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         findings.extend(deep_findings)
     from ..hints import Planned, checked
 
-    planned = Planned(known=[k for k in known if k.in_registry])
+    planned = Planned(known=[k for k in known if k.in_registry], read=lambda _root: raw.load(fresh=True))
     report.findings = [replace(f, hint=checked(f.hint, label, root, planned)) for f in _dedupe(findings)]
     return report
-
-
-def _sidecar_known(root: Path, raw: RawCheckpoint) -> list[provenance.Known]:
-    if raw.sidecar is not None:
-        found = provenance.from_sidecar(raw.sidecar, True)
-    else:
-        record = sidecar.read_record(root, root / CONFIG_NAME) if root.is_dir() else None
-        found = provenance.from_sidecar(*record) if record is not None else None
-    return [found] if found is not None else []
 
 
 def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layout]:
@@ -179,6 +165,7 @@ def reader_cross_check(ctx: Context) -> None:
     except Eagle3Error as exc:
         explained = ctx.codes() & (READER_CODES_EXPLAINED.get(exc.code, set()) | {exc.code})
         if not explained:
+            found = from_error(exc)
             if isinstance(exc, CaptureConflict):  # validate takes no --capture-layers: name the whole conversion
-                exc.hint = exc.hint_with(lambda flags: f"`{ctx.command(ctx.layout.name, *flags)}`")
-            ctx.out.append(from_error(exc))
+                found = replace(found, hint=exc.hint_with(lambda flags: f"`{ctx.command(ctx.layout.name, *flags)}`"))
+            ctx.out.append(found)

@@ -27,7 +27,8 @@ def check_tensors(ctx: Context) -> None:
         label = stored if intent in (None, stored) else f"{stored} ({intent})"
         if intent is None:
             ctx.add("E-KEY-UNKNOWN", f"tensor {stored!r} is no part of an EAGLE-3 drafter in the "
-                    f"{ctx.layout.name} layout: every engine drops it silently",
+                    f"{ctx.layout.name} layout: no engine loads it (SGLang skips it without a word, vLLM's loader "
+                    "fails on it)",
                     f"rename it to its drafter name or remove it (`{ctx.command_inspect()}` lists the names)",
                     where=stored)
             continue
