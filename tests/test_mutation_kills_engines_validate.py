@@ -19,7 +19,7 @@ from conftest import run_cli
 from test_caught_bugs import write_checkpoint
 from test_validate import _ids
 
-from eagle3_convert.engines import TargetContext, read_all
+from eagle3_convert.engines import TargetContext, read_all, trtllm
 from eagle3_convert.validate import load_target_facts, validate_checkpoint
 
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -106,7 +106,7 @@ def served(family: str = "llama", **fields: Any) -> dict[str, Any]:
     return {"family": family, "flags": NO_FLAGS | fields.pop("flags", {}), **fields}
 
 
-TRT_RUNTIME = {"runtime": True}
+TRT_RUNTIME = {"runtime": True, "undecided": {"peagle": trtllm.PEAGLE_UNDECIDED}}  # every file it serves
 TRT_DROPS = "TensorRT-LLM drops {} without a word"
 TRT_WINDOW = ("TensorRT-LLM attends over the whole context where the drafter was trained with a {0}-token sliding "
               "window: the maths differ past {0} tokens")
@@ -324,7 +324,7 @@ def test_what_the_engine_reads_from_the_file(name: str):
     reading = dataclasses.asdict(read_all(config, stored, ctx, engines=(engine,))[engine])
     assert reading == {"engine": engine, "label": LABELS[engine], "refusal": None, "family": None, "kind": "eagle3",
                        "captures": None, "from_default": False, "runtime": False, "flags": {}, "silent": [],
-                       "caveats": [], **expected}
+                       "caveats": [], "undecided": {}, **expected}
 
 
 # ------------------------------------------------------------------ engines/releases.py: the releases a user names
@@ -349,7 +349,9 @@ def test_a_llama_cpp_build_is_a_release_and_an_unknown_one_is_said_to_be(tmp_pat
     spelling; an engine known in one release says that one."""
     src = build_drafter(tmp_path / "drafter", "vllm", DrafterSpec())
     code, report = validate_for(src, "llamacpp==b11434")
-    assert (code, report["releases"], report["findings"]) == (0, ["llama.cpp b11434"], [])
+    assert (code, report["releases"]) == (0, ["llama.cpp b11434"])
+    assert findings(report) == [
+        ("I-ENGINE-READING", "llama.cpp b11434: as-trained (captures [2, 4, 5], trained maths)", None)]
     code, report = validate_for(src, "llamacpp==b11500")
     assert (code, report["releases"]) == (0, ["llama.cpp b11500"])
     assert findings(report) == [(
@@ -374,7 +376,7 @@ def test_an_engine_or_release_spelled_wrong_is_refused_naming_the_spellings(tmp_
     src = build_drafter(tmp_path / "drafter", "vllm", DrafterSpec())
     for engine, says in (
             ("tgi", "'tgi' is not an engine (one of speculators, vllm, vllm-v1, vllm-v2, sglang, trtllm, llamacpp, "
-                    "optionally ==RELEASE)"),
+                    "mlx-vlm, lmdeploy, optionally ==RELEASE)"),
             ("sglang==", "'sglang==' names no release after =="),
             ("sglang==next", "'next' is not a release number")):
         done = run_cli("validate", src, "--engine", engine)
