@@ -83,7 +83,8 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
         ('E-CAPTURE-RECORD', 'error',
          'the config captures boundaries [2, 4, 6], the training record says the drafter was trained on '
          '[2, 4, 5]',
-         'convert again from the trained checkpoint, or fix the ids to the record',
+         'no conversion fixes this: writing the sglang layout is refused (config.json captures boundaries [2, 4, 6] '
+         'but --capture-layers (boundary ids [2, 4, 5]) says the drafter was trained on [2, 4, 5] [E-CAPTURE-RECORD])',
          '$.eagle_config.eagle_aux_hidden_state_layer_ids'),
     ],
     'E-CAPTURE-UNEXPRESSIBLE': [
