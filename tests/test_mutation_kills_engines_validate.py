@@ -1034,3 +1034,21 @@ def test_a_cut_vocab_map_is_reported_once_as_truncation(tmp_path: Path):
     assert [(f["code"], f["message"], f["where"]) for f in json.loads(done.stdout)["findings"]] == [(
         "E-FILE-TRUNCATED", f"{weights} is truncated: its header promises 31328 data bytes, only 31320 are present; "
         "1 tensor(s) from 't2d' on are incomplete", "model.safetensors")]
+
+
+def test_a_cut_d2t_in_its_own_shard_is_reported_once_as_truncation(tmp_path: Path):
+    """d2t alone in the first of two shards loses its last bytes; t2d, in the second, is whole."""
+    src = write_checkpoint(tmp_path / "drafter", "speculators", VOCAB_SPEC, {})
+    (src / "model.safetensors").unlink()
+    shards = {"model-00001-of-00002.safetensors": {"d2t": VOCAB["d2t"]},
+              "model-00002-of-00002.safetensors": {n: t for n, t in VOCAB.items() if n != "d2t"}}
+    for name, tensors in shards.items():
+        write_safetensors(src / name, tensors)
+    (src / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {n: shard for shard, tensors in shards.items() for n in tensors}}))
+    first = src / "model-00001-of-00002.safetensors"
+    first.write_bytes(first.read_bytes()[:-8])
+    done = run_cli("validate", src, "--json")
+    assert [(f["code"], f["message"], f["where"]) for f in json.loads(done.stdout)["findings"]] == [(
+        "E-FILE-TRUNCATED", f"{first} is truncated: its header promises 256 data bytes, only 248 are present; "
+        "1 tensor(s) from 'd2t' on are incomplete", "model-00001-of-00002.safetensors")]
