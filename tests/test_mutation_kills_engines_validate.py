@@ -1052,3 +1052,38 @@ def test_a_cut_d2t_in_its_own_shard_is_reported_once_as_truncation(tmp_path: Pat
     assert [(f["code"], f["message"], f["where"]) for f in json.loads(done.stdout)["findings"]] == [(
         "E-FILE-TRUNCATED", f"{first} is truncated: its header promises 256 data bytes, only 248 are present; "
         "1 tensor(s) from 'd2t' on are incomplete", "model-00001-of-00002.safetensors")]
+
+
+# ------------------------------------------------------------------ engines/trtllm.py: the serve snippet
+
+NO_DEPTH = ("the drafter names no capture layers and the target's depth L is unknown: TensorRT-LLM will capture its "
+            "defaults {1, L//2-1, L-4}, right only if training used the defaults (give --target for the ids)")
+NO_EMBEDDING = ("TensorRT-LLM cannot capture boundary 0 (the embedding output): its id -1 means the final norm's "
+                "output")
+SNIPPETS = {  # name -> (dir name, boundaries, --target given, eagle3_layers_to_capture (None: left out), why)
+    "trained layers, a dir name to quote": ("a drafter", (2, 4, 5), False, [1, 3, 4], None),
+    "boundary 1, the lowest it captures": ("drafter", (1, 4, 5), False, [0, 3, 4], None),
+    "the embedding output": ("drafter", (0, 4, 5), False, None, NO_EMBEDDING),
+    "no layers, no target": ("drafter", None, False, None, NO_DEPTH),
+    "no layers, the target's defaults": ("drafter", None, True, [1, 3, 4], None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SNIPPETS))
+def test_the_tensorrt_llm_snippet_inspect_prints(tmp_path: Path, name: str):
+    dirname, boundaries, with_target, ids, why = SNIPPETS[name]
+    spec = DrafterSpec(capture_boundaries=boundaries)
+    src = build_drafter(tmp_path / dirname, "modelopt", spec)
+    target = ("--target", write_target(tmp_path / "target", spec)) if with_target else ()
+    done = run_cli("inspect", src, "--json", *target)
+    assert done.exit_code == 0, done.stderr
+    shown_dir = json.dumps(str(src)) if " " in dirname else str(src)
+    config = {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model_dir": str(src)}
+    yaml = ["speculative_config:", "  decoding_type: Eagle3", "  max_draft_len: 3", f"  speculative_model_dir: {shown_dir}"]
+    if ids is not None:
+        config["eagle3_layers_to_capture"] = ids
+        yaml.append(f"  eagle3_layers_to_capture: {ids}")
+    else:
+        yaml.append(f"  # eagle3_layers_to_capture not given: {why}")
+    assert json.loads(done.stdout)["drafter"]["trtllm_serve"] == {
+        "speculative_config": config, "yaml": "\n".join(yaml), "layers_unknown": why, "note": None}

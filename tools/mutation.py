@@ -65,7 +65,7 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/engines/releases.py": ["tests/test_engine_releases.py", "tests/test_engine_spellings.py",
                                            "tests/test_mutation_kills_engines.py"],
     "eagle3_convert/engines/trtllm.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
-                                         "tests/test_engine_rules.py"],
+                                         "tests/test_trtllm_serve.py", "tests/test_engine_rules.py"],
     "eagle3_convert/engines/llamacpp.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
                                            "tests/test_engine_rules.py"],
     "eagle3_convert/engines/speculators.py": ["tests/test_mutation_kills_engines.py",
