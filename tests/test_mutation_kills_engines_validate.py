@@ -16,6 +16,7 @@ import pytest
 from builders import (DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors, write_safetensors,
                       write_target)
 from conftest import run_cli
+from gguf_target import write_target_gguf
 from test_caught_bugs import write_checkpoint
 from test_validate import _ids
 
@@ -143,10 +144,16 @@ GGUF_CASES: dict[str, tuple[dict, tuple[str, ...], dict[str, Any]]] = {
 }
 
 
-def gguf(meta: dict, stored: tuple[str, ...]) -> Callable[[], tuple[dict, list[str]]]:
-    """`--to gguf`'s plan of a GGUF: {"gguf": its keys}, GGUF_META changed by `meta` (None: removed)."""
+def gguf(meta: dict, stored: tuple[str, ...], plan: dict | None = None) -> Callable[[], tuple[dict, list[str]]]:
+    """`--to gguf`'s plan of a GGUF: {"gguf": its keys}, GGUF_META changed by `meta` (None: removed), and the plan's
+    other keys."""
     keys = {k: v for k, v in {**GGUF_META, **meta}.items() if v is not None}
-    return lambda: ({"gguf": keys}, sorted(GGUF_BLOCK + stored))
+    return lambda: ({"gguf": keys, **(plan or {})}, sorted(GGUF_BLOCK + stored))
+
+
+RECORD = "eagle3_convert.record"  # the GGUF key of our record (the drafter's config, its hf_extra keys with it)
+GGUF_WINDOW = ("llama.cpp attends over the whole context where the drafter was trained with a 64-token sliding "
+               "window: the maths differ past 64 tokens")
 
 
 # name -> (engine, the file, the target context, the reading expected beside the defaults of `Reading`)
@@ -277,6 +284,18 @@ READINGS: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetConte
                                             refused("llama.cpp's converter has no EAGLE-3 model for architectures []")),
     "llamacpp: no layer stored at all": ("llamacpp", file("vllm", lambda c, n: n.intersection_update(
         {"fc.weight", "lm_head.weight", "norm.weight", "d2t", "t2d"})), L8, served(captures=[2, 4, 5])),
+    "llamacpp: a sliding window": ("llamacpp", file("vllm", top(**WINDOW)), L8, served(
+        captures=[2, 4, 5], caveats=[GGUF_WINDOW])),
+    "llamacpp: a GGUF plan recording a window": ("llamacpp", gguf({}, (), {RECORD: {"drafter": {"hf_extra": WINDOW}}}),
+                                                 L8, served(captures=[2, 4, 5], label="llama.cpp (GGUF)",
+                                                            caveats=[GGUF_WINDOW])),
+    "llamacpp: a GGUF file recording a window": ("llamacpp", gguf({RECORD: json.dumps(
+        {RECORD: {"drafter": {"hf_extra": WINDOW}}})}, ()), L8, served(captures=[2, 4, 5], label="llama.cpp (GGUF)",
+                                                                        caveats=[GGUF_WINDOW])),
+    "llamacpp: a GGUF record that is no JSON": ("llamacpp", gguf({RECORD: "{not json"}, ()), L8, served(
+        captures=[2, 4, 5], label="llama.cpp (GGUF)")),
+    "llamacpp: a GGUF record without hf_extra": ("llamacpp", gguf({RECORD: json.dumps({RECORD: {"drafter": {}}})}, ()),
+                                                 L8, served(captures=[2, 4, 5], label="llama.cpp (GGUF)")),
     "speculators: its own file": ("speculators", file("speculators"), L8, served(captures=[2, 4, 5])),
     "speculators: a flat file": ("speculators", file("vllm"), L8, refused(
         "the speculators library reads only speculators-format configs (speculators_model_type)")),
@@ -1087,3 +1106,17 @@ def test_the_tensorrt_llm_snippet_inspect_prints(tmp_path: Path, name: str):
         yaml.append(f"  # eagle3_layers_to_capture not given: {why}")
     assert json.loads(done.stdout)["drafter"]["trtllm_serve"] == {
         "speculative_config": config, "yaml": "\n".join(yaml), "layers_unknown": why, "note": None}
+
+
+def test_convert_to_gguf_prints_the_llama_server_command_that_drafts_with_it(tmp_path: Path):
+    """llama-server's flags for an EAGLE-3 drafter (b11434: -md the drafter, the draft flags of PR #24593)."""
+    spec = DrafterSpec()
+    src = build_drafter(tmp_path / "drafter", "speculators", spec)
+    target = write_target_gguf(tmp_path / "target.gguf", layers=spec.target_layers, hidden=spec.ht,
+                               vocab=spec.vocab_size)
+    done = run_cli("--to", "gguf", "--target-gguf", target, src, tmp_path / "out", "--json")
+    assert done.exit_code == 0, done.stderr
+    drafter = str(tmp_path / "out" / "eagle3-out-BF16.gguf")
+    argv = ["llama-server", "-m", str(target), "-md", drafter, "--spec-type", "draft-eagle3", "--spec-draft-n-max", "3",
+            "--spec-draft-p-min", "0.0", "-np", "1", "-fa", "on"]
+    assert json.loads(done.stdout)["llama_server"] == {"gguf": drafter, "argv": argv, "command": " ".join(argv)}
