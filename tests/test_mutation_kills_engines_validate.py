@@ -1098,7 +1098,8 @@ def test_the_tensorrt_llm_snippet_inspect_prints(tmp_path: Path, name: str):
     assert done.exit_code == 0, done.stderr
     shown_dir = json.dumps(str(src)) if " " in dirname else str(src)
     config = {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model_dir": str(src)}
-    yaml = ["speculative_config:", "  decoding_type: Eagle3", "  max_draft_len: 3", f"  speculative_model_dir: {shown_dir}"]
+    yaml = ["speculative_config:", "  decoding_type: Eagle3", "  max_draft_len: 3",
+            f"  speculative_model_dir: {shown_dir}"]
     if ids is not None:
         config["eagle3_layers_to_capture"] = ids
         yaml.append(f"  eagle3_layers_to_capture: {ids}")
