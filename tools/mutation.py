@@ -284,6 +284,10 @@ def recheck(module: str, tests: list[str]) -> dict:
     if not survivors_file.exists():
         raise SystemExit(f"no full run of {module} to recheck: run `python tools/mutation.py {module}` first")
     names = re.findall(r"^# (\S+): survived$", survivors_file.read_text(), re.M)
+    # mutants no selected test reached ("no tests"): a new test may reach them
+    listed = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, capture_output=True,
+                            text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout
+    names += re.findall(r"^\s+(\S+): no tests$", listed, re.M)
     for name in subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "tests"], cwd=REPO, check=True,
                                capture_output=True).stdout.decode().split("\0"):
         if name:
