@@ -20,11 +20,17 @@ from .safetensors_io import TensorSource
 
 Family = Literal["llama", "qwen3", "deepseek_mla"]
 FAMILIES = ("llama", "qwen3", "deepseek_mla")
-# The drafter kinds this tool knows: EAGLE-3, and P-EAGLE (vllm-project/speculators `models/peagle`: EAGLE-3 layers
-# plus a learned `mask_hidden` and a `mask_token_id`, drafting several tokens in one pass). DFlash and DSpark
-# (block-diffusion drafters in the same files) are recognised by name and refused (converters/layout.py).
-Kind = Literal["eagle3", "peagle"]
-KINDS = ("eagle3", "peagle")
+# The drafter kinds this tool knows: EAGLE-3, P-EAGLE (vllm-project/speculators `models/peagle`: EAGLE-3 layers
+# plus a learned `mask_hidden` and a `mask_token_id`, drafting several tokens in one pass), and the block-diffusion
+# drafters DFlash and DSpark (speculators `models/dflash`, `models/dspark`; z-lab/SpecForge `DFlashDraftModel`,
+# `DSparkDraftModel`): plain decoder layers over their own captured target states, a `mask_token_id` block drafted
+# in one pass, and the verifier's embedding and head borrowed when the file has none (converters/block_diffusion.py).
+Kind = Literal["eagle3", "peagle", "dflash", "dspark"]
+KINDS = ("eagle3", "peagle", "dflash", "dspark")
+BLOCK_KINDS = ("dflash", "dspark")
+KIND_LABELS = {"eagle3": "EAGLE-3", "peagle": "P-EAGLE", "dflash": "DFlash", "dspark": "DSpark"}
+# DSpark's Markov and confidence heads (speculators models/dspark), each built when a config field says so
+BLOCK_HEADS = {"markov_head.": "markov_rank", "confidence_head.": "enable_confidence_head"}
 
 # Drafter decoder model_type -> family. MLA drafters serve DeepSeek-V3 / Kimi-K2.5 targets.
 FAMILY_BY_MODEL_TYPE: dict[str, Family] = {
@@ -117,8 +123,11 @@ class DrafterConfig(BaseModel):
     attention_bias: bool = False
     mlp_bias: bool = False
     tie_word_embeddings: bool = False
-    # P-EAGLE: the token id its parallel positions are filled with (vLLM's update_peagle reads it as pard_token)
+    # P-EAGLE: the token id its parallel positions are filled with (vLLM's update_peagle reads it as pard_token);
+    # DFlash/DSpark: the token of the masked block positions
     mask_token_id: int | None = Field(default=None, ge=0)
+    # DFlash/DSpark: the algorithm's own fields (block_size, markov_rank, ...), as speculators spells them flat
+    algorithm: dict[str, Any] = Field(default_factory=dict)
 
     target: TargetIdentity | None = None
     hf_extra: dict[str, Any] = Field(default_factory=dict, description="decoder-config keys carried verbatim")
@@ -131,6 +140,14 @@ class DrafterConfig(BaseModel):
         if self.family == "deepseek_mla" and not (self.mla and all(k in self.mla for k in MLA_KEYS)):
             raise ValueError(f"an MLA drafter needs every latent width: {', '.join(MLA_KEYS)}")
         return self
+
+    def block_tokens(self) -> int | None:
+        """A DFlash/DSpark block's drafted tokens: the block less its anchor, or all of it when it samples from the
+        anchor (speculators models/dflash/core.py `_build_base_config_kwargs`)."""
+        block = self.algorithm.get("block_size")
+        if not isinstance(block, int) or isinstance(block, bool):
+            return None
+        return block if self.algorithm.get("sample_from_anchor") else block - 1
 
     @property
     def resolved_head_dim(self) -> int:
@@ -156,6 +173,8 @@ class DrafterConfig(BaseModel):
     def semantic_dict(self) -> dict[str, Any]:
         """What defines the model besides its weights (for equality across layouts and readings)."""
         data = self.model_dump(exclude={"hf_extra", "top_extra", "layout_extra", "rope", "target"})
+        if self.kind not in BLOCK_KINDS:  # what a drafter was before block-diffusion kinds existed
+            del data["algorithm"]
         if self.kind == "eagle3":  # an EAGLE-3 drafter's id stays what it was before kinds existed
             del data["kind"], data["mask_token_id"]
         data["head_dim"] = self.resolved_head_dim
@@ -219,11 +238,15 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor the config implies (embed_tokens excluded: it is optional everywhere)."""
     H, Ht, k = cfg.hidden_size, cfg.resolved_target_hidden_size, cfg.num_aux_hidden_states
     nh, nkv, hd, I = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.resolved_head_dim, cfg.intermediate_size
+    block = cfg.kind in BLOCK_KINDS
     shapes: dict[str, tuple[int, ...]] = {
         "fc.weight": (H, k * Ht),
         "norm.weight": (H,),
-        "lm_head.weight": (cfg.draft_vocab_size, H),
     }
+    if block:  # DFlash/DSpark: one hidden_norm over fc's output, every layer a plain decoder layer (H input)
+        shapes["hidden_norm.weight"] = (H,)
+    else:  # (a block-diffusion drafter borrows the verifier's head when it stores none: optional_shapes)
+        shapes["lm_head.weight"] = (cfg.draft_vocab_size, H)
     if cfg.norm_before_fc:
         shapes["input_norm.weight"] = (k * Ht,)
     if cfg.kind == "peagle":  # the hidden state of the masked positions (speculators PEagleDraftModel.mask_hidden)
@@ -233,7 +256,7 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
             shapes[f"fc_norm.{j}.weight"] = (Ht,)
     for i in range(cfg.num_layers):
         p = f"layers.{i}."
-        width = 2 * H if i == 0 else H
+        width = 2 * H if i == 0 and not block else H
         if cfg.family == "deepseek_mla":
             m = cfg.mla or {}
             shapes.update({
@@ -266,13 +289,16 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
         })
         if cfg.mlp_bias:
             shapes.update({p + "mlp.gate_proj.bias": (I,), p + "mlp.up_proj.bias": (I,), p + "mlp.down_proj.bias": (H,)})
-        if i == 0:
+        if i == 0 and not block:
             shapes[p + "hidden_norm.weight"] = (H,)
     return shapes
 
 
 def optional_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
-    return {"embed_tokens.weight": (cfg.vocab_size, cfg.hidden_size)}
+    shapes = {"embed_tokens.weight": (cfg.vocab_size, cfg.hidden_size)}
+    if cfg.kind in BLOCK_KINDS:  # speculators saves the verifier's (frozen) head; z-lab and SpecForge save none
+        shapes["lm_head.weight"] = (cfg.draft_vocab_size, cfg.hidden_size)
+    return shapes
 
 
 def layer_index(canonical_name: str) -> int | None:

@@ -16,7 +16,7 @@ from typing import Any
 from . import hub_client
 from .capture_ids import capture_context, convention_table
 from .names import CONVENTIONS
-from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
+from .drafter import BLOCK_KINDS, KIND_LABELS, MATH_FLAGS, DrafterConfig, TargetIdentity
 from .converters.gguf_file import file_name
 from .engines import REFUSES, SERVING, release
 from .engines.llamacpp import serve_argv
@@ -30,23 +30,24 @@ NUM_SPECULATIVE_TOKENS = 3
 TARGET_PLACEHOLDER = "TARGET_MODEL"
 
 
-def card_tags(layout: str, engines: Sequence[str]) -> list[str]:
-    tags = ["eagle3", "speculative-decoding", layout]
+def card_tags(layout: str, engines: Sequence[str], kind: str = "eagle3") -> list[str]:
+    tags = [kind if kind in BLOCK_KINDS else "eagle3", "speculative-decoding", layout]
     return tags + [e for e in engines if e not in tags]
 
 
 def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[str, Any], report: Any,
                engines: Sequence[str], serves: Mapping[str, Any], license: str | None = None,
-               drafter_revision: str | None = None, files: Sequence[str] = ()) -> str:
+               drafter_revision: str | None = None, files: Sequence[str] = (), acceptance: Sequence[Any] = ()) -> str:
     """README.md for `repo_id`: `facts` are the published sidecar's, `report` the validation of the
     published files, `engines` those that serve `layout` (the tags), `serves` every engine's verdict on
-    the published files (engines.serve_verdicts), which decides the serve commands."""
+    the published files (engines.serve_verdicts), which decides the serve commands, `acceptance` what `verify`
+    measured of the drafter (registry.models.Acceptance, as the registry holds them)."""
     target = TargetIdentity.model_validate(facts["target"]) if facts.get("target") else config.target
     target_name = hub_repo_id(target.name_or_path if target else None)  # never a local path
     front_matter = {
         "base_model": target_name,
         "library_name": layout,  # each layout is named after the library that writes and loads it
-        "tags": card_tags(layout, engines),
+        "tags": card_tags(layout, engines, config.kind),
         "license": license,
     }
     body = "\n".join([
@@ -58,6 +59,7 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
         *_capture_section(config, facts, target),
         *_drafter_section(config, facts),
         *_serve_section(repo_id, layout, serves, target, target_name, drafter_revision, config, facts, files),
+        *_acceptance_section(acceptance),
         *_lineage_section(facts, repo_id),
         *_validation_section(report),
         "---",
@@ -90,6 +92,12 @@ def _summary(layout: str, config: DrafterConfig, target_name: str | None, target
     else:
         who = "a target model this checkpoint does not name"
     layers = "one decoder layer" if config.num_layers == 1 else f"{config.num_layers} decoder layers"
+    if config.kind in BLOCK_KINDS:
+        return (f"A {KIND_LABELS[config.kind]} (block-diffusion) draft model for speculative decoding with {who}, "
+                f"in the **{layout}** layout. It is {layers} that read {config.num_aux_hidden_states} hidden "
+                f"states of the target and draft a block of {config.algorithm.get('block_size')} positions in one "
+                "pass, which the target then verifies; it borrows the target's embedding and head where it stores "
+                "none, and works only with the target (and layers) it was trained on.")
     return (f"An [EAGLE-3](https://arxiv.org/abs/2503.01840) draft model for speculative decoding with {who}, "
             f"in the **{layout}** layout. It is {layers} that reads {config.num_aux_hidden_states} hidden states "
             "of the target and proposes tokens the target then verifies: it works only with the target (and "
@@ -117,6 +125,12 @@ def _target_section(target: TargetIdentity | None, target_name: str | None,
 
 def _capture_section(config: DrafterConfig, facts: dict[str, Any], target: TargetIdentity | None) -> list[str]:
     boundaries = facts.get("capture_boundaries", config.capture_boundaries)
+    if config.kind in BLOCK_KINDS:  # its own two spellings, not the EAGLE-3 engines' conventions
+        return ["## Target layers", "", (
+            f"The drafter fuses {config.num_aux_hidden_states} hidden states of the target, taken at capture "
+            f"boundaries `{boundaries}` (indexes into Hugging Face `output_hidden_states`). speculators spells "
+            f"them so (`aux_hidden_state_layer_ids`); the flat config of z-lab and SpecForge one lower "
+            f"(`dflash_config.target_layer_ids` `{[b - 1 for b in boundaries or []]}`)."), ""]
     family, depth = capture_context(config.family, target, config.target)
     table = convention_table(boundaries, depth, family)
     if boundaries is None:
@@ -149,14 +163,16 @@ def _drafter_section(config: DrafterConfig, facts: dict[str, Any]) -> list[str]:
     vocab = f"{config.draft_vocab_size}"
     vocab += (" (equal to the target's: no d2t map)" if config.draft_vocab_size == config.vocab_size
               else " (`d2t` maps draft ids to target ids)")
-    flags = ", ".join(f"`{flag}`: {str(getattr(config, flag)).lower()}" for flag in MATH_FLAGS)
+    flags = ("flags", ", ".join(f"`{flag}`: {str(getattr(config, flag)).lower()}" for flag in MATH_FLAGS))
+    if config.kind in BLOCK_KINDS:  # none of EAGLE-3's norm flags: its mask token and block instead
+        flags = ("block", f"mask token `{config.mask_token_id}`, block size `{config.algorithm.get('block_size')}`")
     rows = [("family", f"`{config.family}`"), ("decoder layers", config.num_layers),
             ("hidden size", config.hidden_size),
             ("target hidden size", config.resolved_target_hidden_size),
             ("attention heads",
              f"{config.num_attention_heads} ({config.num_key_value_heads} KV) x {config.resolved_head_dim}"),
             ("intermediate size", config.intermediate_size),
-            ("target vocab V", config.vocab_size), ("draft vocab Vd", vocab), ("flags", flags),
+            ("target vocab V", config.vocab_size), ("draft vocab Vd", vocab), flags,
             ("trained with", _cell(facts.get("trained_with")) if facts.get("trained_with") else None),
             ("drafter id", f"`{facts['drafter_id']}`" if facts.get("drafter_id") else None)]
     return ["## Drafter", "", *_table(("", ""), [(k, v) for k, v in rows if v is not None]), ""]
@@ -180,8 +196,10 @@ def _serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target:
         lines += [f"The target is not recorded: replace `{TARGET_PLACEHOLDER}` with the model it was trained on.",
                   ""]
     runners = [e for e in ("vllm-v1", "vllm-v2") if e in serving]
+    block = config.kind in BLOCK_KINDS
     if runners:
-        spec = {"method": "eagle3", "model": repo_id, "num_speculative_tokens": NUM_SPECULATIVE_TOKENS}
+        spec = {"method": config.kind if block else "eagle3", "model": repo_id,
+                "num_speculative_tokens": config.block_tokens() if block else NUM_SPECULATIVE_TOKENS}
         if drafter_revision:
             spec["revision"] = drafter_revision
         argv = ["vllm", "serve", model, *(["--revision", target_revision] if target_revision else []),
@@ -197,9 +215,11 @@ def _serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target:
     if "sglang" in serving:
         argv = ["python", "-m", "sglang.launch_server", "--model-path", model,
                 *(["--revision", target_revision] if target_revision else []),
-                "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", repo_id,
+                "--speculative-algorithm", config.kind.upper() if block else "EAGLE3",
+                "--speculative-draft-model-path", repo_id,
                 *(["--speculative-draft-model-revision", drafter_revision] if drafter_revision else []),
-                "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+                *([] if block else ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                                    "--speculative-num-draft-tokens", "4"])]  # (a block drafter's is its block)
         lines += ["### SGLang", "", _judged(release("sglang"), [serving["sglang"]]), "",
                   "```bash", _shell(argv), "```", ""]
     if "trtllm" in serving:
@@ -220,6 +240,7 @@ def _serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target:
 
 
 VLLM_RUNNERS = {"vllm-v1": "V1 runner", "vllm-v2": "V2 runner"}
+
 
 
 def _judged(engine_release: str, verdicts: Sequence[Any]) -> str:
@@ -257,6 +278,27 @@ def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_r
             "tokenizer is copied into the drafter). `llama-server -hfd "
             f"{repo_id}` downloads the drafter directly; a file named `eagle3-*.gguf` beside the target's GGUF in "
             "one repository is picked up by `llama-server -hf REPO --spec-type draft-eagle3`.", ""]
+
+
+def _acceptance_section(measured: Sequence[Any]) -> list[str]:
+    if not measured:
+        return []
+    rows = []
+    for m in measured:
+        repo = hub_repo_id(m.target_name_or_path)
+        local = m.target_name_or_path.rstrip("/").rsplit("/", 1)[-1]  # a local copy by its directory name only
+        target = f"`{_cell(repo)}`" if repo else f"a local copy `{_cell(local)}`"
+        rows.append((target, f"`{_cell(m.target_revision[:12])}`" if m.target_revision else "not recorded", m.k,
+                     f"{m.mean_accepted_length:.2f}", " / ".join(f"{rate:.2f}" for rate in m.per_position),
+                     f"{m.prompts} (`{m.prompts_sha256[:12]}`), {m.max_new_tokens} tokens each",
+                     f"`{m.capture_boundaries}`", f"{m.device}, {m.measured_at:%Y-%m-%d}"))
+    return ["## Measured acceptance", "",
+            ("Measured with `eagle3-convert verify`: the target generates greedily from the prompts and the drafter "
+             "drafts k tokens a round from its hidden states, as SGLang and vLLM draft. The mean accepted length is "
+             "tokens per target forward, the bonus token counted (1 = no draft accepted, k + 1 = all); the "
+             "acceptance by position is the share of rounds that accepted each draft."), "",
+            *_table(("target", "revision", "k", "mean accepted length", "acceptance by position", "prompts (sha256)",
+                     "capture boundaries", "measured on"), rows), ""]
 
 
 def _lineage_section(facts: dict[str, Any], repo_id: str) -> list[str]:

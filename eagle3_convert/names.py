@@ -16,6 +16,7 @@ LAYOUT_SUMMARIES = {
     "modelopt": "NVIDIA ModelOpt HF export (NVIDIA eagle_config); vLLM, TensorRT-LLM",
     "gguf": "llama.cpp GGUF, arch eagle3 (--target-gguf); llama-server -md --spec-type draft-eagle3",
     "nemo": "NVIDIA NeMo Automodel LlamaEagle3DraftModel training output; read only",
+    "dflash": "z-lab / SpecForge DFlashDraftModel, DSparkDraftModel (block diffusion); vLLM, SGLang",
 }
 LAYOUTS = tuple(LAYOUT_SUMMARIES)
 

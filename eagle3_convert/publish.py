@@ -17,12 +17,12 @@ from . import hub_client, provenance, sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME
 from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
-from .drafter import TargetIdentity
+from .drafter import KIND_LABELS, TargetIdentity
 from .engines import serve_verdicts, target_context
 from .errors import Eagle3Error
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .model_card import build_card, hub_repo_id
-from .records import known_record, record_of
+from .records import acceptance_of, known_record, record_of
 from .registry.models import ELSEWHERE_SCHEME
 from .safetensors_io import INDEX_NAME
 from .sidecar import SIDECAR_NAME
@@ -155,11 +155,13 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
                           engines=_serving_engines(layout), serves=_published_verdicts(published, facts, options),
                           license=license or _license_of(path),
                           drafter_revision=branch if branch and branch != "main" else None,
-                          files=list(in_repo.values()))
+                          files=list(in_repo.values()),
+                          acceptance=acceptance_of(facts["drafter_id"], registry) if registry is not None else ())
         sidecar_bytes, facts = _without_local_paths(sidecar_bytes, facts)
         files = [_file(in_repo[name], root / name) for name in names]
         files += [_file(SIDECAR_NAME, sidecar_bytes), _file(CARD_NAME, card.encode())]
-        default_message = f"Publish EAGLE-3 drafter {facts['drafter_id'][:12]} ({layout}) with {sidecar.tool_name()}"
+        default_message = (f"Publish {KIND_LABELS[source.drafter.config.kind]} drafter {facts['drafter_id'][:12]} "
+                           f"({layout}) with {sidecar.tool_name()}")
         yield PublishPlan(source, repo_id, branch, create_pr, message or default_message, layout,
                           workdir is not None, facts["drafter_id"], facts, report, card, files, notes)
     finally:

@@ -26,7 +26,7 @@ from .errors import Eagle3Error, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .hub_read import WEIGHT_SUFFIXES, weights_alias
 from .registry.errors import NoRegistry, RegistryError
-from .registry.models import ELSEWHERE_SCHEME, DrafterRecord, LineageEdge, Location
+from .registry.models import ELSEWHERE_SCHEME, Acceptance, DrafterRecord, LineageEdge, Location
 from .registry.recording import record_facts, training_boundaries
 from .registry.store import RegistryStore, open_registry
 
@@ -132,6 +132,26 @@ def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Re
             record, more = record_facts(store, result.facts, locations=copies, claimed=claimed, conflicts=conflicts,
                                         former_ids=[] if result.facts.get("derived_from") else result.former_ids)
     return Recorded(record, dest, notes + more, conflicts)
+
+
+def record_acceptance(src: str, measured: dict[str, Any], *, revision: str | None = None,
+                      registry: RegistryArg = None, endpoint: str | None = None, token: str | None = None) -> Recorded:
+    """Record the drafter at `src` (as `registry add` does: its id is its weights) and one acceptance `verify`
+    measured of it (`measured`: the Acceptance fields)."""
+    with opened(registry) as store:
+        recorded = add_checkpoint(src, revision=revision, registry=store, endpoint=endpoint, token=token)
+        store.add_acceptance(recorded.record.drafter_id,
+                             Acceptance.model_validate({**measured, "tool": sidecar.tool_name()}))
+    return recorded
+
+
+def acceptance_of(drafter_id: str, registry: RegistryArg = None) -> list[Acceptance]:
+    """What `verify` measured of the drafter (none where there is no registry: nothing is created to say so)."""
+    try:
+        with opened(registry, create=False) as store:
+            return store.acceptance(drafter_id)
+    except NoRegistry:
+        return []
 
 
 def list_records(target: str | None = None, registry: RegistryArg = None) -> list[DrafterRecord]:

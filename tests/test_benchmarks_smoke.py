@@ -63,3 +63,17 @@ def test_benchmark_never_writes_the_tracked_results_by_default(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert "| tiny | convert speculators -> sglang |" in (work / "RESULTS.md").read_text()
     assert tracked.read_bytes() == before
+
+
+def test_the_verify_benchmark_runs_on_a_toy_target(tmp_path: Path) -> None:
+    """Issue 24: benchmarks/verify.py builds its target and drafter, times `verify` and prints its row."""
+    pytest.importorskip("transformers")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "verify.py"), "--size", "tiny", "--prompts", "2",
+         "--max-new-tokens", "4", "--work", str(tmp_path / "work")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    [row] = [line for line in done.stdout.splitlines() if line.startswith("| tiny-shaped, 8/8 layers | cpu |")]
+    cells = [c.strip() for c in row.split("|")]
+    assert cells[3] == "2 × 4" and float(cells[5]) > 0 and float(cells[6]) > 0  # wall seconds, peak RSS MiB
+    assert int(cells[7]) == 8 and float(cells[8]) > 0 and float(cells[9]) >= 1.0  # tokens, tokens/s, accepted
+    assert not (tmp_path / "work").exists()  # removed without --keep

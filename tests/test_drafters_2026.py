@@ -27,7 +27,7 @@ import pytest
 
 from builders import (DrafterSpec, RawTensor, build_drafter, canonical_tensors, config_for, draft_vocab,
                       stored_tensors, write_safetensors)
-from conftest import DATA, run_cli, tensor_hashes
+from conftest import run_cli, tensor_hashes
 
 ERROR_LINE = re.compile(r"^error: .+ \[(E-[A-Z0-9-]+)\] — hint: .+$")
 
@@ -303,47 +303,6 @@ def test_flat_peagle_converts_to_speculators_with_its_mask_token(tmp_path: Path)
     written = json.loads((tmp_path / "out" / "config.json").read_text())
     assert (written["speculators_model_type"], written["mask_token_id"]) == ("peagle", 7)
     assert tensor_hashes(tmp_path / "out")["mask_hidden"] == tensor_hashes(src)["mask_hidden"]
-
-
-BLOCK_DIFFUSION = DATA / "block-diffusion"
-
-
-@pytest.mark.parametrize("name, kind", [("specforge-qwen3-8b-dflash", "DFlash"),
-                                        ("specforge-qwen3-8b-dspark", "DSpark")])
-def test_dflash_and_dspark_are_recognised_and_refused_in_one_line(tmp_path: Path, name: str, kind: str):
-    """Before: 'not a known EAGLE-3 drafter layout'. After: the kind named, with the field that names it."""
-    src = tmp_path / name
-    src.mkdir()
-    (src / "config.json").write_bytes((BLOCK_DIFFUSION / f"{name}.json").read_bytes())
-    write_safetensors(src / "model.safetensors", {"fc.weight": RawTensor("BF16", (4, 4), bytes(32))})
-    result = run_cli("--no-record", "--to", "speculators", src, tmp_path / "out")
-    assert result.exit_code == 1 and refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
-    assert f"a {kind} block-diffusion drafter" in result.stderr and f"{kind}DraftModel" in result.stderr
-    assert nothing_written(tmp_path, "out")
-    # validate checks what vLLM needs to build it (the published file has it all) and says the rest is unchecked
-    validated = run_cli("validate", "--json", src)
-    assert validated.exit_code == 0, validated.stdout
-    assert [f["code"] for f in json.loads(validated.stdout)["findings"]] == ["W-KIND-UNCHECKED"]
-    config = json.loads((src / "config.json").read_text())
-    del config["dflash_config"]["mask_token_id"]
-    (src / "config.json").write_text(json.dumps(config))
-    validated = run_cli("validate", "--json", src)
-    assert validated.exit_code == 1
-    errors = [f for f in json.loads(validated.stdout)["findings"] if f["severity"] == "error"]
-    assert [(f["code"], f["where"]) for f in errors] == [("E-CONFIG-FIELD", "$.dflash_config.mask_token_id")]
-
-
-@pytest.mark.parametrize("kind", ["dflash", "dspark"])
-def test_speculators_dflash_and_dspark_are_refused_naming_the_field(tmp_path: Path, kind: str):
-    src = build_drafter(tmp_path / "src", "speculators", DrafterSpec())
-    edit_config(src, speculators_model_type=kind)
-    result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
-    assert result.exit_code == 1 and refusal_code(result.stderr) == "E-KIND-UNSUPPORTED"
-    assert f"speculators_model_type {kind!r}" in result.stderr and "aux_hidden_state_layer_ids" in result.stderr
-    # vLLM's update_dflash / update_dspark read both: without them it fails to build the drafter
-    findings = json.loads(run_cli("validate", "--json", src).stdout)["findings"]
-    assert {f["where"] for f in findings if f["code"] == "E-CONFIG-FIELD"} == \
-        {"$.aux_hidden_state_layer_ids", "$.mask_token_id"}
 
 
 # ------------------------------------------------------------------ NeMo Automodel's LlamaEagle3DraftModel

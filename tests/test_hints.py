@@ -27,6 +27,7 @@ TO_FRAGMENT = re.compile(r"`(--to [a-z]+)`")
 # is run and must succeed, and the list is asserted, so a hint that stops naming its command (or a test that stops
 # running it) fails. A case not listed names no command: its hints are statements.
 VALIDATE_HINT_COMMANDS = {
+    "I-KIND-BLOCK-DIFFUSION": ("--to dflash",),  # SGLang reads no speculators DFlash config: the flat one it does
     "I-ENGINE-RELEASES": ("--to vllm",),
     "I-ENGINE-READING": ("--to modelopt", "--to sglang"),
     "W-ENGINE-RELEASE-UNKNOWN": ("--to vllm",),

@@ -83,8 +83,10 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
         ('E-CAPTURE-RECORD', 'error',
          'the config captures boundaries [2, 4, 6], the training record says the drafter was trained on '
          '[2, 4, 5]',
-         'no conversion fixes this: writing the sglang layout is refused (config.json captures boundaries [2, 4, 6] '
-         'but --capture-layers (boundary ids [2, 4, 5]) says the drafter was trained on [2, 4, 5] [E-CAPTURE-RECORD])',
+         "`eagle3-convert --capture-layers 2,4,5 --convention boundary --to sglang {tmp}/drafter drafter-sglang` "
+         "writes the recorded layers; if config.json's are the trained ones, `eagle3-convert --capture-layers 2,4,6 "
+         "--convention boundary --to sglang {tmp}/drafter drafter-sglang` states them (the new sidecar, its lineage "
+         "and the registry keep the restatement)",
          '$.eagle_config.eagle_aux_hidden_state_layer_ids'),
     ],
     'E-CAPTURE-UNEXPRESSIBLE': [

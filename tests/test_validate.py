@@ -24,6 +24,7 @@ import pytest
 
 from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal
 from conftest import DATA, EXAMPLE, run_cli
+from test_drafters_2026_block import speculators_drafter
 from eagle3_convert.names import ENGINES
 from eagle3_convert.convert import convert
 from eagle3_convert.converters.checkpoint import load_checkpoint
@@ -302,9 +303,9 @@ CASES: dict[str, Case] = {
         lambda c: c["transformer_layer_config"].__setitem__("model_type", "mistral"))),
     "E-CONFIG-ARCH": Case(built("vllm", capture_boundaries=None), edit_config(
         lambda c: c.__setitem__("architectures", ["Eagle3Qwen3ForCausalLM"])), with_engines("sglang")),
-    # issue 22: DFlash named by speculators (models/dflash/config.py registers "dflash"), with the fields vLLM needs
-    "W-KIND-UNCHECKED": Case(built("speculators"), edit_config(lambda c: c.update(
-        speculators_model_type="dflash", aux_hidden_state_layer_ids=[2, 4, 5], mask_token_id=3))),
+    # issue 22: a DFlash drafter as speculators saves it (what validate covers for the kind, said of every one)
+    "I-KIND-BLOCK-DIFFUSION": Case(lambda tmp: speculators_drafter(tmp / "drafter", "dflash", [2, 18, 34]),
+                                   edit_config(lambda c: c.update(block_size=16))),
     # a P-EAGLE drafter (SpecForge's PEagleDraftModel) without the mask token vLLM's parallel drafting needs
     "E-ENGINE-REFUSES": Case(built("vllm", peagle_mask_token_id=7), edit_config(lambda c: c.pop("pard_token"))),
     "E-CONFIG-DRAFT-VOCAB": Case(built("sglang"), edit_config(lambda c: c.pop("draft_vocab_size"))),
@@ -364,7 +365,7 @@ CASES: dict[str, Case] = {
     "E-CAPTURE-FC-BYPASSED": Case(built("sglang"), edit_config(
         lambda c: c["eagle_config"].__setitem__("use_aux_hidden_state", False))),
     "E-CAPTURE-RECORD": Case(built("sglang"), _ids(nested=[1, 3, 5]),
-                             lambda tmp: {"known": [Known("the training record", [2, 4, 5])]}),
+                             lambda tmp: {"known": [Known("the training record", [2, 4, 5], in_registry=True)]}),
     # the sidecar beside it (written with the config before) names the verifier: a config naming another (issue 21)
     "E-RECORD-CONFLICT": Case(converted("speculators"), edit_config(
         lambda c: c["speculators_config"]["verifier"].update(name_or_path="org/other-model"))),

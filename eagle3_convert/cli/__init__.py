@@ -120,3 +120,4 @@ from . import registry as _registry  # noqa: E402,F401
 from . import validate as _validate  # noqa: E402,F401
 from . import publish as _publish  # noqa: E402,F401
 from . import search as _search  # noqa: E402,F401
+from . import verify as _verify  # noqa: E402,F401

@@ -110,7 +110,10 @@ def holds_ids(config: dict[str, Any]) -> bool:
     if meta is not None:
         return isinstance(meta.get("eagle3.target_layers"), list)
     nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
-    return any(isinstance(c.get(IDS_KEY), list) and c.get(IDS_KEY) for c in (config, nested))
+    dflash = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
+    return any(isinstance(c.get(key), list) and c.get(key) for c, key in (
+        (config, IDS_KEY), (nested, IDS_KEY), (config, "aux_hidden_state_layer_ids"),  # DFlash/DSpark's own
+        (dflash, "target_layer_ids")))
 
 
 def capture_line(boundaries: Any, source: str, dest: str, spelled: Any, source_held: bool, dest_holds: bool) -> str:

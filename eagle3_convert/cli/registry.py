@@ -162,13 +162,22 @@ def list_cmd(target: str | None, registry_path: str | None, as_json: bool) -> No
 @run_guarded
 def show_cmd(drafter_id: str, registry_path: str | None, as_json: bool) -> None:
     """Everything recorded about one drafter (ID: the id or a unique prefix of 4+ characters)."""
-    from ..records import show
+    from ..records import acceptance_of, show
 
     record = show(drafter_id, registry_path)
+    measured = acceptance_of(record.drafter_id, registry_path)
     if as_json:
-        emit_json({"record": record.model_dump(mode="json")})
+        emit_json({"record": record.model_dump(mode="json"),
+                   "acceptance": [m.model_dump(mode="json") for m in measured]})
         return
     print_record(record)
+    click.echo(f"acceptance {len(measured)} measurement(s) by verify (mean accepted length, the bonus token counted)")
+    for m in measured:
+        target = m.target_name_or_path + (f"@{m.target_revision}" if m.target_revision else "")
+        rates = " ".join(f"{rate:.2f}" for rate in m.per_position)
+        click.echo(f"  {m.mean_accepted_length:.3f} at k={m.k} (by position {rates}) with {target}, boundaries "
+                   f"{m.capture_boundaries}, {m.prompts} prompts {m.prompts_sha256[:12]}, {m.device}, "
+                   f"{m.measured_at:{TIME}} UTC")
 
 
 @registry_group.command("lineage")

@@ -14,7 +14,6 @@ from typing import Any, Callable, Mapping
 from ..capture_ids import IDS_KEY
 from ..drafter import Drafter, TargetIdentity
 from ..errors import FormatError, RefusalError
-from ..json_values import is_int
 from ..safetensors_io import TensorSource, tensor_sha256
 from .checkpoint import Checkpoint
 
@@ -212,12 +211,6 @@ KIND_BY_SPECULATORS_TYPE = {"eagle3": "eagle3", "peagle": "peagle", "dflash": "d
 KIND_BY_ARCHITECTURE = {"PEagleSpeculator": "peagle", "PEagleDraftModel": "peagle", "PeagleLlamaForCausalLM": "peagle",
                         "PeagleQwen3ForCausalLM": "peagle", "DFlashSpeculator": "dflash", "DFlashDraftModel": "dflash",
                         "DSparkSpeculator": "dspark", "DSparkDraftModel": "dspark"}
-# Block-diffusion drafters: a non-causal block of `block_size` masked tokens drafted in one pass from their own target
-# layers (speculators `aux_hidden_state_layer_ids`; z-lab/SpecForge `dflash_config.target_layer_ids`, one lower),
-# with no EAGLE-3 first layer (q/k/v read H, not 2H) and the verifier's head: no EAGLE-3 layout can hold one.
-BLOCK_DIFFUSION = {"dflash": "DFlash", "dspark": "DSpark"}
-
-
 def drafter_kind(config: dict[str, Any]) -> tuple[str | None, str]:
     """The drafter kind config.json names (None: a speculators type this tool does not know), and the field naming
     it, as `field 'value'`. A config that names no kind is EAGLE-3."""
@@ -232,48 +225,19 @@ def drafter_kind(config: dict[str, Any]) -> tuple[str | None, str]:
     return "eagle3", "no kind named (EAGLE-3)"
 
 
-def block_diffusion_problems(config: dict[str, Any]) -> list[tuple[str, str]]:
-    """(field, why) for each field vLLM needs to build a DFlash/DSpark drafter from this config and does not find.
-    speculators layout: vLLM's update_dflash / update_dspark read config_dict["aux_hidden_state_layer_ids"] and
-    ["mask_token_id"] (transformers_utils/configs/speculators/algos.py); flat z-lab/SpecForge layout: its DFlash
-    model reads dflash_config.target_layer_ids and the proposer dflash_config.mask_token_id."""
-    if "speculators_model_type" in config:
-        where, fields = config, ("aux_hidden_state_layer_ids", "mask_token_id")
-        prefix = ""
-    else:
-        nested = config.get("dflash_config")
-        where, fields, prefix = (nested if isinstance(nested, dict) else {}), ("target_layer_ids", "mask_token_id"), \
-            "dflash_config."
-    problems = []
-    for name in fields:
-        value = where.get(name)
-        if name.endswith("ids"):
-            ok = isinstance(value, list) and value and all(is_int(x) and x >= 0 for x in value)
-        else:
-            ok = is_int(value) and value >= 0
-        if not ok:
-            problems.append((prefix + name, f"{prefix + name} is {value!r}: vLLM reads it to build the drafter"))
-    return problems
-
-
-def refuse_block_diffusion(config: dict[str, Any]) -> None:
-    """DFlash and DSpark are recognised by name and refused with the field that names them."""
-    kind, field = drafter_kind(config)
-    if kind in BLOCK_DIFFUSION:
-        ids = "aux_hidden_state_layer_ids" if "speculators_model_type" in config else "dflash_config.target_layer_ids"
-        raise RefusalError(f"{field}: a {BLOCK_DIFFUSION[kind]} block-diffusion drafter (its own target layers in "
-                           f"{ids}, no EAGLE-3 first layer, the verifier's head), not one of the kinds this tool "
-                           "converts (EAGLE-3, P-EAGLE)",
-                           f"serve it as published: vLLM builds {BLOCK_DIFFUSION[kind]} drafters from this config "
-                           "(`eagle3-convert validate` checks the fields it needs)", code="E-KIND-UNSUPPORTED")
-
-
 def refuse_other_kind(kind: str, layout: str, kinds: tuple[str, ...], where: str) -> None:
     """A layout holds only the kinds its engines build: anything else is refused, naming the field."""
-    if kind not in kinds:
-        homes = "the speculators layout (`--to speculators`, served by vLLM)" if kind == "peagle" else "its own layout"
-        raise RefusalError(f"the drafter is a {kind} drafter ({where}), and the {layout} layout holds "
-                           f"{' and '.join(kinds)} drafters only", f"convert it to {homes}", code="E-KIND-UNSUPPORTED")
+    if kind in kinds:
+        return
+    homes, why = "its own layout", ""
+    if kind == "peagle":
+        homes = "the speculators layout (`--to speculators`, served by vLLM)"
+    elif kind in ("dflash", "dspark"):
+        homes = "the speculators or dflash layout (`--to speculators`, `--to dflash`: vLLM and SGLang serve them)"
+        why = ": a block-diffusion drafter (plain decoder layers over its own target layers, a masked block drafted " \
+              "in one pass), which no EAGLE-3 class builds"
+    raise RefusalError(f"the drafter is a {kind} drafter ({where}), and the {layout} layout holds "
+                       f"{' and '.join(kinds)} drafters only{why}", f"convert it to {homes}", code="E-KIND-UNSUPPORTED")
 
 
 # ---------------------------------------------------- flat-config layout markers

@@ -9,7 +9,6 @@ from ..entry_points import none_declare
 from ..errors import FormatError, UsageError
 from ..names import LAYOUTS
 from .base import Checkpoint, Detection, Layout
-from .layout import refuse_block_diffusion
 
 ENTRY_POINT_GROUP = "eagle3_convert.layouts"
 
@@ -78,7 +77,6 @@ def _detect(ckpt: Checkpoint) -> Detection:
     if not confident and len(found) == 1:
         return found[0]
     if not found:
-        refuse_block_diffusion(ckpt.config)
         raise FormatError(f"{ckpt.path}: not a known EAGLE-3 drafter layout (config.json has neither "
                           "speculators_model_type nor an Eagle3 architecture)",
                           f"pass --from with one of: {', '.join(layouts())}", code="E-LAYOUT-UNKNOWN")

@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..capture_ids import IDS_KEY
-from ..drafter import NORM_FLAGS, Drafter, TargetIdentity
+from ..drafter import BLOCK_KINDS, NORM_FLAGS, Drafter, TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from ..json_values import is_int
 from .config_keys import refuse_key_errors
-from .layout import KIND_BY_SPECULATORS_TYPE, drafter_kind, refuse_block_diffusion
+from . import dflash
+from .layout import KIND_BY_SPECULATORS_TYPE, drafter_kind
 from .base import (
     TOP_KEYS,
     Checkpoint,
@@ -54,7 +55,7 @@ class SpeculatorsLayout(Layout):
     engine = "speculators"
     renames = RENAMES
     home_engines = ("speculators", "vllm-v1", "vllm-v2")
-    kinds = ("eagle3", "peagle")
+    kinds = ("eagle3", "peagle", "dflash", "dspark")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         cfg = ckpt.config
@@ -67,10 +68,11 @@ class SpeculatorsLayout(Layout):
 
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
         raw = ckpt.config
+        kind, _ = drafter_kind(raw)
+        if kind in BLOCK_KINDS:  # DFlash, DSpark: their own config class (converters/dflash.py)
+            return dflash.read_speculators(ckpt, options, kind)
         key_notes: list[str] = []
         refuse_key_errors(self.name, raw, key_notes)
-        refuse_block_diffusion(raw)
-        kind, _ = drafter_kind(raw)
         if kind not in self.kinds:
             raise FormatError(f"speculators_model_type is {raw.get('speculators_model_type')!r}, not one of "
                               f"{', '.join(repr(k) for k in self.kinds)}",
@@ -131,6 +133,8 @@ class SpeculatorsLayout(Layout):
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config
+        if cfg.kind in BLOCK_KINDS:
+            return dflash.plan_speculators(drafter, options)
         refuse_unless(cfg.family in ("llama", "qwen3"),
                       f"the speculators layout has no {cfg.family} (MLA) drafter class",
                       "serve an MLA drafter with SGLang or vLLM-native (`--to vllm`)", "E-FAMILY-UNSUPPORTED")

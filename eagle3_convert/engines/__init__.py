@@ -17,19 +17,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Collection, Mapping, Sequence
 
 from ..capture_ids import a_layer_target, capture_context, default_boundaries
-from ..drafter import DrafterConfig
+from ..drafter import BLOCK_KINDS, DrafterConfig
 from ..names import LABELS, NAMED_ONLY, RUNNERS, engine_of, runners_of
-from . import llamacpp, lmdeploy, mlxvlm, sglang, speculators, trtllm, vllm
-from .common import FLAGS, Reading, TargetContext
+from . import block_diffusion, llamacpp, lmdeploy, mlxvlm, sglang, speculators, trtllm, vllm
+from .common import AS_TRAINED, DEFAULT_LAYERS, FLAGS, REFUSES, RUNTIME_LAYERS, UNKNOWN, WRONG, Reading, TargetContext
 from .releases import EngineChoice, Releases
 
-# Verdicts, from best to worst.
-AS_TRAINED = "as-trained"  # the engine captures the trained layers and computes the trained maths
-DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defaults are the trained ones
-RUNTIME_LAYERS = "runtime-layers"  # layers come from a serve-time argument: right when given the ids shown
-REFUSES = "refuses"  # the engine fails loudly on this file
-WRONG = "wrong"  # the engine loads it and serves something else, without a word
-UNKNOWN = "unknown"  # a release we know nothing about, or a file the sources read do not decide: no verdict
 SERVING = frozenset({AS_TRAINED, DEFAULT_LAYERS, RUNTIME_LAYERS})  # the verdicts under which it serves as trained
 WORST_FIRST = (WRONG, REFUSES, UNKNOWN, RUNTIME_LAYERS, DEFAULT_LAYERS, AS_TRAINED)
 SPAN_WORDS = {AS_TRAINED: "served as trained", DEFAULT_LAYERS: "served as trained (its default layers)",
@@ -221,6 +214,8 @@ def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: Draft
     Each verdict also carries the runs of known releases that disagree on the file (`across`)."""
     if engines is None:
         engines = RUNNERS + tuple(r for e in NAMED_ONLY if e in (releases or {}) for r in runners_of(e))
+    if cfg.kind in BLOCK_KINDS:  # DFlash, DSpark: read by other classes than EAGLE-3's
+        return _block_diffusion_verdicts(config, cfg, engines, releases)
     out = {}
     for e in engines:
         known = releases_of(e)
@@ -244,6 +239,23 @@ def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: Draft
         why = worst.why if len(judged) == 1 else "; ".join(f"{r}: {v.verdict} ({v.why})" for r, v in judged)
         out[e] = Verdict(e, worst.verdict, worst.captures, why, worst.caveats, release=", ".join(r for r, _ in judged),
                          judged=tuple(judged) if len(judged) > 1 else (), across=across)
+    return out
+
+
+def _block_diffusion_verdicts(config: Mapping[str, Any], cfg: DrafterConfig, engines: Collection[str],
+                              releases: Mapping[str, Sequence[str | None]] | None) -> dict[str, Verdict]:
+    """A DFlash/DSpark file's verdicts, judged for the newest release we know (the only one its readers were read
+    in): any other release named is unknown."""
+    out = {}
+    for e in engines:
+        known = releases_of(e)
+        other = next((r for r in (releases or {}).get(engine_of(e)) or () if r is not None and not (
+            known.knows(r) and known.canonical(r) == known.newest)), None)
+        if other is not None:
+            out[e] = Verdict(e, UNKNOWN, None, f"{block_diffusion.LABEL[cfg.kind]} drafters were read in "
+                                               f"{known.label} {known.newest} only, not {other}", release=other)
+        else:
+            out[e] = Verdict(e, *block_diffusion.judge(e, config, cfg), release=known.newest)
     return out
 
 

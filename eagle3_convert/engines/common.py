@@ -13,6 +13,14 @@ from ..json_values import is_int
 
 FLAGS = NORM_FLAGS
 
+# Verdicts, from best to worst.
+AS_TRAINED = "as-trained"  # the engine captures the trained layers and computes the trained maths
+DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defaults are the trained ones
+RUNTIME_LAYERS = "runtime-layers"  # layers come from a serve-time argument: right when given the ids shown
+REFUSES = "refuses"  # the engine fails loudly on this file
+WRONG = "wrong"  # the engine loads it and serves something else, without a word
+UNKNOWN = "unknown"  # a release we know nothing about, or a file the sources read do not decide: no verdict
+
 @dataclass(frozen=True)
 class TargetContext:
     """What the id conventions depend on: the target's family (SGLang quirks) and depth L."""

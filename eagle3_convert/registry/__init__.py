@@ -14,7 +14,8 @@ from typing import Any
 _WHERE = {
     "training_boundaries": "recording",
     "MIGRATIONS": "schema", "SCHEMA_VERSION": "schema",
-    "DrafterRecord": "models", "LineageEdge": "models", "Location": "models", "LocationRef": "models",
+    "Acceptance": "models", "DrafterRecord": "models", "LineageEdge": "models", "Location": "models",
+    "LocationRef": "models",
     "RECORDED_TARGET": "models", "split_uri": "models",
     "RegistryError": "errors", "NoRegistry": "errors", "RegistryStore": "base",
     "SQLiteStore": "store", "open_registry": "store",

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from ..drafter import TargetIdentity
 from . import queries, writes
 from .errors import RegistryError
-from .models import DrafterRecord, LineageEdge, Location
+from .models import Acceptance, DrafterRecord, LineageEdge, Location
 from .paths import ENV_VAR  # noqa: F401  (postgres.py imports it from here)
 
 
@@ -104,6 +104,14 @@ class RegistryStore(ABC):
     @abstractmethod
     def add_lineage(self, drafter_id: str, edge: LineageEdge) -> bool:
         """Record a conversion of a known drafter; False if that edge was known."""
+
+    @abstractmethod
+    def add_acceptance(self, drafter_id: str, measured: Acceptance) -> bool:
+        """Record one `verify` measurement of a recorded drafter."""
+
+    @abstractmethod
+    def acceptance(self, drafter_id: str) -> list[Acceptance]:
+        """What `verify` measured of a drafter (an id or unique prefix), oldest first; [] if unknown."""
 
     @abstractmethod
     def forget_location(self, uri: str, keep: str | None = None) -> int:
@@ -206,6 +214,14 @@ class SQLStore(RegistryStore):
 
     def add_lineage(self, drafter_id: str, edge: LineageEdge) -> bool:
         return self._add_to(drafter_id, LineageEdge, edge, writes.insert_edge)
+
+    def add_acceptance(self, drafter_id: str, measured: Acceptance) -> bool:
+        return self._add_to(drafter_id, Acceptance, measured, writes.insert_acceptance)
+
+    def acceptance(self, drafter_id: str) -> list[Acceptance]:
+        with self._reading() as conn:
+            found = queries.resolve(conn, drafter_id)
+            return [] if found is None else queries.acceptance_of(conn, found)
 
     def _add_to(self, drafter_id: str, model: Any, item: Any, insert: Any) -> bool:
         """Validate `item` as `model` and insert it for a known drafter; touch the record if it was new."""

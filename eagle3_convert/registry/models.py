@@ -184,6 +184,43 @@ class LineageEdge(_Model):
         return self
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def sha256_value(value: str) -> str:
+    if not _SHA256.fullmatch(value):
+        raise ValueError(f"a sha256 digest is 64 lowercase hex characters, got {value!r}")
+    return value
+
+
+class Acceptance(_Model):
+    """One `verify` measurement of a drafter with a target: greedy, the target's own text on a prompt set.
+
+    mean_accepted_length counts the bonus token (tokens per target forward: 1 = no draft accepted, k+1 = all);
+    per_position[j-1] is the share of draft rounds that accepted draft j."""
+
+    target_name_or_path: NonBlank
+    target_revision: str | None = None
+    prompts_sha256: Annotated[str, AfterValidator(sha256_value)]
+    prompts: PositiveInt
+    max_new_tokens: PositiveInt
+    k: PositiveInt
+    capture_boundaries: list[NonNegativeInt]
+    mean_accepted_length: float = Field(ge=0)
+    per_position: list[Annotated[float, Field(ge=0, le=1)]]
+    rounds: NonNegativeInt
+    tokens_per_second: float = Field(ge=0)
+    device: NonBlank
+    tool: NonBlank
+    measured_at: UTCDateTime = Field(default_factory=utcnow)
+
+    @model_validator(mode="after")
+    def _one_rate_per_draft(self) -> Acceptance:
+        if len(self.per_position) != self.k:
+            raise ValueError(f"per_position holds {len(self.per_position)} rates for k = {self.k}")
+        return self
+
+
 class DrafterRecord(_Model):
     """Everything the registry knows about one drafter.
 
@@ -206,8 +243,8 @@ class DrafterRecord(_Model):
     # how drafter_id was computed: "content" (fingerprint.py: the weights), "hub-fingerprint" (registry sync, no
     # weights), or "config-and-weights" (before schema v5: merged into its weights id when a copy is read again)
     id_kind: Literal["content", "hub-fingerprint", "config-and-weights"] = "content"
-    # what kind of drafter (drafter.KINDS): EAGLE-3, or P-EAGLE with its mask token
-    drafter_kind: Literal["eagle3", "peagle"] = "eagle3"
+    # what kind of drafter (drafter.KINDS): EAGLE-3, P-EAGLE, or the block-diffusion DFlash and DSpark
+    drafter_kind: Literal["eagle3", "peagle", "dflash", "dspark"] = "eagle3"
     created_at: UTCDateTime = Field(default_factory=utcnow)
     updated_at: UTCDateTime = Field(default_factory=utcnow)
     locations: list[Location] = Field(default_factory=list)

@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import RegistryError
-from .models import DrafterRecord, LineageEdge
-from .schema import edge_fields, to_record
+from .models import Acceptance, DrafterRecord, LineageEdge
+from .schema import acceptance_fields, edge_fields, to_record
 
 MIN_PREFIX = 4  # as git: shorter prefixes are ambiguous too often to be useful
 
@@ -98,6 +98,13 @@ def lineage_of(conn: Any, drafter_id: str) -> list[LineageEdge]:
         "SELECT * FROM lineage WHERE drafter_id = ? ORDER BY created_at, id", (drafter_id,)
     ).fetchall()
     return [LineageEdge.model_validate(edge_fields(row)) for row in rows]
+
+
+def acceptance_of(conn: Any, drafter_id: str) -> list[Acceptance]:
+    """What `verify` measured of `drafter_id` (resolved), oldest first."""
+    rows = conn.execute("SELECT * FROM acceptance WHERE drafter_id = ? ORDER BY measured_at, id",
+                        (drafter_id,)).fetchall()
+    return [Acceptance.model_validate(acceptance_fields(row)) for row in rows]
 
 
 def aliased(conn: Any, alias: str) -> str | None:

@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .models import DrafterRecord
+from .models import Acceptance, DrafterRecord
 
 # Forward migrations: step i takes PRAGMA user_version from i to i + 1, inside one
 # transaction with the version bump. Never edit a released step; append a new one.
@@ -92,6 +92,29 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "UPDATE drafters SET id_kind = 'config-and-weights' WHERE id_kind = 'content'",
         "ALTER TABLE lineage ADD COLUMN kind TEXT NOT NULL DEFAULT 'convert'",
         "ALTER TABLE lineage ADD COLUMN derived_from TEXT",
+    ),
+    # v6: the acceptance `verify` measured, one row per measurement: the drafter with one target (and its revision,
+    # when known) on one prompt set (its digest), at k drafts a round, capturing the boundaries it lists.
+    (
+        """CREATE TABLE acceptance (
+            id            INTEGER PRIMARY KEY,
+            drafter_id           TEXT NOT NULL REFERENCES drafters(drafter_id) ON DELETE CASCADE,
+            target_name_or_path  TEXT NOT NULL,
+            target_revision      TEXT,
+            prompts_sha256       TEXT NOT NULL,
+            prompts              INTEGER NOT NULL,
+            max_new_tokens       INTEGER NOT NULL,
+            k                    INTEGER NOT NULL,
+            capture_boundaries   TEXT NOT NULL,  -- JSON list of ints
+            mean_accepted_length DOUBLE PRECISION NOT NULL,  -- the bonus token counted
+            per_position         TEXT NOT NULL,  -- JSON list: the share of rounds accepting draft j
+            rounds               INTEGER NOT NULL,
+            tokens_per_second    DOUBLE PRECISION NOT NULL,
+            device               TEXT NOT NULL,
+            tool                 TEXT NOT NULL,
+            measured_at          TEXT NOT NULL
+        )""",
+        "CREATE INDEX acceptance_drafter ON acceptance(drafter_id)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -223,3 +246,23 @@ def to_record(row: Any, locations: list[dict[str, Any]], lineage: list[dict[str,
             "lineage": lineage,
         }
     )
+
+
+ACCEPTANCE_COLUMNS = ("drafter_id", "target_name_or_path", "target_revision", "prompts_sha256", "prompts",
+                      "max_new_tokens", "k", "capture_boundaries", "mean_accepted_length", "per_position", "rounds",
+                      "tokens_per_second", "device", "tool", "measured_at")
+INSERT_ACCEPTANCE = (f"INSERT INTO acceptance ({', '.join(ACCEPTANCE_COLUMNS)}) "
+                     f"VALUES ({', '.join('?' for _ in ACCEPTANCE_COLUMNS)})")
+
+
+def acceptance_values(drafter_id: str, measured: Acceptance) -> tuple[Any, ...]:
+    row = {**measured.model_dump(), "drafter_id": drafter_id, "measured_at": ts(measured.measured_at),
+           "capture_boundaries": dumps(measured.capture_boundaries), "per_position": dumps(measured.per_position)}
+    return tuple(row[name] for name in ACCEPTANCE_COLUMNS)
+
+
+def acceptance_fields(row: Any) -> dict[str, Any]:
+    data = {name: row[name] for name in ACCEPTANCE_COLUMNS[1:]}
+    data["capture_boundaries"], data["per_position"] = loads(data["capture_boundaries"]), loads(data["per_position"])
+    data["measured_at"] = datetime.fromisoformat(data["measured_at"])
+    return data

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .models import DrafterRecord, LineageEdge, Location, utcnow
+from .models import Acceptance, DrafterRecord, LineageEdge, Location, utcnow
 from .queries import load_one
-from .schema import UPSERT_ROW, row_values, ts
+from .schema import INSERT_ACCEPTANCE, UPSERT_ROW, acceptance_values, row_values, ts
 
 MERGED_DICTS = ("ids_as_written", "flags")
 
@@ -65,6 +65,12 @@ def insert_edge(conn: Any, drafter_id: str, edge: LineageEdge) -> bool:
     return cursor.rowcount == 1
 
 
+def insert_acceptance(conn: Any, drafter_id: str, measured: Acceptance) -> bool:
+    """One measurement: every one is kept (the same drafter measured again may differ: other prompts, k, device)."""
+    conn.execute(INSERT_ACCEPTANCE, acceptance_values(drafter_id, measured))
+    return True
+
+
 def touch(conn: Any, drafter_id: str) -> None:
     conn.execute("UPDATE drafters SET updated_at = ? WHERE drafter_id = ?", (ts(utcnow()), drafter_id))
 
@@ -80,13 +86,13 @@ def forget_location(conn: Any, uri: str, keep: str | None) -> int:
 
 
 def delete(conn: Any, drafter_id: str) -> None:
-    # Locations and lineage go with it (ON DELETE CASCADE, foreign_keys on).
+    # Locations, lineage and measured acceptance go with it (ON DELETE CASCADE, foreign_keys on).
     conn.execute("DELETE FROM drafters WHERE drafter_id = ?", (drafter_id,))
 
 
 def absorb(conn: Any, twin: str, into: str) -> None:
-    """Merge the record `twin` into `into`: its copies and lineage edges move, `twin` becomes an alias of `into`
-    (as do the aliases it had), and `twin` is deleted. The caller has merged the fields it keeps."""
+    """Merge the record `twin` into `into`: its copies, lineage edges and measured acceptance move, `twin` becomes an
+    alias of `into` (as do the aliases it had), and `twin` is deleted. The caller has merged the fields it keeps."""
     for statement in (
         "INSERT INTO locations (drafter_id, layout, uri, added_at) SELECT ?, layout, uri, added_at FROM locations"
         " WHERE drafter_id = ? ON CONFLICT DO NOTHING",
@@ -95,6 +101,7 @@ def absorb(conn: Any, twin: str, into: str) -> None:
         " derived_from FROM lineage"
         " WHERE drafter_id = ? ORDER BY id ON CONFLICT DO NOTHING",
         "UPDATE aliases SET drafter_id = ? WHERE drafter_id = ?",
+        "UPDATE acceptance SET drafter_id = ? WHERE drafter_id = ?",
     ):
         conn.execute(statement, (into, twin))
     add_alias(conn, twin, into)

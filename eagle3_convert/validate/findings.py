@@ -35,8 +35,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-CONFIG-KEY-PLACE": ("error", "a key the reader reads sits one level off (top level vs a nested object)"),
     "W-CONFIG-KEY-UNKNOWN": ("warning", "a config key the layout's producers never write (carried verbatim)"),
     "W-CONFIG-KEY-FOREIGN": ("warning", "a key other layouts' engines read and this layout's do not (not carried)"),
-    "W-KIND-UNCHECKED": ("warning", "a drafter kind (DFlash, DSpark) recognised by name: only the fields its engine "
-                                    "needs are checked, and it is not converted"),
+    "I-KIND-BLOCK-DIFFUSION": ("info", "a block-diffusion drafter (DFlash, DSpark): checked by its reader and each "
+                                       "engine's reading, not by the EAGLE-3 checks (DSpark's head shapes unchecked)"),
     "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
     "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
     "E-ENGINE-REFUSES": ("error", "the engine refuses this file loudly (a field its drafter kind needs is missing, "

@@ -152,4 +152,5 @@ LAYOUT_ENGINES: dict[str, tuple[str, ...]] = {
     "eagle": ("sglang", "vllm"), "modelopt": ("trtllm",),  # ModelOpt's ids are TensorRT-LLM's; vLLM: --engine
     "gguf": ("llamacpp",),
     "nemo": ("vllm",),  # served by none as it is: vLLM's refusal says why
+    "dflash": ("vllm", "sglang"),
 }

@@ -8,11 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..atomic import CONFIG_NAME
-from ..converters.layout import BLOCK_DIFFUSION, ConvertOptions, Layout, block_diffusion_problems, drafter_kind
+from ..converters.layout import ConvertOptions, Layout, drafter_kind
 from ..converters.registry import detect, get_layout, layouts
-from ..drafter import TargetIdentity
+from ..drafter import BLOCK_KINDS, KIND_LABELS, TargetIdentity
+from ..engines import REFUSES, SERVING, UNKNOWN, WRONG, releases_of, serve_verdicts, target_context
+from ..engines.block_diffusion import VLLM_RUNNER_ONLY
+from ..names import LABELS, engine_of, runners_of
 from ..errors import CaptureConflict, Eagle3Error, FormatError
-from .. import provenance
+from .. import provenance, schemas
 from .capture import check_capture, check_known, read_capture_ids
 from .config import check_rope, check_schema, read_config
 from .context import Context
@@ -83,14 +86,8 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     if from_layout != "auto":
         report.detected_by = "given with --from"
         return [get_layout(from_layout)]
-    kind, named = drafter_kind(raw.config or {})
-    if kind in BLOCK_DIFFUSION:  # a kind recognised by name: no EAGLE-3 check applies, only its own fields
-        report.findings.append(finding(
-            "W-KIND-UNCHECKED", f"{named}: a {BLOCK_DIFFUSION[kind]} drafter; only the fields vLLM needs to build it "
-            "are checked (no tensor, capture or engine check), and this tool does not convert it",
-            f"serve it as published: vLLM builds {BLOCK_DIFFUSION[kind]} drafters from this config", where=CONFIG_NAME))
-        report.findings += [finding("E-CONFIG-FIELD", why, f"write {field} into config.json, as the drafter was "
-                                    "trained", where=f"$.{field}") for field, why in block_diffusion_problems(raw.config)]
+    if drafter_kind(raw.config or {})[0] in BLOCK_KINDS:  # none of the EAGLE-3 checks below applies
+        report.findings += _block_diffusion(raw, report)
         return []
     ckpt = raw.checkpoint()
     try:
@@ -111,6 +108,49 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     report.detected_by = detection.reason
     report.candidates = [detection.layout]
     return [get_layout(detection.layout)]
+
+
+def _block_diffusion(raw: RawCheckpoint, report: Report) -> list[Finding]:
+    """A DFlash or DSpark drafter: its layout's reader (fields, ids, tensor table against fc), then each engine's
+    verdict (engines/block_diffusion.py). The validator's EAGLE-3 checks do not apply."""
+    ckpt = raw.checkpoint()
+    try:
+        detection = detect(ckpt)
+        drafter = ckpt.read_as(get_layout(detection.layout), ConvertOptions(target=sidecar_target(raw.sidecar)))
+    except Eagle3Error as exc:
+        return [from_error(exc, where=CONFIG_NAME)]
+    report.layout, report.detected_by, report.candidates = detection.layout, detection.reason, [detection.layout]
+    cfg = drafter.config
+    engines = report.engines or list(LAYOUT_ENGINES[detection.layout])
+    report.engines += [e for e in engines if e not in report.engines]
+    found = [finding("I-KIND-BLOCK-DIFFUSION", f"a {KIND_LABELS[cfg.kind]} drafter: its fields, target layers and "
+                     "tensor table are checked, and each engine's reading; the EAGLE-3 checks and the shapes of "
+                     "DSpark's heads are not", where=CONFIG_NAME)]
+    if detection.layout == "dflash":  # (the speculators schema is EAGLE-3's: the reader checks this kind's fields)
+        found += [finding("E-SCHEMA", f"config.json {v.path}: {v.message} (dflash schema)", f"fix {v.path} in "
+                          "config.json", where=v.path) for v in schemas.violations("dflash", raw.config)]
+    serves = serve_verdicts(raw.config, raw.tensors, cfg, target_context(cfg), [r for e in engines for r in
+                                                                              runners_of(e)], report.releases)
+    only = VLLM_RUNNER_ONLY.get(cfg.kind)
+    for runner, verdict in serves.items():
+        if engine_of(runner) == "vllm" and only not in (None, runner):
+            if only in serves and serves[only].verdict in SERVING:  # said once, as a limit of the engine
+                found.append(finding("W-ENGINE-CAVEAT", f"{LABELS[runner]}: {verdict.why}", "serve it with vLLM's "
+                                     "V2 runner (VLLM_USE_V2_MODEL_RUNNER=1)", CONFIG_NAME, "vllm"))
+            continue  # (else the V2 runner's own finding says what it needs)
+        if verdict.verdict == UNKNOWN:  # as validate/engine.py says it of any other kind
+            known = releases_of(engine_of(runner)).knows(verdict.release or "")
+            found.append(finding("W-ENGINE-UNKNOWN" if known else "W-ENGINE-RELEASE-UNKNOWN", f"{LABELS[runner]}: "
+                                 f"{verdict.why}", "judge the file on the engine itself, or serve it with an engine "
+                                 "whose reading is known", where=CONFIG_NAME, engine=engine_of(runner)))
+        elif verdict.verdict in (REFUSES, WRONG):
+            code = "E-ENGINE-REFUSES" if verdict.verdict == REFUSES else "E-ENGINE-WRONG"
+            home = "speculators" if runner == "speculators" else "dflash"
+            dest = f"{Path(report.source).name or 'drafter'}-{home}"
+            found.append(finding(code, f"{LABELS[runner]}: {verdict.why}", "write the file this engine reads: "
+                                 f"`eagle3-convert --to {home} {report.source} {dest}`", where=CONFIG_NAME,
+                                 engine=engine_of(runner)))
+    return found
 
 
 def _explicit_from(raw: RawCheckpoint, given: str, target: TargetIdentity | None) -> list[Finding]:

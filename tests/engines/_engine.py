@@ -124,6 +124,17 @@ def captured_input(states: torch.Tensor, boundaries: list[int]) -> torch.Tensor:
     return torch.cat([states[b] for b in boundaries], dim=-1)
 
 
+def fed_back(inputs: dict[str, torch.Tensor], fused: torch.Tensor, aux: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The second draft step from the last position, as one causal prefill over T+1 positions: rows 0..T-1 are the
+    first step's (the verified cache), row T feeds back the last position's handed-on state `aux[-1]` with the
+    drafted token's embedding `fed_embeds`, at position T. Its last row equals a decode step that attends to the
+    cache and to itself, without the engine's paged KV cache."""
+    t = inputs["embeds"].shape[0]
+    return {"input_ids": torch.cat([inputs["input_ids"], inputs["input_ids"][-1:]]),  # unread: embeds are given
+            "positions": torch.arange(t + 1), "embeds": torch.cat([inputs["embeds"], inputs["fed_embeds"]]),
+            "hidden": torch.cat([fused, aux[-1:]])}
+
+
 def causal_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int, num_kv_heads: int,
                 head_dim: int, v_head_dim: int, scale: float) -> torch.Tensor:
     """Allowed stand-in for the paged attention op: one causal prefill over the T tokens."""

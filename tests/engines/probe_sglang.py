@@ -8,7 +8,8 @@ Each job: {"id", "draft", "target", "inputs"} (see probe_vllm.py). Per job it re
   capture_ids      {"sglang": the ids resolve_spec_aux_hidden_state_config hands the target}
   layers_to_capture  what the target class's own set_eagle3_layers_to_capture made of them
   params           a safetensors file of every parameter after load_weights, plus hot_token_id
-  forward          the drafter's outputs on the states the target captures, or SGLang's error
+  forward          the drafter's outputs on the states the target captures, or SGLang's error; with
+                   fed_embeds (see _engine.fed_back) also its logits and the fed-back step's outputs
 
 The engine path is SGLang's own: ServerArgs published through runtime_context.publish (world
 size 1), init_distributed_environment + initialize_model_parallel on gloo, ModelConfig (the
@@ -101,6 +102,23 @@ def prepare_forward(model: torch.nn.Module) -> None:
                 setattr(module, name, SDPAAttention(child))
 
 
+def fuse(inner: torch.nn.Module, captured: torch.Tensor) -> torch.Tensor:
+    """The fused state SGLang's LlamaModel.forward makes of captured states wider than H (llama_eagle3.py), by its own
+    modules: the fed-back step mixes those rows with the H-wide state handed on, which it would not fuse."""
+    if inner.input_norm is not None:
+        captured = inner.input_norm(captured)
+    if inner.fc_norm is not None:
+        chunks = captured.chunk(inner.num_aux_hidden_states, dim=-1)
+        captured = torch.cat([norm(chunk) for norm, chunk in zip(inner.fc_norm, chunks)], dim=-1)
+    return inner.fc(captured)
+
+
+def draft_logits(model: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """Allowed stand-in for the LogitsProcessor (it needs a whole forward batch): their lm_head's weight applied to
+    the hidden; the drafted token is hot_token_id[argmax], as SGLang maps it."""
+    return hidden @ model.lm_head.weight.T
+
+
 def forward_batch(hidden: torch.Tensor):
     """Only what the EAGLE-3 drafter's LlamaModel.forward reads when given input_embeds."""
     mode = SimpleNamespace(is_extend=lambda: True, is_draft_extend_v2=lambda: False, is_decode=lambda: False,
@@ -165,8 +183,16 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
                 hidden = _engine.captured_input(inputs["states"], captured)
                 out, aux_out = model.model(inputs["input_ids"], inputs["positions"], forward_batch(hidden),
                                            input_embeds=inputs["embeds"])
+                outputs = {"hidden": out, "aux": aux_out[0]}
+                if "fed_embeds" in inputs:
+                    outputs["logits"] = draft_logits(model, out)
+                    fed = _engine.fed_back(inputs, fuse(model.model, hidden), aux_out[0])
+                    out, aux_out = model.model(fed["input_ids"], fed["positions"], forward_batch(fed["hidden"]),
+                                               input_embeds=fed["embeds"])
+                    outputs.update(hidden_fed=out[-1:], aux_fed=aux_out[0][-1:],
+                                   logits_fed=draft_logits(model, out[-1:]))
             result["outputs"] = _engine.save(os.path.join(out_dir, f"{job['id']}.sglang.forward.safetensors"),
-                                             {"hidden": out, "aux": aux_out[0]})
+                                             outputs)
         except Exception as exc:  # noqa: BLE001
             result["error"] = _engine.engine_error(exc)
         report["forward"]["sglang"] = result

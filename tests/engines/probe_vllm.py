@@ -4,7 +4,7 @@
 
 Each job: {"id", "draft", "target", "inputs"} (inputs: a safetensors file with input_ids,
 positions, embeds [T, H] and states [L+1, T, Ht], the fake target hidden state at every
-capture boundary). Per job it reports:
+capture boundary; optionally fed_embeds [1, H], see _engine.fed_back). Per job it reports:
   stage/error      the step of vLLM's own path that raised, and vLLM's own message
   architecture     the class vLLM's registry resolved the draft's `architectures` to
   capture_ids      {"vllm-v1": GPUModelRunner._get_eagle3_aux_layers_from_config,
@@ -12,7 +12,8 @@ capture boundary). Per job it reports:
                    (None: the runner falls back to the target's defaults, also reported)
   params           a safetensors file of every parameter after load_weights
   forward          per runner, the drafter's outputs on the states that runner captures, or the
-                   error vLLM raised on them
+                   error vLLM raised on them; with fed_embeds also its logits (compute_logits) and the
+                   fed-back step's outputs and logits
 
 The engine path is vLLM's own: ModelConfig / SpeculativeConfig (which parse the draft config,
 speculators format included, and check the verifier), VllmConfig, init_distributed_environment
@@ -139,8 +140,14 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
                 with set_current_vllm_config(config), torch.no_grad():
                     hidden = model.combine_hidden_states(_engine.captured_input(inputs["states"], captured))
                     out, aux = model(inputs["input_ids"], inputs["positions"], hidden, inputs["embeds"])
+                    outputs = {"hidden": out, "aux": aux}
+                    if "fed_embeds" in inputs:  # their compute_logits (draft logits scattered onto target ids)
+                        outputs["logits"] = model.compute_logits(out)
+                        fed = _engine.fed_back(inputs, hidden, aux)
+                        out, aux = model(fed["input_ids"], fed["positions"], fed["hidden"], fed["embeds"])
+                        outputs.update(hidden_fed=out[-1:], aux_fed=aux[-1:], logits_fed=model.compute_logits(out[-1:]))
                 result["outputs"] = _engine.save(os.path.join(out_dir, f"{job['id']}.{runner}.forward.safetensors"),
-                                                 {"hidden": out, "aux": aux})
+                                                 outputs)
             except Exception as exc:  # noqa: BLE001
                 result["error"] = _engine.engine_error(exc)
             report["forward"][runner] = result

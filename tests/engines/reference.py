@@ -7,6 +7,12 @@ cat(input_layernorm(embed), hidden_norm(h)) with residual h (hidden_norm(h) unde
 norm_before_residual); later layers normalise with input_layernorm; norm_before_fc normalises
 the fused input, fc_norm each captured state; the output is norm(h + residual) and the state
 handed to the next draft step is the pre-norm sum (the post-norm one under norm_output).
+
+Kept apart from eagle3_convert/verify/reference.py on purpose: this is the judge of what our converter wrote,
+built from the spec's tensors and flags; verify's maths is built from a drafter as our readers read it, so a flag
+misread on the way in would pass both the conversion and a judge made from it. The two are not left to drift:
+tests/test_verify.py checks verify's equals this one for every Llama/Qwen3 flag case, and tests/test_engines_verify.py
+checks verify's against the engines' own forward.
 """
 
 from __future__ import annotations
