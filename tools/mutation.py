@@ -291,6 +291,7 @@ def recheck(module: str, tests: list[str]) -> dict:
     for name in subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "tests"], cwd=REPO, check=True,
                                capture_output=True).stdout.decode().split("\0"):
         if name:
+            (work / "mutants" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, work / "mutants" / name)
     env = {**os.environ, "PYTHONPATH": str(work / "mutants"), "PY_IGNORE_IMPORTMISMATCH": "1"}
 
