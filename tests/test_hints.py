@@ -35,7 +35,8 @@ VALIDATE_HINT_COMMANDS = {
     "E-CAPTURE-FC-BYPASSED": ("--to vllm",),
     "E-CAPTURE-MISMATCH": ("--to sglang",),
     "E-CAPTURE-RANGE": ("--to modelopt", "--to sglang"),
-    "E-CAPTURE-RECORD": ("--to vllm",),
+    "E-CAPTURE-RECORD": ("--capture-layers 2,4,5 --convention boundary --to sglang",  # the recorded layers
+                         "--capture-layers 2,4,6 --convention boundary --to sglang"),  # or the restatement
     "E-CAPTURE-UNREACHABLE": ("--to vllm",),
     "E-CONFIG-TARGET-HIDDEN-NULL": ("--to vllm",),
     "E-DEEP-NONFINITE": ("--to vllm",),

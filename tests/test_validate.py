@@ -364,8 +364,8 @@ CASES: dict[str, Case] = {
                                 with_engines("sglang")),
     "E-CAPTURE-FC-BYPASSED": Case(built("sglang"), edit_config(
         lambda c: c["eagle_config"].__setitem__("use_aux_hidden_state", False))),
-    "E-CAPTURE-RECORD": Case(built("sglang"), _ids(nested=[1, 3, 5]),
-                             lambda tmp: {"known": [Known("the training record", [2, 4, 5], in_registry=True)]}),
+    # the sidecar our converter wrote beside it records the trained layers: what a CLI user has (issue 21)
+    "E-CAPTURE-RECORD": Case(converted("sglang"), _ids(top=[2, 4, 6], nested=[1, 3, 5])),
     # the sidecar beside it (written with the config before) names the verifier: a config naming another (issue 21)
     "E-RECORD-CONFLICT": Case(converted("speculators"), edit_config(
         lambda c: c["speculators_config"]["verifier"].update(name_or_path="org/other-model"))),

@@ -7,6 +7,9 @@ would let through. Writes a report: module, mutants, killed, survived (and the o
     python tools/mutation.py                                          # every module of MODULES (hours)
     python tools/mutation.py --list                                   # the modules and their tests
     python tools/mutation.py MODULE --recheck tests/test_mutation_kills.py  # its survivors against new tests
+    python tools/mutation.py MODULE --recheck tests/test_x.py --select "key"  # ... only the tests -k key selects
+    python tools/mutation.py MODULE --recheck tests/test_x.py --unrun  # a stopped run: the mutants it did not reach
+    python tools/mutation.py MODULE --rerun tests/test_x.py [--select EXPR] [--unrun]  # the same, run by mutmut
 
 It is not part of the test command: each selected test runs once per mutant that reaches it. Each module runs
 in its own copy of the repository's tracked files under build/mutation/<module>/ (mutmut reads its settings
@@ -36,6 +39,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "build" / "mutation"
 
+# Subprocess tests, which mutmut cannot select per mutant (see above), and whose child process, run from a temporary
+# directory without the checkout on PYTHONPATH, imports eagle3_convert only where the package is installed
+_NO_SUBPROCESS_VALIDATE = ["--deselect", "tests/test_validate.py::test_cli_validates_a_hub_repo_from_the_offline_cache"]
+_NO_SUBPROCESS_DETECT = [arg for test in ("test_a_third_party_layout_is_found_through_entry_points",
+                                          "test_a_broken_plugin_does_not_break_the_built_in_layouts",
+                                          "test_inspect_resolves_a_repo_id_from_the_hf_cache_offline")
+                         for arg in ("--deselect", f"tests/test_detect.py::{test}")]
+# On a 2-core machine shared with other work a surviving mutant costs about three times its tests' CPU time, so the
+# costliest tests are left out: the config-mutation corpus (one 8-second test) and the matrix's lossless round trips
+# (three conversions and three reads each; the matrix's refusals and samples stay).
+_NO_CORPUS = ["--deselect", "tests/test_config_mutations.py::test_no_config_mutation_changes_the_drafter_in_silence"]
+# The layouts' own modules, which every conversion reaches: the kill tests first (the cheapest to fail).
+_LAYOUT_TESTS = ["tests/test_mutation_kills_layouts.py", "tests/test_detect.py", *_NO_SUBPROCESS_DETECT,
+                 "tests/test_layouts_matrix.py", "-k", "not test_round_trip_is_lossless"]
 # module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
 # reach the mutated function)
 MODULES: dict[str, list[str]] = {
@@ -44,13 +61,14 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/vocab_map.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py",
                                     "tests/test_validate.py", "tests/test_convert_roundtrip.py"],
     "eagle3_convert/converters/layout.py": ["tests/test_mutation_kills_layouts.py", "tests/test_caught_bugs.py",
-                                            "tests/test_detect.py"],
-    "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", "tests/test_config_mutations.py"],
-    "eagle3_convert/converters/sglang.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
-    "eagle3_convert/converters/vllm.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
-    "eagle3_convert/converters/speculators.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
-    "eagle3_convert/converters/eagle.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
-    "eagle3_convert/converters/modelopt.py": ["tests/test_layouts_matrix.py", "tests/test_detect.py"],
+                                            "tests/test_detect.py", *_NO_SUBPROCESS_DETECT],
+    "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", *_NO_SUBPROCESS_VALIDATE,
+                                                 "tests/test_config_mutations.py", *_NO_CORPUS],
+    "eagle3_convert/converters/sglang.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/vllm.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/speculators.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/eagle.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/modelopt.py": _LAYOUT_TESTS,
     "eagle3_convert/validate/tensors.py": ["tests/test_mutation_kills_validate.py", "tests/test_caught_bugs.py",
                                            "tests/test_validate.py"],
     "eagle3_convert/validate/vocab.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py"],
@@ -187,6 +205,45 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.validate.vocab.x_check_vocab__mutmut_{n}":
        "the E-VOCAB-T2D code test: its one message (vocab_map) starts with 't2d', which the next test already "
        "points at t2d" for n in (19, 20)},
+    # converters/config_keys.py (session 6)
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_1":
+        "prev2 is read only from the second row on, after the first row set it",
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_6":
+        "a longer first row changes only an empty key's distance, and every table key is longer than any limit (3)",
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_15":
+        "each cell of the row is written before it is read: its initial value is never used",
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_43":
+        "the wrap-around at j = 1 offers prev2[-1] + 1 (the whole candidate against a shorter prefix), never below "
+        "the cell within a limit: 43,200 random near misses of every table key are judged the same",
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_64":
+        "a later early exit returns the exact distance, above the limit whenever the exit would have fired; callers "
+        "only ask d <= limit",
+    "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_66":
+        "limit + 2 or limit + 1: both above the limit, which is all callers ask",
+    **{f"eagle3_convert.converters.config_keys.x__json_type__mutmut_{n}":
+       "the name of a type json.loads never makes (every JSON type is in the table)" for n in (5, 7, 21)},
+    **{f"eagle3_convert.converters.config_keys.x__squash__mutmut_{n}":
+       "the same change on both sides of the comparison ('XXXX' between the letters, upper for lower): two ASCII "
+       "keys squash equal exactly when they did" for n in (2, 3)},
+    # converters/speculators.py (session 6)
+    **{f"eagle3_convert.converters.speculators.x_required_mask_token__mutmut_{n}":
+       "only an int or None reaches it: the key table refuses a speculators mask token that is no integer (a "
+       "boolean included), vLLM's reader a flat one, so the regrouped `or`/`and` decide the same" for n in (2, 3)},
+    **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
+       "the key table refuses a draft_vocab_size that is no positive integer before this check (E-CONFIG-FIELD)"
+       for n in (78, 81)},
+    **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
+       "raw.get(flag), raw.get(flag, None) and raw.get(flag, False) all read an absent flag as false"
+       for n in (108, 110)},
+    "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁdetect__mutmut_23":
+        "confident None instead of False: the registry tests it for truth, and None is as false",
+    "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_170":
+        "speculators has no renaming rule, so to_canonical never reads the layer count",
+    "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_193":
+        "a speculators_config that is no object is refused by the key table first; an absent one gives None both ways",
+    **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
+       "the verifier kept in the source's own speculators_config is overwritten by the writer with the one it names"
+       for n in (236, 237)},
     **{f"eagle3_convert.validate.capture.x__convention_warning__mutmut_{n}":
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
@@ -275,19 +332,37 @@ def survivor_diffs(work: Path, env: dict[str, str]) -> list[str]:
                            capture_output=True, text=True).stdout for name in names]
 
 
-def recheck(module: str, tests: list[str]) -> dict:
+def stopped_run(work: Path) -> dict[str, list[str]]:
+    """The mutants of a full run that was stopped (mutmut records each result in mutants/**/*.meta as it goes):
+    those it ran, by outcome, and those it did not reach."""
+    outcomes: dict[str, list[str]] = {"killed": [], "survived": [], "not_run": [], "other": []}
+    for meta in (work / "mutants").rglob("*.meta"):
+        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            key = {1: "killed", 0: "survived", None: "not_run"}.get(code, "other")
+            outcomes[key].append(name)
+    return {k: sorted(v) for k, v in outcomes.items()}
+
+
+def recheck(module: str, tests: list[str], select: str | None = None, unrun: bool = False,
+            mutants: list[str] | None = None) -> dict:
     """Run the survivors of the last full run of `module` again, against `tests` as they are now (the tests/ of the
     repository replace those of its copy): which of them a new test kills. Cheaper than a full run; the survivors
     of the full run are the only mutants whose outcome new tests can change."""
     work = OUT / module.replace("/", "_").removesuffix(".py")
     survivors_file = work / "survivors.txt"
-    if not survivors_file.exists():
+    if mutants is not None:
+        names = mutants
+    elif survivors_file.exists() and not unrun:
+        names = re.findall(r"^# (\S+): survived$", survivors_file.read_text(), re.M)
+        # and the mutants no selected test reached (mutmut's "no tests"): a new test may reach them
+        listed = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work,
+                                capture_output=True, text=True,
+                                env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout
+        names += re.findall(r"^\s+(\S+): no tests$", listed, re.M)
+    elif (work / "mutants").is_dir():  # a stopped run: its survivors, or (unrun) the mutants it did not reach
+        names = stopped_run(work)["not_run" if unrun else "survived"]
+    else:
         raise SystemExit(f"no full run of {module} to recheck: run `python tools/mutation.py {module}` first")
-    names = re.findall(r"^# (\S+): survived$", survivors_file.read_text(), re.M)
-    # mutants no selected test reached ("no tests"): a new test may reach them
-    listed = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, capture_output=True,
-                            text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout
-    names += re.findall(r"^\s+(\S+): no tests$", listed, re.M)
     for name in subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "tests"], cwd=REPO, check=True,
                                capture_output=True).stdout.decode().split("\0"):
         if name:
@@ -297,15 +372,47 @@ def recheck(module: str, tests: list[str]) -> dict:
 
     def run(mutant: str) -> int:
         return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", TIERS,
-                               *tests], cwd=work / "mutants", env=env | {"MUTANT_UNDER_TEST": mutant},
-                              capture_output=True).returncode
+                               *(["-k", select] if select else []), *tests], cwd=work / "mutants",
+                              env=env | {"MUTANT_UNDER_TEST": mutant}, capture_output=True).returncode
 
     if run("") != 0:  # the unmutated code must pass, or a failure below would prove nothing
         raise SystemExit(f"{' '.join(tests)} fail on the unmutated copy of {module}")
-    outcome = {name: run(name) for name in names}
-    return {"module": module, "tests": tests, "killed_now": [n for n, rc in outcome.items() if rc == 1],
+    outcome: dict[str, int] = {}
+    suffix = "-unrun" if unrun else ""
+    with open(work / f"recheck{suffix}-progress.txt", "w", encoding="utf-8") as progress:  # to follow a long recheck
+        for name in names:
+            outcome[name] = run(name)
+            print(name, outcome[name], file=progress, flush=True)
+    return {"module": module, "tests": tests, "select": select,
+            "killed_now": [n for n, rc in outcome.items() if rc == 1],
             "still_surviving": [n for n, rc in outcome.items() if rc == 0],
             "errors": {n: rc for n, rc in outcome.items() if rc not in (0, 1)}}
+
+
+def rerun(module: str, tests: list[str], names: list[str], tag: str, max_children: int) -> dict:
+    """Run the mutants `names` of `module` again with mutmut, in a fresh copy of the repository (the tests as they are
+    now) whose selection is `tests`: the same outcome as --recheck, but each mutant is forked from one process that
+    imported everything once (mutmut's runner), not started anew, which on a loaded machine is ten times cheaper."""
+    work = OUT / f"{module.replace('/', '_').removesuffix('.py')}-{tag}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    copy_repo(work)
+    with open(work / "pyproject.toml", "a", encoding="utf-8") as f:
+        f.write(mutmut_settings(module, tests))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *names],
+                         cwd=work, env=env, capture_output=True, text=True)
+    (work / "mutmut-run.log").write_text(run.stdout + run.stderr)
+    if run.returncode != 0:
+        raise SystemExit(f"mutmut failed on {module} (exit {run.returncode}); see {work / 'mutmut-run.log'}")
+    outcome = {name: code for name, code in ((n, c) for meta in (work / "mutants").rglob("*.meta")
+                                             for n, c in json.loads(meta.read_text())["exit_code_by_key"].items())
+               if name in set(names)}
+    return {"module": module, "tests": tests, "seconds": round(time.monotonic() - started),
+            "killed_now": sorted(n for n, c in outcome.items() if c == 1),
+            "still_surviving": sorted(n for n, c in outcome.items() if c == 0),
+            "other": {n: c for n, c in outcome.items() if c not in (0, 1)}}
 
 
 def write_report(rows: list[dict], path: Path) -> None:
@@ -332,6 +439,16 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
     parser.add_argument("--recheck", nargs="+", metavar="TEST", help="rerun the survivors of the last full run of "
                         "each module against these test files only (after adding tests that kill them)")
+    parser.add_argument("--unrun", action="store_true", help="with --recheck, after a full run that was stopped: "
+                        "the mutants it did not reach instead of its survivors (read from mutants/**/*.meta)")
+    parser.add_argument("--rerun", nargs="+", metavar="TEST", help="like --recheck, but run by mutmut in a fresh "
+                        "copy (one process forked per mutant): the survivors of the last full run, stopped or not, or "
+                        "with --unrun the mutants a stopped run did not reach")
+    parser.add_argument("--mutants", type=Path, metavar="FILE", help="with --rerun or --recheck: the mutants named in "
+                        "FILE instead (one a line; e.g. those a first rerun left surviving, or mutants of code that "
+                        "runs only at import, which only --recheck's fresh process sees)")
+    parser.add_argument("--select", metavar="EXPR", help="with --recheck or --rerun: only the tests pytest -k EXPR "
+                        "selects (a surviving mutant runs every selected test)")
     args = parser.parse_args()
     if args.list:
         for module, tests in MODULES.items():
@@ -340,10 +457,32 @@ def main() -> None:
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         raise SystemExit(f"not in MODULES: {', '.join(unknown)} (see --list)")
+    if args.rerun:
+        for module in args.modules:
+            work = OUT / module.replace("/", "_").removesuffix(".py")
+            survivors = work / "survivors.txt"
+            if args.mutants:
+                names = args.mutants.read_text().split()
+            elif survivors.exists() and not args.unrun:
+                names = re.findall(r"^# (\S+): survived$", survivors.read_text(), re.M)
+            else:
+                names = stopped_run(work)["not_run" if args.unrun else "survived"]
+            tests = args.rerun + (["-k", args.select] if args.select else [])
+            tag = "rerun-unrun" if args.unrun else "rerun-again" if args.mutants else "rerun"
+            result = rerun(module, tests, names, tag, args.max_children)
+            (OUT / f"{tag}-{work.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+            print(f"{module}: {len(names)} mutants run again, {len(result['killed_now'])} killed now, "
+                  f"{len(result['still_surviving'])} still surviving, {len(result['other'])} other outcomes "
+                  f"({result['seconds']} s)")
+            for name in result["still_surviving"]:
+                print(f"- {name}: {EQUIVALENT.get(name, 'NOT CLASSIFIED: no test kills it')}")
+        return
     if args.recheck:
         for module in args.modules or MODULES:
-            result = recheck(module, args.recheck)
-            (OUT / f"recheck-{module.replace('/', '_').removesuffix('.py')}.json").write_text(
+            result = recheck(module, args.recheck, args.select, args.unrun,
+                             args.mutants.read_text().split() if args.mutants else None)
+            name = module.replace("/", "_").removesuffix(".py")
+            (OUT / f"recheck{'-unrun' if args.unrun else ''}-{name}.json").write_text(
                 json.dumps(result, indent=2) + "\n")
             equivalent = [n for n in result["still_surviving"] if n in EQUIVALENT]
             print(f"{module}: {len(result['killed_now'])} survivors killed now, {len(result['still_surviving'])} "

@@ -102,11 +102,7 @@ class SpeculatorsLayout(Layout):
                                "write norm_before_residual (true or false, as the drafter was trained; the "
                                "speculators trainer writes true) into a copy of config.json and convert that",
                                code="E-CONFIG-DEFAULTS-DIFFER")
-        ids = raw.get(IDS_KEY)
-        if ids is not None and (not isinstance(ids, list)
-                                or not all(is_int(x) for x in ids)):
-            raise FormatError(f"eagle_aux_hidden_state_layer_ids is {ids!r}", "it must be a list of integers or null",
-                              code="E-CAPTURE-FIELD")
+        ids = raw.get(IDS_KEY)  # its type is config_keys' to check (E-CAPTURE-FIELD), before any reader runs
         fields["capture_boundaries"] = ids
         fields["kind"] = kind
         if kind == "peagle":
