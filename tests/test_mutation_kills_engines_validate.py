@@ -218,6 +218,15 @@ READINGS: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetConte
                                         "midlayer.mlp.down_proj.weight (+7 more))")], **TRT_RUNTIME)),
     "trtllm: a sliding window": ("trtllm", file("modelopt", top(**WINDOW)), L8,
                                  served(caveats=[TRT_WINDOW.format(64)], **TRT_RUNTIME)),
+    "trtllm: a speculators file with a model_type": ("trtllm", file("speculators", top(model_type="llama")), L8,
+                                                     refused("TensorRT-LLM reads the config through transformers and "
+                                                             "needs a model_type (speculators configs have none)")),
+    "trtllm: q/k norms and layer 1's norm as input_layernorm": (
+        "trtllm", file("modelopt", names(add=("layers.0.self_attn.q_norm.weight",),
+                                         drop=("layers.1.hidden_norm.weight",)), num_layers=2), L8,
+        served(silent=[TRT_DROPS.format("q/k norms (layers.0.self_attn.q_norm.weight)"),
+                       TRT_DROPS.format("the pre-attention norm of layers >= 1 (it reads hidden_norm there) "
+                                        "(layers.1.input_layernorm.weight)")], **TRT_RUNTIME)),
     "trtllm: a window in a nested decoder config": ("trtllm", file("modelopt", top(transformer_layer_config=WINDOW)),
                                                     L8, served(caveats=[TRT_WINDOW.format(64)], **TRT_RUNTIME)),
     "trtllm: a nested decoder config without a window": ("trtllm", file("modelopt", top(

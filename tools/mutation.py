@@ -202,6 +202,10 @@ EQUIVALENT: dict[str, str] = {
        "and the era after (+2) is newer, tried before" for n in (4, 7)},
     "eagle3_convert.engines.releases.xǁReleasesǁunknown_why__mutmut_6":
         "> 2 or > 1 known releases: no engine knows exactly two (SGLang 19, vLLM 23, the others one)",
+    "eagle3_convert.engines.trtllm.x_read__mutmut_101":
+        "the first silent drop: r.silent is still empty there, so = and += give the same list",
+    "eagle3_convert.engines.trtllm.x__yaml__mutmut_11":
+        "the one list it prints is eagle3_layers_to_capture, ints, which str() and json.dumps spell alike",
     **{f"eagle3_convert.validate.vocab.x_check_vocab__mutmut_{n}":
        "the E-VOCAB-T2D code test: its one message (vocab_map) starts with 't2d', which the next test already "
        "points at t2d" for n in (19, 20)},
