@@ -71,12 +71,23 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/converters/modelopt.py": _LAYOUT_TESTS,
     "eagle3_convert/validate/tensors.py": ["tests/test_mutation_kills_validate.py", "tests/test_caught_bugs.py",
                                            "tests/test_validate.py"],
-    "eagle3_convert/validate/vocab.py": ["tests/test_caught_bugs.py", "tests/test_validate.py"],
-    "eagle3_convert/validate/capture.py": ["tests/test_mutation_kills_capture.py", "tests/test_validate.py",
+    "eagle3_convert/validate/vocab.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py"],
+    "eagle3_convert/validate/capture.py": ["tests/test_mutation_kills_capture.py", "tests/test_engine_rules.py"],
+    "eagle3_convert/validate/config.py": ["tests/test_mutation_kills_validate.py", "tests/test_config_mutations.py"],
+    "eagle3_convert/validate/engine.py": ["tests/test_mutation_kills_capture.py", "tests/test_engine_releases.py",
+                                          "tests/test_engine_rules.py"],
+    "eagle3_convert/engines/__init__.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
+                                           "tests/test_engine_spellings.py", "tests/test_engine_rules.py"],
+    "eagle3_convert/engines/common.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
+                                         "tests/test_engine_rules.py"],
+    "eagle3_convert/engines/releases.py": ["tests/test_engine_releases.py", "tests/test_engine_spellings.py",
+                                           "tests/test_mutation_kills_engines.py"],
+    "eagle3_convert/engines/trtllm.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
+                                         "tests/test_trtllm_serve.py", "tests/test_engine_rules.py"],
+    "eagle3_convert/engines/llamacpp.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
                                            "tests/test_engine_rules.py"],
-    "eagle3_convert/validate/config.py": ["tests/test_validate.py", "tests/test_config_mutations.py"],
-    "eagle3_convert/validate/engine.py": ["tests/test_validate.py", "tests/test_engine_rules.py"],
-    "eagle3_convert/engines/__init__.py": ["tests/test_engine_rules.py", "tests/test_validate.py"],
+    "eagle3_convert/engines/speculators.py": ["tests/test_mutation_kills_engines.py",
+                                              "tests/test_engine_releases.py", "tests/test_engine_rules.py"],
     "eagle3_convert/engines/sglang.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_rules.py"],
     "eagle3_convert/engines/vllm.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_rules.py"],
     "eagle3_convert/atomic.py": ["tests/test_mutation_kills_atomic.py", "tests/test_force.py",
@@ -104,6 +115,20 @@ EQUIVALENT: dict[str, str] = {
         "only gpt-oss's raw rule reads the depth, and the shifted list (tried first) always reads back +1: "
         "capturable() already bounds b <= L, so max(b - 1) < L",
     "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_43": "the same call as mutant 39 (depth left out)",
+    # ids_for_engine's two ways of preferring the spelling older SGLang releases read alike, each moot given the
+    # other: the shifted list (b - 1) always reads back as b under the default rule (+1), SGLang tries it first,
+    # and where it works `safest` picks it; where it does not, only the unshifted list can work
+    **{f"eagle3_convert.capture_ids.x_ids_for_engine__mutmut_{n}":
+       "the order the candidates are tried in: `safest` picks the shifted list wherever it works, and every other "
+       "engine reads exactly one of the two back" for n in (33, 34)},
+    "eagle3_convert.capture_ids.x_ids_for_engine__mutmut_45":
+        "without `safest`, works[0]: SGLang tries the shifted list first, which, where it works, is the one safest "
+        "holds (b - 1 read +1 is b)",
+    **{f"eagle3_convert.capture_ids.x_ids_for_engine__mutmut_{n}": _DEFAULT_FAMILY.replace("string", "value")
+       for n in (48, 52, 54, 55)},
+    **{f"eagle3_convert.capture_ids.x_ids_for_engine__mutmut_{n}":
+       "the default rule never reads the target's depth (only gpt-oss's does): None or no depth is the same"
+       for n in (49, 53)},
     **{f"eagle3_convert.vocab_map.x_{fn}__mutmut_{n}": _BIG_ENDIAN_ONLY
        for fn, n in (("encode_d2t", 9), ("encode_d2t", 10), ("decode_ints", 17), ("decode_ints", 18))},
     **{f"eagle3_convert.vocab_map.xǁVocabMapǁ{fn}__mutmut_{n}": _REENCODED_SAME
@@ -163,6 +188,27 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.engines.vllm.x__read__mutmut_264":
         "> 1 or >= 1 layers: a one-layer file has no layer >= 1 for unread_later_norms to find (numbered as at "
         "main's 8e17d18, after the issue-23 merge)",
+    **{f"eagle3_convert.engines.common.x_flag__mutmut_{n}":
+       "config.get(key) without the default: an absent key then reads None, which returns the default as well"
+       for n in (4, 6)},
+    **{f"eagle3_convert.engines.common.x_num_layers__mutmut_{n}":
+       "the midlayer.* rule only adds layer 0, which never changes max(found) + 1 (and with nothing else found the "
+       "count is 1 either way): the rule is redundant" for n in (7, 9, 10, 11)},
+    "eagle3_convert.engines.common.x_trained_window__mutmut_19":
+        "a window of 0 comes back as 0 instead of None, and every caller (trtllm, sglang) tests it for truth",
+    **{f"eagle3_convert.engines.releases.xǁReleasesǁbetween__mutmut_{n}":
+       "serve_verdicts judges a release at its era's first release only to share one reading per era: a release "
+       "found in no era (-1) is judged at itself, which reads as its era does (eras are cut where a change lands), "
+       "and the era after (+2) is newer, tried before" for n in (4, 7)},
+    "eagle3_convert.engines.releases.xǁReleasesǁunknown_why__mutmut_6":
+        "> 2 or > 1 known releases: no engine knows exactly two (SGLang 19, vLLM 23, the others one)",
+    "eagle3_convert.engines.trtllm.x_read__mutmut_101":
+        "the first silent drop: r.silent is still empty there, so = and += give the same list",
+    "eagle3_convert.engines.trtllm.x__yaml__mutmut_11":
+        "the one list it prints is eagle3_layers_to_capture, ints, which str() and json.dumps spell alike",
+    **{f"eagle3_convert.validate.vocab.x_check_vocab__mutmut_{n}":
+       "the E-VOCAB-T2D code test: its one message (vocab_map) starts with 't2d', which the next test already "
+       "points at t2d" for n in (19, 20)},
     # converters/config_keys.py (session 6)
     "eagle3_convert.converters.config_keys.x__edit_distance__mutmut_1":
         "prev2 is read only from the second row on, after the first row set it",
@@ -216,6 +262,9 @@ EQUIVALENT: dict[str, str] = {
         "written from a validated model, and an unreadable old one stops the first load_one (which names it)",
 }
 TIERS = "not engines and not interop and not llamacpp"
+# Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
+# run, which runs them once, fails on them
+SUBPROCESS_ONLY = ["tests/test_validate.py::test_cli_validates_a_hub_repo_from_the_offline_cache"]
 ALSO_COPY = ["examples", "docs", "README.md"]  # what the tests read besides tests/ (mutmut copies those itself)
 OUTCOMES = ("killed", "survived", "no_tests", "timeout", "suspicious", "skipped", "segfault")
 
@@ -235,12 +284,15 @@ def mutmut_settings(module: str, tests: list[str]) -> str:
     def toml_list(items: list[str]) -> str:
         return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
+    deselected = [arg for test in SUBPROCESS_ONLY for arg in ("--deselect", test)]
+
     return ("\n[tool.mutmut]\n"
+            f"debug = {json.dumps(bool(os.environ.get('MUTATION_DEBUG')))}\n"  # mutmut prints each pytest run
             'source_paths = ["eagle3_convert"]\n'
             f"only_mutate = {toml_list([module])}\n"
             f"also_copy = {toml_list(ALSO_COPY)}\n"
             f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
-            f"pytest_add_cli_args = {toml_list(['-p', 'no:cacheprovider', '-m', TIERS])}\n")
+            f"pytest_add_cli_args = {toml_list(['-p', 'no:cacheprovider', '-m', TIERS, *deselected])}\n")
 
 
 def run_module(module: str, tests: list[str], max_children: int) -> dict:
@@ -250,8 +302,11 @@ def run_module(module: str, tests: list[str], max_children: int) -> dict:
     copy_repo(work)
     with open(work / "pyproject.toml", "a", encoding="utf-8") as f:
         f.write(mutmut_settings(module, tests))
-    # mutmut puts its mutants/ first on sys.path itself; a PYTHONPATH naming the original would hide the mutants
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # mutmut puts its mutants/ first on sys.path itself; a PYTHONPATH naming the original would hide the mutants.
+    # Naming mutants/ lets the tests' subprocesses (python -m eagle3_convert) import the package too, wherever the
+    # installed one points; made now, as Python caches a path entry missing at start-up as one with nothing in it
+    (work / "mutants").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(work / "mutants")}
     started = time.monotonic()
     run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)], cwd=work,
                          env=env, capture_output=True, text=True)
@@ -303,6 +358,11 @@ def recheck(module: str, tests: list[str], select: str | None = None, unrun: boo
         names = mutants
     elif survivors_file.exists() and not unrun:
         names = re.findall(r"^# (\S+): survived$", survivors_file.read_text(), re.M)
+        # and the mutants no selected test reached (mutmut's "no tests"): a new test may reach them
+        listed = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work,
+                                capture_output=True, text=True,
+                                env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout
+        names += re.findall(r"^\s+(\S+): no tests$", listed, re.M)
     elif (work / "mutants").is_dir():  # a stopped run: its survivors, or (unrun) the mutants it did not reach
         names = stopped_run(work)["not_run" if unrun else "survived"]
     else:
@@ -310,8 +370,9 @@ def recheck(module: str, tests: list[str], select: str | None = None, unrun: boo
     for name in subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "tests"], cwd=REPO, check=True,
                                capture_output=True).stdout.decode().split("\0"):
         if name:
+            (work / "mutants" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, work / "mutants" / name)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PY_IGNORE_IMPORTMISMATCH": "1"}
+    env = {**os.environ, "PYTHONPATH": str(work / "mutants"), "PY_IGNORE_IMPORTMISMATCH": "1"}
 
     def run(mutant: str) -> int:
         return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", TIERS,

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..capture_ids import IDS_KEY, convention_table, target_family
+from ..capture_ids import IDS_KEY, capture_context, convention_table
 from ..errors import UsageError
 from ..names import CAPTURE_CONVENTIONS, LABELS, LAYOUTS
 from ..registry.errors import RegistryError
@@ -63,9 +63,7 @@ def parse_size(text: str | None) -> int | None:
 
 def capture_rows(drafter: Any, target: Any) -> dict[str, Any]:
     cfg = drafter.config
-    who = target or cfg.target
-    depth = who.num_hidden_layers if who else None
-    family = target_family(who.model_type if who else None)
+    family, depth = capture_context(cfg.family, target, cfg.target)  # as convert spells the ids
     return {"boundaries": cfg.capture_boundaries if cfg.capture_boundaries is not None else "engine default",
             "target_layers": depth, "target_family": family,
             "per_engine": convention_table(cfg.capture_boundaries, depth, family)}

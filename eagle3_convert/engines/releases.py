@@ -33,10 +33,6 @@ class Change:
     since: str | None  # the first release that reads it the new way; None: in no release we know
     source: str  # the PR (or file) that made the change, and where the boundary was read
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"fact": self.fact, "before": self.before, "after": self.after, "since": self.since,
-                "source": self.source}
-
 
 def _key(release: str) -> Any:
     from packaging.version import InvalidVersion, Version
@@ -46,6 +42,13 @@ def _key(release: str) -> Any:
         return Version(build.group(1)) if build else Version(release)
     except InvalidVersion:
         raise ValueError(f"{release!r} is not a release number") from None
+
+
+def _key_or_none(release: str) -> Any:
+    try:
+        return _key(release)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -63,13 +66,12 @@ class Releases:
         return self.known[-1]
 
     def knows(self, release: str) -> bool:
+        """`release` is known, as spelled or as the same version (a known spelling that is no version, TensorRT-LLM's
+        source snapshot, matches only itself)."""
         if release in self.known:
             return True
-        try:
-            key = _key(release)
-        except ValueError:
-            return False
-        return any(_key(k) == key for k in self.known)
+        key = _key_or_none(release)
+        return key is not None and any(_key_or_none(k) == key for k in self.known)
 
     def canonical(self, release: str | None) -> str:
         """The known spelling of `release` (0.5.10 for 0.5.10.0); the newest for None."""
@@ -113,10 +115,6 @@ class Releases:
         return (f"{self.label} {release} is a release we know nothing about (we know {known}"
                 f"{'; ' + self.note if self.note else ''}): no verdict")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "known": list(self.known), "newest": self.newest,
-                "changes": [c.to_dict() for c in self.changes]}
-
 
 @dataclass(frozen=True)
 class EngineChoice:
@@ -124,9 +122,6 @@ class EngineChoice:
 
     spelling: str  # vllm, vllm-v1, sglang, ...
     release: str | None = None
-
-    def __str__(self) -> str:
-        return self.spelling + (f"=={self.release}" if self.release else "")
 
 
 def parse_choice(text: str, spellings: tuple[str, ...]) -> EngineChoice:
