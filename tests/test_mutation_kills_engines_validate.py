@@ -400,6 +400,17 @@ def test_a_tensorrt_llm_release_is_unknown_and_says_what_its_rules_rest_on(tmp_p
         "yourself")
 
 
+def test_the_unknown_release_hint_works_the_snapshot_named_is_judged(tmp_path: Path, monkeypatch):
+    """The hint above says to name TensorRT-LLM's snapshot: `--engine trtllm==2026-sources` (and the same in
+    $EAGLE3_ENGINES) is judged on it, not refused as 'not a release number' (a hint that did not work)."""
+    src = build_drafter(tmp_path / "drafter", "modelopt", DrafterSpec())
+    code, report = validate_for(src, "trtllm==2026-sources")
+    assert code == 0 and "W-ENGINE-RELEASE-UNKNOWN" not in [f[0] for f in findings(report)]
+    monkeypatch.setenv("EAGLE3_ENGINES", "trtllm==2026-sources")
+    done = run_cli("validate", src)
+    assert done.exit_code == 0 and "W-ENGINE-RELEASE-UNKNOWN" not in done.stdout + done.stderr, done.stderr
+
+
 def test_an_engine_or_release_spelled_wrong_is_refused_naming_the_spellings(tmp_path: Path):
     src = build_drafter(tmp_path / "drafter", "vllm", DrafterSpec())
     for engine, says in (

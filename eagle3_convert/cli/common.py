@@ -235,9 +235,16 @@ class EngineSpelling(click.ParamType):
         if isinstance(value, EngineChoice):
             return value
         try:
-            return parse_choice(value, ENGINE_SPELLINGS)
+            return parse_choice(value, ENGINE_SPELLINGS, _known_releases)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+
+
+def _known_releases(engine: str) -> tuple[str, ...]:
+    """The release spellings we know for `engine` (only asked of a release that is no version number)."""
+    from ..engines import releases_of  # the engine modules, which a command naming an engine loads anyway
+
+    return releases_of(engine).known
 
 
 ENGINE_HELP = ("ENGINE or ENGINE==RELEASE (repeatable: a fleet): the engine's newest release we know, or the one "
@@ -257,6 +264,6 @@ def chosen_engines(given: tuple[Any, ...]) -> tuple[Any, ...]:
     from ..engines.releases import fleet_from_env
 
     try:
-        return fleet_from_env(ENGINE_SPELLINGS)
+        return fleet_from_env(ENGINE_SPELLINGS, _known_releases)
     except ValueError as exc:
         raise UsageError(str(exc), "write it like EAGLE3_ENGINES='sglang==0.5.10,sglang,vllm==0.24.0'") from None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 FLEET_ENV = "EAGLE3_ENGINES"  # the fleet's releases, when a command is given no --engine
 
@@ -124,27 +124,30 @@ class EngineChoice:
     release: str | None = None
 
 
-def parse_choice(text: str, spellings: tuple[str, ...]) -> EngineChoice:
-    """`sglang`, `sglang==0.5.10`, `vllm-v1==0.24.0`; ValueError with the reason otherwise."""
+def parse_choice(text: str, spellings: tuple[str, ...],
+                 known_of: Callable[[str], tuple[str, ...]] = lambda _engine: ()) -> EngineChoice:
+    """`sglang`, `sglang==0.5.10`, `vllm-v1==0.24.0`, `trtllm==2026-sources` (`known_of`: an engine's known
+    release spellings, which hold one that is no version: TensorRT-LLM's source snapshot); ValueError otherwise."""
     name, sep, release = text.strip().partition("==")
     name, release = name.strip(), release.strip()
     if name not in spellings:
         raise ValueError(f"{name!r} is not an engine (one of {', '.join(spellings)}, optionally ==RELEASE)")
     if sep and not release:
         raise ValueError(f"{text!r} names no release after ==")
-    if release:
+    if release and release not in known_of(name):
         _key(release)  # a spelling that is no release number at all is refused; an unknown one is judged unknown
     return EngineChoice(name, release or None)
 
 
-def fleet_from_env(spellings: tuple[str, ...]) -> tuple[EngineChoice, ...]:
+def fleet_from_env(spellings: tuple[str, ...],
+                   known_of: Callable[[str], tuple[str, ...]] = lambda _engine: ()) -> tuple[EngineChoice, ...]:
     """$EAGLE3_ENGINES: `sglang==0.5.10, sglang==0.5.23 vllm==0.24.0`; ValueError naming the bad entry."""
     text = os.environ.get(FLEET_ENV, "")
     choices = []
     for item in re.split(r"[,\s]+", text.strip()):
         if item:
             try:
-                choices.append(parse_choice(item, spellings))
+                choices.append(parse_choice(item, spellings, known_of))
             except ValueError as exc:
                 raise ValueError(f"${FLEET_ENV}: {exc}") from None
     return tuple(choices)
