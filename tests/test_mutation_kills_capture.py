@@ -258,3 +258,15 @@ def test_a_nested_list_alone_read_as_vllm_without_its_markers(tmp_path: Path):
          "no conversion fixes this: writing the vllm layout is refused (config.json captures boundaries [2, 4, 7] "
          "but --capture-layers (vllm ids [1, 3, 6]) says the drafter was trained on [1, 3, 6] [E-CAPTURE-RECORD])")]
     assert got[0][0] == "E-FROM-MISMATCH"
+
+
+def test_a_nested_list_holding_minus_one_alone_in_a_vllm_file_names_no_boundaries_none(tmp_path: Path):
+    """vLLM's V1 runner falls back to a nested list; one holding SGLang's -1 (the embedding tap) reads as no
+    boundaries at all: the warning says so, instead of 'read as boundaries None'."""
+    path = build_drafter(tmp_path / "drafter", "vllm", DrafterSpec(), capture_boundaries=None)
+    _ids(top=None, nested=[-1, 3, 4])(path)
+    report = validate_checkpoint(path, engines=("vllm",))
+    [ignored] = [f for f in report.findings if f.code == "W-CAPTURE-IDS-IGNORED"]
+    assert "None" not in ignored.message
+    assert ignored.message.endswith("(its V1 runner instead falls back to that list, which names no boundaries it "
+                                    "reads: what it captures then is not established)")

@@ -117,7 +117,9 @@ def engine_capture(ctx: Context, p: EngineProfile) -> None:
                 # list as boundaries (gpu_model_runner._get_eagle3_aux_layers_from_config); other layers than the
                 # trained ones are an error, the V2 runner's defaults below a warning unless --target shows them wrong.
                 v1 = ctx.meaning("vllm", ctx.ids[loc])
-                coincide += f" (its V1 runner instead falls back to that list, read as boundaries {v1})"
+                coincide += (f" (its V1 runner instead falls back to that list, read as boundaries {v1})" if v1 is not None
+                             else " (its V1 runner instead falls back to that list, which names no boundaries it "
+                                  "reads: what it captures then is not established)")
                 if truth and v1 is not None and sorted(set(v1)) != sorted(set(truth)):
                     ctx.add("E-CAPTURE-MISMATCH", f"vLLM's V1 runner falls back to {LOCATIONS[loc][2:]} "
                             f"{ctx.ids[loc]} and reads it as boundaries {v1}, but the drafter was trained on "
