@@ -26,6 +26,17 @@ def default_boundaries(num_layers: int) -> list[int]:
     return [2, num_layers // 2, num_layers - 3]
 
 
+def block_diffusion_boundaries(target_layer_ids: list[int]) -> list[int]:
+    """DFlash/DSpark `target_layer_ids` as boundaries: every reader takes hidden_states[id + 1], so -1 is the
+    embedding output (z-lab and SpecForge's trainers, vLLM's update_dflash, SGLang; docs/formats.md §2.8)."""
+    return [i + 1 for i in target_layer_ids]
+
+
+def block_diffusion_ids(boundaries: list[int]) -> list[int]:
+    """The `target_layer_ids` that capture `boundaries` (block_diffusion_boundaries' inverse)."""
+    return [b - 1 for b in boundaries]
+
+
 def a_layer_target(depth: int | None) -> str:
     """'a 4-layer target', 'an 8-layer target' ('any target' for an unknown depth): the article as the number is
     said, which its leading group of thousands decides (eight, eleven, eighteen, eighty-..., eight hundred ...)."""

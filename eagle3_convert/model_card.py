@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import hub_client
-from .capture_ids import capture_context, convention_table
+from .capture_ids import block_diffusion_ids, capture_context, convention_table
 from .names import CONVENTIONS
 from .drafter import BLOCK_KINDS, KIND_LABELS, MATH_FLAGS, DrafterConfig, TargetIdentity
 from .converters.gguf_file import file_name
@@ -130,7 +130,7 @@ def _capture_section(config: DrafterConfig, facts: dict[str, Any], target: Targe
             f"The drafter fuses {config.num_aux_hidden_states} hidden states of the target, taken at capture "
             f"boundaries `{boundaries}` (indexes into Hugging Face `output_hidden_states`). speculators spells "
             f"them so (`aux_hidden_state_layer_ids`); the flat config of z-lab and SpecForge one lower "
-            f"(`dflash_config.target_layer_ids` `{[b - 1 for b in boundaries or []]}`)."), ""]
+            f"(`dflash_config.target_layer_ids` `{block_diffusion_ids(boundaries or [])}`)."), ""]
     family, depth = capture_context(config.family, target, config.target)
     table = convention_table(boundaries, depth, family)
     if boundaries is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..capture_ids import block_diffusion_boundaries, block_diffusion_ids
 from ..drafter import BLOCK_HEADS, BLOCK_KINDS, KIND_LABELS as LABEL, Drafter, TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
@@ -226,7 +227,7 @@ class DFlashLayout(Layout):
             raise FormatError(f"dflash_config is {nested!r}", "it must be an object", code="E-CONFIG-FIELD")
         nested = dict(nested or {})
         ids = _one_value(nested, raw, "target_layer_ids")
-        boundaries = [i + 1 for i in _ids(ids, IDS["dflash"])]  # hidden_states[id + 1]: -1 is the embedding output
+        boundaries = block_diffusion_boundaries(_ids(ids, IDS["dflash"]))
         mask = _mask_token(_one_value(nested, raw, "mask_token_id"), "dflash_config.mask_token_id", kind)
         algorithm = {k: v for k, v in nested.items() if k not in ("target_layer_ids", "mask_token_id")}
         for key in ("block_size", *DSPARK_TOP_KEYS):
@@ -254,7 +255,7 @@ class DFlashLayout(Layout):
         nested = {k: v for k, v in cfg.algorithm.items() if k != "block_size"}
         if "sliding_window_non_causal" in nested:  # vLLM's update_dflash: dflash_config.causal, for every layer
             nested.setdefault("causal", not nested.pop("sliding_window_non_causal"))
-        nested.update(mask_token_id=cfg.mask_token_id, target_layer_ids=[b - 1 for b in boundaries])
+        nested.update(mask_token_id=cfg.mask_token_id, target_layer_ids=block_diffusion_ids(boundaries))
         config: dict[str, Any] = {
             **decoder_dict(cfg),
             **cfg.layout_extra.get(self.name, {}),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..capture_ids import block_diffusion_boundaries
 from ..drafter import KIND_LABELS as LABEL, DrafterConfig
 from ..names import engine_of
 from .common import AS_TRAINED, REFUSES, UNKNOWN, WRONG, architectures, id_list
@@ -35,7 +36,7 @@ def _flat_ids(config: Mapping[str, Any], top_level_too: bool) -> list[int] | Non
     ids = id_list(_nested(config).get("target_layer_ids"))
     if ids is None and top_level_too:
         ids = id_list(config.get("target_layer_ids"))
-    return [i + 1 for i in ids] if ids is not None else None
+    return block_diffusion_boundaries(ids) if ids is not None else None
 
 
 def _vllm(config: Mapping[str, Any], cfg: DrafterConfig, runner: str) -> tuple[str, list[int] | None, str]:
