@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from builders import DrafterSpec, build_drafter
+from builders import DrafterSpec, build_drafter, config_for, stored_tensors, write_safetensors, write_target
 from conftest import run_cli
 from test_validate import add_tensor, drop_tensor, edit_config, edit_header, edit_tensors
 
 from eagle3_convert.safetensors_io import InMemoryTensor, read_tensor_table
+from eagle3_convert.validate import check_capture_record, load_target_facts, validate_checkpoint
 
 
 def ones(*shape: int) -> InMemoryTensor:
@@ -150,3 +151,62 @@ def test_an_sglang_file_with_later_norms_under_hidden_norm_alone_is_clean(tmp_pa
     path = build_drafter(tmp_path / "drafter", "sglang", DrafterSpec(num_layers=3))
     drop_tensor("layers.1.input_layernorm.weight", "layers.2.input_layernorm.weight")(path)
     assert findings(path) == []
+
+
+# ==================================================================================================================
+# validate/capture.py, config.py and engine.py (issue 26, session 7): each test pins what a surviving mutant of those
+# modules changed. Builder-written files (tests/builders.py) with one change each, judged by `validate_checkpoint`
+# (what the CLI's validate calls) or the CLI itself; every finding compared in full: code, severity, message, hint,
+# where and the engine it names.
+
+def judged(tmp_path: Path, layout: str, spec: dict[str, Any] | None = None,
+           edit: Callable[[dict[str, Any]], Any] | None = None,
+           tensors: Callable[[dict[str, Any]], Any] | None = None, target: dict[str, Any] | None = None,
+           codes: tuple[str, ...] = (), **options: Any) -> list[tuple]:
+    """The findings validate gives a `layout` file of `spec`, its config.json changed by `edit` and its stored
+    tensors by `tensors`, judged against a target written from the spec (with `target`'s changes) when given;
+    only those whose code holds one of `codes` (all when none). Paths say {tmp}."""
+    drafter = DrafterSpec(**(spec or {}))
+    root = tmp_path / "drafter"
+    root.mkdir()
+    config = config_for(layout, drafter)
+    if edit:
+        edit(config)
+    (root / "config.json").write_text(json.dumps(config))
+    stored = dict(stored_tensors(layout, drafter))
+    if tensors:
+        tensors(stored)
+    write_safetensors(root / "model.safetensors", stored)
+    if target is not None:
+        options["target"] = load_target_facts(str(write_target(tmp_path / "target", drafter.with_(**target))))
+    report = validate_checkpoint(root, **options)
+    return [tuple(v.replace(str(tmp_path), "{tmp}") if isinstance(v, str) else v
+                  for v in (f.code, f.severity, f.message, f.hint, f.where, f.engine))
+            for f in report.findings if not codes or any(c in f.code for c in codes)]
+
+
+def test_tensorrt_llm_loads_the_later_layers_hidden_norm_it_applies(tmp_path: Path):
+    """TensorRT-LLM builds and applies hidden_norm in layers >= 1 (engines/trtllm.py LATER_NORM_APPLIED): an SGLang
+    2-layer file with layer 1's norm under hidden_norm alone, as SGLang's trainers write it, loses nothing there.
+    validate used to call that weight dropped ("no parameter named 'layers.1.hidden_norm.weight'") and advise the
+    rename to input_layernorm, the one name TensorRT-LLM drops."""
+    got = judged(tmp_path, "sglang", {"num_layers": 2}, tensors=lambda t: t.pop("layers.1.input_layernorm.weight"),
+                 engines=["trtllm"])
+    assert got == [
+        ('I-CAPTURE-RUNTIME', 'info', 'TensorRT-LLM takes the capture layers from its runtime argument, not '
+         'config.json: pass ids [1, 3, 4] (block outputs) to capture boundaries [2, 4, 5]', None, None, 'trtllm')]
+
+
+def test_tensorrt_llm_drops_a_layer_0_stored_as_midlayer_in_a_multi_layer_file(tmp_path: Path):
+    """Its loader reads midlayer.* only for a one-layer drafter: every weight of a 2-layer file's midlayer.* is
+    dropped silently, each said once with the name it loads ("it has no parameter named ..."), not "adds model."."""
+    got = judged(tmp_path, "sglang", {"num_layers": 2}, engines=["trtllm"], codes=("E-KEY",),
+                 tensors=lambda t: [t.__setitem__(n.replace("layers.0.", "midlayer."), t.pop(n))
+                                    for n in list(t) if n.startswith("layers.0.")])
+    assert got == [
+        ('E-KEY-DROPPED', 'error', f"TensorRT-LLM drops tensor 'midlayer.{n}.weight' (layers.0.{n}.weight) silently: "
+         f"it has no parameter named 'midlayer.{n}.weight'; the weight keeps its random initialisation",
+         f"rename it to the name TensorRT-LLM loads ('layers.0.{n}.weight')", f"midlayer.{n}.weight", 'trtllm')
+        for n in ("hidden_norm", "input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj",
+                  "post_attention_layernorm", "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj",
+                  "self_attn.v_proj")]
