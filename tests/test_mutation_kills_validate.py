@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 from builders import DrafterSpec, build_drafter, config_for, stored_tensors, write_safetensors, write_target
 from conftest import run_cli
-from test_validate import add_tensor, drop_tensor, edit_config, edit_header, edit_tensors
+from test_validate import IDS, add_tensor, drop_tensor, edit_config, edit_header, edit_tensors
 
 from eagle3_convert.safetensors_io import InMemoryTensor, read_tensor_table
 from eagle3_convert.validate import check_capture_record, load_target_facts, validate_checkpoint
@@ -210,3 +210,164 @@ def test_tensorrt_llm_drops_a_layer_0_stored_as_midlayer_in_a_multi_layer_file(t
         for n in ("hidden_norm", "input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj",
                   "post_attention_layernorm", "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj",
                   "self_attn.v_proj")]
+
+
+def test_a_record_against_the_config_each_way_it_can_differ():
+    """check_capture_record (validate and convert call it with the sidecar's or the registry's ids): the embedding
+    tap lost although boundary 1 is kept, other layers (its own default hint), and a config naming no ids."""
+    [lost] = check_capture_record([1, 4, 5], [0, 4, 5], "the sidecar")
+    assert (lost.code, lost.message) == (
+        "E-CAPTURE-EMBEDDING", "the sidecar says the drafter was trained with the embedding output (boundary 0) among "
+        "its taps [0, 4, 5], but config.json captures boundaries [1, 4, 5]")
+    [other] = check_capture_record([2, 4, 6], [2, 4, 5], "the registry", where="$.x")
+    assert (other.code, other.severity, other.message, other.hint, other.where) == (
+        "E-CAPTURE-RECORD", "error", "the config captures boundaries [2, 4, 6], the registry says the drafter was "
+        "trained on [2, 4, 5]", "convert again from the trained checkpoint, or fix the ids to the record", "$.x")
+    [unnamed] = check_capture_record([2, 4, 5], [1, 3, 6], "the sidecar", names_none=True)
+    assert (unnamed.code, unnamed.message) == (
+        "E-CAPTURE-RECORD", "config.json names no capture ids, so its engines capture their default boundaries "
+        "[2, 4, 5], the sidecar says the drafter was trained on [1, 3, 6]")
+
+
+def test_ids_deleted_from_a_converted_file_are_restored_from_its_sidecar(tmp_path: Path):
+    """A drafter trained on [1, 3, 6], converted to SGLang with its target (the sidecar records both), then its ids
+    deleted from config.json: SGLang would capture its defaults, and the fix is the plain conversion."""
+    spec = DrafterSpec(capture_boundaries=(1, 3, 6))
+    source = build_drafter(tmp_path / "built", "vllm", spec)
+    run_cli("--to", "sglang", "--no-record", "--target", write_target(tmp_path / "target", spec), source,
+            tmp_path / "drafter")
+    edit_config(lambda c: (c.pop(IDS), c["eagle_config"].pop(IDS)))(tmp_path / "drafter")
+    result = run_cli("validate", tmp_path / "drafter", "--json")
+    assert result.exit_code == 1
+    got = [(f["code"], f["message"], f["hint"], f["where"], f["engine"])
+           for f in json.loads(result.stdout)["findings"]]
+    assert got == [
+        ("E-CAPTURE-RECORD", "config.json names no capture ids, so its engines capture their default boundaries "
+         "[2, 4, 5], eagle3-convert.json (written with another config.json) says the drafter was trained on [1, 3, 6]",
+         f"`eagle3-convert --to sglang {tmp_path}/drafter drafter-sglang` restores them from the record",
+         f"$.eagle_config.{IDS}", None),
+        ("I-CAPTURE-DEFAULT", "config.json names no capture ids: SGLang captures its default boundaries [2, 4, 5]",
+         None, None, "sglang")]
+
+
+MLA = {"family": "deepseek_mla", "target_model_type": "deepseek_v3"}
+MLA_LAYER = ("hidden_norm", "input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj",
+             "post_attention_layernorm", "self_attn.kv_a_layernorm", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
+             "self_attn.o_proj", "self_attn.q_a_layernorm", "self_attn.q_a_proj", "self_attn.q_b_proj")
+DEFAULTS_DIFFER = (
+    'W-CONFIG-DEFAULTS-DIFFER', 'warning', 'norm_before_residual is absent: vLLM serves a speculators config without '
+    'it as true, the speculators library reads it as false (and convert refuses it)', 'write norm_before_residual '
+    'into config.json, true or false as the drafter was trained (the speculators trainer writes true): no conversion '
+    'can choose it for you', '$.norm_before_residual', None)
+
+
+def renamed(old: str, new: str) -> Callable[[dict[str, Any]], Any]:
+    """Every stored name starting with `old` starts with `new` instead."""
+    return lambda t: [t.__setitem__(new + n[len(old):], t.pop(n)) for n in list(t) if n.startswith(old)]
+
+
+def unapplied(i: int) -> tuple:
+    return ('E-KEY-UNAPPLIED', 'error', f"vLLM loads tensor 'layers.{i}.hidden_norm.weight' "
+            f"(layers.{i}.input_layernorm.weight) into a norm it builds in every layer but never applies in layers >= "
+            f"1; the norm it applies there, 'layers.{i}.input_layernorm.weight', keeps its initial ones",
+            f"store the weight under 'layers.{i}.input_layernorm.weight' too (`eagle3-convert --to vllm {{tmp}}/drafter "
+            "drafter-vllm` writes both names)", f'layers.{i}.hidden_norm.weight', 'vllm')
+
+
+MODEL_BIAS_DROPPED = (
+    'E-KEY-DROPPED', 'error', "vLLM drops tensor 'model.layers.0.self_attn.q_proj.bias' "
+    "(layers.0.self_attn.q_proj.bias) silently: it adds `model.` itself, so 'model.layers.0.self_attn.q_proj.bias' "
+    "matches no parameter; the weight keeps its random initialisation",
+    "rename it to the name vLLM loads ('layers.0.self_attn.q_proj.bias')", 'model.layers.0.self_attn.q_proj.bias', 'vllm')
+# name -> (judged()'s arguments, every finding it gives of the codes named there)
+CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
+    # validate/engine.py: how each engine loads the stored names (_engine_keys)
+    "an MLA SGLang file with model.-prefixed layer names": (
+        dict(layout="sglang", spec=MLA, tensors=renamed("midlayer.", "model.layers.0."), codes=("E-KEY",)),
+        [('E-KEY-DROPPED', 'error', f"SGLang drops tensor 'model.layers.0.{n}.weight' (layers.0.{n}.weight) silently: "
+          f"it adds `model.` itself, so 'model.layers.0.{n}.weight' matches no parameter; the weight keeps its random "
+          "initialisation", f"rename it to the name SGLang loads ('midlayer.{n}.weight')",
+          f'model.layers.0.{n}.weight', 'sglang') for n in MLA_LAYER]),
+    "an SGLang (Llama) file with model.-prefixed layer names, which its Llama class loads": (
+        dict(layout="sglang", tensors=renamed("midlayer.", "model.layers.0."), codes=("E-KEY",)), []),
+    "an SGLang 2-layer file with the later norm under hidden_norm alone, for vLLM": (
+        dict(layout="sglang", spec={"num_layers": 2, "capture_boundaries": None}, engines=["vllm"], codes=("E-KEY",),
+             tensors=lambda t: t.pop("layers.1.input_layernorm.weight")), [unapplied(1)]),
+    "an SGLang 3-layer file with the later norms under hidden_norm alone, for vLLM": (
+        dict(layout="sglang", spec={"num_layers": 3, "capture_boundaries": None}, engines=["vllm"], codes=("E-KEY",),
+             tensors=lambda t: (t.pop("layers.1.input_layernorm.weight"), t.pop("layers.2.input_layernorm.weight"))),
+        [unapplied(1), unapplied(2)]),
+    "an SGLang 2-layer file with the later norm under both names, for vLLM": (
+        dict(layout="sglang", spec={"num_layers": 2, "capture_boundaries": None}, engines=["vllm"], codes=("E-KEY",)),
+        []),
+    "a vLLM file with a model.-prefixed bias and a model.-prefixed weight": (
+        dict(layout="vllm", spec={"attention_bias": True}, codes=("E-KEY",), tensors=lambda t: (
+            t.__setitem__("model.layers.0.self_attn.q_proj.bias", t.pop("layers.0.self_attn.q_proj.bias")),
+            t.__setitem__("model.layers.0.self_attn.k_proj.weight", t.pop("layers.0.self_attn.k_proj.weight")))),
+        [MODEL_BIAS_DROPPED,
+         ('E-KEY-REFUSED', 'error', "vLLM fails to load this file: its loader raises on "
+          "'model.layers.0.self_attn.k_proj.weight', a name that matches no parameter (it adds `model.` to every name "
+          "but lm_head's itself)", "no conversion fixes this: writing the vllm layout is refused (tensor "
+          "'model.layers.0.self_attn.k_proj.weight' is not part of an EAGLE-3 drafter in the vllm layout "
+          "[E-KEY-UNKNOWN])", 'model.layers.0.self_attn.k_proj.weight', 'vllm')]),
+    "a vLLM file with an unused model.layers.1 tensor: said once, as unused": (
+        dict(layout="vllm", codes=("E-KEY",), tensors=lambda t: t.__setitem__("model.layers.1.mlp.up_proj.weight",
+                                                                               t["layers.0.mlp.up_proj.weight"])),
+        [('E-KEY-UNUSED', 'error', "tensor model.layers.1.mlp.up_proj.weight (layers.1.mlp.up_proj.weight) is not used "
+          "by this drafter's config (num_hidden_layers is 1): engines drop it silently",
+          'set the config flag it belongs to, or remove the tensor', 'model.layers.1.mlp.up_proj.weight', None)]),
+    "a vLLM file with an unused input_norm sorted before a model.-prefixed bias": (
+        dict(layout="vllm", spec={"attention_bias": True}, codes=("E-KEY",), tensors=lambda t: (
+            t.__setitem__("input_norm.weight", t["norm.weight"]),
+            t.__setitem__("model.layers.0.self_attn.q_proj.bias", t.pop("layers.0.self_attn.q_proj.bias")))),
+        [('E-KEY-UNUSED', 'error', "tensor input_norm.weight is not used by this drafter's config (norm_before_fc is "
+          "off): engines drop it silently", 'set the config flag it belongs to, or remove the tensor',
+          'input_norm.weight', None), MODEL_BIAS_DROPPED]),
+    # validate/engine.py: the class each engine builds for the config (_engine_reads_config)
+    "architectures a string, read as vLLM": (
+        dict(layout="vllm", edit=lambda c: c.update(architectures="LlamaForCausalLMEagle3"), from_layout="vllm",
+             codes=("ARCH", "SCHEMA", "FIELD")),
+        [('E-CONFIG-FIELD', 'error', "architectures is 'LlamaForCausalLMEagle3' (JSON string); the vllm reader expects "
+          "a list of strings and would coerce it", 'write architectures as a list of strings in config.json',
+          '$.architectures', None),
+         ('E-CONFIG-ARCH', 'error', 'architectures [] name no vLLM EAGLE-3 drafter class', "set architectures to "
+          "['LlamaForCausalLMEagle3'], the class vLLM builds for a llama drafter", '$.architectures', 'vllm')]),
+    "architectures naming no vLLM class": (
+        dict(layout="sglang", edit=lambda c: c.update(architectures=["MistralForCausalLM"]), engines=["vllm"],
+             from_layout="sglang", codes=("E-CONFIG-ARCH",)),
+        [('E-CONFIG-ARCH', 'error', "architectures ['MistralForCausalLM'] name no vLLM EAGLE-3 drafter class",
+          "set architectures to ['LlamaForCausalLMEagle3'], the class vLLM builds for a llama drafter",
+          '$.architectures', 'vllm')]),
+    "speculators without norm_before_residual, for the library alone": (
+        dict(layout="speculators", edit=lambda c: c.pop("norm_before_residual"), engines=["speculators"],
+             codes=("DEFAULTS",)), [DEFAULTS_DIFFER]),
+    # validate/capture.py
+    "ids only at the top of an SGLang file": (
+        dict(layout="sglang", codes=("CAPTURE",), edit=lambda c: (c.__setitem__(IDS, [1, 3, 6]),
+                                                                   c["eagle_config"].pop(IDS))),
+        [('W-CAPTURE-CONVENTION', 'warning', "eagle_aux_hidden_state_layer_ids [1, 3, 6] is read by vLLM as boundaries "
+          "[1, 3, 6], while in the sglang layout's convention it means boundaries [2, 4, 7]", 'keep one list where the '
+          'serving engine reads it: move it to eagle_config.eagle_aux_hidden_state_layer_ids if it is in the sglang '
+          'convention, or, if the ids are boundaries, convert with `eagle3-convert --from vllm --to sglang '
+          '{tmp}/drafter drafter-sglang`', '$.eagle_aux_hidden_state_layer_ids', None),
+         ('W-CAPTURE-IDS-IGNORED', 'warning', 'SGLang reads capture ids only from '
+          'eagle_config.eagle_aux_hidden_state_layer_ids: it ignores eagle_aux_hidden_state_layer_ids [1, 3, 6] and '
+          'captures its default boundaries {2, L//2, L-3}', 'write the ids where SGLang reads them: `eagle3-convert '
+          '--from sglang --capture-layers 1,3,6 --convention sglang --to sglang {tmp}/drafter drafter-sglang` writes '
+          'them there', '$.eagle_aux_hidden_state_layer_ids', 'sglang')]),
+    "a boundary past a shallower target, TensorRT-LLM": (
+        dict(layout="modelopt", spec={"capture_boundaries": (2, 4, 8)}, target={"target_layers": 6},
+             codes=("CAPTURE",)),
+        [('E-CAPTURE-RANGE', 'error', 'capture boundaries [2, 4, 8] include [8], outside [0, 6] of the 6-layer target',
+          "check --target is the model the drafter was trained for, and the ids' convention",
+          '$.eagle_config.eagle_aux_hidden_state_layer_ids', None),
+         ('E-CAPTURE-UNREACHABLE', 'error', 'trtllm cannot capture boundary 8 (the output of block 7) on a 6-layer '
+          'target: the capture would silently go missing', 'retrain the drafter on capturable layers, or serve it with '
+          'vLLM (speculators/vllm layouts)', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'trtllm')]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES7))
+def test_each_finding_of_capture_config_and_engine_in_full(name: str, tmp_path: Path):
+    arguments, expected = CASES7[name]
+    assert judged(tmp_path, **arguments) == expected
