@@ -252,7 +252,8 @@ def test_ids_deleted_from_a_converted_file_are_restored_from_its_sidecar(tmp_pat
 
 MLA = {"family": "deepseek_mla", "target_model_type": "deepseek_v3"}
 MLA_LAYER = ("hidden_norm", "input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj",
-             "post_attention_layernorm", "self_attn.kv_a_layernorm", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
+             "post_attention_layernorm", "self_attn.kv_a_layernorm", "self_attn.kv_a_proj_with_mqa",
+             "self_attn.kv_b_proj",
              "self_attn.o_proj", "self_attn.q_a_layernorm", "self_attn.q_a_proj", "self_attn.q_b_proj")
 DEFAULTS_DIFFER = (
     'W-CONFIG-DEFAULTS-DIFFER', 'warning', 'norm_before_residual is absent: vLLM serves a speculators config without '
@@ -270,15 +271,16 @@ def unapplied(i: int) -> tuple:
     return ('E-KEY-UNAPPLIED', 'error', f"vLLM loads tensor 'layers.{i}.hidden_norm.weight' "
             f"(layers.{i}.input_layernorm.weight) into a norm it builds in every layer but never applies in layers >= "
             f"1; the norm it applies there, 'layers.{i}.input_layernorm.weight', keeps its initial ones",
-            f"store the weight under 'layers.{i}.input_layernorm.weight' too (`eagle3-convert --to vllm {{tmp}}/drafter "
-            "drafter-vllm` writes both names)", f'layers.{i}.hidden_norm.weight', 'vllm')
+            f"store the weight under 'layers.{i}.input_layernorm.weight' too (`eagle3-convert --to vllm "
+            "{tmp}/drafter drafter-vllm` writes both names)", f'layers.{i}.hidden_norm.weight', 'vllm')
 
 
 MODEL_BIAS_DROPPED = (
     'E-KEY-DROPPED', 'error', "vLLM drops tensor 'model.layers.0.self_attn.q_proj.bias' "
     "(layers.0.self_attn.q_proj.bias) silently: it adds `model.` itself, so 'model.layers.0.self_attn.q_proj.bias' "
     "matches no parameter; the weight keeps its random initialisation",
-    "rename it to the name vLLM loads ('layers.0.self_attn.q_proj.bias')", 'model.layers.0.self_attn.q_proj.bias', 'vllm')
+    "rename it to the name vLLM loads ('layers.0.self_attn.q_proj.bias')", 'model.layers.0.self_attn.q_proj.bias',
+    'vllm')
 # name -> (judged()'s arguments, every finding it gives of the codes named there)
 CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
     # validate/engine.py: how each engine loads the stored names (_engine_keys)
