@@ -343,6 +343,50 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
     "speculators without norm_before_residual, for the library alone": (
         dict(layout="speculators", edit=lambda c: c.pop("norm_before_residual"), engines=["speculators"],
              codes=("DEFAULTS",)), [DEFAULTS_DIFFER]),
+    "speculators without norm_before_residual, for vLLM alone": (
+        dict(layout="speculators", edit=lambda c: c.pop("norm_before_residual"), engines=["vllm"],
+             codes=("DEFAULTS",)), [DEFAULTS_DIFFER]),
+    # validate/config.py
+    "a capture list as a string, then unknown keys": (
+        dict(layout="sglang", codes=("KEY", "CAPTURE-FIELD"), edit=lambda c: (
+            c["eagle_config"].__setitem__(IDS, "1,3,4"), c.__setitem__("zz_notes", 1),
+            c.__setitem__("hiden_size", 32))),
+        [('E-CAPTURE-FIELD', 'error', "eagle_config.eagle_aux_hidden_state_layer_ids is '1,3,4': not a short list of "
+          "integers", 'write the capture ids as a list of integers', '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+          None),
+         *(('W-CONFIG-KEY-UNKNOWN', 'warning', f"{key} is no key the sglang layout's producers write; carried "
+            "verbatim, and no engine reads it", 'remove it if it is a leftover', f'$.{key}', None)
+           for key in ("zz_notes", "hiden_size"))]),
+    "speculators: transformer_layer_config a list": (
+        dict(layout="speculators", edit=lambda c: c.__setitem__("transformer_layer_config", []),
+             codes=("CONFIG", "SCHEMA")),
+        [('E-CONFIG-FIELD', 'error', 'transformer_layer_config is [] (JSON array); the speculators reader expects an '
+          'object and would coerce it', 'write transformer_layer_config as an object in config.json',
+          '$.transformer_layer_config', None),
+         ('E-CONFIG-FIELD', 'error', 'the speculators config has no transformer_layer_config object',
+          "a speculators EAGLE-3 config nests the drafter's decoder config there", '$.transformer_layer_config',
+          None)]),
+    "speculators: a zero hidden_size in transformer_layer_config": (
+        dict(layout="speculators", edit=lambda c: c["transformer_layer_config"].__setitem__("hidden_size", 0),
+             codes=("CONFIG", "SCHEMA")),
+        [('E-CONFIG-FIELD', 'error', 'transformer_layer_config: hidden_size is 0; expected a positive integer',
+          'fix hidden_size in config.json', '$.transformer_layer_config.hidden_size', None)]),
+    # validate/capture.py
+    "a speculators file with its ids nested, for the library": (
+        dict(layout="speculators", edit=lambda c: (c.pop(IDS), c.__setitem__("eagle_config", {IDS: [2, 4, 5]})),
+             engines=["speculators"], codes=("CAPTURE",)),
+        [('W-CAPTURE-CONVENTION', 'warning', 'eagle_config.eagle_aux_hidden_state_layer_ids [2, 4, 5] is read by '
+          "SGLang as boundaries [3, 5, 6], while in the speculators layout's convention it means boundaries [2, 4, 5]",
+          'no conversion fixes this: writing the speculators layout is refused (--from sglang cannot read it: the '
+          "checkpoint is in the speculators layout (config.json has speculators_model_type 'eagle3'); the sglang "
+          'reader refuses it (E-CONFIG-FIELD): config.json: hidden_size is None; expected a positive integer '
+          '[E-FROM-MISMATCH])', '$.eagle_config.eagle_aux_hidden_state_layer_ids', None),
+         ('W-CAPTURE-IDS-IGNORED', 'warning', 'the speculators library reads capture ids only from '
+          'eagle_aux_hidden_state_layer_ids: it ignores eagle_config.eagle_aux_hidden_state_layer_ids [2, 4, 5] and '
+          'captures its default boundaries {2, L//2, L-3}', 'write the ids where the speculators library reads them: '
+          '`eagle3-convert --capture-layers 2,4,5 --convention speculators --to speculators {tmp}/drafter '
+          'drafter-speculators` writes them there', '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+          'speculators')]),
     # validate/capture.py
     "ids only at the top of an SGLang file": (
         dict(layout="sglang", codes=("CAPTURE",), edit=lambda c: (c.__setitem__(IDS, [1, 3, 6]),
