@@ -281,6 +281,10 @@ MODEL_BIAS_DROPPED = (
     "matches no parameter; the weight keeps its random initialisation",
     "rename it to the name vLLM loads ('layers.0.self_attn.q_proj.bias')", 'model.layers.0.self_attn.q_proj.bias',
     'vllm')
+FC_MISSING = ('E-KEY-MISSING', 'error', 'required tensor fc.weight [32, 64] is missing', 'the checkpoint is '
+              'incomplete: engines load it silently with random weights; re-export it from the training run',
+              'fc.weight', None)
+CONFIG_CODES = ("CONFIG", "SCHEMA", "SHAPE", "KEY", "VOCAB", "TARGET", "CAPTURE-COUNT", "ROPE")
 # name -> (judged()'s arguments, every finding it gives of the codes named there)
 CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
     # validate/engine.py: how each engine loads the stored names (_engine_keys)
@@ -387,6 +391,81 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
           '`eagle3-convert --capture-layers 2,4,5 --convention speculators --to speculators {tmp}/drafter '
           'drafter-speculators` writes them there', '$.eagle_config.eagle_aux_hidden_state_layer_ids',
           'speculators')]),
+    "a draft_vocab_size as a string: the head's rows size the drafter": (
+        dict(layout="vllm", edit=lambda c: c.update(draft_vocab_size="32"), codes=CONFIG_CODES),
+        [('E-CONFIG-FIELD', 'error', "draft_vocab_size is '32' (JSON string); the vllm reader expects a positive "
+          "integer and would coerce it", 'write draft_vocab_size as a positive integer in config.json',
+          '$.draft_vocab_size', None),
+         ('E-CONFIG-DRAFT-VOCAB', 'error', "draft_vocab_size is '32': vLLM then sizes the draft head for the full "
+          "vocab V=96, but lm_head.weight has 32 rows", 'set draft_vocab_size to 32', '$.draft_vocab_size', 'vllm')]),
+    "a zero target_hidden_size: the drafter's own width": (
+        dict(layout="vllm", edit=lambda c: c.update(target_hidden_size=0), codes=CONFIG_CODES),
+        [('E-CONFIG-FIELD', 'error', 'target_hidden_size is 0 (JSON number); the vllm reader expects a positive '
+          'integer and would coerce it', 'write target_hidden_size as a positive integer in config.json',
+          '$.target_hidden_size', None)]),
+    "SGLang's use_aux_norm read as fc_norm": (
+        dict(layout="sglang", spec={"fc_norm": True}, edit=lambda c: c.update(use_aux_norm=c.pop("fc_norm")),
+             codes=CONFIG_CODES), []),
+    "ModelOpt's nested norm_before_fc": (dict(layout="modelopt", spec={"norm_before_fc": True}, codes=CONFIG_CODES),
+                                         []),
+    "vLLM's norm_output": (dict(layout="vllm", spec={"norm_output": True}, codes=CONFIG_CODES), []),
+    "fewer key/value heads than the weights hold": (
+        dict(layout="vllm", edit=lambda c: c.update(num_key_value_heads=3), codes=CONFIG_CODES),
+        [('E-SHAPE', 'error', f'tensor layers.0.self_attn.{n}_proj.weight has shape [16, 64], the config implies '
+          '[24, 64]', 'config.json and the weights disagree: fix the config field the shape depends on, or re-export '
+          'the weights', f'layers.0.self_attn.{n}_proj.weight', None) for n in "kv"]),
+    "no fc.weight: the declared count stands": (
+        dict(layout="vllm", edit=lambda c: c.update(num_aux_hidden_states=2), tensors=lambda t: t.pop("fc.weight"),
+             codes=CONFIG_CODES),
+        [FC_MISSING, ('E-CAPTURE-COUNT', 'error', 'eagle_aux_hidden_state_layer_ids lists 3 capture ids [2, 4, 5] but '
+                      'fc.weight fuses 2 states', 'the capture id list and the fc width must agree',
+                      '$.eagle_aux_hidden_state_layer_ids', None)]),
+    "no fc.weight: the id list's length stands": (
+        dict(layout="vllm", edit=lambda c: (c.update({IDS: [2, 4]}), c["eagle_config"].update({IDS: [2, 4]})),
+             tensors=lambda t: t.pop("fc.weight"), codes=CONFIG_CODES), [FC_MISSING]),
+    "num_aux_hidden_states against fc's width": (
+        dict(layout="vllm", edit=lambda c: c.update(num_aux_hidden_states=2), codes=CONFIG_CODES),
+        [('E-CAPTURE-COUNT', 'error', 'num_aux_hidden_states is 2 but fc.weight fuses 3 states of width 32',
+          'set num_aux_hidden_states to 3', '$.num_aux_hidden_states', None)]),
+    "a target_hidden_size fc's width does not fit": (
+        dict(layout="vllm", edit=lambda c: c.update(target_hidden_size=40), codes=CONFIG_CODES),
+        [('E-TARGET-HIDDEN-SIZE', 'error', "target_hidden_size is 40, but fc.weight's 96 input columns fuse 3 "
+          "captured states of width 32", 'set target_hidden_size in config.json to 32 (or remove it: it defaults to '
+          'hidden_size)', '$.target_hidden_size', None)]),
+    **{f"ModelOpt's exported YaRN under {key}": (
+        dict(layout="modelopt", codes=CONFIG_CODES, edit=lambda c, key=key: c.update({key: {
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}})),
+        [('I-ROPE-EXPORT-YARN', 'info', "the config's rope scaling is YaRN (factor 4.0, "
+          "original_max_position_embeddings 4096), which ModelOpt's exporter injects (eagle_export_rope_scaling) into drafters trained without rope "
+          "scaling: unless the training set YaRN itself, it did not use it; the engines apply it as written",
+          "nothing to fix: it is ModelOpt's choice for long contexts (eagle_export_rope_scaling={} at export leaves it "
+          "out)", f'$.{key}', None)]) for key in ("rope_scaling", "rope_parameters")},
+    "a schema violation": (
+        dict(layout="speculators", edit=lambda c: c.update(speculators_version=9), codes=CONFIG_CODES),
+        [('E-SCHEMA', 'error', "config.json $.speculators_version: 9 is not of type 'string' (speculators schema)",
+          'fix $.speculators_version in config.json', '$.speculators_version', None)]),
+    "a nested model_type that is no string, said once": (
+        dict(layout="speculators", edit=lambda c: c["transformer_layer_config"].update(model_type=7),
+             codes=CONFIG_CODES),
+        [('E-CONFIG-FIELD', 'error', 'transformer_layer_config.model_type is 7 (JSON number); the speculators reader '
+          'expects a string and would coerce it', 'write transformer_layer_config.model_type as a string in '
+          'config.json', '$.transformer_layer_config.model_type', None)]),
+    "an MLA drafter's zero kv_lora_rank": (
+        dict(layout="vllm", spec=MLA, edit=lambda c: c.update(kv_lora_rank=0), codes=CONFIG_CODES),
+        [('E-CONFIG-FIELD', 'error', 'config.json: kv_lora_rank is 0; expected a positive integer',
+          'fix kv_lora_rank in config.json', '$.kv_lora_rank', None)]),
+    "zero layers, said once": (
+        dict(layout="vllm", edit=lambda c: c.update(num_hidden_layers=0), codes=CONFIG_CODES),
+        [('E-CONFIG-FIELD', 'error', 'num_hidden_layers is 0 (JSON number); the vllm reader expects a positive '
+          'integer and would coerce it', 'write num_hidden_layers as a positive integer in config.json',
+          '$.num_hidden_layers', None)]),
+    "hidden_size misspelt: the typo, not the decoder's refusal": (
+        dict(layout="vllm", edit=lambda c: c.update(hiden_size=c.pop("hidden_size")), codes=CONFIG_CODES),
+        [('E-CONFIG-KEY-TYPO', 'error', "hiden_size is no vllm config key: did you mean 'hidden_size'? The reader "
+          "would take hidden_size as absent and read another model", 'rename hiden_size to hidden_size in '
+          'config.json', '$.hiden_size', None),
+         ('E-SCHEMA', 'error', 'config.json $.hidden_size: is required but absent (vllm schema)',
+          'fix $.hidden_size in config.json', '$.hidden_size', None)]),
     # validate/capture.py
     "ids only at the top of an SGLang file": (
         dict(layout="sglang", codes=("CAPTURE",), edit=lambda c: (c.__setitem__(IDS, [1, 3, 6]),
