@@ -437,7 +437,8 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
             "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}})),
         [('I-ROPE-EXPORT-YARN', 'info', "the config's rope scaling is YaRN (factor 4.0, "
           "original_max_position_embeddings 4096), which ModelOpt's exporter injects (eagle_export_rope_scaling) "
-          "into drafters trained without rope scaling: unless the training set YaRN itself, it did not use it; the engines apply it as written",
+          "into drafters trained without rope scaling: unless the training set YaRN itself, it did not use it; the "
+          "engines apply it as written",
           "nothing to fix: it is ModelOpt's choice for long contexts (eagle_export_rope_scaling={} at export leaves it "
           "out)", f'$.{key}', None)]) for key in ("rope_scaling", "rope_parameters")},
     "a schema violation": (
