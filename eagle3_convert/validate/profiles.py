@@ -83,20 +83,6 @@ class EngineProfile:
             loaded == f"layers.{index}.{norm}.weight" for norm in self.later_norms_built
             if norm != self.later_norm_applied)
 
-    def builds(self, cfg: DrafterConfig, canonical: str) -> bool:
-        """Whether the model this engine constructs has a parameter for `canonical`."""
-        if canonical.endswith(".bias") and (cfg.family == "deepseek_mla" or not self.bias):
-            return False
-        mla = cfg.family == "deepseek_mla"
-        if mla and self.mla_max_layers and (layer_index(canonical) or 0) >= self.mla_max_layers:
-            return False
-        allowed = self.mla_flags if mla else self.flags
-        if canonical == "input_norm.weight" and "norm_before_fc" not in allowed:
-            return False
-        if canonical.startswith("fc_norm.") and "fc_norm" not in allowed:
-            return False
-        return True
-
 
 _UNPREFIXED_MIDLAYER = (Rename("layers.0.", "midlayer.", single_layer_only=True),)
 # TensorRT-LLM's Eagle3DecoderLayer names the pre-attention norm of layers >= 1 hidden_norm, the one it applies there
