@@ -350,6 +350,48 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
     "speculators without norm_before_residual, for vLLM alone": (
         dict(layout="speculators", edit=lambda c: c.pop("norm_before_residual"), engines=["vllm"],
              codes=("DEFAULTS",)), [DEFAULTS_DIFFER]),
+    # validate/engine.py: the engine modules' verdicts (check_engine_verdicts)
+    "an SGLang file llama.cpp would serve wrong": (
+        dict(layout="sglang", edit=lambda c: c["eagle_config"].update({IDS: [0, 3, 4]}), engines=["llamacpp"],
+             codes=("ENGINE",)),
+        [('E-ENGINE-WRONG', 'error', 'llama.cpp: captures its default layers {2, L//2, L-3}, never the trained '
+          '[1, 4, 5]; it would serve this file wrong', 'write the file the engine reads right: `eagle3-convert --to '
+          'vllm {tmp}/drafter drafter-vllm`; or write the GGUF itself with eagle3-convert --to gguf --target-gguf '
+          'TARGET.gguf', None, 'llamacpp')]),
+    "a 2-layer drafter for llama.cpp": (
+        dict(layout="vllm", spec={"num_layers": 2}, engines=["llamacpp"], codes=("ENGINE",)),
+        [('E-ENGINE-REFUSES', 'error', "llama.cpp: llama.cpp's converter does not detect it as EAGLE-3 (one layer and "
+          "draft_vocab_size needed) and fails on its tensor names", 'no file makes llama.cpp serve a 2-layer drafter '
+          '(it builds one layer); serve it with vLLM: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None,
+          'llamacpp')]),
+    "a speculators file without embed_tokens for mlx-vlm": (
+        dict(layout="speculators", engines=["mlx-vlm"], codes=("ENGINE",)),
+        [('E-ENGINE-REFUSES', 'error', "mlx-vlm (from source): mlx-vlm's drafter embeds tokens with its own "
+          "embed_tokens, which this checkpoint does not store: the module is dropped at load and the first draft step "
+          "fails", 'write the file the engine reads right: `eagle3-convert --to speculators {tmp}/drafter '
+          "drafter-speculators`, with the target's embed_tokens.weight added if the drafter stores none", None,
+          'mlx-vlm')]),
+    "a speculators file with embed_tokens for mlx-vlm": (
+        dict(layout="speculators", spec={"embed_tokens": True}, engines=["mlx-vlm"], codes=("ENGINE",)),
+        [('W-ENGINE-CAVEAT', 'warning', 'mlx-vlm captures only on targets whose model takes its hooks (gemma4, '
+          'gemma4_unified, lfm2, minimax_m3_vl, muse_glimmer, qwen3_5 at 0.6.15)', 'serve it as the caveat says, or '
+          'with an engine that reads the file in full: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None,
+          'mlx-vlm'),
+         ('I-ENGINE-READING', 'info', 'mlx-vlm (from source) 0.6.15: as-trained (captures [2, 4, 5], trained maths; '
+          'mlx-vlm captures only on targets whose model takes its hooks (gemma4, gemma4_unified, lfm2, minimax_m3_vl, '
+          'muse_glimmer, qwen3_5 at 0.6.15))', None, None, 'mlx-vlm')]),
+    "an EAGLE file for LMDeploy": (
+        dict(layout="eagle", engines=["lmdeploy"], codes=("ENGINE",)),
+        [('E-ENGINE-REFUSES', 'error', "LMDeploy (from source): LMDeploy builds its EAGLE-3 drafter only from "
+          "architectures[0] 'LlamaForCausalLM' (or a declared 'Eagle3LlamaForCausalLM'); ['LlamaForCausalLMEagle3'] "
+          "have no EAGLE-3 rewrite there", 'write the file the engine reads right: `eagle3-convert --to eagle '
+          '{tmp}/drafter drafter-eagle`, then set architectures to ["LlamaForCausalLM"], the name LMDeploy\'s docs '
+          'load', None, 'lmdeploy')]),
+    "an SGLang release we know nothing about": (
+        dict(layout="sglang", engines=["sglang"], releases={"sglang": ["0.9.99"]}, codes=("ENGINE",)),
+        [('W-ENGINE-RELEASE-UNKNOWN', 'warning', 'SGLang 0.9.99 is a release we know nothing about (we know 0.5.9 to '
+          '0.5.23): no verdict', 'name a release we know (SGLang 0.5.23 is the newest), or judge the file on that '
+          'release yourself', None, 'sglang')]),
     # validate/config.py
     "a capture list as a string, then unknown keys": (
         dict(layout="sglang", codes=("KEY", "CAPTURE-FIELD"), edit=lambda c: (
