@@ -493,6 +493,12 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         [('E-CONFIG-FIELD', 'error', 'transformer_layer_config.model_type is 7 (JSON number); the speculators reader '
           'expects a string and would coerce it', 'write transformer_layer_config.model_type as a string in '
           'config.json', '$.transformer_layer_config.model_type', None)]),
+    "a nested decoder of no drafter family": (
+        dict(layout="speculators", edit=lambda c: c["transformer_layer_config"].update(model_type="gpt2"),
+             codes=CONFIG_CODES),
+        [('E-CONFIG-FAMILY', 'error', "transformer_layer_config: drafter model_type 'gpt2' is not an EAGLE-3 drafter "
+          "family", 'known: deepseek_v2, deepseek_v3, kimi_k2, llama, qwen3', '$.transformer_layer_config.model_type',
+          None)]),
     "an MLA drafter's zero kv_lora_rank": (
         dict(layout="vllm", spec=MLA, edit=lambda c: c.update(kv_lora_rank=0), codes=CONFIG_CODES),
         [('E-CONFIG-FIELD', 'error', 'config.json: kv_lora_rank is 0; expected a positive integer',
