@@ -545,3 +545,23 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
 def test_each_finding_of_capture_config_and_engine_in_full(name: str, tmp_path: Path):
     arguments, expected = CASES7[name]
     assert judged(tmp_path, **arguments) == expected
+
+
+@pytest.mark.parametrize("layout", ["vllm", "speculators"])
+@pytest.mark.parametrize("key, value", [("num_key_value_heads", 0), ("head_dim", 0), ("rms_norm_eps", "1e-5")])
+def test_a_refused_optional_decoder_key_is_named_and_hides_no_schema_finding(layout: str, key: str, value: Any,
+                                                                               tmp_path: Path):
+    """decoder_fields refuses an optional key of the wrong type (num_key_value_heads 0, a string eps): the finding
+    names that key, and the schema's other findings stay. It used to point at the whole decoder config ("$" in a
+    flat config), and as every schema path of a flat config lies under "$", the schema's findings were all dropped."""
+    nested = layout == "speculators"
+    decoder = (lambda c: c["transformer_layer_config"]) if nested else (lambda c: c)
+    got = judged(tmp_path, layout, edit=lambda c: (decoder(c).update({key: value}), c.update(torch_dtype=5)),
+                 codes=CONFIG_CODES)
+    expected = "a positive number" if key == "rms_norm_eps" else "a positive integer"
+    place = "transformer_layer_config" if nested else "config.json"
+    assert got == [
+        ('E-CONFIG-FIELD', 'error', f"{place}: {key} is {value!r}; expected {expected}", f'fix {key} in config.json',
+         f"$.{'transformer_layer_config.' if nested else ''}{key}", None),
+        ('E-SCHEMA', 'error', f"config.json $.torch_dtype: 5 is not of type 'string', 'null' ({layout} schema)",
+         'fix $.torch_dtype in config.json', '$.torch_dtype', None)]
