@@ -251,6 +251,8 @@ def test_ids_deleted_from_a_converted_file_are_restored_from_its_sidecar(tmp_pat
 
 
 MLA = {"family": "deepseek_mla", "target_model_type": "deepseek_v3"}
+LLAMA_LAYER = ("hidden_norm", "input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj",
+               "post_attention_layernorm", "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj", "self_attn.v_proj")
 MLA_LAYER = ("hidden_norm", "input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj",
              "post_attention_layernorm", "self_attn.kv_a_layernorm", "self_attn.kv_a_proj_with_mqa",
              "self_attn.kv_b_proj",
@@ -465,6 +467,20 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
     "no fc.weight: the id list's length stands": (
         dict(layout="vllm", edit=lambda c: (c.update({IDS: [2, 4]}), c["eagle_config"].update({IDS: [2, 4]})),
              tensors=lambda t: t.pop("fc.weight"), codes=CONFIG_CODES), [FC_MISSING]),
+    "no fc.weight: the top-level list's length stands": (
+        dict(layout="vllm", edit=lambda c: (c.update({IDS: [2, 4]}), c["eagle_config"].pop(IDS)),
+             tensors=lambda t: t.pop("fc.weight"), codes=CONFIG_CODES), [FC_MISSING]),
+    "no fc.weight: the nested list's length stands": (
+        dict(layout="sglang", edit=lambda c: c["eagle_config"].update({IDS: [1, 3]}),
+             tensors=lambda t: t.pop("fc.weight"), codes=CONFIG_CODES), [FC_MISSING]),
+    "a ModelOpt Megatron export's midlayer.* names": (
+        dict(layout="modelopt", tensors=renamed("layers.0.", "midlayer."), codes=CONFIG_CODES), []),
+    "a ModelOpt export's midlayer.* names under model.": (
+        dict(layout="modelopt", tensors=renamed("layers.0.", "model.midlayer."), codes=("E-KEY",)),
+        [('E-KEY-DROPPED', 'error', f"TensorRT-LLM drops tensor 'model.midlayer.{n}.weight' (layers.0.{n}.weight) "
+          f"silently: it adds `model.` itself, so 'model.midlayer.{n}.weight' matches no parameter; the weight keeps "
+          f"its random initialisation", f"rename it to the name TensorRT-LLM loads ('midlayer.{n}.weight')",
+          f'model.midlayer.{n}.weight', 'trtllm') for n in LLAMA_LAYER]),
     "num_aux_hidden_states against fc's width": (
         dict(layout="vllm", edit=lambda c: c.update(num_aux_hidden_states=2), codes=CONFIG_CODES),
         [('E-CAPTURE-COUNT', 'error', 'num_aux_hidden_states is 2 but fc.weight fuses 3 states of width 32',
