@@ -252,7 +252,8 @@ def test_ids_deleted_from_a_converted_file_are_restored_from_its_sidecar(tmp_pat
 
 MLA = {"family": "deepseek_mla", "target_model_type": "deepseek_v3"}
 LLAMA_LAYER = ("hidden_norm", "input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj",
-               "post_attention_layernorm", "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj", "self_attn.v_proj")
+               "post_attention_layernorm", "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj",
+               "self_attn.v_proj")
 MLA_LAYER = ("hidden_norm", "input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj",
              "post_attention_layernorm", "self_attn.kv_a_layernorm", "self_attn.kv_a_proj_with_mqa",
              "self_attn.kv_b_proj",
