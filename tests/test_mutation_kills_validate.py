@@ -201,15 +201,12 @@ def test_tensorrt_llm_drops_a_layer_0_stored_as_midlayer_in_a_multi_layer_file(t
     """Its loader reads midlayer.* only for a one-layer drafter: every weight of a 2-layer file's midlayer.* is
     dropped silently, each said once with the name it loads ("it has no parameter named ..."), not "adds model."."""
     got = judged(tmp_path, "sglang", {"num_layers": 2}, engines=["trtllm"], codes=("E-KEY",),
-                 tensors=lambda t: [t.__setitem__(n.replace("layers.0.", "midlayer."), t.pop(n))
-                                    for n in list(t) if n.startswith("layers.0.")])
+                 tensors=renamed("layers.0.", "midlayer."))
     assert got == [
         ('E-KEY-DROPPED', 'error', f"TensorRT-LLM drops tensor 'midlayer.{n}.weight' (layers.0.{n}.weight) silently: "
          f"it has no parameter named 'midlayer.{n}.weight'; the weight keeps its random initialisation",
          f"rename it to the name TensorRT-LLM loads ('layers.0.{n}.weight')", f"midlayer.{n}.weight", 'trtllm')
-        for n in ("hidden_norm", "input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj",
-                  "post_attention_layernorm", "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj",
-                  "self_attn.v_proj")]
+        for n in LLAMA_LAYER]
 
 
 def test_a_record_against_the_config_each_way_it_can_differ():
