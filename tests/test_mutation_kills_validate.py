@@ -543,6 +543,11 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
           'captures its default boundaries {2, L//2, L-3}', 'write the ids where SGLang reads them: `eagle3-convert '
           '--from sglang --capture-layers 1,3,6 --convention sglang --to sglang {tmp}/drafter drafter-sglang` writes '
           'them there', '$.eagle_aux_hidden_state_layer_ids', 'sglang')]),
+    "vLLM told not to fuse the captured states": (
+        dict(layout="vllm", edit=lambda c: c["eagle_config"].update(use_aux_hidden_state=False), codes=("CAPTURE",)),
+        [('E-CAPTURE-FC-BYPASSED', 'error', "eagle_config.use_aux_hidden_state is false: vLLM passes the target's last "
+          "hidden state alone and never applies fc.weight [32, 96]", 'set eagle_config.use_aux_hidden_state to true '
+          '(an EAGLE-3 drafter fuses captured states)', '$.eagle_config.use_aux_hidden_state', 'vllm')]),
     "a boundary past a shallower target, TensorRT-LLM": (
         dict(layout="modelopt", spec={"capture_boundaries": (2, 4, 8)}, target={"target_layers": 6},
              codes=("CAPTURE",)),
@@ -579,3 +584,19 @@ def test_a_refused_optional_decoder_key_is_named_and_hides_no_schema_finding(lay
          f"$.{'transformer_layer_config.' if nested else ''}{key}", None),
         ('E-SCHEMA', 'error', f"config.json $.torch_dtype: 5 is not of type 'string', 'null' ({layout} schema)",
          'fix $.torch_dtype in config.json', '$.torch_dtype', None)]
+
+
+def test_a_config_naming_another_verifier_than_its_sidecar(tmp_path: Path):
+    """A converted speculators drafter whose config.json was edited afterwards to name another verifier: the sidecar
+    (written with the config before) says which, and the hint says what to do either way."""
+    source = build_drafter(tmp_path / "built", "speculators", DrafterSpec())
+    assert run_cli("--to", "speculators", "--no-record", source, tmp_path / "drafter").exit_code == 0
+    edit_config(lambda c: c["speculators_config"]["verifier"].update(name_or_path="org/other-model"))(
+        tmp_path / "drafter")
+    result = run_cli("validate", tmp_path / "drafter", "--json")
+    assert result.exit_code == 1
+    assert [(f["code"], f["message"], f["hint"], f["where"]) for f in json.loads(result.stdout)["findings"]] == [
+        ("E-RECORD-CONFLICT", "config.json's target is 'org/other-model', eagle3-convert.json (written with another "
+         "config.json) says 'org/target-model'", "fix config.json's target to 'org/target-model' if the sidecar is "
+         f"right; if config.json is right, eagle3-convert.json in {tmp_path}/drafter describes other weights: move it "
+         "aside", "$.speculators_config.verifier.name_or_path")]
