@@ -517,6 +517,10 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         dict(layout="vllm", spec=MLA, edit=lambda c: c.update(kv_lora_rank=0), codes=CONFIG_CODES),
         [('E-CONFIG-FIELD', 'error', 'config.json: kv_lora_rank is 0; expected a positive integer',
           'fix kv_lora_rank in config.json', '$.kv_lora_rank', None)]),
+    "an MLA drafter's zero hidden_size, said once": (
+        dict(layout="vllm", spec=MLA, edit=lambda c: c.update(hidden_size=0), codes=CONFIG_CODES),
+        [('E-CONFIG-FIELD', 'error', 'config.json: hidden_size is 0; expected a positive integer',
+          'fix hidden_size in config.json', '$.hidden_size', None)]),
     "zero layers, said once": (
         dict(layout="vllm", edit=lambda c: c.update(num_hidden_layers=0), codes=CONFIG_CODES),
         [('E-CONFIG-FIELD', 'error', 'num_hidden_layers is 0 (JSON number); the vllm reader expects a positive '
@@ -600,3 +604,14 @@ def test_a_config_naming_another_verifier_than_its_sidecar(tmp_path: Path):
          "config.json) says 'org/target-model'", "fix config.json's target to 'org/target-model' if the sidecar is "
          f"right; if config.json is right, eagle3-convert.json in {tmp_path}/drafter describes other weights: move it "
          "aside", "$.speculators_config.verifier.name_or_path")]
+
+
+def test_a_vocab_size_past_any_tokenizer_is_named_and_hides_no_schema_finding(tmp_path: Path):
+    """The decoder's refusal of an absurd vocab_size (a memory bomb for the t2d mask) names vocab_size; it used to
+    name "$", under which lies every schema path of a flat config, and the schema's findings were dropped."""
+    got = judged(tmp_path, "vllm", edit=lambda c: c.update(vocab_size=1 << 25, torch_dtype=5), codes=CONFIG_CODES)
+    assert got == [
+        ('E-CONFIG-FIELD', 'error', 'config.json: vocab_size is 33554432, more than any tokenizer (limit 16777216)',
+         'fix vocab_size in config.json', '$.vocab_size', None),
+        ('E-SCHEMA', 'error', "config.json $.torch_dtype: 5 is not of type 'string', 'null' (vllm schema)",
+         'fix $.torch_dtype in config.json', '$.torch_dtype', None)]
