@@ -479,6 +479,23 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
           f"silently: it adds `model.` itself, so 'model.midlayer.{n}.weight' matches no parameter; the weight keeps "
           f"its random initialisation", f"rename it to the name TensorRT-LLM loads ('midlayer.{n}.weight')",
           f'model.midlayer.{n}.weight', 'trtllm') for n in LLAMA_LAYER]),
+    "no fc.weight and no count anywhere: three states": (
+        dict(layout="vllm", edit=lambda c: (c.pop(IDS), c["eagle_config"].pop(IDS)),
+             tensors=lambda t: t.pop("fc.weight"), codes=CONFIG_CODES),
+        [('E-KEY-MISSING', 'error', 'required tensor fc.weight [32, 96] is missing', 'the checkpoint is incomplete: '
+          'engines load it silently with random weights; re-export it from the training run', 'fc.weight', None)]),
+    "no ids, a declared count: a target width fc does not fit is said as such": (
+        dict(layout="vllm", edit=lambda c: (c.pop(IDS), c["eagle_config"].pop(IDS),
+                                            c.update(num_aux_hidden_states=3, target_hidden_size=40)),
+             codes=CONFIG_CODES),
+        [('E-TARGET-HIDDEN-SIZE', 'error', "target_hidden_size is 40, but fc.weight's 96 input columns fuse 3 "
+          "captured states of width 32", 'set target_hidden_size in config.json to 32 (or remove it: it defaults to '
+          'hidden_size)', '$.target_hidden_size', None)]),
+    "no ids, no count: fc's width against the target width alone": (
+        dict(layout="vllm", edit=lambda c: (c.pop(IDS), c["eagle_config"].pop(IDS), c.update(target_hidden_size=40)),
+             codes=CONFIG_CODES),
+        [('E-SHAPE-FC', 'error', 'fc.weight has 96 input columns, not a multiple of the target hidden size Ht=40',
+          "set target_hidden_size in config.json to the target's hidden size", 'fc.weight', None)]),
     "num_aux_hidden_states against fc's width": (
         dict(layout="vllm", edit=lambda c: c.update(num_aux_hidden_states=2), codes=CONFIG_CODES),
         [('E-CAPTURE-COUNT', 'error', 'num_aux_hidden_states is 2 but fc.weight fuses 3 states of width 32',
