@@ -257,6 +257,15 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.validate.capture.x__convention_warning__mutmut_{n}":
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
+    # validate/capture.py, config.py, engine.py (session 7; numbered as at 4898e26, before EngineProfile.builds went)
+    "eagle3_convert.validate.capture.x_engine_capture__mutmut_61":
+        "only TensorRT-LLM takes its ids at runtime, and its block-output convention reads no target family",
+    "eagle3_convert.validate.engine.x__engine_keys__mutmut_29":
+        "an unapplied twin norm lies in a layer >= 1 of a drafter of more than one layer, where the one-layer rule "
+        "(layer 0 as midlayer.*) is skipped for no layer count as for that count",
+    "eagle3_convert.validate.config.x__intent__mutmut_8":
+        "a model.-prefixed name the layout already reads as a drafter tensor reads the same without the prefix (every "
+        "rule with a model. spelling has its plain twin: 986 such names of every layout read alike)",
     **{f"eagle3_convert.registry.writes.x_{fn}__mutmut_{n}": _SQL_CASE for fn, numbers in (
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
