@@ -496,6 +496,15 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
              codes=CONFIG_CODES),
         [('E-SHAPE-FC', 'error', 'fc.weight has 96 input columns, not a multiple of the target hidden size Ht=40',
           "set target_hidden_size in config.json to the target's hidden size", 'fc.weight', None)]),
+    "no ids, a count that is no integer: fc's width against the target width alone": (
+        dict(layout="vllm", edit=lambda c: (c.pop(IDS), c["eagle_config"].pop(IDS),
+                                            c.update(num_aux_hidden_states="3", target_hidden_size=40)),
+             codes=CONFIG_CODES),
+        [('E-CONFIG-FIELD', 'error', "num_aux_hidden_states is '3' (JSON string); the vllm reader expects a positive "
+          "integer and would coerce it", 'write num_aux_hidden_states as a positive integer in config.json',
+          '$.num_aux_hidden_states', None),
+         ('E-SHAPE-FC', 'error', 'fc.weight has 96 input columns, not a multiple of the target hidden size Ht=40',
+          "set target_hidden_size in config.json to the target's hidden size", 'fc.weight', None)]),
     "num_aux_hidden_states against fc's width": (
         dict(layout="vllm", edit=lambda c: c.update(num_aux_hidden_states=2), codes=CONFIG_CODES),
         [('E-CAPTURE-COUNT', 'error', 'num_aux_hidden_states is 2 but fc.weight fuses 3 states of width 32',
