@@ -387,6 +387,14 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
           "have no EAGLE-3 rewrite there", 'write the file the engine reads right: `eagle3-convert --to eagle '
           '{tmp}/drafter drafter-eagle`, then set architectures to ["LlamaForCausalLM"], the name LMDeploy\'s docs '
           'load', None, 'lmdeploy')]),
+    "a P-EAGLE drafter for TensorRT-LLM, whose reading of it is not established": (
+        dict(layout="vllm", spec={"peagle_mask_token_id": 5}, engines=["trtllm"], codes=("ENGINE",)),
+        [('W-ENGINE-UNKNOWN', 'warning', "TensorRT-LLM (from source): TensorRT-LLM's sources read have no P-EAGLE mode "
+          "(SpeculativeDecodingMode, _torch/speculative/interface.py @ 00b6d5a2; its PARD mode drafts from mask tokens "
+          "without the target's hidden states): as Eagle3 it would draft autoregressively a drafter trained to draft "
+          "in parallel, if its loader takes mask_hidden at all; not served as trained, whether loudly or not is not "
+          "established", 'judge the file on the engine itself, or serve it with an engine whose reading is known '
+          '(check one with validate --engine)', None, 'trtllm')]),
     "an SGLang release we know nothing about": (
         dict(layout="sglang", engines=["sglang"], releases={"sglang": ["0.9.99"]}, codes=("ENGINE",)),
         [('W-ENGINE-RELEASE-UNKNOWN', 'warning', 'SGLang 0.9.99 is a release we know nothing about (we know 0.5.9 to '
