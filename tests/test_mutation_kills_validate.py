@@ -513,6 +513,12 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
           '$.num_aux_hidden_states', None),
          ('E-SHAPE-FC', 'error', 'fc.weight has 96 input columns, not a multiple of the target hidden size Ht=40',
           "set target_hidden_size in config.json to the target's hidden size", 'fc.weight', None)]),
+    "a target_hidden_size fc's width does not fit, the target's own width given": (
+        dict(layout="vllm", spec={"target_hidden_size": 64}, edit=lambda c: c.update(target_hidden_size=40), target={},
+             codes=CONFIG_CODES),
+        [('E-TARGET-HIDDEN-SIZE', 'error', "target_hidden_size is 40, but fc.weight's 192 input columns fuse 3 "
+          "captured states of width 64; the target's hidden_size is 64", 'set target_hidden_size in config.json to 64',
+          '$.target_hidden_size', None)]),
     "num_aux_hidden_states against fc's width": (
         dict(layout="vllm", edit=lambda c: c.update(num_aux_hidden_states=2), codes=CONFIG_CODES),
         [('E-CAPTURE-COUNT', 'error', 'num_aux_hidden_states is 2 but fc.weight fuses 3 states of width 32',
