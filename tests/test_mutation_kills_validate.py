@@ -395,6 +395,28 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
           "in parallel, if its loader takes mask_hidden at all; not served as trained, whether loudly or not is not "
           "established", 'judge the file on the engine itself, or serve it with an engine whose reading is known '
           '(check one with validate --engine)', None, 'trtllm')]),
+    "no ids, llama.cpp, the target's depth known": (
+        dict(layout="vllm", spec={"capture_boundaries": None}, engines=["llamacpp"], target={}, codes=("ENGINE",)),
+        [('I-ENGINE-READING', 'info', 'llama.cpp b11434: default-layers (captures its default layers, the trained '
+          'ones)', None, None, 'llamacpp')]),
+    "no ids, llama.cpp, no target": (
+        dict(layout="vllm", spec={"capture_boundaries": None}, engines=["llamacpp"], codes=("ENGINE",)),
+        [('I-ENGINE-READING', 'info', 'llama.cpp b11434: default-layers (captures its default layers {2, L//2, L-3}, '
+          'as in training)', None, None, 'llamacpp')]),
+    "a vLLM file for SGLang on a gpt-oss target: the releases read it by the target's family and depth": (
+        dict(layout="vllm", spec={"capture_boundaries": (2, 4, 8), "target_model_type": "gpt_oss"},
+             engines=["sglang"], target={}, codes=("ENGINE",)),
+        [('I-ENGINE-RELEASES', 'info', 'SGLang releases disagree on this file: served as trained on ≥ 0.5.17; served '
+          "WRONG on 0.5.12–0.5.16 (SGLang cannot capture boundaries [9] (the last block's output) and serves without "
+          "them); served WRONG on 0.5.9–0.5.11 (SGLang cannot capture boundaries [9] (the last block's output) and "
+          "serves without them; SGLang drops layers.0.* weights (it loads midlayer.* only) "
+          "(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 more)) "
+          "without a word)", None, None, 'sglang')]),
+    "SGLang without draft_vocab_size or lm_head": (
+        dict(layout="sglang", edit=lambda c: c.pop("draft_vocab_size"), tensors=lambda t: t.pop("lm_head.weight"),
+             codes=("ENGINE", "DRAFT-VOCAB")),
+        [('E-CONFIG-DRAFT-VOCAB', 'error', 'config.json has no draft_vocab_size: SGLang fails to construct the '
+          'drafter', 'set draft_vocab_size to the lm_head rows', '$.draft_vocab_size', 'sglang')]),
     "an SGLang release we know nothing about": (
         dict(layout="sglang", engines=["sglang"], releases={"sglang": ["0.9.99"]}, codes=("ENGINE",)),
         [('W-ENGINE-RELEASE-UNKNOWN', 'warning', 'SGLang 0.9.99 is a release we know nothing about (we know 0.5.9 to '
@@ -587,6 +609,20 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
           'captures its default boundaries {2, L//2, L-3}', 'write the ids where SGLang reads them: `eagle3-convert '
           '--from sglang --capture-layers 1,3,6 --convention sglang --to sglang {tmp}/drafter drafter-sglang` writes '
           'them there', '$.eagle_aux_hidden_state_layer_ids', 'sglang')]),
+    "an SGLang file for vLLM, trained on other layers than vLLM's defaults": (
+        dict(layout="sglang", spec={"capture_boundaries": (1, 3, 6)}, engines=["vllm"], target={}, codes=("CAPTURE",)),
+        [('E-CAPTURE-MISMATCH', 'error', "vLLM's V1 runner falls back to eagle_config.eagle_aux_hidden_state_layer_ids "
+          "[0, 2, 5] and reads it as boundaries [0, 2, 5], but the drafter was trained on boundaries [1, 3, 6]",
+          'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes them '
+          'there', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
+         ('E-CAPTURE-MISMATCH', 'error', 'vLLM captures its default boundaries [2, 4, 5], but the drafter was trained '
+          'on boundaries [1, 3, 6]', '`eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes ids vLLM reads as '
+          '[1, 3, 6]', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
+         ('W-CAPTURE-IDS-IGNORED', 'warning', 'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it '
+          'ignores eagle_config.eagle_aux_hidden_state_layer_ids [0, 2, 5] and captures its default boundaries [2, 4, '
+          '5] (its V1 runner instead falls back to that list, read as boundaries [0, 2, 5])', 'write the ids where '
+          'vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes them there',
+          '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm')]),
     "vLLM told not to fuse the captured states": (
         dict(layout="vllm", edit=lambda c: c["eagle_config"].update(use_aux_hidden_state=False), codes=("CAPTURE",)),
         [('E-CAPTURE-FC-BYPASSED', 'error', "eagle_config.use_aux_hidden_state is false: vLLM passes the target's last "
