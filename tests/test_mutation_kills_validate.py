@@ -623,6 +623,27 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
           '5] (its V1 runner instead falls back to that list, read as boundaries [0, 2, 5])', 'write the ids where '
           'vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes them there',
           '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm')]),
+    "the embedding tap lost to vLLM's defaults: no SGLang note in the hint": (
+        dict(layout="sglang", spec={"capture_boundaries": (0, 4, 5)}, engines=["vllm"], target={},
+             codes=("CAPTURE",)),
+        [('E-CAPTURE-EMBEDDING', 'error', 'the drafter was trained with the embedding output (boundary 0) among its '
+          'taps [0, 4, 5], but vLLM captures its default boundaries [2, 4, 5]: the embedding tap is replaced by a '
+          'block output', '`eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes ids vLLM reads as [0, 4, 5]',
+          '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
+         ('W-CAPTURE-IDS-IGNORED', 'warning', 'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it '
+          'ignores eagle_config.eagle_aux_hidden_state_layer_ids [-1, 3, 4] and captures its default boundaries [2, '
+          '4, 5] (its V1 runner instead falls back to that list, which names no boundaries it reads: what it captures '
+          'then is not established)', 'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter '
+          'drafter-vllm` writes them there', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm')]),
+    "ids only at the top of an SGLang file: the warning is SGLang's word, no verdict added": (
+        dict(layout="sglang", codes=("ENGINE",), edit=lambda c: (c.__setitem__(IDS, [1, 3, 6]),
+                                                                  c["eagle_config"].pop(IDS))), []),
+    "an MLA drafter with a Llama architecture: the tensors, not the name, say the family": (
+        dict(layout="vllm", spec=MLA, edit=lambda c: c.update(architectures=["LlamaForCausalLMEagle3"]),
+             codes=("CONFIG", "SCHEMA", "KEY", "SHAPE")),
+        [('E-CONFIG-ARCH', 'error', "architectures ['LlamaForCausalLMEagle3'] make vLLM build its llama drafter class, "
+          "but the config describes a deepseek_mla drafter", "set architectures to ['Eagle3DeepseekV2ForCausalLM'], "
+          "the class vLLM builds for a deepseek_mla drafter", '$.architectures', 'vllm')]),
     "vLLM told not to fuse the captured states": (
         dict(layout="vllm", edit=lambda c: c["eagle_config"].update(use_aux_hidden_state=False), codes=("CAPTURE",)),
         [('E-CAPTURE-FC-BYPASSED', 'error', "eagle_config.use_aux_hidden_state is false: vLLM passes the target's last "
