@@ -417,6 +417,21 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
              codes=("ENGINE", "DRAFT-VOCAB")),
         [('E-CONFIG-DRAFT-VOCAB', 'error', 'config.json has no draft_vocab_size: SGLang fails to construct the '
           'drafter', 'set draft_vocab_size to the lm_head rows', '$.draft_vocab_size', 'sglang')]),
+    "four capture ids: vLLM's caveat, once for its two runners": (
+        dict(layout="vllm", spec={"num_aux": 4, "capture_boundaries": (2, 3, 4, 5)}, engines=["vllm"],
+             codes=("ENGINE",)),
+        [('W-ENGINE-CAVEAT', 'warning', '4 capture ids: some vLLM releases crash at start-up on 4 or more top-level ids '
+          '(vLLM PR #54598, open)', 'serve it as the caveat says, or with an engine that reads the file in full: '
+          '`eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None, 'vllm')]),
+    "two caveats of mlx-vlm, in one line": (
+        dict(layout="speculators", spec={"embed_tokens": True}, engines=["mlx-vlm"], codes=("W-ENGINE",),
+             edit=lambda c: c["transformer_layer_config"].update(sliding_window=64,
+                                                                  layer_types=["sliding_attention"])),
+        [('W-ENGINE-CAVEAT', 'warning', 'mlx-vlm captures only on targets whose model takes its hooks (gemma4, '
+          'gemma4_unified, lfm2, minimax_m3_vl, muse_glimmer, qwen3_5 at 0.6.15); mlx-vlm attends over the whole '
+          'context where the drafter was trained with a 64-token sliding window: the maths differ past 64 tokens',
+          'serve it as the caveat says, or with an engine that reads the file in full: `eagle3-convert --to vllm '
+          '{tmp}/drafter drafter-vllm`', None, 'mlx-vlm')]),
     "an SGLang release we know nothing about": (
         dict(layout="sglang", engines=["sglang"], releases={"sglang": ["0.9.99"]}, codes=("ENGINE",)),
         [('W-ENGINE-RELEASE-UNKNOWN', 'warning', 'SGLang 0.9.99 is a release we know nothing about (we know 0.5.9 to '
@@ -575,6 +590,15 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         [('E-CONFIG-FAMILY', 'error', "transformer_layer_config: drafter model_type 'gpt2' is not an EAGLE-3 drafter "
           "family", 'known: deepseek_v2, deepseek_v3, kimi_k2, llama, qwen3', '$.transformer_layer_config.model_type',
           None)]),
+    "a decoder key at the top of a speculators config: the misplacement, not the decoder's refusal": (
+        dict(layout="speculators", codes=CONFIG_CODES,
+             edit=lambda c: c.update(hidden_size=c["transformer_layer_config"].pop("hidden_size"))),
+        [('E-CONFIG-KEY-PLACE', 'error', 'hidden_size is at the top level, but the speculators reader reads it as '
+          'transformer_layer_config.hidden_size: it would be taken as absent', 'move it to '
+          'transformer_layer_config.hidden_size', '$.hidden_size', None),
+         ('E-SCHEMA', 'error', 'config.json $.transformer_layer_config.hidden_size: is required but absent '
+          '(speculators schema)', 'fix $.transformer_layer_config.hidden_size in config.json',
+          '$.transformer_layer_config.hidden_size', None)]),
     "an MLA drafter's zero kv_lora_rank": (
         dict(layout="vllm", spec=MLA, edit=lambda c: c.update(kv_lora_rank=0), codes=CONFIG_CODES),
         [('E-CONFIG-FIELD', 'error', 'config.json: kv_lora_rank is 0; expected a positive integer',
