@@ -420,8 +420,8 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
     "four capture ids: vLLM's caveat, once for its two runners": (
         dict(layout="vllm", spec={"num_aux": 4, "capture_boundaries": (2, 3, 4, 5)}, engines=["vllm"],
              codes=("ENGINE",)),
-        [('W-ENGINE-CAVEAT', 'warning', '4 capture ids: some vLLM releases crash at start-up on 4 or more top-level ids '
-          '(vLLM PR #54598, open)', 'serve it as the caveat says, or with an engine that reads the file in full: '
+        [('W-ENGINE-CAVEAT', 'warning', '4 capture ids: some vLLM releases crash at start-up on 4 or more top-level '
+          'ids (vLLM PR #54598, open)', 'serve it as the caveat says, or with an engine that reads the file in full: '
           '`eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None, 'vllm')]),
     "two caveats of mlx-vlm, in one line": (
         dict(layout="speculators", spec={"embed_tokens": True}, engines=["mlx-vlm"], codes=("W-ENGINE",),
