@@ -263,6 +263,12 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.validate.engine.x__engine_keys__mutmut_29":
         "an unapplied twin norm lies in a layer >= 1 of a drafter of more than one layer, where the one-layer rule "
         "(layer 0 as midlayer.*) is skipped for no layer count as for that count",
+    **{f"eagle3_convert.validate.capture.x_fc_bypass__mutmut_{n}":
+       "an absent use_aux_hidden_state only has to read as not `False`: None is not False, as True is not"
+       for n in (10, 12)},
+    "eagle3_convert.validate.config.x__num_aux__mutmut_67":
+        "fc's width / count, not //: wrong_target_width speaks only when count divides it, and the pydantic model "
+        "takes the whole float as the int",
     "eagle3_convert.validate.config.x__intent__mutmut_8":
         "a model.-prefixed name the layout already reads as a drafter tensor reads the same without the prefix (every "
         "rule with a model. spelling has its plain twin: 986 such names of every layout read alike)",
