@@ -432,6 +432,15 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
           'context where the drafter was trained with a 64-token sliding window: the maths differ past 64 tokens',
           'serve it as the caveat says, or with an engine that reads the file in full: `eagle3-convert --to vllm '
           '{tmp}/drafter drafter-vllm`', None, 'mlx-vlm')]),
+    "fc_norm on vLLM 0.21.0: refused, said once for its two runners": (
+        dict(layout="vllm", spec={"fc_norm": True}, engines=["vllm"], releases={"vllm": ["0.21.0"]},
+             codes=("ENGINE",)),
+        [('E-ENGINE-REFUSES', 'error', 'vLLM (V1 runner) 0.21.0 refuses this file: vLLM builds no fc_norm and fails to '
+          'load fc_norm.* (KeyError)', 'upgrade to vLLM ≥ 0.22.0, which serves this file as trained; or write the '
+          'file the engine reads right: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None, 'vllm'),
+         ('I-ENGINE-RELEASES', 'info', 'vLLM releases disagree on this file: served as trained on ≥ 0.22.0; refused '
+          'loudly on 0.18.0–0.21.0 (vLLM builds no fc_norm and fails to load fc_norm.* (KeyError))', None, None,
+          'vllm')]),
     "an SGLang release we know nothing about": (
         dict(layout="sglang", engines=["sglang"], releases={"sglang": ["0.9.99"]}, codes=("ENGINE",)),
         [('W-ENGINE-RELEASE-UNKNOWN', 'warning', 'SGLang 0.9.99 is a release we know nothing about (we know 0.5.9 to '
