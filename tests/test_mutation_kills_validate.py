@@ -505,6 +505,25 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
     "ModelOpt's nested norm_before_fc": (dict(layout="modelopt", spec={"norm_before_fc": True}, codes=CONFIG_CODES),
                                          []),
     "vLLM's norm_output": (dict(layout="vllm", spec={"norm_output": True}, codes=CONFIG_CODES), []),
+    "norm_before_residual, which SGLang has not": (
+        dict(layout="vllm", spec={"norm_before_residual": True}, engines=["sglang"], codes=("UNSUPPORTED",)),
+        [('E-ENGINE-UNSUPPORTED', 'error', 'norm_before_residual is true and SGLang has no such option: it would serve '
+          'different maths or drop weights', 'no file makes SGLang serve this drafter as trained; serve it with vLLM, '
+          'which supports every variant: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None, 'sglang')]),
+    "vLLM's top-level norm_before_fc": (dict(layout="vllm", spec={"norm_before_fc": True}, codes=CONFIG_CODES), []),
+    "a target_hidden_size as a string: the drafter's own width": (
+        dict(layout="vllm", edit=lambda c: c.update(target_hidden_size="40"), codes=CONFIG_CODES),
+        [('E-CONFIG-FIELD', 'error', "target_hidden_size is '40' (JSON string); the vllm reader expects a positive "
+          "integer and would coerce it", 'write target_hidden_size as a positive integer in config.json',
+          '$.target_hidden_size', None)]),
+    "a draft_vocab_size as a string, a head of 40 rows: the rows size the drafter": (
+        dict(layout="vllm", spec={"draft_vocab_size": 40}, edit=lambda c: c.update(draft_vocab_size="40"),
+             codes=CONFIG_CODES),
+        [('E-CONFIG-FIELD', 'error', "draft_vocab_size is '40' (JSON string); the vllm reader expects a positive "
+          "integer and would coerce it", 'write draft_vocab_size as a positive integer in config.json',
+          '$.draft_vocab_size', None),
+         ('E-CONFIG-DRAFT-VOCAB', 'error', "draft_vocab_size is '40': vLLM then sizes the draft head for the full "
+          "vocab V=96, but lm_head.weight has 40 rows", 'set draft_vocab_size to 40', '$.draft_vocab_size', 'vllm')]),
     "fewer key/value heads than the weights hold": (
         dict(layout="vllm", edit=lambda c: c.update(num_key_value_heads=3), codes=CONFIG_CODES),
         [('E-SHAPE', 'error', f'tensor layers.0.self_attn.{n}_proj.weight has shape [16, 64], the config implies '
