@@ -269,6 +269,14 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.validate.config.x__num_aux__mutmut_67":
         "fc's width / count, not //: wrong_target_width speaks only when count divides it, and the pydantic model "
         "takes the whole float as the int",
+    "eagle3_convert.validate.capture.x_check_capture__mutmut_57":
+        "with no ids anywhere every reader of ctx.intended (engine_capture, the engine modules' verdicts) reads None "
+        "with the target's depth as the same default boundaries the branch writes: it is redundant",
+    "eagle3_convert.validate.engine.x_check_engine_verdicts__mutmut_50":
+        "the caveat of vLLM's second runner is the same finding as its first's, which the report dedupes",
+    **{f"eagle3_convert.validate.config.x__decoder_key_path__mutmut_{n}":
+       "the fallback path (None, or no default): every refusal of decoder_fields names a key found first since the "
+       "optional keys and the vocab limit are looked at (numbered before that change)" for n in (31, 33)},
     "eagle3_convert.validate.config.x__intent__mutmut_8":
         "a model.-prefixed name the layout already reads as a drafter tensor reads the same without the prefix (every "
         "rule with a model. spelling has its plain twin: 986 such names of every layout read alike)",
