@@ -510,6 +510,11 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         [('E-ENGINE-UNSUPPORTED', 'error', 'norm_before_residual is true and SGLang has no such option: it would serve '
           'different maths or drop weights', 'no file makes SGLang serve this drafter as trained; serve it with vLLM, '
           'which supports every variant: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None, 'sglang')]),
+    "norm_output, which llama.cpp ignores": (
+        dict(layout="vllm", spec={"norm_output": True}, engines=["llamacpp"], codes=("ENGINE",)),
+        [('E-ENGINE-WRONG', 'error', 'llama.cpp: llama.cpp ignores norm_output; it would serve this file wrong',
+          'write the file the engine reads right: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`; or write the '
+          'GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf', None, 'llamacpp')]),
     "vLLM's top-level norm_before_fc": (dict(layout="vllm", spec={"norm_before_fc": True}, codes=CONFIG_CODES), []),
     "a target_hidden_size as a string: the drafter's own width": (
         dict(layout="vllm", edit=lambda c: c.update(target_hidden_size="40"), codes=CONFIG_CODES),
