@@ -11,12 +11,14 @@ written in the speculators layout with safetensors directly, so the fixture is i
 1. A corpus of structured sentences ("anna takes two apples to the market.") where each word depends on the
    ones before it, with noise, over a character vocabulary (a `tokenizers` BPE without merges, saved so that
    the target directory loads with transformers' AutoTokenizer).
-2. The target: transformers' LlamaForCausalLM (8 layers, hidden 48), trained briefly on the corpus.
+2. The target: transformers' LlamaForCausalLM (8 layers, hidden 48), trained briefly on the corpus, with a
+   term that makes each block rewrite the residual stream (SEPARATION): a state one layer off is another code.
 3. The target's own greedy continuations of corpus prefixes, with the hidden states at every capture boundary
    (HF `output_hidden_states` indices, before the final norm) and its greedy next token at every position.
 4. The drafter (one decoder layer, draft vocab of the 32 target tokens it predicts most, d2t as offsets), trained
    with test-time training: TTT_STEPS chained draft steps, each fed its own previous state and the target's
-   greedy token, attending to the target-fed keys of earlier positions and its own keys of the chain.
+   greedy token (TOKEN_NOISE of them replaced by random ones, so that it leans on the target's states), attending
+   to the target-fed keys of earlier positions and its own keys of the chain.
 """
 
 from __future__ import annotations
@@ -46,6 +48,14 @@ BOUNDARIES = [2, 4, 5]
 DRAFT_VOCAB = 32
 TTT_STEPS = 4
 DRAFTER_INTERMEDIATE = 96
+# The target's blocks are trained to rewrite the residual stream (SEPARATION weighs the squared cosine between each
+# block's input and output state): in a model this small neighbouring states are otherwise nearly the same vector,
+# and a drafter reading one layer off would hardly notice. Real targets' neighbouring layers differ more.
+SEPARATION = 1.0
+# The share of the drafter's training tokens replaced by a random one: the token alone then predicts less than
+# the target's states do, so the drafter leans on the states, as a real drafter over a real vocabulary must (over
+# this 49-character text the token alone drafts most of a word).
+TOKEN_NOISE = 0.5
 VERIFIER_NAME = "eagle3-convert-tests/verify-tiny-target"  # a repo-id-like name: engines refuse a local path there
 
 # --- 1. the corpus -------------------------------------------------------------------------------------------
@@ -107,6 +117,13 @@ def build_target():
     return LlamaForCausalLM(config).float()
 
 
+def neighbour_similarity(hidden_states) -> torch.Tensor:
+    """The mean squared cosine between each block's input and output state, over boundaries 1..L-1 (HF's last
+    entry is after the final norm): near 0 when every block rewrites the residual stream instead of adding to it."""
+    states = hidden_states[1:-1]
+    return torch.stack([F.cosine_similarity(a, b, dim=-1).pow(2).mean() for a, b in zip(states, states[1:])]).mean()
+
+
 def train_target(model, ids: torch.Tensor, steps: int, seq: int = 64, batch: int = 32) -> float:
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps, pct_start=0.1)
@@ -115,7 +132,8 @@ def train_target(model, ids: torch.Tensor, steps: int, seq: int = 64, batch: int
     for _ in range(steps):
         starts = torch.randint(0, len(ids) - seq - 1, (batch,), generator=gen)
         x = torch.stack([ids[s:s + seq + 1] for s in starts.tolist()])
-        loss = model(input_ids=x[:, :-1], labels=x[:, :-1].clone()).loss  # HF shifts the labels itself
+        out = model(input_ids=x[:, :-1], labels=x[:, :-1].clone(), output_hidden_states=True)  # HF shifts labels
+        loss = out.loss + SEPARATION * neighbour_similarity(out.hidden_states)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -224,10 +242,12 @@ class DraftMaths:
         return draft_ids + self.d2t[draft_ids]  # d2t holds offsets
 
 
-def ttt_loss(maths: DraftMaths, states, seqs, greedy, boundaries, t2d_index, steps: int):
+def ttt_loss(maths: DraftMaths, states, seqs, greedy, boundaries, t2d_index, steps: int,
+             noise: torch.Generator | None = None):
     """Cross-entropy of every chained step against the target's greedy token, where the chain so far is the
     target's own greedy path (the only drafts an engine keeps). Step s at position j is fed token seqs[j+1+s]
-    and predicts greedy[j+1+s]; it counts only if seqs[j+1+i] == greedy[j+i] for i = 1..s."""
+    and predicts greedy[j+1+s]; it counts only if seqs[j+1+i] == greedy[j+i] for i = 1..s. With `noise`, a
+    TOKEN_NOISE share of the fed tokens is replaced by random ones (the labels and the path are not)."""
     t = seqs.shape[1] - 1 - steps
     state = maths.fuse(states[:, :, :t], boundaries)
     on_path = torch.ones_like(seqs[:, :t], dtype=torch.bool)
@@ -236,7 +256,11 @@ def ttt_loss(maths: DraftMaths, states, seqs, greedy, boundaries, t2d_index, ste
     for s in range(steps):
         if s:
             on_path = on_path & (seqs[:, 1 + s:t + 1 + s] == greedy[:, s:t + s])
-        logits, state = maths.step(seqs[:, 1 + s:t + 1 + s], state, torch.arange(t) + s, cache)
+        fed = seqs[:, 1 + s:t + 1 + s]
+        if noise is not None:
+            swap = torch.rand(fed.shape, generator=noise) < TOKEN_NOISE
+            fed = torch.where(swap, torch.randint(0, TARGET["vocab_size"], fed.shape, generator=noise), fed)
+        logits, state = maths.step(fed, state, torch.arange(t) + s, cache)
         label = t2d_index[greedy[:, 1 + s:t + 1 + s]]  # -1 where the target's token is not in the draft vocab
         keep = on_path & (label >= 0)
         total = total + F.cross_entropy(logits[keep], label[keep])
@@ -314,7 +338,8 @@ def train_drafter(states, seqs, greedy, embed, steps: int):
     batch = 16
     for _ in range(steps):
         pick = torch.randint(0, seqs.shape[0], (batch,), generator=gen)
-        loss, accepted = ttt_loss(maths, states[:, pick], seqs[pick], greedy[pick], BOUNDARIES, t2d_index, TTT_STEPS)
+        loss, accepted = ttt_loss(maths, states[:, pick], seqs[pick], greedy[pick], BOUNDARIES, t2d_index, TTT_STEPS,
+                                  noise=gen)
         opt.zero_grad()
         loss.backward()
         opt.step()
