@@ -1,7 +1,7 @@
 """Train the verify proof's fixture (issue 24 item 4): a tiny Llama target and an EAGLE-3 drafter trained on it.
 
-    python tools/train_verify_fixture.py                 # writes tests/data/verify-tiny/ (about 45 s of one CPU core)
-    python tools/train_verify_fixture.py --out DIR       # anywhere else
+    python tools/train_verify_fixture.py             # writes tests/data/verify-tiny/ (a minute of one CPU core)
+    python tools/train_verify_fixture.py --out DIR   # anywhere else
 
 Deterministic (seeded, torch on one thread, CPU). Nothing here imports eagle3_convert: the drafter's maths is
 this file's own, written from the peers' sources (speculators 0.9.0 `models/eagle3/{core,model_definitions}.py`,

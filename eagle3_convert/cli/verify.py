@@ -163,4 +163,5 @@ def _print_record_verdict(scan: list[dict[str, Any]], best: dict[str, Any]) -> N
         click.echo(f"the registry's record {recorded['boundaries']} ranks first: confirmed by measurement")
     else:
         click.echo(f"the registry's record {recorded['boundaries']} is not confirmed: it gets "
-                   f"{recorded['mean_accepted_length']:.3f}, {best['boundaries']} gets {best['mean_accepted_length']:.3f}")
+                   f"{recorded['mean_accepted_length']:.3f}, {best['boundaries']} gets "
+                   f"{best['mean_accepted_length']:.3f}")
