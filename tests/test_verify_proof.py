@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -36,6 +37,8 @@ K = 3  # drafts a round, the engines' default
 MAX_NEW_TOKENS = 64
 LAYOUTS = ("speculators", "sglang", "vllm", "eagle", "modelopt", "gguf")
 TRAINED_IDS = [2, 4, 5]  # the drafter's capture boundaries, the engines' default for 8 layers
+OTHER_IDS = [1, 3, 6]  # a second drafter's, on the same target: not the default, so no scan finds them by default
+OTHER = FIXTURE / "drafter-1-3-6"
 
 
 def fixture_maths_module():
@@ -143,11 +146,11 @@ def drafted_everywhere(measured) -> list[tuple]:
 
 # --- (b) the seed failures, each a real file ----------------------------------------------------------------
 
-def broken_copy(tmp_path: Path, name: str, config=None, tensors=None) -> Path:
-    """The fixture drafter copied and broken: `config(dict)` and `tensors(dict)` edit config.json and the weights in
+def broken_copy(tmp_path: Path, name: str, config=None, tensors=None, source: Path = DRAFTER) -> Path:
+    """A fixture drafter copied and broken: `config(dict)` and `tensors(dict)` edit config.json and the weights in
     place."""
     dst = tmp_path / name
-    shutil.copytree(DRAFTER, dst)
+    shutil.copytree(source, dst)
     if config is not None:
         cfg = json.loads((dst / "config.json").read_text())
         config(cfg)
@@ -217,8 +220,10 @@ MARGINS = {
 }
 # A scan's best candidate (the trained ids) against its runner-up, in mean accepted length: measured 1.22 from ids
 # [2, 4, 6] (runner-up [2, 4, 7], 2.19), 1.80 from [3, 5, 6] (runner-up [3, 5, 7], 1.61), and 0.43 among the
-# trained ids' own neighbours ([3, 4, 5], 2.98).
+# trained ids' own neighbours ([3, 4, 5], 2.98); the second drafter from [2, 4, 7]: 1.22 (runner-up [3, 5, 8],
+# 2.27; the engine default [2, 4, 5] 1.41).
 SCAN_MARGIN = 0.4
+OTHER_TRAINED_AT_LEAST = 3.0  # the second drafter at its own ids: measured 3.486 (0.868 / 0.826 / 0.792)
 
 
 @pytest.mark.parametrize("failure", sorted(MARGINS))
@@ -313,13 +318,22 @@ def test_the_training_forward_and_the_reference_forward_agree(measured):
 
 # --- item 2: lost capture ids recovered, and a record confirmed, by measurement --------------------------------
 
+SCAN_ROW = re.compile(r"^  (\[[\d, ]+\])\s+(\d+\.\d+)\s+(?:\d\.\d\d ?)+\s+(.+)$")
+
+
 def scan(drafter: Path, *extra) -> tuple[dict, str]:
-    """The real CLI's --scan-layers on the fixture's prompts: its JSON document and its words."""
-    args = ("verify", drafter, "--target-model", TARGET, "--prompts", FIXTURE / "prompts.txt", "-k", K, "--device",
-            "cpu", "--scan-layers", "-q", *extra)
-    as_json, in_words = run_cli(*args, "--json"), run_cli(*args)
-    assert as_json.exit_code == 0 and in_words.exit_code == 0, (as_json.stderr, in_words.stderr)
-    return json.loads(as_json.stdout), in_words.stdout
+    """The real CLI's --scan-layers on the fixture's prompts: its ranking read from its table ({"capture":,
+    "scan": [{"boundaries":, "mean_accepted_length":, "labels":}]}, as --json names them), and its words. One run:
+    the target's generation is what a run costs."""
+    result = run_cli("verify", drafter, "--target-model", TARGET, "--prompts", FIXTURE / "prompts.txt", "-k", K,
+                     "--device", "cpu", "--scan-layers", "-q", *extra)
+    assert result.exit_code == 0, result.stderr
+    rows = [SCAN_ROW.match(line) for line in result.stdout.splitlines() if line.startswith("  [")]
+    assert rows and all(rows), result.stdout
+    capture = re.search(r"^capture boundaries (\[[\d, ]+\]) \((.+)\)$", result.stdout, re.M)
+    return {"capture": {"boundaries": json.loads(capture[1]), "from": capture[2]},
+            "scan": [{"boundaries": json.loads(row[1]), "mean_accepted_length": float(row[2]),
+                      "labels": row[3].strip().split(", ")} for row in rows]}, result.stdout
 
 
 def set_ids(ids: list[int]):
@@ -360,3 +374,18 @@ def test_a_scan_does_not_confirm_a_record_one_off(tmp_path: Path):
     assert doc["scan"][0]["boundaries"] == TRAINED_IDS and "recorded" not in doc["scan"][0]["labels"], doc["scan"]
     assert "best: [2, 4, 5] (config), as the drafter is read: its capture layers are confirmed" in words
     assert "the registry's record [2, 4, 6] is not confirmed" in words
+
+
+def test_a_scan_finds_trained_ids_that_are_not_the_default(tmp_path: Path):
+    """The second drafter (trained on [1, 3, 6]) with its ids written in SGLang's convention and read as boundaries
+    ([2, 4, 7]): the scan ranks [1, 3, 6] first, by SCAN_MARGIN, far above the engine default it was not trained on,
+    and says the drafter was likely trained on them."""
+    lost = broken_copy(tmp_path, "other-shifted", config=set_ids([b + 1 for b in OTHER_IDS]), source=OTHER)
+    doc, words = scan(lost, "--no-record")
+    first, runner_up = doc["scan"][:2]
+    default = next(c for c in doc["scan"] if "engine default" in c["labels"])
+    assert first["boundaries"] == OTHER_IDS and first["labels"] == ["all -1"], doc["scan"]
+    assert first["mean_accepted_length"] >= OTHER_TRAINED_AT_LEAST, first
+    assert first["mean_accepted_length"] - runner_up["mean_accepted_length"] >= SCAN_MARGIN, doc["scan"]
+    assert first["mean_accepted_length"] - default["mean_accepted_length"] >= SCAN_MARGIN, doc["scan"]
+    assert "best: [1, 3, 6] (all -1), not the [2, 4, 7] the drafter is read with: it was likely trained on them" in words

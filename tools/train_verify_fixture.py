@@ -45,6 +45,9 @@ TARGET = {"vocab_size": len(VOCAB), "hidden_size": 48, "intermediate_size": 96, 
 # capture boundaries (speculators / vLLM ids, HF hidden_states indices): the engines' default [2, L//2, L-3], the
 # only ids the original EAGLE layout can hold (it has none in its config)
 BOUNDARIES = [2, 4, 5]
+# a second drafter, on the same target, captures ids that are not the default: a scan that finds them again cannot
+# have found them by trying the default (tests/test_verify_proof.py, item 2)
+OTHER_BOUNDARIES = [1, 3, 6]
 DRAFT_VOCAB = 32
 TTT_STEPS = 4
 DRAFTER_INTERMEDIATE = 96
@@ -268,9 +271,9 @@ def ttt_loss(maths: DraftMaths, states, seqs, greedy, boundaries, t2d_index, ste
     return total / steps, [float(a) for a in accepted]
 
 
-def init_drafter(hidden: int, vocab_draft: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+def init_drafter(hidden: int, vocab_draft: int, k: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     nh, nkv, hd = TARGET["num_attention_heads"], TARGET["num_key_value_heads"], TARGET["head_dim"]
-    inter, k = DRAFTER_INTERMEDIATE, len(BOUNDARIES)
+    inter = DRAFTER_INTERMEDIATE
 
     def linear(out_f: int, in_f: int) -> torch.Tensor:
         return torch.randn(out_f, in_f, generator=gen) * in_f ** -0.5
@@ -293,7 +296,7 @@ def init_drafter(hidden: int, vocab_draft: int, gen: torch.Generator) -> dict[st
     }
 
 
-def drafter_config(draft_vocab: int) -> dict:
+def drafter_config(draft_vocab: int, boundaries: list[int]) -> dict:
     """The speculators config (FORMATS §2.1, §2.7), written out by hand."""
     t = TARGET
     return {
@@ -314,31 +317,31 @@ def drafter_config(draft_vocab: int) -> dict:
             "rope_parameters": {"rope_type": "default", "rope_theta": t["rope_theta"]}},
         "draft_vocab_size": draft_vocab,
         "target_hidden_size": None,
-        "eagle_aux_hidden_state_layer_ids": BOUNDARIES,
+        "eagle_aux_hidden_state_layer_ids": boundaries,
         "norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False,
         "embed_requires_grad": False, "tie_word_embeddings": False,
         "dtype": "float32",
     }
 
 
-def train_drafter(states, seqs, greedy, embed, steps: int):
+def train_drafter(states, seqs, greedy, embed, steps: int, boundaries: list[int], seed: int):
     # the draft vocab: the target's most frequent greedy tokens, in ascending target id (FORMATS §3)
     counts = torch.bincount(greedy.flatten(), minlength=TARGET["vocab_size"])
     draft_to_target = counts.topk(DRAFT_VOCAB).indices.sort().values
     t2d_index = torch.full((TARGET["vocab_size"],), -1, dtype=torch.long)
     t2d_index[draft_to_target] = torch.arange(DRAFT_VOCAB)
-    gen = torch.Generator().manual_seed(SEED + 2)
-    weights = init_drafter(TARGET["hidden_size"], DRAFT_VOCAB, gen)
+    gen = torch.Generator().manual_seed(seed)
+    weights = init_drafter(TARGET["hidden_size"], DRAFT_VOCAB, len(boundaries), gen)
     for w in weights.values():
         w.requires_grad_(True)
-    config = drafter_config(DRAFT_VOCAB)
+    config = drafter_config(DRAFT_VOCAB, boundaries)
     maths = DraftMaths({**weights, "d2t": draft_to_target - torch.arange(DRAFT_VOCAB)}, config, embed)
     opt = torch.optim.AdamW(list(weights.values()), lr=3e-3, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps, pct_start=0.1)
     batch = 16
     for _ in range(steps):
         pick = torch.randint(0, seqs.shape[0], (batch,), generator=gen)
-        loss, accepted = ttt_loss(maths, states[:, pick], seqs[pick], greedy[pick], BOUNDARIES, t2d_index, TTT_STEPS,
+        loss, accepted = ttt_loss(maths, states[:, pick], seqs[pick], greedy[pick], boundaries, t2d_index, TTT_STEPS,
                                   noise=gen)
         opt.zero_grad()
         loss.backward()
@@ -372,22 +375,26 @@ def main() -> None:
     seqs = greedy_sequences(target, ids, count=256, prompt=16, new=64)
     states, greedy = target_features(target, seqs)
     embed = target.get_input_embeddings().weight.detach()
-    tensors, config, draft_loss, accepted = train_drafter(states, seqs, greedy, embed, args.drafter_steps)
+    drafters = {name: train_drafter(states, seqs, greedy, embed, args.drafter_steps, boundaries, seed)
+                for name, boundaries, seed in (("drafter", BOUNDARIES, SEED + 2),
+                                               ("drafter-" + "-".join(map(str, OTHER_BOUNDARIES)), OTHER_BOUNDARIES,
+                                                SEED + 3))}
 
     out = args.out
     (out / "target").mkdir(parents=True, exist_ok=True)
-    (out / "drafter").mkdir(parents=True, exist_ok=True)
     target.save_pretrained(out / "target")
     save_tokenizer(out / "target")
-    save_file(tensors, str(out / "drafter" / "model.safetensors"))
-    (out / "drafter" / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    for name, (tensors, config, _, _) in drafters.items():
+        (out / name).mkdir(parents=True, exist_ok=True)
+        save_file(tensors, str(out / name / "model.safetensors"))
+        (out / name / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     # verify's prompts: the first words of fresh sentences, one a line
     prompt_rng = random.Random(SEED + 100)
     prompts = [" ".join(sentence(prompt_rng).split()[:2 + i % 3]) for i in range(8)]
     (out / "prompts.txt").write_text("".join(p + "\n" for p in prompts))
     print(json.dumps({"seconds": round(time.monotonic() - began, 1), "target_loss": round(target_loss, 4),
-                      "drafter_loss": round(draft_loss, 4),
-                      "train_batch_step_accuracy": [round(a, 3) for a in accepted]}))
+                      "drafters": {name: {"loss": round(loss, 4), "train_batch_step_accuracy": [round(a, 3) for a in acc]}
+                                   for name, (_, _, loss, acc) in drafters.items()}}))
 
 
 if __name__ == "__main__":
