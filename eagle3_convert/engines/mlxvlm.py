@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any, Collection, Mapping
 
+from ..capture_ids import default_boundaries
 from ..json_values import is_int
 from .common import IDS_KEY, Reading, TargetContext, flag, trained_window, window_ignored
 from .releases import Releases
@@ -71,9 +72,9 @@ def capture_hooks(config: Mapping[str, Any], drafter_layers: int) -> tuple[list[
     source = "its capture_layer_ids" if hooks else "its target_layer_ids" if boundaries else IDS_KEY
     if not boundaries:
         listed = config.get(IDS_KEY)
-        if listed is None:
-            n = drafter_layers
-            boundaries, source = [2, n // 2, max(n - 3, 0)], f"{DEPTH_DEFAULTS} (num_hidden_layers {n})"
+        if listed is None:  # mlx-vlm clamps n - 3 at 0, as the hook's max(b - 1, 0) below does anyway
+            boundaries = default_boundaries(drafter_layers)
+            source = f"{DEPTH_DEFAULTS} (num_hidden_layers {drafter_layers})"
         else:
             boundaries = listed
     if not hooks:
