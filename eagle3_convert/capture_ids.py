@@ -108,14 +108,13 @@ def ids_for_engine(engine: str, boundaries: Sequence[int], family: str = "defaul
                 "retrain the drafter on capturable layers, or serve it with vLLM (speculators/vllm layouts)",
                 code="E-CAPTURE-UNREACHABLE")
     shifted = [b - 1 for b in boundaries]
-    # Prefer the engine's own convention; quirky families may need the other spelling.
+    # The engine's own convention first, quirky families may need the other spelling. Where both work, the first
+    # is also the one older releases read alike: SGLang before PRs 25454 / 32334 reads the DeepSeek and gpt-oss
+    # families' ids as any other family's (engines/sglang.py ID_QUIRKS).
     candidates = (boundaries, shifted) if engine in BOUNDARY_CONVENTIONS else (shifted, boundaries)
     works = [ids for ids in candidates if engine_boundaries(engine, ids, family, num_layers) == boundaries]
-    # Of those, the spelling older releases read alike: SGLang before PRs 25454 / 32334 reads the DeepSeek and
-    # gpt-oss families' ids as any other family's (engines/sglang.py ID_QUIRKS).
-    safest = [ids for ids in works if engine_boundaries(engine, ids, "default", num_layers) == boundaries]
     if works:
-        return (safest or works)[0]
+        return works[0]
     raise RefusalError(
         f"no id list makes {engine} ({family} target family) capture boundaries {boundaries}",
         "this engine's id convention cannot express these capture layers; serve with vLLM instead",

@@ -76,9 +76,7 @@ def flag(config: Mapping[str, Any], key: str, default: bool = False) -> bool:
 
 def num_layers(names: Collection[str]) -> int:
     found = {int(m.group(1)) for n in names if (m := _LAYER.match(n))}
-    if any(n.startswith("midlayer.") and not _LAYER.match(n) for n in names):
-        found.add(0)
-    return max(found) + 1 if found else 1
+    return max(found) + 1 if found else 1  # layer 0 stored as midlayer.* (no index) counts as the default 1
 
 
 def has(names: Collection[str], pattern: str) -> list[str]:
