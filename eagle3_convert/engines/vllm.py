@@ -104,7 +104,6 @@ MTP_MODEL_TYPES = frozenset({"deepseek_v3", "deepseek_v32", "glm_moe_dsa"})
 # The speculators path picks its class from the decoder's model_type.
 SPECULATORS_MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
 IDS_FROM = {"vllm-v1": ("top", "nested"), "vllm-v2": ("top",)}
-CONVENTION = "vllm"  # boundaries
 MLA_FLAGS = ("norm_before_residual", "fc_norm", "norm_output")
 # Layers >= 1: the pre-attention norm applied, and the norms built (LlamaDecoderLayer, llama_eagle3.py).
 LATER_NORM_APPLIED = "input_layernorm"
