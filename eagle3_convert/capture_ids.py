@@ -26,6 +26,16 @@ def default_boundaries(num_layers: int) -> list[int]:
     return [2, num_layers // 2, num_layers - 3]
 
 
+def depth_defaults(depth: int | None) -> list[int] | None:
+    """default_boundaries on a target of known depth; None where the depth is unknown."""
+    return default_boundaries(depth) if depth else None
+
+
+def as_captured(boundaries: Sequence[int] | None, depth: int | None) -> list[int] | None:
+    """The boundaries a list names; where it names none, the engines' default on a target of `depth`."""
+    return list(boundaries) if boundaries is not None else depth_defaults(depth)
+
+
 def block_diffusion_boundaries(target_layer_ids: list[int]) -> list[int]:
     """DFlash/DSpark `target_layer_ids` as boundaries: every reader takes hidden_states[id + 1], so -1 is the
     embedding output (z-lab and SpecForge's trainers, vLLM's update_dflash, SGLang; docs/formats.md §2.8)."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from typing import Any, Collection, Mapping
 
-from ..capture_ids import default_boundaries
 from ..converters.gguf_file import RECORD_KEY
 from .common import (IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested, num_layers,
                      trained_window, window_ignored)
@@ -122,7 +121,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         return r
     r.family = "llama"
     if ids is None:
-        r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+        r.captures_defaults(ctx.depth)
     else:
         r.captures = sorted(set(ids))
         if ids != sorted(ids):  # it fuses the states in the order listed; fc's column blocks ascend

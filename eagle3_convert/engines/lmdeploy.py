@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from ..capture_ids import default_boundaries
 from .common import Reading, TargetContext, architectures, flag, trained_window
 from .releases import Releases
 
@@ -97,7 +96,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         return r
     r.family = "llama"
     r.flags = {"norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False}
-    r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+    r.captures_defaults(ctx.depth)
     if not any("d2t" in n for n in names):
         r.silent.append("LMDeploy maps every draft token to target id 0: without a d2t its draft_id_to_target_id "
                         "stays zeros")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import provenance
-from ..capture_ids import default_boundaries, ids_for_engine
+from ..capture_ids import default_boundaries, depth_defaults, ids_for_engine
 from ..converters.layout import ConvertOptions
 from ..drafter import DrafterConfig
 from ..engines.common import id_list
@@ -87,7 +87,7 @@ def engine_capture(ctx: Context, p: EngineProfile) -> None:
     settle = ("--capture-layers", ",".join(map(str, misplaced)), "--convention", ctx.layout.engine) \
         if misplaced else ()
     convert = f"`{ctx.command(p.layout, *settle)}`"
-    default = default_boundaries(ctx.depth) if ctx.depth else None
+    default = depth_defaults(ctx.depth)
     if p.ids_from is None:
         _runtime_capture(ctx, p, truth or default)
         return
