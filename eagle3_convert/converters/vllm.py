@@ -37,7 +37,7 @@ from .base import (
     with_both_later_norms,
     write_capture_ids,
 )
-from ..engines import shield_from_sglang, target_context
+from ..engines import shield_from_sglang
 from ..engines import vllm as engine
 from ..capture_ids import IDS_KEY, capture_context, engine_boundaries
 
@@ -220,8 +220,7 @@ class VLLMLayout(Layout):
         if drafter.vocab is not None:
             tensors["d2t"] = drafter.vocab.d2t_tensor()
             tensors["t2d"] = drafter.vocab.t2d_tensor()  # vLLM skips it; speculators-style readers need it
-        notes = [note] if (note := shield_from_sglang(config, tensors, cfg, target_context(cfg, options.target))) \
-            else []
+        notes = shield_from_sglang(config, tensors, cfg, options.target)
         notes += modelopt_first_layer_note(cfg, self.name)
         return WritePlan(self.name, dict(sorted(config.items())), tensors, notes)
 

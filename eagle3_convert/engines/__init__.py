@@ -270,13 +270,14 @@ def target_context(cfg: DrafterConfig, *targets: Any) -> TargetContext:
     return TargetContext(family, depth)
 
 
-def shield_from_sglang(config: dict[str, Any], names: Collection[str], cfg: DrafterConfig,
-                       ctx: TargetContext) -> str | None:
-    """A flat config that SGLang would load and serve wrong gets the vLLM-only spelling of its class, so
-    SGLang refuses it loudly (vLLM, TensorRT-LLM and llama.cpp resolve both names). Returns a note."""
+def shield_from_sglang(config: dict[str, Any], names: Collection[str], cfg: DrafterConfig, target: Any) -> list[str]:
+    """A flat config that SGLang would load and serve wrong (for `target`, a TargetIdentity or None) gets the
+    vLLM-only spelling of its class, so SGLang refuses it loudly (vLLM, TensorRT-LLM and llama.cpp resolve both
+    names). Returns the note that says so, if any."""
+    ctx = target_context(cfg, target)
     judged = verdict(sglang.read(config, names, ctx), cfg, ctx)
     if judged.verdict != WRONG:
-        return None
+        return []
     config["architectures"] = [vllm.VLLM_ONLY[cfg.family]]
-    return (f"architectures set to {config['architectures']}, a name vLLM resolves and SGLang refuses: SGLang "
-            f"would load this file and serve it wrong ({judged.why})")
+    return [f"architectures set to {config['architectures']}, a name vLLM resolves and SGLang refuses: SGLang "
+            f"would load this file and serve it wrong ({judged.why})"]
