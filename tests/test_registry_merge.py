@@ -12,13 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from registry_backends import backend, is_postgres, schema_version, sql
+from registry_backends import backend, registry_as_released, schema_version, sql
 
 from builders import DrafterSpec, build_drafter, write_target
 from conftest import registry_records, run_cli
 from eagle3_convert.registry.schema import SCHEMA_VERSION
 from eagle3_convert.registry.store import open_registry
-from eagle3_convert.registry.schema import MIGRATIONS, for_postgres
 from hub_server import HubServer, isolate_hf_client
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
@@ -196,17 +195,6 @@ def test_a_sync_contradicting_the_content_record_writes_nothing(hub: HubServer, 
     assert rows(registry_url) == before  # no fingerprint twin, no alias
 
 
-def v2_registry(registry: Path | str) -> None:
-    """A registry as schema version 2 left it (its released steps, applied as the code of that version did)."""
-    steps = [statement for step in MIGRATIONS[:2] for statement in step]
-    if is_postgres(registry):
-        sql(registry, "CREATE TABLE eagle3_registry_version (version INTEGER NOT NULL)",
-            "INSERT INTO eagle3_registry_version VALUES (2)", *map(for_postgres, steps))
-    else:
-        Path(registry).parent.mkdir(parents=True, exist_ok=True)
-        sql(registry, *steps, "PRAGMA user_version = 2")
-
-
 def test_a_version_2_registry_is_migrated_and_its_synced_record_merged(hub: HubServer, registry_url: Path | str,
                                                                         tmp_path: Path):
     """Before v3 nothing marked a fingerprint record: the migration takes every record as content-identified,
@@ -215,7 +203,7 @@ def test_a_version_2_registry_is_migrated_and_its_synced_record_merged(hub: HubS
     code, doc = sync(hub, tmp_path / "probe.db", repo)  # the id sync gives it
     assert code == 0
     fingerprint = doc["repos"][0]["drafter_id"]
-    v2_registry(registry_url)
+    registry_as_released(registry_url, 2)
     sql(registry_url, "INSERT INTO drafters (drafter_id, target_name_or_path, capture_boundaries, flags, created_at,"
                       " updated_at) VALUES (?, ?, '[1,3,6]', '{}', '2025-01-01T00:00:00.000000+00:00',"
                       " '2025-01-01T00:00:00.000000+00:00')", params=(fingerprint, TARGET))
