@@ -30,6 +30,7 @@ import re
 from typing import Any, Collection, Mapping
 
 from ..capture_ids import default_boundaries
+from ..drafter import layer_index
 from ..json_values import is_int
 from .common import IDS_KEY, Reading, TargetContext, flag, trained_window, window_ignored
 from .releases import Releases
@@ -107,7 +108,11 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         return r
     tied = flag(config, "tie_word_embeddings") and vd == v
     nbf = flag(config, "norm_before_fc")
-    built = parameters(layers if is_int(layers) else 1, flag(dec, "attention_bias"), nbf, not tied, vd != v)
+    # Layers past the deepest stored one plus one only add more missing names of the same verdict: not built, so a
+    # config claiming 10**9 layers is answered without a set of billions of names.
+    deepest = max((i for i in map(layer_index, names) if i is not None), default=-1)
+    depth = min(layers, deepest + 2) if is_int(layers) else 1
+    built = parameters(depth, flag(dec, "attention_bias"), nbf, not tied, vd != v)
     stored = {n for n in names if not SANITIZED.match(n) and not (n == "input_norm.weight" and not nbf)
               and not (n == "lm_head.weight" and tied)}
     unexpected, missing = sorted(stored - built), sorted(built - stored - {"embed_tokens.weight"})
