@@ -15,6 +15,7 @@ from typing import Any
 from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
+from .vllm import ARCHITECTURE as VLLM_ARCHITECTURE
 from .base import (
     TOP_KEYS,
     Checkpoint,
@@ -108,10 +109,12 @@ class SGLangLayout(Layout):
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         built = next((fam for fam, arch in ARCHITECTURE.items() if arch in archs), None)
         if built is not None and built != fields["family"]:
+            family = fields["family"]
+            hint = f"set architectures to [{ARCHITECTURE[family]!r}]" if family in ARCHITECTURE else (
+                f"SGLang has no {family} drafter class; vLLM builds {VLLM_ARCHITECTURE[family]}: set architectures "
+                f"to [{VLLM_ARCHITECTURE[family]!r}] and convert with --from vllm")
             raise FormatError(f"architectures {archs} make SGLang build its {built} drafter class, but the config "
-                              f"describes a {fields['family']} drafter",
-                              f"set architectures to [{ARCHITECTURE.get(fields['family'], '?')!r}]",
-                              code="E-CONFIG-FAMILY")
+                              f"describes a {family} drafter", hint, code="E-CONFIG-FAMILY")
         if "draft_vocab_size" not in raw:
             raise FormatError("config.json has no draft_vocab_size", "SGLang fails to construct the drafter "
                               "without it: set it to the lm_head rows", code="E-CONFIG-FIELD")
