@@ -199,7 +199,8 @@ class SGLangLayout(Layout):
         refuse_unless(cfg.family in ARCHITECTURE,
                       f"SGLang has no {cfg.family} EAGLE-3 drafter class (q_norm/k_norm would be dropped silently)",
                       "serve it with vLLM: `--to speculators` or `--to vllm`", "E-FAMILY-UNSUPPORTED")
-        refuse_unless(not (cfg.attention_bias or cfg.mlp_bias or any(n.endswith(".bias") for n in drafter.tensors)),
+        # (every reader's tensor table refuses a bias tensor neither flag explains: the flags say it all)
+        refuse_unless(not (cfg.attention_bias or cfg.mlp_bias),
                       "the drafter has bias tensors; SGLang's Eagle3 loader drops biases silently",
                       "serve it with vLLM: `--to speculators` or `--to vllm`", "E-BIAS-UNSUPPORTED")
         if cfg.family == "deepseek_mla":
