@@ -178,3 +178,111 @@ def test_sglang_hint_for_a_family_it_has_no_class_for_names_the_class_that_build
     (src / "config.json").write_text(json.dumps(config))
     result = run_cli("--from", "vllm", "--to", "vllm", "--no-record", src, tmp_path / "out")
     assert result.exit_code == 0, result.stderr  # the hint works
+
+
+def test_sglang_reads_norm_before_fc_where_it_reads_it_first_nested(tmp_path: Path):
+    """llama_eagle3.py reads eagle_config.norm_before_fc first: a file that sets it only there applies it."""
+    spec = DrafterSpec(norm_before_fc=True)
+
+    def nest(config: dict[str, Any]) -> None:
+        config["eagle_config"]["norm_before_fc"] = config.pop("norm_before_fc")
+
+    config, _ = convert_to(tmp_path, built(tmp_path, "sglang", nest, spec), "sglang", "vllm")
+    assert config == written_config("norm_before_fc", spec, "sglang", "vllm")
+
+
+def test_sglang_refuses_a_norm_output_of_false_specforge_trained_without_a_final_norm(tmp_path: Path):
+    assert refused(tmp_path, "--from", "sglang", "--to", "vllm", built(tmp_path, "sglang", put(norm_output=False))) == (
+        "error: config.json sets norm_output: false: SpecForge trains such a drafter with no final norm before lm_head "
+        "(compute_logits, llama3_eagle.py); SGLang applies one, as vLLM, TensorRT-LLM and llama.cpp do, and would "
+        "serve it wrong [E-ENGINE-WRONG] — hint: no layout serves this drafter as trained; if SpecForge did not train "
+        "it, delete the key (absent, SGLang and SpecForge both apply the final norm)")
+
+
+@pytest.mark.parametrize("spec, edit", [
+    (DrafterSpec(norm_before_fc=True), put(norm_output=False)),  # a flag SpecForge's class never reads: for an engine
+    (DrafterSpec(family="deepseek_mla", target_model_type="deepseek_v3"), put(norm_output=False)),  # not SpecForge's
+], ids=["written for an engine", "the MLA class"])
+def test_sglang_reads_norm_output_false_from_files_specforges_llama_class_did_not_train(tmp_path: Path, spec, edit):
+    config, _ = convert_to(tmp_path, built(tmp_path, "sglang", edit, spec), "sglang", "sglang")
+    assert "norm_output" not in config  # false: the usual final norm, SGLang's default
+    assert config == written_config("x", spec, "sglang", "sglang")
+
+
+# ------------------------------------------------------------------ layout.py: the later-layer norm twins
+
+_ONES = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": b"\x00\x00\x80\x3f"}  # 1.0, little-endian
+
+
+def ones(dtype: str, n: int) -> RawTensor:
+    return RawTensor(dtype, (n,), _ONES[dtype] * n)
+
+
+@pytest.mark.parametrize("hidden, input_, untrained", [
+    ("random", "BF16", "input_layernorm"), ("F32", "random", "hidden_norm"), ("random", "F16", "input_layernorm"),
+    ("F32", "BF16", None)], ids=["input_layernorm ones", "hidden_norm ones (F32)", "F16 ones", "both ones"])
+def test_differing_later_norm_twins_name_the_one_still_at_rmsnorms_initial_ones(tmp_path: Path, hidden, input_,
+                                                                               untrained):
+    """The untrained twin is told apart only when exactly one of the two is all ones (in its own dtype)."""
+    spec = DrafterSpec(num_layers=3)
+    tensors = stored_tensors("sglang", spec)
+    for norm, value in (("hidden_norm", hidden), ("input_layernorm", input_)):
+        if value != "random":
+            tensors[f"layers.1.{norm}.weight"] = ones(value, spec.hidden_size)
+    src = built(tmp_path, "sglang", put(), spec)
+    write_safetensors(src / "model.safetensors", tensors)
+    said = (f"; 'layers.1.{untrained}.weight' holds RMSNorm's initial ones, as a norm training never applied keeps "
+            "them") if untrained else ""
+    assert refused(tmp_path, "--from", "sglang", "--to", "vllm", src) == (
+        "error: tensors 'layers.1.hidden_norm.weight' and 'layers.1.input_layernorm.weight' hold different weights for "
+        f"one pre-attention norm: SGLang reads the first, the vllm layout's engine the second, and converting would "
+        f"keep one of them{said} [E-KEY-DUPLICATE] — hint: put the weight the drafter was trained to apply under both "
+        "names in a copy of the source, then convert")
+
+
+# ------------------------------------------------------------------ layout.py: the names SGLang only reads
+
+def raw_hashes(tensors: dict[str, RawTensor]) -> dict[str, str]:
+    return {name: t.sha256 for name, t in tensors.items()}
+
+
+@pytest.mark.parametrize("prefix", ["additional_layers.", "model.additional_layers."])
+def test_sglang_03d5a77s_additional_layers_are_layers_one_up(tmp_path: Path, prefix: str):
+    """SGLang at 03d5a77 kept layer 0 as midlayer.* and layer i >= 1 as additional_layers.{i - 1}."""
+    spec = DrafterSpec(num_layers=3)
+
+    def old_name(name: str) -> str:
+        if name.startswith("layers.0."):
+            return name.replace("layers.0.", "midlayer.", 1)
+        if name.startswith("layers."):
+            index, rest = name.removeprefix("layers.").split(".", 1)
+            return f"{prefix}{int(index) - 1}.{rest}"
+        return name
+
+    src = built(tmp_path, "sglang", put(), spec)
+    write_safetensors(src / "model.safetensors", {old_name(n): t for n, t in stored_tensors("sglang", spec).items()})
+    convert_to(tmp_path, src, "sglang", "vllm")
+    assert tensor_hashes(tmp_path / "out") == raw_hashes(stored_tensors("vllm", spec))
+
+
+# ------------------------------------------------------------------ layout.py: the drafter kinds a layout holds
+
+def test_each_kind_refusal_names_where_the_drafter_can_go(tmp_path: Path):
+    from test_drafters_2026_block import specforge_drafter
+
+    peagle = build_drafter(tmp_path / "peagle", "speculators", DrafterSpec(peagle_mask_token_id=3))
+    assert refused(tmp_path, "--to", "sglang", peagle) == (
+        "error: the drafter is a peagle drafter (speculators_model_type 'peagle'), and the sglang layout holds eagle3 "
+        "drafters only [E-KIND-UNSUPPORTED] — hint: convert it to the speculators layout (`--to speculators`, served "
+        "by vLLM)")
+    for kind, arch in (("dflash", "DFlashDraftModel"), ("dspark", "DSparkDraftModel")):
+        src = specforge_drafter(tmp_path / kind, kind)
+        assert refused(tmp_path, "--to", "sglang", src) == (
+            f"error: the drafter is a {kind} drafter (architectures [{arch!r}]), and the sglang layout holds eagle3 "
+            "drafters only: a block-diffusion drafter (plain decoder layers over its own target layers, a masked block "
+            "drafted in one pass), which no EAGLE-3 class builds [E-KIND-UNSUPPORTED] — hint: convert it to the "
+            "speculators or dflash layout (`--to speculators`, `--to dflash`: vLLM and SGLang serve them)")
+    eagle3 = build_drafter(tmp_path / "eagle3", "sglang", DrafterSpec())
+    assert refused(tmp_path, "--to", "dflash", eagle3) == (
+        "error: the drafter is a eagle3 drafter (no kind named (EAGLE-3)), and the dflash layout holds dflash and "
+        "dspark drafters only [E-KIND-UNSUPPORTED] — hint: convert it to its own layout")
