@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from builders import DrafterSpec, RawTensor, build_drafter, config_for, stored_tensors, write_safetensors, write_target
 from conftest import run_cli, tensor_hashes
-from test_mutation_kills_converters import built, convert_to, last_line, nested, notes, put, written_config
+from test_mutation_kills_converters import _both, built, convert_to, last_line, nested, put, written_config
 
 IDS = "eagle_aux_hidden_state_layer_ids"
 
@@ -286,3 +286,77 @@ def test_each_kind_refusal_names_where_the_drafter_can_go(tmp_path: Path):
     assert refused(tmp_path, "--to", "dflash", eagle3) == (
         "error: the drafter is a eagle3 drafter (no kind named (EAGLE-3)), and the dflash layout holds dflash and "
         "dspark drafters only [E-KIND-UNSUPPORTED] — hint: convert it to its own layout")
+
+
+# ------------------------------------------------------------------ sglang.py: which layers the ids name
+
+def _ids_on_top(config: dict[str, Any]) -> None:
+    config[IDS] = config["eagle_config"].pop(IDS)
+
+
+@pytest.mark.parametrize("given, written", [("0,2,5", [0, 2, 5]), ("1,3,6", [1, 3, 6])],
+                         ids=["the list as boundaries", "the list as block outputs"])
+def test_sglang_top_level_ids_take_the_reading_capture_layers_names(tmp_path: Path, given: str, written: list[int]):
+    """Top-level ids [0, 2, 5] only: boundaries [0, 2, 5] (vLLM's reading) or [1, 3, 6] (block outputs + 1):
+    --capture-layers, naming either, settles which."""
+    spec = DrafterSpec(capture_boundaries=(1, 3, 6))
+    config, said = convert_to(tmp_path, built(tmp_path, "sglang", _ids_on_top, spec), "sglang", "speculators",
+                              "--target", str(write_target(tmp_path / "target", spec)), "--verifier", spec.verifier,
+                              "--capture-layers", given, "--convention", "boundary")
+    assert config[IDS] == written
+    assert said == [f"capture layers {written} taken from --capture-layers (boundary ids {written}): config.json "
+                    "names none"]
+
+
+def test_sglang_top_level_ids_are_ambiguous_when_capture_layers_names_neither_reading(tmp_path: Path):
+    spec = DrafterSpec(capture_boundaries=(1, 3, 6))
+    assert refused(tmp_path, "--from", "sglang", "--to", "speculators", "--capture-layers", "2,4,6", "--convention",
+                   "boundary", built(tmp_path, "sglang", _ids_on_top, spec)) == (
+        "error: capture ids [0, 2, 5] are only at the top level; SGLang ignores them there and captures its defaults, "
+        "while vLLM reads the same list as boundaries [E-CAPTURE-AMBIGUOUS] — hint: say how the training counted "
+        "them: add `--capture-layers 0,2,5 --convention sglang` (SGLang block outputs) or `--convention boundary` "
+        "(vLLM boundaries)")
+
+
+KIMI = DrafterSpec(target_layers=61, capture_boundaries=(3, 31, 59))
+
+
+@pytest.mark.parametrize("ids, note", [
+    ([2, 30, 58], "SGLang ids [2, 30, 58] read as boundaries [2, 30, 58], SGLang's reading for a deepseek-family "
+                  "target, inferred from the drafter config's model_type 'kimi_k2' (without --target; on other targets "
+                  "SGLang reads [3, 31, 59])"),
+    ([1, 29, 57], None)], ids=["read raw on Kimi", "read +1 on every target"])
+def test_sglang_says_when_a_target_it_inferred_changes_how_the_ids_read(tmp_path: Path, ids: list[int], note):
+    """SpecForge's Kimi-K2.5 export: a Llama-style drafter with model_type kimi_k2. SGLang reads ids raw on a Kimi
+    target unless the first is 1 (then +1, as everywhere): said only when the reading differs."""
+    src = built(tmp_path, "sglang", _both(put(model_type="kimi_k2"), nested("eagle_config", **{IDS: ids})), KIMI)
+    config, said = convert_to(tmp_path, src, "sglang", "speculators", "--verifier", "moonshotai/Kimi-K2.5")
+    assert config[IDS] == [2, 30, 58]  # the same boundaries either way
+    assert [n for n in said if n.startswith("SGLang ids")] == ([note] if note else [])
+
+
+def test_sglang_records_the_target_a_deepseek_vocabulary_names(tmp_path: Path):
+    """A DeepSeek-V3 vocabulary (129280 tokens) names the target family SGLang reads the ids for: the ids are read
+    raw, said, and the target family is recorded beside the output (the writers spell the ids for it)."""
+    spec = DrafterSpec(vocab_size=129280, target_layers=61, capture_boundaries=(3, 31, 59))
+    src = built(tmp_path, "sglang", nested("eagle_config", **{IDS: [2, 30, 58]}), spec)
+    config, said = convert_to(tmp_path, src, "sglang", "speculators", "--verifier", "deepseek-ai/DeepSeek-V3")
+    assert config[IDS] == [2, 30, 58]
+    assert "inferred from vocab_size 129280, the deepseek_v3 vocabulary (without --target" in " ".join(said)
+    assert sidecar(tmp_path / "out")["target"]["model_type"] == "deepseek_v3"
+
+
+# ------------------------------------------------------------------ layout.py: class names in another case
+
+@pytest.mark.parametrize("arch, meant, spec", [
+    ("Eagle3LLamaforCausalLM", "Eagle3LlamaForCausalLM", DrafterSpec()),  # AngelSlim's qwen3-4b-eagle3.json
+    ("eagle3deepseekv3forcausallm", "Eagle3DeepseekV3ForCausalLM",
+     DrafterSpec(family="deepseek_mla", target_model_type="deepseek_v3"))])
+def test_a_class_name_in_another_case_is_read_as_the_class_vllm_resolves(tmp_path: Path, arch: str, meant: str, spec):
+    """Eagle3LlamaForCausalLM (vLLM's) and EAGLE3LlamaForCausalLM (TensorRT-LLM's) differ in case only: the name
+    vLLM resolves is the one meant."""
+    config, said = convert_to(tmp_path, built(tmp_path, "vllm", put(architectures=[arch]), spec), "vllm", "vllm")
+    assert said[0] == (f"architectures [{arch!r}]: {arch} is {meant} in another case; engines match class names "
+                       "exactly and refuse it: read as that class and written with the destination's own name")
+    assert config["architectures"] == [{"llama": "LlamaForCausalLMEagle3",
+                                        "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}[spec.family]]
