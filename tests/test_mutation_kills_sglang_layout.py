@@ -360,3 +360,14 @@ def test_a_class_name_in_another_case_is_read_as_the_class_vllm_resolves(tmp_pat
                        "exactly and refuse it: read as that class and written with the destination's own name")
     assert config["architectures"] == [{"llama": "LlamaForCausalLMEagle3",
                                         "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}[spec.family]]
+
+
+@pytest.mark.parametrize("named", [["eagle3"], {"kind": "eagle3"}], ids=["a list", "an object"])
+def test_validate_reports_a_speculators_model_type_that_is_no_string(tmp_path: Path, named):
+    """Before: 'internal error: TypeError: unhashable type: 'list'' (exit 3): the speculators library's and vLLM's
+    replays looked it up as a kind. Now it is no kind, as drafter_kind reads it; the key finding says what is wrong."""
+    src = built(tmp_path, "speculators", put(speculators_model_type=named))
+    result = run_cli("validate", "--json", src)
+    assert result.exit_code == 1, result.stderr
+    findings = json.loads(result.stdout)["findings"]
+    assert ("E-CONFIG-FIELD", "$.speculators_model_type") in {(f["code"], f["where"]) for f in findings}
