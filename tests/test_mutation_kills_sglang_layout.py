@@ -371,3 +371,39 @@ def test_validate_reports_a_speculators_model_type_that_is_no_string(tmp_path: P
     assert result.exit_code == 1, result.stderr
     findings = json.loads(result.stdout)["findings"]
     assert ("E-CONFIG-FIELD", "$.speculators_model_type") in {(f["code"], f["where"]) for f in findings}
+
+
+# ------------------------------------------------------------------ layout.py: the markers that tell the flat layouts apart
+
+def _only_top_level_ids(config: dict[str, Any]) -> None:
+    config.pop("norm_before_residual")
+    config["eagle_config"].pop(IDS)
+
+
+DETECTED = {  # (builder layout, spec, change) -> inspect's layout line
+    "midlayer.* tensors": ("sglang", DrafterSpec(), None,
+                           "sglang (LlamaForCausalLMEagle3 config with midlayer.* tensors (SpecForge))"),
+    "nested ids only": ("sglang", DrafterSpec(num_layers=3), None,
+                        "sglang (LlamaForCausalLMEagle3 config with eagle_config and no top-level ids)"),
+    "norm_before_residual": ("vllm", DrafterSpec(), None,
+                             "vllm (top-level norm_before_residual (a vLLM key SGLang has not))"),
+    "top-level ids only": ("vllm", DrafterSpec(), _only_top_level_ids,
+                           "vllm (top-level eagle_aux_hidden_state_layer_ids only (vLLM reads its ids there; SGLang and "
+                           "ModelOpt nest them))"),
+    "pytorch_model.bin": ("eagle", DrafterSpec(pickled=True), None,
+                          "eagle (pytorch_model.bin with midlayer.* tensors (SafeAILab EAGLE))"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DETECTED))
+def test_each_flat_layout_is_told_by_its_markers(tmp_path: Path, case: str):
+    layout, spec, change, line = DETECTED[case]
+    src = build_drafter(tmp_path / "src", layout, spec)
+    if change is not None:
+        config = json.loads((src / "config.json").read_text())
+        change(config)
+        (src / "config.json").write_text(json.dumps(config))
+    result = run_cli("inspect", src)
+    assert result.exit_code == 0, result.stderr
+    assert [ln.strip() for ln in result.stdout.splitlines() if ln.strip().startswith("layout ")] == [
+        f"layout       {line}"]
