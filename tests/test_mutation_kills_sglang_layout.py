@@ -407,3 +407,30 @@ def test_each_flat_layout_is_told_by_its_markers(tmp_path: Path, case: str):
     assert result.exit_code == 0, result.stderr
     assert [ln.strip() for ln in result.stdout.splitlines() if ln.strip().startswith("layout ")] == [
         f"layout       {line}"]
+
+
+def test_sglang_reads_an_mla_drafters_ids_for_a_deepseek_target_without_saying_it_inferred_one(tmp_path: Path):
+    """An MLA drafter serves DeepSeek/Kimi targets only: ids [2, 4, 5] read raw there (not +1), and no target is
+    'inferred' from its deepseek_v3 model_type, which names the drafter's own family."""
+    spec = DrafterSpec(family="deepseek_mla", target_model_type="deepseek_v3")
+    config, said = convert_to(tmp_path, built(tmp_path, "sglang", nested("eagle_config", **{IDS: [2, 4, 5]}), spec),
+                              "sglang", "vllm")
+    assert config[IDS] == [2, 4, 5]
+    assert said == []
+
+
+def test_sglang_reads_ids_up_to_the_depth_of_a_gpt_oss_target_as_boundaries(tmp_path: Path):
+    """On gpt-oss, SGLang reads a list reaching the target's depth L as boundaries: [2, 4, 8] on 8 layers."""
+    spec = DrafterSpec(target_model_type="gpt_oss", target_layers=8, capture_boundaries=(2, 4, 8))
+    src = built(tmp_path, "sglang", nested("eagle_config", **{IDS: [2, 4, 8]}), spec)
+    config, _ = convert_to(tmp_path, src, "sglang", "vllm", "--target", str(write_target(tmp_path / "target", spec)))
+    assert config[IDS] == [2, 4, 8]
+
+
+@pytest.mark.parametrize("ids, shown", [("135", "'135' (JSON string)"), ([1, "3", 4], "[1, '3', 4] (JSON array)")])
+def test_sglang_nested_ids_of_the_wrong_type_are_refused_by_the_key_table(tmp_path: Path, ids, shown: str):
+    src = built(tmp_path, "sglang", nested("eagle_config", **{IDS: ids}))
+    assert refused(tmp_path, "--from", "sglang", "--to", "vllm", src) == (
+        f"error: eagle_config.eagle_aux_hidden_state_layer_ids is {shown}; the sglang reader expects a list of "
+        "integers and would coerce it [E-CAPTURE-FIELD] — hint: write eagle_config.eagle_aux_hidden_state_layer_ids "
+        "as a list of integers in config.json")

@@ -175,7 +175,12 @@ EQUIVALENT: dict[str, str] = {
         "(with_both_later_norms): the same names and bytes",
     "eagle3_convert.converters.layout.x__swap_in_layer__mutmut_13":
         "always the stored -> canonical direction: reading is unchanged, and writing is to_stored mutant 8",
-    "eagle3_convert.converters.layout.x_to_canonical__mutmut_12": "to_stored=None reads as False, which it was",
+    # (numbered as at 4898e26: ShiftedLayers, read first, moved it from 12)
+    "eagle3_convert.converters.layout.x_to_canonical__mutmut_25": "to_stored=None reads as False, which it was",
+    "eagle3_convert.converters.layout.x_all_ones__mutmut_5":
+        "count = dim instead of count *= dim: a norm weight is 1-D, where the two are the same count",
+    **{f"eagle3_convert.converters.sglang.xǁSGLangLayoutǁread__mutmut_{n}":
+       "the default of an absent flag read through bool(): None is false as False is" for n in (126, 141, 143, 188, 190)},
     "eagle3_convert.converters.layout.x_to_stored__mutmut_14":
         "no table has a writable renaming rule after one skipped by `continue` (SGLang's later one, layers. -> "
         "layers., is an identity): stopping there writes the same names",

@@ -148,7 +148,7 @@ class SGLangLayout(Layout):
             raise RefusalError("config.json sets bias: true (an fc bias); no other layout can hold it",
                                "serve this drafter with SGLang as it is", code="E-BIAS-UNSUPPORTED")
 
-        ids = eagle.get(IDS_KEY)
+        ids = eagle.get(IDS_KEY)  # (each a list of integers or absent: refuse_key_errors refused anything else)
         top = raw.get(IDS_KEY)
         given = given_capture(options)
         if ids is None and top is not None and given is not None and isinstance(top, list) and \
@@ -158,11 +158,8 @@ class SGLangLayout(Layout):
             raise FormatError(
                 f"capture ids {top} are only at the top level; SGLang ignores them there and captures its "
                 "defaults, while vLLM reads the same list as boundaries", "say how the training counted them: add "
-                f"`--capture-layers {','.join(map(str, top if isinstance(top, list) else []))} --convention sglang` "
+                f"`--capture-layers {','.join(map(str, top))} --convention sglang` "
                 "(SGLang block outputs) or `--convention boundary` (vLLM boundaries)", code="E-CAPTURE-AMBIGUOUS")
-        if ids is not None and (not isinstance(ids, list) or not all(isinstance(x, int) for x in ids)):
-            raise FormatError(f"eagle_config.eagle_aux_hidden_state_layer_ids is {ids!r}",
-                              "it must be a list of integers", code="E-CAPTURE-FIELD")
         boundaries = None
         if ids is not None:
             target, inferred = infer_target(ckpt, raw, fields["family"], options)
