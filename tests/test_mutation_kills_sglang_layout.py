@@ -434,3 +434,15 @@ def test_sglang_nested_ids_of_the_wrong_type_are_refused_by_the_key_table(tmp_pa
         f"error: eagle_config.eagle_aux_hidden_state_layer_ids is {shown}; the sglang reader expects a list of "
         "integers and would coerce it [E-CAPTURE-FIELD] — hint: write eagle_config.eagle_aux_hidden_state_layer_ids "
         "as a list of integers in config.json")
+
+
+def test_sglang_a_top_level_copy_naming_other_layers_is_refused_until_capture_layers_says_which(tmp_path: Path):
+    src = built(tmp_path, "sglang", put(**{IDS: [1, 3, 6]}))  # nested [1, 3, 4]: SGLang reads [2, 4, 5]
+    assert refused(tmp_path, "--from", "sglang", "--to", "vllm", src) == (
+        "error: the top-level eagle_aux_hidden_state_layer_ids [1, 3, 6] (vLLM reads them as boundaries [1, 3, 6]) and "
+        "eagle_config.eagle_aux_hidden_state_layer_ids (read by SGLang as boundaries [2, 4, 5]) name different layers "
+        "[E-CAPTURE-CONFLICT] — hint: say which the drafter was trained on: add `--capture-layers 2,4,5 --convention "
+        "boundary` (the SGLang reading) or add `--capture-layers 1,3,6 --convention boundary` (the vLLM reading); a "
+        "file written for vLLM (boundaries in both places) reads right with --from vllm")
+    config, _ = convert_to(tmp_path, src, "sglang", "vllm", "--capture-layers", "1,3,6", "--convention", "boundary")
+    assert config[IDS] == [1, 3, 6]
