@@ -446,3 +446,27 @@ def test_sglang_a_top_level_copy_naming_other_layers_is_refused_until_capture_la
         "file written for vLLM (boundaries in both places) reads right with --from vllm")
     config, _ = convert_to(tmp_path, src, "sglang", "vllm", "--capture-layers", "1,3,6", "--convention", "boundary")
     assert config[IDS] == [1, 3, 6]
+
+
+def test_sglang_names_its_layout_for_a_tensor_no_drafter_has(tmp_path: Path):
+    spec = DrafterSpec()
+    tensors = stored_tensors("sglang", spec)
+    tensors["extra.weight"] = tensors["norm.weight"]
+    src = built(tmp_path, "sglang", put(), spec)
+    write_safetensors(src / "model.safetensors", tensors)
+    assert refused(tmp_path, "--from", "sglang", "--to", "vllm", src).startswith(
+        "error: tensor 'extra.weight' is not part of an EAGLE-3 drafter in the sglang layout [E-KEY-UNKNOWN]")
+
+
+def test_sglang_refuses_a_declared_state_count_the_fc_does_not_fuse(tmp_path: Path):
+    assert refused(tmp_path, "--from", "sglang", "--to", "vllm",
+                   built(tmp_path, "sglang", put(num_aux_hidden_states=4))) == (
+        "error: num_aux_hidden_states is 4 but fc.weight fuses 3 states [E-CAPTURE-COUNT] — hint: fix "
+        "num_aux_hidden_states in config.json")
+
+
+def test_sglang_drops_a_false_nested_norm_before_fc(tmp_path: Path):
+    """The flag is read (false) and written only where true: the nested false is not carried as a key of its own."""
+    config, _ = convert_to(tmp_path, built(tmp_path, "sglang", nested("eagle_config", norm_before_fc=False)), "sglang",
+                           "sglang")
+    assert config == written_config("llama", DrafterSpec(), "sglang", "sglang")

@@ -179,6 +179,7 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.converters.layout.x_to_canonical__mutmut_25": "to_stored=None reads as False, which it was",
     "eagle3_convert.converters.layout.x_all_ones__mutmut_5":
         "count = dim instead of count *= dim: a norm weight is 1-D, where the two are the same count",
+    # (sglang's numbered as at 4898e26, the code session 7's runs mutated; later edits above them shift the numbers)
     **{f"eagle3_convert.converters.sglang.xǁSGLangLayoutǁread__mutmut_{n}":
        "the default of an absent flag read through bool(): None is false as False is" for n in (126, 141, 143, 188, 190)},
     "eagle3_convert.converters.layout.x_to_stored__mutmut_14":
