@@ -470,3 +470,10 @@ def test_sglang_drops_a_false_nested_norm_before_fc(tmp_path: Path):
     config, _ = convert_to(tmp_path, built(tmp_path, "sglang", nested("eagle_config", norm_before_fc=False)), "sglang",
                            "sglang")
     assert config == written_config("llama", DrafterSpec(), "sglang", "sglang")
+
+
+def test_sglang_refuses_ids_that_name_more_states_than_the_fc_fuses(tmp_path: Path):
+    assert refused(tmp_path, "--from", "sglang", "--to", "vllm",
+                   built(tmp_path, "sglang", nested("eagle_config", **{IDS: [1, 2, 3, 4]}))) == (
+        "error: fc.weight fuses 3 captured states but the config lists 4 capture ids [1, 2, 3, 4] [E-CAPTURE-COUNT] — "
+        "hint: the capture id list and the fc width must agree")
