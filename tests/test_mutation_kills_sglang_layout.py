@@ -477,3 +477,9 @@ def test_sglang_refuses_ids_that_name_more_states_than_the_fc_fuses(tmp_path: Pa
                    built(tmp_path, "sglang", nested("eagle_config", **{IDS: [1, 2, 3, 4]}))) == (
         "error: fc.weight fuses 3 captured states but the config lists 4 capture ids [1, 2, 3, 4] [E-CAPTURE-COUNT] — "
         "hint: the capture id list and the fc width must agree")
+
+
+def test_sglang_records_no_keys_of_its_own_for_a_plain_file(tmp_path: Path):
+    """eagle_config {use_aux_hidden_state: true} is what the writer writes anyway: nothing to carry (the sidecar)."""
+    convert_to(tmp_path, build_drafter(tmp_path / "src", "sglang", DrafterSpec()), "sglang", "vllm")
+    assert sidecar(tmp_path / "out")["layout_extra"] == {}

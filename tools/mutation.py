@@ -182,6 +182,11 @@ EQUIVALENT: dict[str, str] = {
     # (sglang's numbered as at 4898e26, the code session 7's runs mutated; later edits above them shift the numbers)
     **{f"eagle3_convert.converters.sglang.xǁSGLangLayoutǁread__mutmut_{n}":
        "the default of an absent flag read through bool(): None is false as False is" for n in (126, 141, 143, 188, 190)},
+    "eagle3_convert.converters.sglang.xǁSGLangLayoutǁread__mutmut_377":
+        "no depth for the renaming rules: the single-layer midlayer rule is then skipped, and the read-only rule after "
+        "it maps midlayer.* to layers.0. whatever the depth (reading only)",
+    "eagle3_convert.converters.sglang.xǁSGLangLayoutǁread__mutmut_404":
+        "a num_aux_hidden_states that is no integer never reaches it: refuse_key_errors refuses it first",
     "eagle3_convert.converters.layout.x_to_stored__mutmut_14":
         "no table has a writable renaming rule after one skipped by `continue` (SGLang's later one, layers. -> "
         "layers., is an identity): stopping there writes the same names",
