@@ -380,11 +380,20 @@ def _only_top_level_ids(config: dict[str, Any]) -> None:
     config["eagle_config"].pop(IDS)
 
 
+def _sglang_ids_nested_vllm_ids_on_top(config: dict[str, Any]) -> None:
+    """Both levels name the same layers, each in its reader's convention (SGLang's nested ids are boundaries - 1)."""
+    config.pop("norm_before_residual")
+    config["eagle_config"][IDS] = [b - 1 for b in config[IDS]]
+
+
 DETECTED = {  # (builder layout, spec, change) -> inspect's layout line
     "midlayer.* tensors": ("sglang", DrafterSpec(), None,
                            "sglang (LlamaForCausalLMEagle3 config with midlayer.* tensors (SpecForge))"),
     "nested ids only": ("sglang", DrafterSpec(num_layers=3), None,
                         "sglang (LlamaForCausalLMEagle3 config with eagle_config and no top-level ids)"),
+    "ids at both levels, no norm_before_residual": ("vllm", DrafterSpec(), _sglang_ids_nested_vllm_ids_on_top,
+                                                   "sglang (LlamaForCausalLMEagle3 config with eagle_config and ids "
+                                                   "nested and at the top level)"),
     "norm_before_residual": ("vllm", DrafterSpec(), None,
                              "vllm (top-level norm_before_residual (a vLLM key SGLang has not))"),
     "top-level ids only": ("vllm", DrafterSpec(), _only_top_level_ids,

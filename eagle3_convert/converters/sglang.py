@@ -95,7 +95,8 @@ class SGLangLayout(Layout):
         if m.norm_before_residual_key or (m.top_level_ids and not m.nested_ids):
             return None  # vLLM's markers (a top-level copy beside nested ids is ours, for vLLM)
         if m.has_eagle_config:
-            return Detection(self.name, True, f"{arch} config with eagle_config and no top-level ids")
+            ids = "ids nested and at the top level" if m.top_level_ids else "no top-level ids"
+            return Detection(self.name, True, f"{arch} config with eagle_config and {ids}")
         return Detection(self.name, False, f"{arch} flat config without layout markers (vLLM reads it the same way)")
 
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
