@@ -53,6 +53,10 @@ _NO_CORPUS = ["--deselect", "tests/test_config_mutations.py::test_no_config_muta
 # The layouts' own modules, which every conversion reaches: the kill tests first (the cheapest to fail).
 _LAYOUT_TESTS = ["tests/test_mutation_kills_layouts.py", "tests/test_detect.py", *_NO_SUBPROCESS_DETECT,
                  "tests/test_layouts_matrix.py", "-k", "not test_round_trip_is_lossless"]
+# The engines' readings, word for word (all in-process, a few seconds each file)
+_ENGINE_READER_TESTS = ["tests/test_mutation_kills_engine_readers.py", "tests/test_mutation_kills_engines_validate.py",
+                        "tests/test_engine_readers_2026.py", "tests/test_mutation_kills_engines.py",
+                        "tests/test_engine_releases.py", "tests/test_engine_rules.py"]
 # module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
 # reach the mutated function)
 MODULES: dict[str, list[str]] = {
@@ -76,16 +80,22 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/validate/config.py": ["tests/test_mutation_kills_validate.py", "tests/test_config_mutations.py"],
     "eagle3_convert/validate/engine.py": ["tests/test_mutation_kills_capture.py", "tests/test_engine_releases.py",
                                           "tests/test_engine_rules.py"],
-    "eagle3_convert/engines/__init__.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
-                                           "tests/test_engine_spellings.py", "tests/test_engine_rules.py"],
+    "eagle3_convert/engines/__init__.py": ["tests/test_mutation_kills_engine_readers.py",
+                                           "tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
+                                           "tests/test_engine_spellings.py", "tests/test_engine_rules.py",
+                                           "tests/test_mutation_kills_engines_validate.py",
+                                           "tests/test_engine_readers_2026.py", "tests/test_drafters_2026_block.py"],
     "eagle3_convert/engines/common.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
                                          "tests/test_engine_rules.py"],
     "eagle3_convert/engines/releases.py": ["tests/test_engine_releases.py", "tests/test_engine_spellings.py",
                                            "tests/test_mutation_kills_engines.py"],
     "eagle3_convert/engines/trtllm.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
                                          "tests/test_trtllm_serve.py", "tests/test_engine_rules.py"],
-    "eagle3_convert/engines/llamacpp.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
-                                           "tests/test_engine_rules.py"],
+    "eagle3_convert/engines/llamacpp.py": _ENGINE_READER_TESTS,
+    "eagle3_convert/engines/block_diffusion.py": ["tests/test_mutation_kills_engine_readers.py",
+                                                  "tests/test_drafters_2026_block.py"],
+    "eagle3_convert/engines/mlxvlm.py": _ENGINE_READER_TESTS,
+    "eagle3_convert/engines/lmdeploy.py": _ENGINE_READER_TESTS,
     "eagle3_convert/engines/speculators.py": ["tests/test_mutation_kills_engines.py",
                                               "tests/test_engine_releases.py", "tests/test_engine_rules.py"],
     "eagle3_convert/engines/sglang.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_rules.py"],
