@@ -179,6 +179,9 @@ MLX: dict[str, tuple[Callable[[], tuple[dict, list[str]]], TargetContext, dict[s
         "mlx-vlm's strict load_weights raises: missing parameter 'norm.weight'")),
     "a layer count that is no integer reads as one": (file("speculators", decoder(num_hidden_layers="2"), **SPEC), L8,
                                                       mlx([2, 4, 5])),
+    "no ids and a layer count that is no integer: one layer's defaults": (
+        file("speculators", decoder(num_hidden_layers="2"), top(eagle_aux_hidden_state_layer_ids=GONE), **SPEC), L8,
+        refused(MLX_HOOKS.format(2, [0, 1], MLX_DEPTH.format(1)))),
     "two ids": (file("speculators", top(eagle_aux_hidden_state_layer_ids=[2, 5]), **SPEC), L8, refused(
         "mlx-vlm builds fc for exactly 3 captured states; this drafter fuses 2: fc fails to load")),
     "no ids, four aux states": (file("speculators", top(eagle_aux_hidden_state_layer_ids=[], num_aux_hidden_states=4),
