@@ -337,8 +337,6 @@ LMDEPLOY: dict[str, tuple[Callable[[], tuple[dict, list[str]]], TargetContext, d
     "three states as wide as the drafter: fc skipped": (
         file("eagle", DOCUMENTED, hidden_size=48, target_hidden_size=16), L8,
         lmd([2, 4, 5], "LMDeploy skips fc: the captured width 3·Ht equals H")),
-    "three states as wide as the drafter, its own width": (
-        file("eagle", DOCUMENTED, top(target_hidden_size=GONE, hidden_size=3)), L8, lmd([2, 4, 5])),
     "a trained window": (file("eagle", DOCUMENTED, top(**WINDOW)), L8, lmd(
         [2, 4, 5], caveats=(LMD_WINDOW.format("trained through layer_types"),))),
     "a window no layer_types trains": (file("eagle", DOCUMENTED, top(sliding_window=64)), L8, lmd(
