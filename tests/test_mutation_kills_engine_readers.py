@@ -15,6 +15,7 @@ from typing import Any, Callable
 import pytest
 from builders import DrafterSpec, build_drafter, config_for, stored_tensors, write_safetensors, write_target
 from conftest import run_cli
+from gguf_target import write_target_gguf
 from test_drafters_2026_block import BLOCK_DIFFUSION, body_tensors, shrink, specforge_drafter, speculators_drafter
 
 from eagle3_convert.engines import TargetContext, read_all
@@ -613,3 +614,17 @@ def test_an_engine_building_another_kind_of_drafter_serves_it_wrong(tmp_path: Pa
     assert [(f["code"], f["message"]) for f in report["findings"] if f["engine"] == "llamacpp"] == [
         ("E-ENGINE-WRONG", "llama.cpp: builds its eagle3 drafter for a peagle drafter; it would serve this file "
                            "wrong")], report["findings"]
+
+
+def test_only_llama_cpp_loads_the_gguf_convert_writes(tmp_path: Path):
+    """--to gguf: llama.cpp's loader reads the GGUF as written; every other engine refuses it by name."""
+    spec = DrafterSpec()
+    src = build_drafter(tmp_path / "drafter", "speculators", spec)
+    target = write_target_gguf(tmp_path / "target.gguf", layers=spec.target_layers, hidden=spec.ht,
+                               vocab=spec.vocab_size)
+    done = run_cli("--no-record", "--to", "gguf", "--target-gguf", target, src, tmp_path / "out", "--json")
+    assert done.exit_code == 0, done.stderr
+    said = {r: (v["verdict"], v["captures"], v["why"]) for r, v in json.loads(done.stdout)["serves"].items()}
+    gguf = ("refuses", None, "a GGUF is llama.cpp's format, not one this engine loads")
+    assert said == {"speculators": gguf, "vllm-v1": gguf, "vllm-v2": gguf, "sglang": gguf, "trtllm": gguf,
+                    "llamacpp": ("as-trained", [2, 4, 5], "captures [2, 4, 5], trained maths")}, said

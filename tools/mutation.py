@@ -273,6 +273,11 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.engines.x__block_diffusion_verdicts__mutmut_21":
         "the engine of an 'unknown' verdict: convert names the engine of a refusing or wrong verdict only, the model "
         "card those of serving vLLM runners",
+    **{f"eagle3_convert.engines.x_read_all__mutmut_{n}":
+       "the GGUF branch: a plan's 'gguf' key holds the very keys gguf_metadata returns (kept or dropped, the same "
+       "record reaches llama.cpp), llama.cpp's read ignores the release and, for a GGUF, the target context, and a "
+       "refusing Reading's engine and label are never shown (serve_verdicts relabels it, its why is the refusal)"
+       for n in (11, 13, 14, 21, 24, 25, 26, 30, 31)},
     "eagle3_convert.engines.block_diffusion.x__nested__mutmut_6":
         "a flat file whose dflash_config is no object is refused by the dflash reader (E-CONFIG-FIELD, its "
         "target_layer_ids) before any engine reads it; a speculators file never reaches _nested",
