@@ -48,8 +48,8 @@ L8 = TargetContext("default", 8)
 NO_FLAGS = {"norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False}
 LABELS = {"mlx-vlm": "mlx-vlm", "lmdeploy": "LMDeploy"}
 WINDOW = {"sliding_window": 64, "layer_types": ["sliding_attention"]}
-MLX_CAVEAT = ("mlx-vlm captures only on targets whose model takes its hooks (gemma4, gemma4_unified, lfm2, minimax_m3_vl, "
-              "muse_glimmer, qwen3_5 at 0.6.15)")
+MLX_CAVEAT = ("mlx-vlm captures only on targets whose model takes its hooks (gemma4, gemma4_unified, lfm2, "
+              "minimax_m3_vl, muse_glimmer, qwen3_5 at 0.6.15)")
 LMD_CAVEAT = ("LMDeploy sets the capture layers only for LlamaForCausalLM targets (configurations/llama.py: "
               "aux_hidden_state_layers = (2, L//2, L-3))")
 
@@ -305,7 +305,8 @@ LMDEPLOY: dict[str, tuple[Callable[[], tuple[dict, list[str]]], TargetContext, d
     "two ids": (file("eagle", DOCUMENTED, top(eagle_aux_hidden_state_layer_ids=[2, 5])), L8, refused(
         LMD_FUSES.format(2))),
     "no ids, four aux states": (file("eagle", DOCUMENTED, top(eagle_aux_hidden_state_layer_ids=[],
-                                                              num_aux_hidden_states=4)), L8, refused(LMD_FUSES.format(4))),
+                                                              num_aux_hidden_states=4)), L8,
+                                refused(LMD_FUSES.format(4))),
     "ids that are no list": (file("eagle", DOCUMENTED, top(eagle_aux_hidden_state_layer_ids="2,4,5")), L8,
                              lmd([2, 4, 5])),
     "layers.0 names": (file("vllm", DOCUMENTED), L8, refused(LMD_KEYERROR.format(
@@ -434,8 +435,8 @@ V1 = "vLLM (V1 runner): "
 V2 = "vLLM (V2 runner): "
 TRAINED = "[2, 10, 18, 26, 34]"  # SpecForge's dflash_config.target_layer_ids [1, 9, 17, 25, 33] + 1
 DSPARK_V2_ONLY = "DSpark is implemented only by the V2 GPU model runner (config/vllm.py refuses it)"
-LLAMA_UNREAD = ("a llama {} drafter: the classes read are Qwen3's (q_norm, k_norm), and how they load a drafter without "
-                "them was not read")
+LLAMA_UNREAD = ("a llama {} drafter: the classes read are Qwen3's (q_norm, k_norm), and how they load a drafter "
+                "without them was not read")
 
 def flat_refused(kind: str, *found: tuple[str, str, str]) -> list[tuple[str, str, str]]:
     """A flat (SpecForge) file's findings: the speculators library refuses it, and `found`."""
@@ -573,7 +574,8 @@ def test_a_drafter_naming_no_layers_is_judged_on_the_targets_defaults(tmp_path: 
     said = convert_serves(src, tmp_path / "out", "--target", target)
     for runner in ("vllm-v1", "vllm-v2", "llamacpp"):
         assert {k: said[runner][k] for k in ("verdict", "captures", "why")} == {
-            "verdict": "default-layers", "captures": [2, 4, 5], "why": "captures its default layers, the trained ones"}, said
+            "verdict": "default-layers", "captures": [2, 4, 5],
+            "why": "captures its default layers, the trained ones"}, said
 
 
 def test_a_serving_verdict_carries_its_caveat_and_the_layers_it_captures(tmp_path: Path):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from ..capture_ids import default_boundaries
 from .common import FLAGS, IDS_KEY, Reading, TargetContext, flag, id_list
 from .releases import Releases
 
@@ -37,7 +36,8 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     if "speculators_model_type" not in config:
         r.refusal = "the speculators library reads only speculators-format configs (speculators_model_type)"
         return r
-    kind = KINDS.get(config["speculators_model_type"])
+    named = config["speculators_model_type"]
+    kind = KINDS.get(named) if isinstance(named, str) else None  # (a list or an object is no kind: no lookup)
     if kind is None:
         r.refusal = f"the speculators library builds no EAGLE-3-style drafter for {config['speculators_model_type']!r}"
         return r
@@ -53,7 +53,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         return r
     ids = id_list(config.get(IDS_KEY))
     if ids is None:
-        r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+        r.captures_defaults(ctx.depth)
     else:
         r.captures = sorted(set(ids))
     r.flags = {f: flag(config, f) for f in FLAGS}
