@@ -53,6 +53,10 @@ _NO_CORPUS = ["--deselect", "tests/test_config_mutations.py::test_no_config_muta
 # The layouts' own modules, which every conversion reaches: the kill tests first (the cheapest to fail).
 _LAYOUT_TESTS = ["tests/test_mutation_kills_layouts.py", "tests/test_detect.py", *_NO_SUBPROCESS_DETECT,
                  "tests/test_layouts_matrix.py", "-k", "not test_round_trip_is_lossless"]
+# The engines' readings, word for word (all in-process, a few seconds each file)
+_ENGINE_READER_TESTS = ["tests/test_mutation_kills_engine_readers.py", "tests/test_mutation_kills_engines_validate.py",
+                        "tests/test_engine_readers_2026.py", "tests/test_mutation_kills_engines.py",
+                        "tests/test_engine_releases.py", "tests/test_engine_rules.py"]
 # module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
 # reach the mutated function)
 MODULES: dict[str, list[str]] = {
@@ -86,16 +90,22 @@ MODULES: dict[str, list[str]] = {
                                           "tests/test_mutation_kills_validate.py",
                                           "tests/test_mutation_kills_engines_validate.py",
                                           "tests/test_engine_releases.py", "tests/test_engine_rules.py"],
-    "eagle3_convert/engines/__init__.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
-                                           "tests/test_engine_spellings.py", "tests/test_engine_rules.py"],
+    "eagle3_convert/engines/__init__.py": ["tests/test_mutation_kills_engine_readers.py",
+                                           "tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
+                                           "tests/test_engine_spellings.py", "tests/test_engine_rules.py",
+                                           "tests/test_mutation_kills_engines_validate.py",
+                                           "tests/test_engine_readers_2026.py", "tests/test_drafters_2026_block.py"],
     "eagle3_convert/engines/common.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
                                          "tests/test_engine_rules.py"],
     "eagle3_convert/engines/releases.py": ["tests/test_engine_releases.py", "tests/test_engine_spellings.py",
                                            "tests/test_mutation_kills_engines.py"],
     "eagle3_convert/engines/trtllm.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
                                          "tests/test_trtllm_serve.py", "tests/test_engine_rules.py"],
-    "eagle3_convert/engines/llamacpp.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
-                                           "tests/test_engine_rules.py"],
+    "eagle3_convert/engines/llamacpp.py": _ENGINE_READER_TESTS,
+    "eagle3_convert/engines/block_diffusion.py": ["tests/test_mutation_kills_engine_readers.py",
+                                                  "tests/test_drafters_2026_block.py"],
+    "eagle3_convert/engines/mlxvlm.py": _ENGINE_READER_TESTS,
+    "eagle3_convert/engines/lmdeploy.py": _ENGINE_READER_TESTS,
     "eagle3_convert/engines/speculators.py": ["tests/test_mutation_kills_engines.py",
                                               "tests/test_engine_releases.py", "tests/test_engine_rules.py"],
     "eagle3_convert/engines/sglang.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_rules.py"],
@@ -299,6 +309,37 @@ EQUIVALENT: dict[str, str] = {
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
         ("absorb", (2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18)), ("add_alias", (7, 8))) for n in numbers},
+    # engines/__init__.py, block_diffusion.py (session 7; numbered as at 4898e26)
+    **{f"eagle3_convert.engines.x_{fn}__mutmut_{n}":
+       "the engine of a verdict verdict() returns: serve_verdicts labels each anew with its runner (Verdict(e, ...)), "
+       "and shield_from_sglang reads only its verdict and why"
+       for fn, n in (("_verdict", 1), ("_verdict", 2), ("_verdict", 10), ("_verdict", 18), ("verdict", 11))},
+    "eagle3_convert.engines.x__block_diffusion_verdicts__mutmut_21":
+        "the engine of an 'unknown' verdict: convert names the engine of a refusing or wrong verdict only, the model "
+        "card those of serving vLLM runners",
+    **{f"eagle3_convert.engines.x_read_all__mutmut_{n}":
+       "the GGUF branch: a plan's 'gguf' key holds the very keys gguf_metadata returns (kept or dropped, the same "
+       "record reaches llama.cpp), llama.cpp's read ignores the release and, for a GGUF, the target context, and a "
+       "refusing Reading's engine and label are never shown (serve_verdicts relabels it, its why is the refusal)"
+       for n in (11, 13, 14, 21, 24, 25, 26, 30, 31)},
+    "eagle3_convert.engines.block_diffusion.x__nested__mutmut_6":
+        "a flat file whose dflash_config is no object is refused by the dflash reader (E-CONFIG-FIELD, its "
+        "target_layer_ids) before any engine reads it; a speculators file never reaches _nested",
+    **{f"eagle3_convert.engines.block_diffusion.x__vllm__mutmut_{n}":
+       "a flat DSpark whose model_type is not qwen3 never reaches _vllm: the drafter's family is its model_type, and "
+       "judge() answers 'unknown' for any family but qwen3 first (qwen3_moe is refused by the reader, E-CONFIG-FAMILY)"
+       for n in (26, 27, 28, 35, 36, 37, 38, 39, 40)},
+    **{f"eagle3_convert.engines.block_diffusion.{fn}": "a flat file is a DFlash/DSpark one only through its "
+       "DFlashDraftModel/DSparkDraftModel architectures (the dflash layout's detection; with --from dflash and another "
+       "class it is judged as an EAGLE-3 drafter): the class check of a block-diffusion verdict cannot fail"
+       for fn in ("x__vllm__mutmut_42", "x__sglang__mutmut_11", "x__sglang__mutmut_18")},
+    **{f"eagle3_convert.engines.block_diffusion.x__vllm__mutmut_{n}":
+       "a DFlash/DSpark file without a mask token (dflash_config's, the top-level one or the speculators one) is "
+       "refused by its reader first (E-CONFIG-FIELD): the engine's own refusal is never reached"
+       for n in (83, 84, 85, 86)},
+    "eagle3_convert.engines.block_diffusion.x__sglang__mutmut_21": "top_level_too None or False: both falsy",
+    "eagle3_convert.engines.mlxvlm.x_capture_hooks__mutmut_34":
+        "max(n - 3, 0) or max(n - 3, 1) as the third default boundary: its hook is max(b - 1, 0), 0 for both",
     "eagle3_convert.registry.writes.x_forget_location__mutmut_3":
         "another string that is no drafter id spares nothing as '' does: drafter ids are 64 hex digits",
     "eagle3_convert.registry.writes.x_upsert__mutmut_74":

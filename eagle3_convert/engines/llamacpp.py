@@ -66,9 +66,8 @@ def read_gguf(meta: Mapping[str, Any], names: Collection[str], record: Any = Non
         return r
     r.family = "llama"
     r.captures = list(ids)
-    r.flags = {"norm_before_residual": bool(meta.get("eagle3.norm_before_residual", False)),
-               "norm_before_fc": bool(meta.get("eagle3.norm_before_fc", False)), "fc_norm": False,
-               "norm_output": False}
+    r.flags = {"norm_before_residual": bool(meta.get("eagle3.norm_before_residual")),
+               "norm_before_fc": bool(meta.get("eagle3.norm_before_fc")), "fc_norm": False, "norm_output": False}
     if ids != sorted(ids):
         r.silent.append(f"llama.cpp fuses eagle3.target_layers {ids} in file order; fc's column blocks follow "
                         "ascending layers")

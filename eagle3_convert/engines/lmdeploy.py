@@ -103,7 +103,8 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     if "lm_head.weight" in names and flag(config, "tie_word_embeddings"):
         r.silent.append("LMDeploy skips the stored lm_head.weight (tie_word_embeddings) and drafts with a head "
                         "it never loads")
-    hidden, target_hidden = config.get("hidden_size"), config.get("target_hidden_size") or config.get("hidden_size")
+    # (without target_hidden_size Ht is H, and 3·H is never H)
+    hidden, target_hidden = config.get("hidden_size"), config.get("target_hidden_size")
     if isinstance(hidden, int) and isinstance(target_hidden, int) and FC_STATES * target_hidden == hidden:
         r.silent.append("LMDeploy skips fc: the captured width 3·Ht equals H")
     r.caveats.append(TARGET_CAVEAT)
@@ -113,7 +114,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
                          "not established that it serves")
     window = config.get("sliding_window")
     if isinstance(window, int) and not isinstance(window, bool) and window > 0 and \
-            config.get("use_sliding_window", True) is not False:
+            config.get("use_sliding_window") is not False:
         trained = "trained through layer_types" if trained_window(config) else "no layer_types trains it"
         r.caveats.append(f"config.json has sliding_window {window} ({trained}): LMDeploy's draft attention layer "
                          "passes no window while its FA3 backend reads this one; whether a window is applied is not "

@@ -101,7 +101,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     dec = layer_cfg if isinstance(layer_cfg, dict) else {}
     hidden = dec.get("hidden_size")
     target_hidden = config.get("target_hidden_size") or hidden
-    layers = dec.get("num_hidden_layers", 1)
+    layers = dec.get("num_hidden_layers")  # absent or no integer: Eagle3Config's default, 1 (below)
     vd, v = config.get("draft_vocab_size", DEFAULT_VOCAB), dec.get("vocab_size", DEFAULT_VOCAB)
     if not is_int(vd) or not is_int(v):
         r.refusal = "mlx-vlm fails to build the drafter: draft_vocab_size and vocab_size must be integers (int(None))"
@@ -115,7 +115,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     built = parameters(depth, flag(dec, "attention_bias"), nbf, not tied, vd != v)
     stored = {n for n in names if not SANITIZED.match(n) and not (n == "input_norm.weight" and not nbf)
               and not (n == "lm_head.weight" and tied)}
-    unexpected, missing = sorted(stored - built), sorted(built - stored - {"embed_tokens.weight"})
+    unexpected, missing = sorted(stored - built), sorted(built - stored)
     if unexpected:
         r.refusal = (f"mlx-vlm's strict load_weights raises on {unexpected[0]!r}: no such parameter in its EAGLE-3 "
                      "drafter" + (f" (+{len(unexpected) - 1} more)" if len(unexpected) > 1 else ""))
@@ -156,7 +156,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         r.silent.append("mlx-vlm drops the stored lm_head.weight (tie_word_embeddings with Vd = V) and drafts "
                         "through embed_tokens")
     rope = _rope_type(dec)
-    if rope not in (None, "default"):
+    if rope is not None:
         r.silent.append(f"mlx-vlm applies plain RoPE (base rope_theta), not the drafter's {rope} scaling")
     r.caveats.append(TARGET_CAVEAT)
     window = trained_window(config)
