@@ -13,6 +13,7 @@ from builders import DrafterSpec, build_drafter, config_for, stored_tensors, wri
 from conftest import run_cli
 from test_validate import IDS, add_tensor, drop_tensor, edit_config, edit_header, edit_tensors
 
+from eagle3_convert.errors import UsageError
 from eagle3_convert.safetensors_io import InMemoryTensor, read_tensor_table
 from eagle3_convert.validate import check_capture_record, load_target_facts, validate_checkpoint
 
@@ -769,3 +770,14 @@ def test_a_vocab_size_past_any_tokenizer_is_named_and_hides_no_schema_finding(tm
          'fix vocab_size in config.json', '$.vocab_size', None),
         ('E-SCHEMA', 'error', "config.json $.torch_dtype: 5 is not of type 'string', 'null' (vllm schema)",
          'fix $.torch_dtype in config.json', '$.torch_dtype', None)]
+
+
+@pytest.mark.parametrize("engines", [["foo"], ["sglang", "vllm-v1"]])
+def test_the_library_refuses_an_engine_it_cannot_judge(engines: list[str], tmp_path: Path):
+    """validate_checkpoint(engines=...) takes engine names (the CLI maps vllm-v1 to vllm): any other name used to
+    judge nothing, in silence, and report the file clean of it."""
+    src = build_drafter(tmp_path / "src", "speculators", DrafterSpec())
+    with pytest.raises(UsageError, match=f"^unknown engine {engines[-1]!r}$") as refused:
+        validate_checkpoint(src, engines=engines)
+    assert refused.value.hint == "name one of speculators, vllm, sglang, trtllm, llamacpp, mlx-vlm, lmdeploy"
+    assert validate_checkpoint(src, engines=["sglang", "vllm"]).engines == ["sglang", "vllm"]

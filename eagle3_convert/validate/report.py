@@ -13,8 +13,8 @@ from ..converters.registry import detect, get_layout, judge_explicit_from, layou
 from ..drafter import BLOCK_KINDS, KIND_LABELS, TargetIdentity
 from ..engines import REFUSES, SERVING, UNKNOWN, WRONG, releases_of, serve_verdicts, target_context
 from ..engines.block_diffusion import VLLM_RUNNER_ONLY
-from ..names import LABELS, engine_of, runners_of
-from ..errors import CaptureConflict, Eagle3Error, FormatError
+from ..names import ENGINE_RUNNERS, LABELS, engine_of, runners_of
+from ..errors import CaptureConflict, Eagle3Error, FormatError, UsageError
 from .. import provenance, schemas
 from ..hints import Planned, checked
 from .capture import check_capture, check_known, read_capture_ids
@@ -45,6 +45,9 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     `releases`: engine -> the releases to judge (None: its newest); default, each engine's newest.
     `read`: what read_raw already read of `path` (the list of findings is extended), else it is read here.
     """
+    unknown = [name for name in engines or () if name not in ENGINE_RUNNERS]
+    if unknown:  # else nothing would be judged for it, in silence
+        raise UsageError(f"unknown engine {unknown[0]!r}", f"name one of {', '.join(ENGINE_RUNNERS)}")
     root = Path(path)
     label = source_label or str(root)
     raw, findings = read or read_raw(root)
