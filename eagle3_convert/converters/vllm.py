@@ -142,7 +142,7 @@ class VLLMLayout(Layout):
             if mask is None:
                 notes.append(f"a P-EAGLE drafter ({named}) whose config names no mask token "
                              f"({', '.join(PEAGLE_MASK_KEYS)}): vLLM and the speculators layout need it")
-            elif not isinstance(mask, int) or isinstance(mask, bool) or mask < 0:
+            elif mask < 0:  # (the key table refuses a mask token that is no integer, a boolean included)
                 raise FormatError(f"the P-EAGLE mask token is {mask!r}", "it must be a token id (an integer >= 0)",
                                   code="E-CONFIG-FIELD")
             fields["mask_token_id"] = mask
