@@ -441,3 +441,13 @@ def test_eagle_a_pickle_without_architectures_is_written_with_the_published_clas
     src = built(tmp_path, "eagle", _pop("architectures"), DrafterSpec(pickled=True))
     config, _ = convert(tmp_path, src, "eagle", "eagle", "--target", str(write_target(tmp_path / "target")))
     assert config["architectures"] == ["LlamaForCausalLMEagle3"]
+
+
+def test_vllm_keeps_only_its_own_extra_keys_in_the_sidecar(tmp_path: Path):
+    """eagle3-convert.json records what the vllm layout alone holds (another spelling of its class), and nothing
+    for a file that holds nothing of its own."""
+    convert(tmp_path / "plain", build_drafter(tmp_path / "plain" / "src", "vllm"), "vllm", "vllm")
+    assert json.loads((tmp_path / "plain" / "out" / "eagle3-convert.json").read_text())["layout_extra"] == {}
+    convert(tmp_path / "own", built(tmp_path / "own", "vllm", put(architectures=["LlamaForCausalLM"])), "vllm", "vllm")
+    assert json.loads((tmp_path / "own" / "out" / "eagle3-convert.json").read_text())["layout_extra"] == {
+        "vllm": {"architectures": ["LlamaForCausalLM"]}}

@@ -172,9 +172,9 @@ class VLLMLayout(Layout):
         fields["capture_boundaries"] = boundaries
         ckpt = drop_unused_layer_norms(ckpt, "hidden_norm", "input_layernorm", "vLLM", "sglang", notes)
         tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
-        declared = raw.get("num_aux_hidden_states")
-        fields["num_aux_hidden_states"] = infer_num_aux(
-            tensors.get("fc.weight"), fields, declared if isinstance(declared, int) else None, top or nested)
+        # (the key table refuses a num_aux_hidden_states that is no positive integer)
+        fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields,
+                                                        raw.get("num_aux_hidden_states"), top or nested)
 
         own: dict[str, Any] = {}
         if archs != [ARCHITECTURE[fields["family"]]] and foreign_name is None and fields["kind"] == "eagle3":
