@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import DrafterSpec, RawTensor, build_drafter, stored_tensors, write_safetensors, write_target
+from builders import (DrafterSpec, RawTensor, _write_pickle, build_drafter, stored_tensors, write_safetensors,
+                      write_target)
 from conftest import run_cli, tensor_hashes
 from test_mutation_kills_converters import MLA, _both, _no_ids, _pop, built, last_line, nested, notes, put
 
@@ -405,7 +406,9 @@ def test_eagle_refuses_a_one_layer_drafter_of_another_family(tmp_path: Path):
 @pytest.mark.parametrize("rope, said", [
     ({"rope_type": "default", "factor": 2.0}, "default RoPE with factor"),
     ({"rope_type": "linear"}, "linear RoPE with factor None"),
-], ids=["a factor beside plain RoPE", "scaling without a factor"])
+    ({"rope_type": "linear", "factor": 2.0, "mrope_section": [1, 2], "beta_fast": 32.0},
+     "linear RoPE with beta_fast, mrope_section"),
+], ids=["a factor beside plain RoPE", "scaling without a factor", "two keys it has no place for"])
 def test_eagle_refuses_rope_settings_econfig_cannot_hold(tmp_path: Path, rope: dict, said: str):
     src = built(tmp_path, "vllm", put(rope_scaling=rope))
     assert refusal(tmp_path, src, "vllm", "eagle", "--target", str(write_target(tmp_path / "target"))) == (
@@ -451,3 +454,25 @@ def test_vllm_keeps_only_its_own_extra_keys_in_the_sidecar(tmp_path: Path):
     convert(tmp_path / "own", built(tmp_path / "own", "vllm", put(architectures=["LlamaForCausalLM"])), "vllm", "vllm")
     assert json.loads((tmp_path / "own" / "out" / "eagle3-convert.json").read_text())["layout_extra"] == {
         "vllm": {"architectures": ["LlamaForCausalLM"]}}
+
+
+def test_a_vllm_file_saved_as_a_pickle_is_taken_for_eagles_and_reads_with_from_vllm(tmp_path: Path):
+    """vLLM's detection leaves pickles to the eagle layout (only SafeAILab's code saves pytorch_model.bin): such a
+    file is detected as EAGLE's alone (not ambiguous), whose reader refuses its layers.* names with the way out."""
+    src = build_drafter(tmp_path / "src", "vllm")
+    (src / "model.safetensors").unlink()
+    _write_pickle(src / "pytorch_model.bin", stored_tensors("vllm", DrafterSpec()))
+    assert json.loads(run_cli("inspect", "--json", src).stdout)["layout"] == "eagle"
+    result = run_cli("--to", "vllm", "--no-record", src, tmp_path / "out")
+    assert result.exit_code == 1
+    assert last_line(result.stderr).endswith("[E-KEY-UNKNOWN] — hint: read it with the layout that wrote it (--from "
+                                             "sglang or --from vllm)")
+    config, _ = convert(tmp_path, src, "vllm", "vllm")
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"]
+
+
+def test_eagle_takes_a_full_partial_rotary_factor(tmp_path: Path):
+    """partial_rotary_factor 1 is the full head_dim EAGLE's code rotates: converted, and kept."""
+    config, _ = convert(tmp_path, built(tmp_path, "vllm", put(partial_rotary_factor=1.0)), "vllm", "eagle", "--target",
+                        str(write_target(tmp_path / "target")))
+    assert config["partial_rotary_factor"] == 1.0

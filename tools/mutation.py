@@ -53,6 +53,10 @@ _NO_CORPUS = ["--deselect", "tests/test_config_mutations.py::test_no_config_muta
 # The layouts' own modules, which every conversion reaches: the kill tests first (the cheapest to fail).
 _LAYOUT_TESTS = ["tests/test_mutation_kills_layouts.py", "tests/test_detect.py", *_NO_SUBPROCESS_DETECT,
                  "tests/test_layouts_matrix.py", "-k", "not test_round_trip_is_lossless"]
+# vLLM, ModelOpt and EAGLE: their own kill tests (session 7), and the readers' and writers' refusals, notes and
+# configs written for them (session 6)
+_FLAT_LAYOUT_TESTS = ["tests/test_mutation_kills_vllm_modelopt_eagle.py", "tests/test_mutation_kills_converters.py",
+                      *_LAYOUT_TESTS]
 # module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
 # reach the mutated function)
 MODULES: dict[str, list[str]] = {
@@ -65,10 +69,10 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", *_NO_SUBPROCESS_VALIDATE,
                                                  "tests/test_config_mutations.py", *_NO_CORPUS],
     "eagle3_convert/converters/sglang.py": _LAYOUT_TESTS,
-    "eagle3_convert/converters/vllm.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/vllm.py": _FLAT_LAYOUT_TESTS,
     "eagle3_convert/converters/speculators.py": _LAYOUT_TESTS,
-    "eagle3_convert/converters/eagle.py": _LAYOUT_TESTS,
-    "eagle3_convert/converters/modelopt.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/eagle.py": _FLAT_LAYOUT_TESTS,
+    "eagle3_convert/converters/modelopt.py": _FLAT_LAYOUT_TESTS,
     "eagle3_convert/validate/tensors.py": ["tests/test_mutation_kills_validate.py", "tests/test_caught_bugs.py",
                                            "tests/test_validate.py"],
     "eagle3_convert/validate/vocab.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py"],
@@ -255,6 +259,20 @@ EQUIVALENT: dict[str, str] = {
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
         ("absorb", (2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18)), ("add_alias", (7, 8))) for n in numbers},
+    # converters/vllm.py (session 7), numbered as at f1704ff, after two dead type checks went (the before run, at
+    # 4898e26, numbered read mutants 196-325 three higher)
+    "eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_39":
+        "the correctly cased name instead of the miscased one: foreign_name is only tested against None afterwards",
+    **{f"eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_{n}":
+       "bool(raw.get(flag, None)) and bool(raw.get(flag)) read an absent flag as false, as the False default does"
+       for n in (127, 129, 144, 146, 155, 157, 166, 168)},
+    **{f"eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_{n}":
+       "int_list's own message: the key table refuses capture ids that are no list of integers first (E-CAPTURE-FIELD)"
+       for n in (208, 214)},
+    "eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_315":
+        "vLLM's one renaming rule (midlayer.) is not single_layer_only: to_canonical never reads the layer count",
+    "eagle3_convert.converters.vllm.xǁVLLMLayoutǁplan__mutmut_77":
+        "nested_required=None reads as False: a nested list SGLang cannot spell is left out either way",
     "eagle3_convert.registry.writes.x_forget_location__mutmut_3":
         "another string that is no drafter id spares nothing as '' does: drafter ids are 64 hex digits",
     "eagle3_convert.registry.writes.x_upsert__mutmut_74":
