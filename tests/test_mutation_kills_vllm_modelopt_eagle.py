@@ -84,6 +84,13 @@ DETECTIONS = {
     "vllm: a class only vLLM has": (
         "vllm", _pop("norm_before_residual"), DrafterSpec(family="qwen3"), "vllm",
         "architecture Eagle3Qwen3ForCausalLM exists only in vLLM"),
+    # a sure reading wins over the speculators layout's guess (its objects without speculators_model_type)
+    "vllm: its norm_before_residual key beside a speculators object": (
+        "vllm", put(transformer_layer_config={"model_type": "llama"}), None, "vllm",
+        "top-level norm_before_residual (a vLLM key SGLang has not)"),
+    "vllm: a class only vLLM has beside a speculators object": (
+        "vllm", _both(_pop("norm_before_residual"), put(transformer_layer_config={"model_type": "qwen3"})),
+        DrafterSpec(family="qwen3"), "vllm", "architecture Eagle3Qwen3ForCausalLM exists only in vLLM"),
     "vllm: a class in another case": (
         "vllm", put(architectures=["LlamaForCausalLMEAGLE3"]), None, "vllm",
         "architecture LlamaForCausalLMEAGLE3 (LlamaForCausalLMEagle3 in another case) with layers.* tensors"),
@@ -98,6 +105,9 @@ DETECTIONS = {
         "vllm", put(architectures=["Qwen3ForCausalLM"]), DrafterSpec(family="qwen3"), "vllm",
         "Qwen3ForCausalLM with draft_vocab_size and layers.* tensors (a community draft: vLLM builds "
         "Eagle3Qwen3ForCausalLM from it)"),
+    "speculators, with a flat Eagle3 class beside its type": (  # vLLM's markers (top-level ids and flag) are its too
+        "speculators", put(architectures=["LlamaForCausalLMEagle3"]), None, "speculators",
+        "config.json has speculators_model_type 'eagle3'"),
     "modelopt: NVIDIA's fields": (
         "modelopt", put(), None, "modelopt", f"eagle_config has NVIDIA ModelOpt fields ({_MODELOPT_FIELDS})"),
     "modelopt: the Megatron multi-layer class": (
@@ -109,6 +119,9 @@ DETECTIONS = {
     "eagle: a pickle of the training template": (  # midlayer.* without an Eagle3 class is enough in a pickle
         "eagle", put(architectures=["LlamaForCausalLM"]), DrafterSpec(pickled=True), "eagle",
         "pytorch_model.bin with midlayer.* tensors (SafeAILab EAGLE)"),
+    "eagle: a pickle that says it is speculators'": (
+        "eagle", put(speculators_model_type="eagle3"), DrafterSpec(pickled=True), "speculators",
+        "config.json has speculators_model_type 'eagle3'"),
     "eagle: the training template": (
         "eagle", put(architectures=["LlamaForCausalLM"]), None, "eagle",
         "LlamaForCausalLM config with draft_vocab_size and midlayer.* (EAGLE's training template)"),
@@ -476,3 +489,63 @@ def test_eagle_takes_a_full_partial_rotary_factor(tmp_path: Path):
     config, _ = convert(tmp_path, built(tmp_path, "vllm", put(partial_rotary_factor=1.0)), "vllm", "eagle", "--target",
                         str(write_target(tmp_path / "target")))
     assert config["partial_rotary_factor"] == 1.0
+
+
+@pytest.mark.parametrize("dest", ["eagle", "modelopt"])
+def test_rope_theta_is_recorded_as_derived_only_where_the_writer_added_it(tmp_path: Path, dest: str):
+    """EAGLE and ModelOpt read rope_theta at the top level: written from rope_parameters where the source had none
+    there, and named in eagle3-convert.json's derived_config_keys (dropped when read back); a source's own
+    rope_theta is no derived key."""
+    target = ("--target", str(write_target(tmp_path / "target")))
+    convert(tmp_path / "own", build_drafter(tmp_path / "own" / "src", "vllm"), "vllm", dest, *target)
+    assert "derived_config_keys" not in json.loads((tmp_path / "own" / "out" / "eagle3-convert.json").read_text())
+    edit = _both(_pop("rope_theta"), put(rope_parameters={"rope_type": "default", "rope_theta": 500000.0}))
+    config, _ = convert(tmp_path / "derived", built(tmp_path / "derived", "vllm", edit), "vllm", dest, *target)
+    assert config["rope_theta"] == 500000.0
+    assert json.loads((tmp_path / "derived" / "out" / "eagle3-convert.json").read_text())["derived_config_keys"] == [
+        "rope_theta"]
+
+
+@pytest.mark.parametrize("arch, vllm_reason", [
+    ("LlamaForCausalLM", "LlamaForCausalLM with draft_vocab_size and layers.* tensors (a community draft: vLLM builds "
+                         "Eagle3LlamaForCausalLM from it)"),
+    ("LlamaForCausalLMEAGLE3", "architecture LlamaForCausalLMEAGLE3 (LlamaForCausalLMEagle3 in another case) with "
+                               "layers.* tensors"),
+    ("EAGLE3LlamaForCausalLM", "architecture EAGLE3LlamaForCausalLM (TensorRT-LLM's name), flat config"),
+], ids=["a community draft", "a class in another case", "TensorRT-LLM's class name"])
+def test_vllm_weak_readings_beside_another_weak_one_are_ambiguous(tmp_path: Path, arch: str, vllm_reason: str):
+    """These vLLM readings are guesses: beside the speculators layout's own guess (its objects without
+    speculators_model_type), neither wins and the user is asked."""
+    src = built(tmp_path, "vllm", _both(_pop("norm_before_residual"), put(
+        architectures=[arch], transformer_layer_config={"model_type": "llama"})))
+    result = run_cli("inspect", src)
+    assert result.exit_code == 1
+    assert last_line(result.stderr) == (
+        f"error: {src}: the layout is ambiguous (speculators: config.json has speculators_config/transformer_layer_config;"
+        f" vllm: {vllm_reason}) [E-LAYOUT-AMBIGUOUS] — hint: pass --from to say which layout it is")
+
+
+def test_eagle_refuses_a_tensor_of_no_drafter_naming_its_layout(tmp_path: Path):
+    spec = DrafterSpec(capture_boundaries=None)
+    src = built(tmp_path, "eagle", put(architectures=["LlamaForCausalLM"]), spec)
+    tensors = stored_tensors("eagle", spec)
+    tensors["foo.weight"] = tensors["norm.weight"]
+    write_safetensors(src / "model.safetensors", tensors)
+    assert refusal(tmp_path, src, "eagle", "vllm") == (
+        "error: tensor 'foo.weight' is not part of an EAGLE-3 drafter in the eagle layout [E-KEY-UNKNOWN] — hint: no "
+        "engine loads it (SGLang skips it without a word, vLLM's loader fails on it); rename it to the layout's key or "
+        "remove it (`eagle3-convert inspect SRC` lists the expected names)")
+
+
+def test_eagle_refuses_recorded_boundaries_that_are_no_list_naming_the_sidecar(tmp_path: Path):
+    convert(tmp_path / "first", build_drafter(tmp_path / "src", "vllm"), "vllm", "eagle", "--target",
+            str(write_target(tmp_path / "target")))
+    convert(tmp_path / "read-back", tmp_path / "first" / "out", "eagle", "vllm")
+    read_back = json.loads((tmp_path / "read-back" / "out" / "eagle3-convert.json").read_text())
+    assert read_back["layout_extra"] == {}  # the published class: nothing of the eagle layout's own to keep
+    sidecar = tmp_path / "first" / "out" / "eagle3-convert.json"
+    facts = json.loads(sidecar.read_text())
+    facts["capture_boundaries"] = "x"
+    sidecar.write_text(json.dumps(facts))
+    assert refusal(tmp_path, tmp_path / "first" / "out", "eagle", "vllm") == (
+        "error: eagle3-convert.json capture_boundaries is 'x' [E-CAPTURE-FIELD] — hint: it must be a list of integers")

@@ -271,6 +271,19 @@ EQUIVALENT: dict[str, str] = {
        for n in (208, 214)},
     "eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_315":
         "vLLM's one renaming rule (midlayer.) is not single_layer_only: to_canonical never reads the layer count",
+    "eagle3_convert.converters.vllm.xǁVLLMLayoutǁdetect__mutmut_15":
+        "confident None instead of False: the registry tests it for truth, and None is as false",
+    **{f"eagle3_convert.converters.vllm.xǁVLLMLayoutǁdetect__mutmut_{n}":
+       "confident None instead of False: the registry tests it for truth, and None is as false" for n in (40, 98)},
+    **{f"eagle3_convert.converters.eagle.xǁEagleLayoutǁplan__mutmut_{n}":
+       "EAGLE's one renaming rule (midlayer.) is not single_layer_only: to_stored never reads the layer count"
+       for n in (200, 204)},
+    "eagle3_convert.converters.eagle.xǁEagleLayoutǁread__mutmut_20":
+        "MODELED & FOREIGN_FLAGS (empty) for their union: every key of both is in NEVER_CARRIED or DECODER_SEMANTIC, "
+        "which split_decoder_extra leaves out anyway (the sets are redundant)",
+    **{f"eagle3_convert.converters.eagle.xǁEagleLayoutǁread__mutmut_{n}":
+       "EAGLE's one renaming rule (midlayer.) is not single_layer_only: to_canonical never reads the layer count"
+       for n in (138, 144)},
     "eagle3_convert.converters.vllm.xǁVLLMLayoutǁplan__mutmut_77":
         "nested_required=None reads as False: a nested list SGLang cannot spell is left out either way",
     "eagle3_convert.registry.writes.x_forget_location__mutmut_3":
