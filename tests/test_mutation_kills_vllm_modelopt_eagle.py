@@ -119,6 +119,12 @@ DETECTIONS = {
     "eagle: a pickle of the training template": (  # midlayer.* without an Eagle3 class is enough in a pickle
         "eagle", put(architectures=["LlamaForCausalLM"]), DrafterSpec(pickled=True), "eagle",
         "pytorch_model.bin with midlayer.* tensors (SafeAILab EAGLE)"),
+    "eagle: a pickle beside a speculators object": (  # a sure reading wins over the speculators layout's guess
+        "eagle", put(transformer_layer_config={"model_type": "llama"}), DrafterSpec(pickled=True), "eagle",
+        "pytorch_model.bin with midlayer.* tensors (SafeAILab EAGLE)"),
+    "eagle: the training template beside a speculators object": (
+        "eagle", put(architectures=["LlamaForCausalLM"], transformer_layer_config={"model_type": "llama"}), None,
+        "eagle", "LlamaForCausalLM config with draft_vocab_size and midlayer.* (EAGLE's training template)"),
     "eagle: a pickle that says it is speculators'": (
         "eagle", put(speculators_model_type="eagle3"), DrafterSpec(pickled=True), "speculators",
         "config.json has speculators_model_type 'eagle3'"),
