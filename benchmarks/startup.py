@@ -2,15 +2,18 @@
 registry and with one that holds the drafter's record, median of N rounds run interleaved, `python -c pass` in the
 same rounds as the baseline. Warm page cache and bytecode (cached under the work dir, as run.py does). Each command's
 CPU time (user + system) is printed beside its wall time: on a machine others load, it is the steadier of the two.
+`--instructions` also counts each command's instructions once under valgrind (callgrind): the same count whatever
+the load, where even CPU time doubles on a 2-core machine running 14 jobs (benchmarks/README.md, issue 20).
 
     python benchmarks/run.py --sizes 8b --runs 1 --layouts speculators,sglang --inputs safetensors --keep
-    python benchmarks/startup.py --runs 11 [--before DIR_OF_A_GIT_ARCHIVE]
+    python benchmarks/startup.py --runs 11 [--before DIR_OF_A_GIT_ARCHIVE] [--instructions]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -30,6 +33,8 @@ def main() -> int:
     parser.add_argument("--size", default="8b")
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--before", type=Path, metavar="TREE", help="also time the CLI of this source tree")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each command's instructions under valgrind (load-independent; slow)")
     args = parser.parse_args()
     work = args.work.resolve()
     src = work / args.size / "speculators"
@@ -70,10 +75,25 @@ def main() -> int:
     for name, values in samples.items():
         print(f"| {name} | {statistics.median(values):.3f} | {min(values):.3f} | {min(values) - base_wall:+.3f} | "
               f"{min(cpu[name]):.3f} | {min(cpu[name]) - base_cpu:+.3f} |")
-    shutil.rmtree(work / "startup-out", ignore_errors=True)
     print(f"\nmedian of {args.runs}, interleaved, warm, load average {min(loads):.1f}-{max(loads):.1f}; "
           f"CLI: {' '.join(cli_entry())}")
+    if args.instructions:
+        counts = {name: instructions(cmd, env) for name, (cmd, env) in rows.items()}
+        print("\n| command | instructions (M) | over pass |\n|---|---|---|")
+        for name, count in counts.items():
+            print(f"| {name} | {count / 1e6:.0f} | {(count - counts['python -c pass']) / 1e6:+.0f} |")
+    shutil.rmtree(work / "startup-out", ignore_errors=True)
     return 0
+
+
+def instructions(cmd: list[str], env: dict[str, str]) -> int:
+    """Instructions the command runs (valgrind's callgrind, its children not followed: the CLI is one process)."""
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind counted nothing for {cmd}: {done.stderr[-300:]}")
+    return int(found.group(1))
 
 
 if __name__ == "__main__":

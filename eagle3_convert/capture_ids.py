@@ -26,6 +26,16 @@ def default_boundaries(num_layers: int) -> list[int]:
     return [2, num_layers // 2, num_layers - 3]
 
 
+def depth_defaults(depth: int | None) -> list[int] | None:
+    """default_boundaries on a target of known depth; None where the depth is unknown."""
+    return default_boundaries(depth) if depth else None
+
+
+def as_captured(boundaries: Sequence[int] | None, depth: int | None) -> list[int] | None:
+    """The boundaries a list names; where it names none, the engines' default on a target of `depth`."""
+    return list(boundaries) if boundaries is not None else depth_defaults(depth)
+
+
 def block_diffusion_boundaries(target_layer_ids: list[int]) -> list[int]:
     """DFlash/DSpark `target_layer_ids` as boundaries: every reader takes hidden_states[id + 1], so -1 is the
     embedding output (z-lab and SpecForge's trainers, vLLM's update_dflash, SGLang; docs/formats.md §2.8)."""
@@ -108,14 +118,13 @@ def ids_for_engine(engine: str, boundaries: Sequence[int], family: str = "defaul
                 "retrain the drafter on capturable layers, or serve it with vLLM (speculators/vllm layouts)",
                 code="E-CAPTURE-UNREACHABLE")
     shifted = [b - 1 for b in boundaries]
-    # Prefer the engine's own convention; quirky families may need the other spelling.
+    # The engine's own convention first, quirky families may need the other spelling. Where both work, the first
+    # is also the one older releases read alike: SGLang before PRs 25454 / 32334 reads the DeepSeek and gpt-oss
+    # families' ids as any other family's (engines/sglang.py ID_QUIRKS).
     candidates = (boundaries, shifted) if engine in BOUNDARY_CONVENTIONS else (shifted, boundaries)
     works = [ids for ids in candidates if engine_boundaries(engine, ids, family, num_layers) == boundaries]
-    # Of those, the spelling older releases read alike: SGLang before PRs 25454 / 32334 reads the DeepSeek and
-    # gpt-oss families' ids as any other family's (engines/sglang.py ID_QUIRKS).
-    safest = [ids for ids in works if engine_boundaries(engine, ids, "default", num_layers) == boundaries]
     if works:
-        return (safest or works)[0]
+        return works[0]
     raise RefusalError(
         f"no id list makes {engine} ({family} target family) capture boundaries {boundaries}",
         "this engine's id convention cannot express these capture layers; serve with vLLM instead",

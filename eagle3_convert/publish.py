@@ -153,7 +153,7 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
             notes = [*notes, from_registry]
         in_repo = {name: _gguf_name(name, root, repo_id) if layout == "gguf" else name for name in names}
         card = build_card(repo_id=repo_id, layout=layout, config=source.drafter.config, facts=facts, report=report,
-                          engines=_serving_engines(layout), serves=_published_verdicts(published, facts, options),
+                          engines=LAYOUT_ENGINES.get(layout, ()), serves=_published_verdicts(published, facts, options),
                           license=license or _license_of(path),
                           drafter_revision=branch if branch and branch != "main" else None,
                           files=list(in_repo.values()),
@@ -298,10 +298,6 @@ def _published_verdicts(published: Any, facts: dict[str, Any], options: Any) -> 
         cfg = cfg.model_copy(update={"capture_boundaries": list(truth)})
     return serve_verdicts(published.stored_config or {}, published.stored_names, cfg,
                           target_context(cfg, options.target))
-
-
-def _serving_engines(layout: str) -> tuple[str, ...]:
-    return LAYOUT_ENGINES.get(layout, ())
 
 
 def _license_of(root: Path) -> str | None:

@@ -158,9 +158,10 @@ def _choose_files(siblings: list[str]) -> list[str]:
     return [s for s in siblings if "/" not in s and any(fnmatch(s, p) for p in patterns)]
 
 
-def download(repo_id: str, revision: str | None = None, *, endpoint: str | None = None,
-             token: str | None = None, cache_dir: str | None = None) -> tuple[Path, str | None]:
-    """Snapshot only the files a drafter needs; returns (local dir, commit sha). Works offline from cache."""
+def download(repo_id: str, revision: str | None = None, *, endpoint: str | None = None, token: str | None = None,
+             cache_dir: str | None = None, files: tuple[str, ...] | None = None) -> tuple[Path, str | None]:
+    """Snapshot only the files a drafter needs (or those matching `files`); returns (local dir, commit sha).
+    Works offline from cache."""
     endpoint = endpoint_from_env(endpoint)
     offline = hub_offline()
     why = None if offline else unreachable(endpoint)
@@ -170,7 +171,7 @@ def download(repo_id: str, revision: str | None = None, *, endpoint: str | None 
                 try:
                     path = Path(hub_client.snapshot_download(repo_id, revision=revision, cache_dir=cache_dir,
                                                   local_files_only=True,
-                                                  allow_patterns=list(DRAFTER_FILES + BIN_FILES + GGUF_FILES)))
+                                                  allow_patterns=list(files or DRAFTER_FILES + BIN_FILES + GGUF_FILES)))
                 except Exception:
                     if why:  # nothing cached either: the reason is the Hub, not the cache
                         raise unreachable_error("downloading", repo_id, endpoint, why) from None
@@ -179,9 +180,9 @@ def download(repo_id: str, revision: str | None = None, *, endpoint: str | None 
                 return path, path.name if re.fullmatch(r"[0-9a-f]{40}", path.name) else None
             api = hub_client.api(endpoint, token)
             info = api.model_info(repo_id, revision=revision)
-            files = _choose_files([s.rfilename for s in info.siblings or []])
+            chosen = list(files) if files else _choose_files([s.rfilename for s in info.siblings or []])
             path = hub_client.snapshot_download(repo_id, revision=info.sha or revision, endpoint=endpoint, token=token,
-                                     cache_dir=cache_dir, allow_patterns=files)
+                                     cache_dir=cache_dir, allow_patterns=chosen)
             _remember_ref(Path(path), revision or "main", info.sha)
             return Path(path), info.sha
     except HubError:
@@ -221,21 +222,22 @@ def fetch_config(repo_id: str, revision: str | None = None, *, endpoint: str | N
     return read_json_file(Path(path), f"{repo_id}/config.json"), commit
 
 
-def resolve_source(spec: str, revision: str | None = None, *, endpoint: str | None = None,
-                   token: str | None = None) -> tuple[Path, str | None]:
-    """A local directory as is, or a Hub repo id downloaded to the HF cache; (path, commit or None).
+def resolve_source(spec: str, revision: str | None = None, *, endpoint: str | None = None, token: str | None = None,
+                   files: tuple[str, ...] | None = None, label: str | None = None) -> tuple[Path, str | None]:
+    """A local directory as is, or a Hub repo id downloaded to the HF cache (a drafter's files, or those matching
+    `files`); (path, commit or None).
 
     A local-looking `spec` (see looks_local) is never sent to the Hub. A repo-id-shaped one that is not
-    on disk is asked of the Hub, and a failure says both readings."""
+    on disk is asked of the Hub, and a failure says both readings, naming the spec as `label` (default: itself)."""
     if os.path.lexists(os.path.expanduser(spec)):
         return Path(os.path.expanduser(spec)), None
     if not is_repo_id(spec):
         raise FormatError(f"{spec}: no such directory", "check the path (a Hub repo id is written ORG/NAME)",
                           code="E-SRC-MISSING")
     try:
-        return download(spec, revision, endpoint=endpoint, token=token)
+        return download(spec, revision, endpoint=endpoint, token=token, files=files)
     except HubError as exc:
-        raise both_readings(spec, "no such directory", exc) from None
+        raise both_readings(label or spec, "no such directory", exc) from None
 
 
 def both_readings(spec: str, local: str, exc: HubError) -> HubError:

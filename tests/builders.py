@@ -401,6 +401,14 @@ def write_safetensors(path: Path, tensors: dict[str, RawTensor]) -> None:
     path.write_bytes(struct.pack("<Q", len(blob)) + blob + b"".join(chunks))
 
 
+def write_checkpoint(dest: Path, config: dict[str, Any], tensors: dict[str, RawTensor]) -> Path:
+    """`config` and `tensors` as they are, in a new directory `dest` (a file no builder spec spells)."""
+    dest.mkdir(parents=True)
+    (dest / "config.json").write_text(json.dumps(config, indent=2))
+    write_safetensors(dest / "model.safetensors", tensors)
+    return dest
+
+
 def _write_pickle(path: Path, tensors: dict[str, RawTensor]) -> None:
     import torch
 

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import peer_venv
 import pytest
 from click.testing import CliRunner
 
 from eagle3_convert.cli import main
+from eagle3_convert.registry.store import open_registry
 from eagle3_convert.safetensors_io import read_tensor_table, tensor_sha256
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,16 +63,48 @@ def example_dir(tmp_path: Path) -> Path:
     return dest
 
 
+def copy_sample(tmp: Path, name: str) -> Path:
+    """A writable copy of the checkpoint of tests/data/<name>, under `tmp`."""
+    dest = tmp / name
+    shutil.copytree(DATA / name / "checkpoint", dest)
+    return dest
+
+
 @pytest.fixture
 def sample(tmp_path: Path):
-    """A writable copy of a checkpoint from tests/data/<name>/checkpoint."""
+    """copy_sample into this test's tmp_path."""
+    return lambda name: copy_sample(tmp_path, name)
 
-    def copy(name: str) -> Path:
-        dest = tmp_path / name
-        shutil.copytree(DATA / name / "checkpoint", dest)
-        return dest
 
-    return copy
+def edit_config(path: Path, change: Callable[[dict[str, Any]], Any]) -> Path:
+    """`path`/config.json rewritten with `change` applied to it."""
+    config = json.loads((path / "config.json").read_text())
+    change(config)
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    return path
+
+
+def without_nested_ids(src: Path) -> Path:
+    """A SpecForge export as `specforge export` writes it when the ids were set only in the run config."""
+    return edit_config(src, lambda config: config["eagle_config"].pop("eagle_aux_hidden_state_layer_ids"))
+
+
+def nothing_written(parent: Path, name: str) -> bool:
+    """Neither DST nor a temp dir of its writer beside it."""
+    return not (parent / name).exists() and not list(parent.glob(f".{name}.*"))
+
+
+def serve_line(stdout: str, label: str) -> str:
+    """The one line of `stdout` that starts with `label`."""
+    lines = [line for line in stdout.splitlines() if line.strip().startswith(label)]
+    assert len(lines) == 1, stdout
+    return lines[0]
+
+
+def registry_records(registry: Path | str) -> list[dict]:
+    """Every record of a registry, as JSON."""
+    with open_registry(registry) as store:
+        return [r.model_dump(mode="json") for r in store.list()]
 
 
 def tensor_hashes(path: Path) -> dict[str, str]:

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eagle3_convert.registry.schema import MIGRATIONS, for_postgres
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -70,6 +72,17 @@ def set_schema_version(registry: object, version: int) -> None:
         sql(registry, f"UPDATE eagle3_registry_version SET version = {version}")
     else:
         sql(registry, f"PRAGMA user_version = {version}")
+
+
+def registry_as_released(registry: object, version: int) -> None:
+    """A registry as schema `version` left it (its released steps, applied as the code of that version did)."""
+    steps = [statement for step in MIGRATIONS[:version] for statement in step]
+    if is_postgres(registry):
+        sql(registry, "CREATE TABLE eagle3_registry_version (version INTEGER NOT NULL)",
+            f"INSERT INTO eagle3_registry_version VALUES ({version})", *map(for_postgres, steps))
+    else:
+        Path(registry).parent.mkdir(parents=True, exist_ok=True)
+        sql(registry, *steps, f"PRAGMA user_version = {version}")
 
 
 def registry_columns(registry: object) -> dict[str, list[str]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from builders import DrafterSpec, RawTensor, config_for, draft_vocab, stored_tensors, write_safetensors
-from conftest import run_cli
+from conftest import nothing_written, run_cli
 from eagle3_convert.registry.store import open_registry
 
 ERROR_LINE = re.compile(r"^error: .+ \[(E-[A-Z0-9-]+)\] — hint: .+$")
@@ -47,11 +47,6 @@ def error_code(stderr: str) -> str:
 def validate_codes(path: Path) -> tuple[int, list[dict]]:
     result = run_cli("validate", path, "--json")
     return result.exit_code, json.loads(result.stdout)["findings"]
-
-
-def nothing_written(parent: Path, name: str) -> bool:
-    """Neither DST nor a temp dir of its writer beside it."""
-    return not (parent / name).exists() and not list(parent.glob(f".{name}.*"))
 
 
 # ------------------------------------------------------------------ d2t/t2d: order, not just membership

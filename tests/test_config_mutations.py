@@ -26,10 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import pytest
-
 from builders import DrafterSpec, build_drafter
-from conftest import DATA
+from conftest import DATA, copy_sample, edit_config, run_cli
 from eagle3_convert.validate import validate_checkpoint
 from eagle3_convert.convert import read_source
 from eagle3_convert.errors import Eagle3Error
@@ -265,23 +263,9 @@ def test_no_config_mutation_changes_the_drafter_in_silence(tmp_path: Path, capsy
 
 # ------------------------------------------------------------ the issue's stories, through the CLI
 
-def _edit(path: Path, change: Callable[[dict[str, Any]], None]) -> Path:
-    cfg = json.loads((path / "config.json").read_text())
-    change(cfg)
-    (path / "config.json").write_text(json.dumps(cfg, indent=2))
-    return path
-
-
-def _copy_sample(tmp: Path, name: str) -> Path:
-    dest = tmp / name
-    shutil.copytree(DATA / name / "checkpoint", dest)
-    return dest
-
-
 def test_a_typo_of_eagle_config_is_an_error_and_a_refusal(tmp_path: Path):
-    from conftest import run_cli
-
-    src = _edit(_copy_sample(tmp_path, "specforge-sglang"), lambda c: c.__setitem__("eagle_confg", c.pop("eagle_config")))
+    src = edit_config(copy_sample(tmp_path, "specforge-sglang"),
+                      lambda c: c.__setitem__("eagle_confg", c.pop("eagle_config")))
     validated = run_cli("validate", src)
     assert validated.exit_code == 1 and "E-CONFIG-KEY-TYPO" in validated.stdout
     assert "did you mean 'eagle_config'" in validated.stdout
@@ -291,9 +275,8 @@ def test_a_typo_of_eagle_config_is_an_error_and_a_refusal(tmp_path: Path):
 
 
 def test_a_typo_of_a_dimension_names_the_key_not_its_absence(tmp_path: Path):
-    from conftest import run_cli
-
-    src = _edit(_copy_sample(tmp_path, "specforge-sglang"), lambda c: c.__setitem__("hiden_size", c.pop("hidden_size")))
+    src = edit_config(copy_sample(tmp_path, "specforge-sglang"),
+                      lambda c: c.__setitem__("hiden_size", c.pop("hidden_size")))
     converted = run_cli("--to", "vllm", "--no-record", src, tmp_path / "out")
     assert converted.exit_code == 1
     assert "hiden_size" in converted.stderr and "did you mean 'hidden_size'" in converted.stderr
@@ -302,9 +285,8 @@ def test_a_typo_of_a_dimension_names_the_key_not_its_absence(tmp_path: Path):
 
 def test_a_key_another_layout_reads_is_never_carried_into_the_output(tmp_path: Path):
     """SGLang reads use_aux_norm as fc_norm: a vLLM file's stray copy must not switch it on in the output."""
-    from conftest import run_cli
-
-    src = _edit(build_drafter(tmp_path / "v", "vllm", DrafterSpec()), lambda c: c.__setitem__("use_aux_norm", True))
+    src = edit_config(build_drafter(tmp_path / "v", "vllm", DrafterSpec()),
+                      lambda c: c.__setitem__("use_aux_norm", True))
     assert "W-CONFIG-KEY-FOREIGN" in run_cli("validate", src).stdout
     converted = run_cli("--to", "sglang", "--no-record", src, tmp_path / "out")
     assert converted.exit_code == 0, converted.stderr
@@ -313,9 +295,7 @@ def test_a_key_another_layout_reads_is_never_carried_into_the_output(tmp_path: P
 
 
 def test_an_explicit_from_that_leaves_the_ids_unread_is_refused_by_convert_and_validate(tmp_path: Path):
-    from conftest import run_cli
-
-    src = _copy_sample(tmp_path, "specforge-sglang")
+    src = copy_sample(tmp_path, "specforge-sglang")
     converted = run_cli("--from", "eagle", "--to", "vllm", "--no-record", src, tmp_path / "out")
     assert converted.exit_code == 1 and "[E-FROM-MISMATCH]" in converted.stderr
     assert "eagle_config" in converted.stderr and "--from sglang" in converted.stderr
@@ -324,19 +304,15 @@ def test_an_explicit_from_that_leaves_the_ids_unread_is_refused_by_convert_and_v
 
 
 def test_from_sglang_on_a_speculators_file_says_what_the_file_is(tmp_path: Path):
-    from conftest import run_cli
-
-    src = _copy_sample(tmp_path, "speculators-trained")
+    src = copy_sample(tmp_path, "speculators-trained")
     converted = run_cli("--from", "sglang", "--to", "vllm", "--no-record", src, tmp_path / "out")
     assert converted.exit_code == 1 and "[E-FROM-MISMATCH]" in converted.stderr
     assert "speculators layout" in converted.stderr and "--from speculators" in converted.stderr
 
 
 def test_an_mla_drafter_named_eagle3_deepseek_v3_is_no_schema_error_for_vllm(tmp_path: Path):
-    from conftest import run_cli
-
     for layout in ("modelopt", "vllm"):
-        src = _edit(build_drafter(tmp_path / layout, layout, DrafterSpec(family="deepseek_mla")),
+        src = edit_config(build_drafter(tmp_path / layout, layout, DrafterSpec(family="deepseek_mla")),
                     lambda c: c.__setitem__("architectures", ["Eagle3DeepseekV3ForCausalLM"]))
         validated = run_cli("validate", "--engine", "vllm", "--json", src)
         errors = [f for f in json.loads(validated.stdout)["findings"] if f["severity"] == "error"]
@@ -348,7 +324,8 @@ def test_an_mla_drafter_named_eagle3_deepseek_v3_is_no_schema_error_for_vllm(tmp
 
 def test_the_family_follows_the_architecture_and_the_tensors(tmp_path: Path):
     """SpecForge's kimi-k2-eagle3.json: LlamaForCausalLMEagle3, q/k/v tensors, model_type kimi_k2."""
-    src = _edit(build_drafter(tmp_path / "s", "sglang", DrafterSpec()), lambda c: c.__setitem__("model_type", "kimi_k2"))
+    src = edit_config(build_drafter(tmp_path / "s", "sglang", DrafterSpec()),
+                      lambda c: c.__setitem__("model_type", "kimi_k2"))
     drafter = read_source(str(src)).drafter
     assert drafter.config.family == "llama"
     assert any("model_type 'kimi_k2'" in note for note in drafter.notes)

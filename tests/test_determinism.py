@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal, write_target
-from conftest import DATA, run_cli
+from conftest import run_cli, without_nested_ids
 
 from eagle3_convert.convert import convert, make_options, read_source
 from eagle3_convert.errors import Eagle3Error
@@ -93,20 +93,13 @@ def test_a_reader_that_reads_another_drafter_is_refused_naming_the_detected_layo
 
 # ------------------------------------------------------------------ the registry's facts
 
-def _without_ids(src: Path) -> Path:
-    cfg = json.loads((src / "config.json").read_text())
-    cfg["eagle_config"].pop("eagle_aux_hidden_state_layer_ids")
-    (src / "config.json").write_text(json.dumps(cfg))
-    return src
-
-
 def _config(path: Path) -> dict:
     return json.loads((path / "config.json").read_text())
 
 
 def test_an_unrelated_conversion_does_not_change_what_convert_writes(sample, tmp_path: Path):
     """The same command on the same input writes the same config, whatever an earlier conversion recorded."""
-    src = _without_ids(sample("specforge-sglang"))
+    src = without_nested_ids(sample("specforge-sglang"))
     registry = tmp_path / "registry.db"
     first = run_cli("--to", "vllm", src, tmp_path / "first", "--registry", registry)
     assert first.exit_code == 0, first.stderr
@@ -120,7 +113,7 @@ def test_an_unrelated_conversion_does_not_change_what_convert_writes(sample, tmp
 
 
 def test_registry_facts_are_printed_recorded_in_the_sidecar_and_left_out_on_request(sample, tmp_path: Path):
-    src = _without_ids(sample("specforge-sglang"))
+    src = without_nested_ids(sample("specforge-sglang"))
     registry = tmp_path / "registry.db"
     added = run_cli("registry", "add", src, "--capture-layers", "1,3,4", "--convention", "specforge",
                     "--registry", registry, "--json")
@@ -162,7 +155,7 @@ def test_no_registry_neither_reads_nor_creates_the_registry(sample, tmp_path: Pa
 
 
 def test_the_registry_json_summary_names_its_facts(sample, tmp_path: Path):
-    src = _without_ids(sample("specforge-sglang"))
+    src = without_nested_ids(sample("specforge-sglang"))
     registry = tmp_path / "registry.db"
     assert run_cli("registry", "add", src, "--capture-layers", "1,3,4", "--convention", "specforge",
                    "--registry", registry).exit_code == 0

@@ -27,7 +27,7 @@ import pytest
 
 from builders import (DrafterSpec, RawTensor, build_drafter, canonical_tensors, config_for, draft_vocab,
                       stored_tensors, write_safetensors)
-from conftest import run_cli, tensor_hashes
+from conftest import nothing_written, run_cli, serve_line, tensor_hashes
 
 ERROR_LINE = re.compile(r"^error: .+ \[(E-[A-Z0-9-]+)\] — hint: .+$")
 
@@ -37,12 +37,6 @@ def edit_config(path: Path, **changes) -> dict:
     config.update(changes)
     (path / "config.json").write_text(json.dumps(config, indent=2))
     return config
-
-
-def serve_line(stdout: str, label: str) -> str:
-    lines = [line for line in stdout.splitlines() if line.strip().startswith(label)]
-    assert len(lines) == 1, stdout
-    return lines[0]
 
 
 # ------------------------------------------------------------------ tie_word_embeddings with a stored head
@@ -83,10 +77,6 @@ def test_sglang_verdict_on_a_tied_file_with_a_head_is_wrong(tmp_path: Path):
 
 
 # ------------------------------------------------------------------ --to eagle: what EAGLE's code can build
-
-def nothing_written(parent: Path, name: str) -> bool:
-    return not (parent / name).exists() and not list(parent.glob(f".{name}.*"))
-
 
 def refusal_code(stderr: str) -> str:
     assert "Traceback" not in stderr

@@ -26,28 +26,15 @@ from pathlib import Path
 
 import pytest
 
-from builders import DrafterSpec, build_drafter, config_for, stored_tensors, write_safetensors, write_target
-from conftest import run_cli, tensor_hashes
+from builders import DrafterSpec, build_drafter, config_for, stored_tensors, write_checkpoint, write_target
+from conftest import run_cli, serve_line, tensor_hashes
 
 BF16_ONE = b"\x80\x3f"
-
-
-def write(dest: Path, config: dict, tensors: dict) -> Path:
-    dest.mkdir(parents=True)
-    (dest / "config.json").write_text(json.dumps(config, indent=2))
-    write_safetensors(dest / "model.safetensors", tensors)
-    return dest
 
 
 def findings(*args) -> tuple[int, list[dict]]:
     result = run_cli("validate", "--json", *args)
     return result.exit_code, json.loads(result.stdout)["findings"]
-
-
-def serve_line(stdout: str, label: str) -> str:
-    lines = [line for line in stdout.splitlines() if line.strip().startswith(label)]
-    assert len(lines) == 1, stdout
-    return lines[0]
 
 
 def config_of(path: Path) -> dict:
@@ -62,7 +49,7 @@ def sglang_named_only(dest: Path, layers: int = 2) -> Path:
     tensors = stored_tensors("sglang", spec)
     for i in range(1, layers):
         del tensors[f"layers.{i}.input_layernorm.weight"]
-    return write(dest, config_for("sglang", spec), tensors)
+    return write_checkpoint(dest, config_for("sglang", spec), tensors)
 
 
 def test_vllm_loads_a_later_hidden_norm_unapplied_not_dropped(tmp_path: Path):
@@ -97,7 +84,7 @@ def test_midlayer_is_layer_0_at_any_depth_for_vllm(tmp_path: Path):
     spec = DrafterSpec(num_layers=2, capture_boundaries=None)
     tensors = {n.replace("layers.0.", "midlayer.", 1) if n.startswith("layers.0.") else n: t
                for n, t in stored_tensors("sglang", spec).items()}
-    src = write(tmp_path / "src", config_for("sglang", spec), tensors)
+    src = write_checkpoint(tmp_path / "src", config_for("sglang", spec), tensors)
     code, found = findings("--engine", "vllm", src)
     assert code == 0, found
     assert not [f for f in found if "midlayer" in f["message"]], found
@@ -118,7 +105,7 @@ def test_trtllm_applies_hidden_norm_in_later_layers(tmp_path: Path):
     spec = DrafterSpec(num_layers=2)
     tensors = stored_tensors("modelopt", spec)
     del tensors["layers.1.hidden_norm.weight"]
-    vllm_named = write(tmp_path / "vllm-named", config_for("modelopt", spec), tensors)
+    vllm_named = write_checkpoint(tmp_path / "vllm-named", config_for("modelopt", spec), tensors)
     code, found = findings("--engine", "trtllm", vllm_named)
     wrong = [f for f in found if f["code"] == "E-ENGINE-WRONG"]
     assert code == 1 and len(wrong) == 1 and "layers.1.input_layernorm.weight" in wrong[0]["message"], found
@@ -142,7 +129,7 @@ def test_modelopt_reader_refuses_diverged_later_norms(tmp_path: Path):
     tensors = stored_tensors("modelopt", spec)
     old = tensors["layers.1.hidden_norm.weight"]
     tensors["layers.1.hidden_norm.weight"] = type(old)(old.dtype, old.shape, BF16_ONE * old.shape[0])
-    src = write(tmp_path / "src", config_for("modelopt", spec), tensors)
+    src = write_checkpoint(tmp_path / "src", config_for("modelopt", spec), tensors)
     result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
     assert result.exit_code == 1
     assert "[E-KEY-DUPLICATE]" in result.stderr and "layers.1.hidden_norm.weight" in result.stderr
@@ -156,7 +143,7 @@ def test_the_forks_untrained_twin_is_named_in_the_refusal(tmp_path: Path):
     tensors = stored_tensors("sglang", spec)
     old = tensors["layers.1.hidden_norm.weight"]
     tensors["layers.1.hidden_norm.weight"] = type(old)(old.dtype, old.shape, BF16_ONE * old.shape[0])
-    src = write(tmp_path / "src", config_for("sglang", spec), tensors)
+    src = write_checkpoint(tmp_path / "src", config_for("sglang", spec), tensors)
     result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
     assert result.exit_code == 1 and "[E-KEY-DUPLICATE]" in result.stderr
     assert "'layers.1.hidden_norm.weight' holds RMSNorm's initial ones" in result.stderr
@@ -183,7 +170,7 @@ def test_sglang_03d5a77_names_are_read_and_renamed_for_0_5_23(tmp_path: Path):
                 continue  # BasicDecoderLayer builds none
             name = f"additional_layers.{int(index) - 1}.{rest}"
         renamed[name] = tensor
-    src = write(tmp_path / "src", config_for("sglang", spec), renamed)
+    src = write_checkpoint(tmp_path / "src", config_for("sglang", spec), renamed)
     code, found = findings("--engine", "sglang", "--engine", "vllm", src)
     codes = {(f["code"], f.get("engine")) for f in found}
     assert ("E-ENGINE-WRONG", "sglang") in codes and ("E-KEY-REFUSED", "vllm") in codes, found
@@ -303,7 +290,7 @@ def test_sglang_legacy_aux_norm_names_are_fc_norm(tmp_path: Path):
         tensors[f"aux_norm_{legacy}.weight"] = tensors.pop(f"fc_norm.{j}.weight")
     config = config_for("sglang", spec)
     config["use_aux_norm"] = config.pop("fc_norm")
-    src = write(tmp_path / "src", config, tensors)
+    src = write_checkpoint(tmp_path / "src", config, tensors)
     result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
     assert result.exit_code == 0, result.stderr
     out, before = tensor_hashes(tmp_path / "out"), tensor_hashes(src)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builders import DrafterSpec, build_drafter, config_for, stored_tensors, write_safetensors, write_target
-from conftest import run_cli
+from builders import DrafterSpec, build_drafter, config_for, stored_tensors, write_checkpoint, write_target
+from conftest import edit_config, run_cli
 
 WINDOW = {"sliding_window": 16, "layer_types": ["sliding_attention"], "use_sliding_window": True}
 
@@ -29,20 +29,6 @@ def validate(*args) -> tuple[int, list[dict], dict]:
 
 def of(found: list[dict], code: str, engine: str) -> list[str]:
     return [f["message"] for f in found if f["code"] == code and f.get("engine") == engine]
-
-
-def edit_config(path: Path, change) -> Path:
-    config = json.loads((path / "config.json").read_text())
-    change(config)
-    (path / "config.json").write_text(json.dumps(config, indent=2))
-    return path
-
-
-def write(dest: Path, config: dict, tensors: dict) -> Path:
-    dest.mkdir(parents=True)
-    (dest / "config.json").write_text(json.dumps(config, indent=2))
-    write_safetensors(dest / "model.safetensors", tensors)
-    return dest
 
 
 # ------------------------------------------------------------------ mlx-vlm
@@ -164,7 +150,8 @@ def test_lmdeploy_refuses_what_its_loader_cannot_build(tmp_path: Path):
 def test_lmdeploy_leaves_d2t_at_zeros_when_the_file_has_none(tmp_path: Path):
     spec = DrafterSpec(capture_boundaries=None)
     tensors = {n: t for n, t in stored_tensors("eagle", spec).items() if n not in ("d2t", "t2d")}
-    src = write(tmp_path / "src", {**config_for("eagle", spec), "architectures": ["LlamaForCausalLM"]}, tensors)
+    src = write_checkpoint(tmp_path / "src", {**config_for("eagle", spec), "architectures": ["LlamaForCausalLM"]},
+                           tensors)
     code, found, _ = validate("--engine", "lmdeploy", src)
     wrong = of(found, "E-ENGINE-WRONG", "lmdeploy")
     assert code == 1 and wrong and "target id 0" in wrong[0], found
@@ -243,7 +230,7 @@ def test_fcs_n_is_refused_naming_the_key(tmp_path: Path):
     refused, naming it, never read as fc_norm nor dropped."""
     spec = DrafterSpec(fc_norm=True)
     tensors = {n.replace("fc_norm.", "fcs."): t for n, t in stored_tensors("speculators", spec).items()}
-    src = write(tmp_path / "src", config_for("speculators", spec), tensors)
+    src = write_checkpoint(tmp_path / "src", config_for("speculators", spec), tensors)
     code, found, _ = validate(src)
     unknown = sorted(f["where"] for f in found if f["code"] == "E-KEY-UNKNOWN")
     assert code == 1 and unknown == ["fcs.0.weight", "fcs.1.weight", "fcs.2.weight"], found
@@ -262,7 +249,7 @@ def test_mlx_vlm_multi_layer_drafters_per_layer_norms(tmp_path: Path):
     assert code == 0 and of(found, "I-ENGINE-READING", "mlx-vlm"), found
     tensors = stored_tensors("speculators", spec)
     tensors["layers.1.hidden_norm.weight"] = tensors["layers.1.input_layernorm.weight"]
-    both = write(tmp_path / "both", config_for("speculators", spec), tensors)
+    both = write_checkpoint(tmp_path / "both", config_for("speculators", spec), tensors)
     code, found, _ = validate("--engine", "mlx-vlm", both)
     refusals = of(found, "E-ENGINE-REFUSES", "mlx-vlm")
     assert code == 1 and refusals and "'layers.1.hidden_norm.weight'" in refusals[0], found

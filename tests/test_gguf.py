@@ -315,35 +315,9 @@ def test_a_drafter_without_lm_head_is_refused_both_ways(sample, tmp_path: Path, 
     # a GGUF without output.weight (llama.cpp would use the target's head, so Vd must be V): not readable back
     src = build_drafter(tmp_path / "a", "vllm", DrafterSpec(draft_vocab_size=None))
     convert(str(src), tmp_path / "g2", "gguf", options=gguf_options(target_gguf()))
-    stripped = strip_tensor(only_gguf(tmp_path / "g2"), "output.weight", tmp_path / "g3" / "d.gguf")
+    stripped = rewrite_gguf(only_gguf(tmp_path / "g2"), tmp_path / "g3" / "d.gguf", drop_tensor="output.weight")
     result = run_cli("--to", "vllm", stripped.parent, tmp_path / "back")
     assert result.exit_code == 1 and "[E-GGUF-NO-LM-HEAD]" in result.stderr
-
-
-def strip_tensor(path: Path, drop: str, out: Path) -> Path:
-    """A copy of a GGUF without one tensor, written with the gguf package."""
-    reader = gguf.GGUFReader(path)
-    out.parent.mkdir(parents=True)
-    w = gguf.GGUFWriter(out, reader.fields["general.architecture"].contents())
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        main = field.types[0]
-        if main == gguf.GGUFValueType.ARRAY:
-            sub = field.types[-1]
-            value = [bytes(field.parts[i]) for i in field.data] if sub == gguf.GGUFValueType.STRING else \
-                [v for i in field.data for v in field.parts[i].tolist()]
-            w.add_key_value(key, value, main, sub_type=sub)
-        else:
-            w.add_key_value(key, field.contents(), main)
-    for t in reader.tensors:
-        if t.name != drop:
-            w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)  # uint8 data: byte shape
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return out
 
 
 def test_force_replaces_a_gguf_output(tmp_path: Path, target_gguf):
@@ -359,7 +333,7 @@ def test_a_gguf_from_another_tool_reads_from_its_keys(tmp_path: Path, target_ggu
     """Without our record (llama.cpp's own converter writes none), the keys llama.cpp reads define the drafter."""
     src = build_drafter(tmp_path / "a", "vllm", DrafterSpec(capture_boundaries=(1, 3, 6)))
     convert(str(src), tmp_path / "g", "gguf", options=gguf_options(target_gguf()))
-    bare = strip_key(only_gguf(tmp_path / "g"), "eagle3_convert.record", tmp_path / "bare" / "x.gguf")
+    bare = rewrite_gguf(only_gguf(tmp_path / "g"), tmp_path / "bare" / "x.gguf", drop_key="eagle3_convert.record")
     convert(str(bare.parent), tmp_path / "back", "vllm")
     theirs, ours = tensor_hashes(tmp_path / "back"), tensor_hashes(src)
     # norms stay F32 without the record of their source dtype; every other tensor is byte-identical
@@ -367,13 +341,15 @@ def test_a_gguf_from_another_tool_reads_from_its_keys(tmp_path: Path, target_ggu
     assert read_source(str(bare.parent)).drafter.config.capture_boundaries == [1, 3, 6]
 
 
-def strip_key(path: Path, key: str, out: Path, replace: dict | None = None) -> Path:
-    """A copy of a GGUF without `key`, with `replace` {key: (value, type, sub_type)} set instead of the stored."""
+def rewrite_gguf(path: Path, out: Path, *, drop_key: str = "", drop_tensor: str = "",
+                 replace: dict | None = None) -> Path:
+    """A copy of a GGUF written with the gguf package, without `drop_key` and `drop_tensor`, with `replace`
+    {key: (value, type, sub_type)} set instead of the stored."""
     reader = gguf.GGUFReader(path)
     out.parent.mkdir(parents=True)
-    w = gguf.GGUFWriter(out, "eagle3")
+    w = gguf.GGUFWriter(out, reader.fields["general.architecture"].contents())
     for k, field in reader.fields.items():
-        if k.startswith("GGUF.") or k in ("general.architecture", key):
+        if k.startswith("GGUF.") or k in ("general.architecture", drop_key):
             continue
         main = field.types[0]
         if k in (replace or {}):
@@ -387,7 +363,8 @@ def strip_key(path: Path, key: str, out: Path, replace: dict | None = None) -> P
         else:
             w.add_key_value(k, field.contents(), main)
     for t in reader.tensors:
-        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)  # uint8 data: byte shape
+        if t.name != drop_tensor:
+            w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)  # uint8 data: byte shape
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -508,8 +485,8 @@ def test_keys_edited_after_writing_win_over_the_record(tmp_path: Path, target_gg
     keys say, and the stale record is said to be ignored."""
     src = build_drafter(tmp_path / "a", "vllm", DrafterSpec())
     convert(str(src), tmp_path / "g", "gguf", options=gguf_options(target_gguf()))
-    edited = strip_key(only_gguf(tmp_path / "g"), "", tmp_path / "e" / "x.gguf",
-                       {"eagle3.target_layers": ([1, 3, 6], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32)})
+    edited = rewrite_gguf(only_gguf(tmp_path / "g"), tmp_path / "e" / "x.gguf", replace={
+        "eagle3.target_layers": ([1, 3, 6], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32)})
     drafter = read_source(str(edited.parent)).drafter
     assert drafter.config.capture_boundaries == [1, 3, 6]
     assert any("eagle3_convert.record describes another drafter" in note for note in drafter.notes)

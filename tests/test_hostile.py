@@ -13,12 +13,14 @@ import hashlib
 import json
 import os
 import re
+import resource
 import signal
 import sqlite3
 import stat
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -29,6 +31,7 @@ from click.testing import CliRunner
 
 from eagle3_convert.cli import main
 from eagle3_convert.converters.registry import layouts
+from eagle3_convert.names import ENGINES
 from hostile import DEAD_ENDPOINT, EXAMPLE, MARKER_PREFIX, HostileCase, copy_example, hostile_cases, isolated_env, \
     marker_path, mixed_bin_and_safetensors, subprocess_env
 
@@ -227,6 +230,44 @@ def test_hostile_input_is_refused(case: HostileCase, command: Command, tmp_path:
     before = snapshot(tmp_path)
     result = run_in_process(command.argv(src, tmp_path), tmp_path, monkeypatch)
     assert_refused_cleanly(case, command, tmp_path, before, result)
+
+
+@contextmanager
+def memory_guard(extra: int = 2 << 30):
+    """A memory bomb ends in MemoryError (which the CLI reports as an internal error) instead of swapping the
+    machine: the process' data segment may grow by `extra` bytes inside the block."""
+    used_kib = int(re.search(r"^VmData:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M).group(1))
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = used_kib * 1024 + extra
+    resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+CONFIG_CASES = [case for case in CASES if case.name.startswith("config-")]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("case", CONFIG_CASES, ids=lambda c: c.name)
+def test_every_engine_reader_refuses_hostile_configs(case: HostileCase, engine: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch, hang_guard):
+    """`validate --engine E` replays E's reader on the config, including the engines the default validate does
+    not judge (llama.cpp, mlx-vlm, LMDeploy): a hostile value refuses there as cleanly as anywhere. mlx-vlm's
+    reader once built a parameter set for num_hidden_layers 10**9 (21 GB, then killed)."""
+    src = prepare_work(tmp_path, case.build)
+    before = snapshot(tmp_path)
+    with memory_guard():
+        result = run_in_process(["validate", str(src), "--engine", engine], tmp_path, monkeypatch)
+    where = f"validate --engine {engine} on {case.name} ({case.breaks})"
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and "E-INTERNAL" not in output, f"{where}:\n{output}"
+    assert result.exit_code == 1, f"{where}: exit {result.exit_code}\n{output}"
+    assert set(re.findall(r"\bE-[A-Z0-9-]+", output)) & case.codes, f"{where}: none of {sorted(case.codes)}\n{output}"
+    after = snapshot(tmp_path)
+    assert {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)
+            and not REGISTRY_FILES.match(k)} == set(), where
 
 
 # ------------------------------------------------------------------ real processes

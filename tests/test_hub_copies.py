@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from builders import DrafterSpec, build_drafter, write_target
-from conftest import EXAMPLE, run_cli
+from conftest import EXAMPLE, registry_records, run_cli
 from gguf_target import write_target_gguf
 from hub_server import HubServer
 
@@ -109,7 +109,7 @@ def test_a_copy_whose_config_contradicts_the_record_is_reported_by_sync_search_a
     copy_repo(hub, "me/drafter", "other/edited", drop=("eagle3-convert.json",),
               change={"config.json": with_ids(config, [1, 3, 4])})  # block outputs: boundaries [2, 4, 5]
     copy_repo(hub, "me/drafter", "other/edited-with-sidecar", change={"config.json": with_ids(config, [1, 3, 4])})
-    before = _records(registry)
+    before = registry_records(registry)
 
     code, doc = cli("registry", "sync", "other/edited", "other/edited-with-sidecar", "--endpoint", hub.url,
                     "--registry", registry)
@@ -117,7 +117,7 @@ def test_a_copy_whose_config_contradicts_the_record_is_reported_by_sync_search_a
     for entry in doc["repos"]:
         assert entry["status"] == "conflict" and entry["drafter_id"] == the_id, entry
         assert entry["conflicts"] == [{"field": "capture_boundaries", "hub": [2, 4, 5], "registry": TRAINED}]
-    assert _records(registry) == before  # a recorded fact is never overwritten
+    assert registry_records(registry) == before  # a recorded fact is never overwritten
     human = run_cli("registry", "sync", "other/edited-with-sidecar", "--endpoint", hub.url, "--registry", registry)
     assert human.exit_code == 1 and "capture_boundaries [2, 4, 5]" in human.stdout
     assert f"(the record of drafter {the_id[:12]}) [E-SYNC-CONFLICT]" in human.stdout
@@ -172,11 +172,6 @@ def test_a_third_party_copy_is_a_fingerprint_record_until_its_weights_are_known(
 
 def by_repo(doc: dict) -> dict[str, dict]:
     return {entry["repo_id"]: entry for entry in doc["repos"]}
-
-
-def _records(registry: Path | str) -> list[dict]:
-    with open_registry(registry) as store:
-        return [r.model_dump(mode="json") for r in store.list()]
 
 
 # ----------------------------------------------------------------------------------------------------- GGUF

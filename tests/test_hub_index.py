@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from builders import DrafterSpec, build_drafter, config_for, write_target
-from conftest import run_cli
+from conftest import registry_records, run_cli
 from test_registry_cli import cli_json
 from eagle3_convert.registry.store import open_registry
 from hub_server import HubServer, isolate_hf_client
@@ -87,11 +87,6 @@ def sync(hub: HubServer, registry: Path | str, *sources: str) -> tuple[int, dict
     return result.exit_code, json.loads(result.stdout)
 
 
-def dump(registry: Path | str) -> list[dict]:
-    with open_registry(registry) as store:
-        return [r.model_dump(mode="json") for r in store.list()]
-
-
 def by_repo(doc: dict) -> dict[str, dict]:
     return {entry["repo_id"]: entry for entry in doc["repos"]}
 
@@ -119,7 +114,7 @@ def test_sync_records_every_drafter_of_the_org_flags_the_broken_and_reads_no_wei
     for repo, code_ in BROKEN.items():
         assert entries[repo]["status"] == "broken" and entries[repo]["code"] == code_, entries[repo]
 
-    records = {r["locations"][0]["uri"].split("@")[0][5:]: r for r in dump(registry)}
+    records = {r["locations"][0]["uri"].split("@")[0][5:]: r for r in registry_records(registry)}
     assert len(records) == 16
     for repo, (layout, bounds) in {**PUBLISHED, **RAW}.items():
         assert records[repo]["capture_boundaries"] == list(bounds)
@@ -154,11 +149,11 @@ def test_sync_records_every_drafter_of_the_org_flags_the_broken_and_reads_no_wei
           f"({max(per_path.values())} at most per file), {served} bytes of {stored_total} served")
 
     # Run again: nothing changes, not even a timestamp.
-    before = dump(registry)
+    before = registry_records(registry)
     code, again = sync(org, registry)
     assert code == 0 and again["counts"] == {"added": 0, "unchanged": 16, "new-location": 0, "updated": 0,
                                              "conflict": 0, "broken": 4}
-    assert dump(registry) == before
+    assert registry_records(registry) == before
 
     # A new commit to one repo: exactly one location more, on the same record.
     repo = f"{ORG}/specforge-3"
@@ -166,7 +161,7 @@ def test_sync_records_every_drafter_of_the_org_flags_the_broken_and_reads_no_wei
     new = org.commit(repo, {"README.md": (CARD + "\nNow with a usage section.\n").encode()})
     code, third = sync(org, registry)
     assert code == 0 and third["counts"]["new-location"] == 1 and third["counts"]["unchanged"] == 15
-    after = dump(registry)
+    after = registry_records(registry)
     assert sum(len(r["locations"]) for r in after) == sum(len(r["locations"]) for r in before) + 1
     [record] = [r for r in after if any(loc["uri"] == f"hf://{repo}@{new}" for loc in r["locations"])]
     assert {loc["uri"] for loc in record["locations"]} == {f"hf://{repo}@{old}", f"hf://{repo}@{new}"}
@@ -177,17 +172,17 @@ def test_a_conflict_is_reported_and_the_record_kept(org: HubServer, registry_url
     registry = registry_url  # SQLite and PostgreSQL (tests/conftest.py)
     repo = f"{ORG}/pub-0"
     assert sync(org, registry, repo)[0] == 0
-    [record] = dump(registry)
+    [record] = registry_records(registry)
     with open_registry(registry) as store:  # someone stated another training truth (registry add --capture-layers)
         store.upsert_drafter(record["drafter_id"], capture_boundaries=[2, 3, 7])
-    before = dump(registry)
+    before = registry_records(registry)
     code, doc = sync(org, registry, repo, f"{ORG}/specforge-0")
     assert code == 1 and doc["ok"] is False and doc["error"]["code"] == "E-SYNC-CONFLICT"
     entry = by_repo(doc)[repo]
     assert entry["status"] == "conflict"
     assert entry["conflicts"] == [{"field": "capture_boundaries", "hub": [1, 3, 6], "registry": [2, 3, 7]}]
     assert by_repo(doc)[f"{ORG}/specforge-0"]["status"] == "added"  # the others are still recorded
-    assert [r for r in dump(registry) if r["drafter_id"] == record["drafter_id"]] == before
+    assert [r for r in registry_records(registry) if r["drafter_id"] == record["drafter_id"]] == before
     human = run_cli("registry", "sync", repo, "--endpoint", org.url, "--registry", registry)
     assert human.exit_code == 1
     assert f"conflict     hf://{repo}@" in human.stdout and "capture_boundaries [1, 3, 6]" in human.stdout
@@ -201,9 +196,9 @@ def test_sync_into_the_registry_publish_recorded_changes_nothing(org: HubServer,
     done = run_cli("publish", src, f"{ORG}-own/mine", "--verifier", TARGET, "--endpoint", org.url, "--token", TOKEN,
                    "--registry", registry)
     assert done.exit_code == 0, done.stderr
-    before = dump(registry)
+    before = registry_records(registry)
     code, doc = sync(org, registry, f"{ORG}-own")
-    assert code == 0 and doc["counts"]["unchanged"] == 1 and dump(registry) == before
+    assert code == 0 and doc["counts"]["unchanged"] == 1 and registry_records(registry) == before
 
 
 def test_search_gives_each_engines_verdict_as_the_engine_tier_found_it(org: HubServer, registry_url: Path | str, tmp_path: Path):
@@ -287,7 +282,7 @@ def test_hub_failures_are_one_line_with_a_hint(org: HubServer, tmp_path: Path):
     assert denied.exit_code == 1 and "Traceback" not in denied.stderr and TOKEN not in denied.stderr
     [line] = denied.stderr.splitlines()
     assert "[E-HUB-AUTH]" in line and "hint:" in line
-    assert len(dump(registry)) == 15  # the org sync recorded the 16 drafters but the one the Hub failed on
+    assert len(registry_records(registry)) == 15  # the org sync recorded the 16 drafters but the one the Hub failed on
 
 
 class socket_closed:

@@ -120,6 +120,52 @@ def test_a_registry_is_read_and_written_without_a_heavy_module(drafters: Path, t
         assert not heavy(modules) - SCHEMAS, (checked, sorted(heavy(modules)))
 
 
+# What inspect and header-level validate of a local safetensors drafter, with no registry, never load, with why.
+# Read from sys.modules at exit, which also sees what importlib.import_module loads (the layouts, pydantic's
+# lazy submodules): `-X importtime` above logs only `import` statements.
+NOT_ON_THE_HEADER_PATH = {
+    "numpy": "decodes tensor data: --deep and GGUF only",
+    "gguf": "llama.cpp's package: a GGUF written with --target-gguf",
+    "huggingface_hub": "the Hub: a repo id, publish, sync",
+    "tqdm": "progress bars, on a terminal",
+    "torch": "the .bin reader's fallback and verify",
+    "transformers": "verify",
+    "sqlite3": "an existing registry",
+    "concurrent.futures": "--deep's and convert's threads",
+    "eagle3_convert.records": "an existing registry",
+    "eagle3_convert.registry.store": "an existing registry",
+    "eagle3_convert.registry.models": "an existing registry",
+    "eagle3_convert.registry.postgres": "a postgresql:// registry",
+    "eagle3_convert.hub_read": "a Hub repo read without downloading it (registry add, sync)",
+    "eagle3_convert.hub_index": "sync and search",
+    "eagle3_convert.publish": "publish",
+    "eagle3_convert.model_card": "publish",
+    "eagle3_convert.bin_reader": "a pytorch_model.bin",
+    "eagle3_convert.torch_zip": "a pytorch_model.bin",
+    "eagle3_convert.verify": "verify",
+}
+SHOW_MODULES_AT_EXIT = ("import atexit, sys\n"
+                        "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
+                        "from eagle3_convert.cli import main\nmain()\n")
+
+
+@pytest.mark.parametrize("verb", ["inspect", "validate"])
+def test_the_header_path_loads_nothing_it_does_not_read(verb: str, drafters: Path, tmp_path: Path) -> None:
+    """inspect / header-level validate of a local safetensors drafter load the layouts, the engines, pydantic and
+    jsonschema, and none of NOT_ON_THE_HEADER_PATH (validate not the convert pipeline either: hints.py)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
+    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO), EAGLE3_CONVERT_REGISTRY=str(tmp_path / "registry.db"))
+    done = subprocess.run([sys.executable, "-c", SHOW_MODULES_AT_EXIT, verb, str(drafters / "st")], cwd=tmp_path,
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    modules = set(done.stderr.rsplit("MODULES ", 1)[1].split())
+    assert {"eagle3_convert.converters.eagle", "jsonschema", "pydantic"} <= modules  # live: an import_module'd layout
+    loaded = {name: why for name, why in NOT_ON_THE_HEADER_PATH.items()
+              if name in modules or any(m.startswith(name + ".") for m in modules)}
+    assert not loaded, f"`eagle3-convert {verb}` of a local safetensors drafter loaded {loaded}"
+    assert verb == "inspect" or "eagle3_convert.convert" not in modules
+
+
 def test_inspect_and_validate_start_no_thread_pool(drafters: Path, tmp_path: Path) -> None:
     """Threads (concurrent.futures, with logging and queue) are for --deep and convert's copy only."""
     for verb in ("inspect", "validate"):

@@ -22,8 +22,7 @@ from conftest import DATA, run_cli
 
 from eagle3_convert.registry.schema import SCHEMA_VERSION
 from eagle3_convert.registry.store import open_registry
-from eagle3_convert.registry.schema import MIGRATIONS, for_postgres
-from registry_backends import is_postgres, sql
+from registry_backends import registry_as_released, sql
 
 TARGET = DATA / "targets" / "llama-tiny"  # 8 layers, hidden 64, vocab 512
 TRAINED = [1, 3, 6]
@@ -236,17 +235,6 @@ def test_the_record_alone_catches_it_on_both_backends(bases: dict, tmp_path: Pat
 
 # ------------------------------------------------------------------ the registry's migration to weights ids
 
-def v3_registry(registry: Path | str) -> None:
-    """A registry as schema version 3 left it (its released steps)."""
-    steps = [statement for step in MIGRATIONS[:3] for statement in step]
-    if is_postgres(registry):
-        sql(registry, "CREATE TABLE eagle3_registry_version (version INTEGER NOT NULL)",
-            "INSERT INTO eagle3_registry_version VALUES (3)", *map(for_postgres, steps))
-    else:
-        Path(registry).parent.mkdir(parents=True, exist_ok=True)
-        sql(registry, *steps, "PRAGMA user_version = 3")
-
-
 def test_a_version_3_record_resolves_by_its_old_id(registry_url: Path | str, example_dir: Path, tmp_path: Path):
     """Before v4 the drafter id digested the config too. Migrating marks such a record `config-and-weights`; the
     next time its copy is read (here `registry add`) it is merged into the weights id, its training facts kept
@@ -258,7 +246,7 @@ def test_a_version_3_record_resolves_by_its_old_id(registry_url: Path | str, exa
     digests = tensor_digests(drafter)
     old, new = config_and_weights_id(drafter, digests), drafter_id(drafter, digests)
     assert old != new
-    v3_registry(registry_url)
+    registry_as_released(registry_url, 3)
     sql(registry_url, "INSERT INTO drafters (drafter_id, target_name_or_path, capture_boundaries, flags, trained_with,"
                       " created_at, updated_at) VALUES (?, 'org/t', '[1,3,6]', '{}', 'run 7',"
                       " '2025-01-01T00:00:00.000000+00:00', '2025-01-01T00:00:00.000000+00:00')", params=(old,))

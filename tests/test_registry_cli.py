@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, tree_digest
+from conftest import run_cli, tree_digest, without_nested_ids
 from registry_backends import backend, sql
 from eagle3_convert.capture_ids import training_boundaries
 from eagle3_convert.registry.store import open_registry
@@ -424,17 +424,9 @@ def test_force_over_another_drafter_forgets_its_copy_there(example_dir: Path, tm
     assert holders[0] == json.loads((dest / "eagle3-convert.json").read_text())["drafter_id"]
 
 
-def _without_ids(sample_dir: Path) -> Path:
-    """A SpecForge export as `specforge export` writes it when the ids were set only in the run config."""
-    cfg = json.loads((sample_dir / "config.json").read_text())
-    cfg["eagle_config"].pop("eagle_aux_hidden_state_layer_ids")
-    (sample_dir / "config.json").write_text(json.dumps(cfg))
-    return sample_dir
-
-
 def test_convert_restores_capture_layers_from_the_training_record(sample, tmp_path: Path, registry_url):
     registry = registry_url
-    src = _without_ids(sample("specforge-sglang"))
+    src = without_nested_ids(sample("specforge-sglang"))
     assert run_cli("registry", "add", src, "--capture-layers", "1,3,4", "--convention", "specforge",
                    "--registry", registry).exit_code == 0
     result = run_cli("--to", "speculators", "--verifier", "org/t", src, tmp_path / "spec", "--registry", registry)
@@ -445,7 +437,7 @@ def test_convert_restores_capture_layers_from_the_training_record(sample, tmp_pa
 
 def test_convert_takes_capture_layers_given_on_the_command_line(sample, tmp_path: Path):
     with_ids = sample("specforge-sglang")
-    src = _without_ids(Path(shutil.copytree(with_ids, tmp_path / "without-ids")))
+    src = without_nested_ids(Path(shutil.copytree(with_ids, tmp_path / "without-ids")))
     result = run_cli("--to", "vllm", "--capture-layers", "1,3,4", "--convention", "sglang", "--no-record",
                      src, tmp_path / "vllm")
     assert result.exit_code == 0, result.stderr

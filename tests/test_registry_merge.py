@@ -12,13 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from registry_backends import backend, is_postgres, schema_version, sql
+from registry_backends import backend, registry_as_released, schema_version, sql
 
 from builders import DrafterSpec, build_drafter, write_target
-from conftest import run_cli
+from conftest import registry_records, run_cli
 from eagle3_convert.registry.schema import SCHEMA_VERSION
 from eagle3_convert.registry.store import open_registry
-from eagle3_convert.registry.schema import MIGRATIONS, for_postgres
 from hub_server import HubServer, isolate_hf_client
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
@@ -65,11 +64,6 @@ def convert(hub: HubServer, registry: Path | str, repo: str, dest: Path):
                    "--json")
 
 
-def dump(registry: Path | str) -> list[dict]:
-    with open_registry(registry) as store:
-        return [r.model_dump(mode="json") for r in store.list()]
-
-
 def rows(registry: Path | str) -> dict[str, list[tuple]]:
     """Every row of every table, straight from the database: "changes 0 rows" is checked on these."""
     return {table: sorted(map(tuple, sql(registry, f"SELECT * FROM {table}")), key=repr) for table in TABLES}
@@ -84,7 +78,7 @@ def test_sync_then_convert_from_the_hub_is_one_record(hub: HubServer, registry_u
     code, doc = sync(hub, registry_url, repo)
     assert code == 0 and doc["repos"][0]["identity"] == "hub-fingerprint"
     fingerprint = doc["repos"][0]["drafter_id"]
-    [synced] = dump(registry_url)
+    [synced] = registry_records(registry_url)
     assert synced["id_kind"] == "hub-fingerprint" and synced["drafter_id"] == fingerprint
 
     out = tmp_path / "out"
@@ -93,7 +87,7 @@ def test_sync_then_convert_from_the_hub_is_one_record(hub: HubServer, registry_u
     converted = json.loads(result.stdout)
     assert converted["registry_conflicts"] == [] and "warning" not in result.stderr
     assert any(note.startswith("merged the record registry sync made of") for note in converted["notes"])
-    [record] = dump(registry_url)  # one drafter, one record
+    [record] = registry_records(registry_url)  # one drafter, one record
     assert record["drafter_id"] == converted["drafter_id"] != fingerprint and record["id_kind"] == "content"
     assert {(loc["layout"], loc["uri"]) for loc in record["locations"]} == {
         ("sglang", uri_of(hub, repo)), ("vllm", str(out.resolve()))}
@@ -118,7 +112,7 @@ def test_sync_then_convert_from_the_hub_is_one_record(hub: HubServer, registry_u
     hub.commit(repo, {"README.md": (CARD + "\nNow with a usage section.\n").encode()})
     code, third = sync(hub, registry_url, repo)
     assert code == 0 and third["counts"]["new-location"] == 1, third
-    [after] = dump(registry_url)
+    [after] = registry_records(registry_url)
     assert after["drafter_id"] == record["drafter_id"] and uri_of(hub, repo) in {l["uri"] for l in after["locations"]}
 
 
@@ -134,7 +128,7 @@ def test_convert_then_sync_attaches_to_the_record(hub: HubServer, registry_url: 
     [entry] = doc["repos"]
     assert entry["drafter_id"] == true_id and entry["identity"] == "hub-fingerprint"
     assert entry["status"] in ("unchanged", "updated") and any("content id" in n for n in entry["notes"])
-    [record] = dump(registry_url)
+    [record] = registry_records(registry_url)
     assert record["drafter_id"] == true_id and record["id_kind"] == "content"
     assert {loc["uri"] for loc in record["locations"]} == {uri_of(hub, repo), str(out.resolve())}
     assert len(record["lineage"]) == 1 and record["target"]["name_or_path"] == TARGET
@@ -149,10 +143,10 @@ def test_convert_then_sync_attaches_to_the_record(hub: HubServer, registry_url: 
 def test_a_disagreement_is_reported_and_nothing_is_lost(hub: HubServer, registry_url: Path | str, tmp_path: Path):
     repo = raw_repo(hub, registry_url, "disagree", seed=502)
     assert sync(hub, registry_url, repo)[0] == 0
-    [synced] = dump(registry_url)
+    [synced] = registry_records(registry_url)
     with open_registry(registry_url) as store:  # someone stated another training truth on the synced record
         store.upsert_drafter(synced["drafter_id"], capture_boundaries=[2, 3, 7])
-    [twin] = dump(registry_url)
+    [twin] = registry_records(registry_url)
 
     result = convert(hub, registry_url, repo, tmp_path / "out")
     assert result.exit_code == 0, result.stderr  # DST is written and recorded
@@ -162,7 +156,7 @@ def test_a_disagreement_is_reported_and_nothing_is_lost(hub: HubServer, registry
     [conflict] = doc["registry_conflicts"]
     assert conflict["drafter_id"] == synced["drafter_id"] and conflict["uri"] == uri_of(hub, repo)
     assert conflict["conflicts"] == [{"field": "capture_boundaries", "hub": [2, 3, 7], "registry": [1, 3, 6]}]
-    records = {r["drafter_id"]: r for r in dump(registry_url)}
+    records = {r["drafter_id"]: r for r in registry_records(registry_url)}
     assert records[synced["drafter_id"]] == twin  # the synced record untouched
     assert len(records) == 2 and {loc["uri"] for loc in records[doc["drafter_id"]]["locations"]} == {
         uri_of(hub, repo), str((tmp_path / "out").resolve())}
@@ -183,7 +177,8 @@ def test_a_disagreement_is_reported_and_nothing_is_lost(hub: HubServer, registry
     # The user settles it: forget the synced record; the next sync attaches to the content record.
     assert run_cli("registry", "remove", synced["drafter_id"], "--registry", registry_url).exit_code == 0
     code, settled = sync(hub, registry_url, repo)
-    assert code == 0 and settled["repos"][0]["drafter_id"] == doc["drafter_id"] and len(dump(registry_url)) == 1
+    assert code == 0 and settled["repos"][0]["drafter_id"] == doc["drafter_id"]
+    assert len(registry_records(registry_url)) == 1
 
 
 def test_a_sync_contradicting_the_content_record_writes_nothing(hub: HubServer, registry_url: Path | str,
@@ -200,17 +195,6 @@ def test_a_sync_contradicting_the_content_record_writes_nothing(hub: HubServer, 
     assert rows(registry_url) == before  # no fingerprint twin, no alias
 
 
-def v2_registry(registry: Path | str) -> None:
-    """A registry as schema version 2 left it (its released steps, applied as the code of that version did)."""
-    steps = [statement for step in MIGRATIONS[:2] for statement in step]
-    if is_postgres(registry):
-        sql(registry, "CREATE TABLE eagle3_registry_version (version INTEGER NOT NULL)",
-            "INSERT INTO eagle3_registry_version VALUES (2)", *map(for_postgres, steps))
-    else:
-        Path(registry).parent.mkdir(parents=True, exist_ok=True)
-        sql(registry, *steps, "PRAGMA user_version = 2")
-
-
 def test_a_version_2_registry_is_migrated_and_its_synced_record_merged(hub: HubServer, registry_url: Path | str,
                                                                         tmp_path: Path):
     """Before v3 nothing marked a fingerprint record: the migration takes every record as content-identified,
@@ -219,23 +203,23 @@ def test_a_version_2_registry_is_migrated_and_its_synced_record_merged(hub: HubS
     code, doc = sync(hub, tmp_path / "probe.db", repo)  # the id sync gives it
     assert code == 0
     fingerprint = doc["repos"][0]["drafter_id"]
-    v2_registry(registry_url)
+    registry_as_released(registry_url, 2)
     sql(registry_url, "INSERT INTO drafters (drafter_id, target_name_or_path, capture_boundaries, flags, created_at,"
                       " updated_at) VALUES (?, ?, '[1,3,6]', '{}', '2025-01-01T00:00:00.000000+00:00',"
                       " '2025-01-01T00:00:00.000000+00:00')", params=(fingerprint, TARGET))
     sql(registry_url, "INSERT INTO locations VALUES (?, 'sglang', ?, '2025-01-01T00:00:00.000000+00:00')",
         params=(fingerprint, uri_of(hub, repo)))
 
-    [old] = dump(registry_url)  # opening migrates
+    [old] = registry_records(registry_url)  # opening migrates
     # v5 marks what v2 to v4 took as content-identified as an id that also digested the config (issue 21)
     assert schema_version(registry_url) == SCHEMA_VERSION == 6 and old["id_kind"] == "config-and-weights"
     assert sql(registry_url, "SELECT count(*) FROM aliases") == [(0,)]
     code, resynced = sync(hub, registry_url, repo)
     assert code == 0 and resynced["repos"][0]["status"] == "updated"
-    assert [r["id_kind"] for r in dump(registry_url)] == ["hub-fingerprint"]
+    assert [r["id_kind"] for r in registry_records(registry_url)] == ["hub-fingerprint"]
     result = convert(hub, registry_url, repo, tmp_path / "out")
     assert result.exit_code == 0, result.stderr
-    [record] = dump(registry_url)
+    [record] = registry_records(registry_url)
     assert record["drafter_id"] == json.loads(result.stdout)["drafter_id"] and record["id_kind"] == "content"
     assert len(record["locations"]) == 2 and len(record["lineage"]) == 1
 
@@ -253,7 +237,7 @@ def test_publish_of_a_synced_commit_tells_of_a_twin_it_disagrees_with(hub: HubSe
     hub.create_repo(repo)
     hub.commit(repo, {p.name: p.read_bytes() for p in src.iterdir() if p.is_file()})
     assert sync(hub, registry_url, repo)[0] == 0
-    [synced] = dump(registry_url)
+    [synced] = registry_records(registry_url)
     assert synced["id_kind"] == "hub-fingerprint" and synced["target"]["name_or_path"] == TARGET
     with open_registry(registry_url) as store:
         store.upsert_drafter(synced["drafter_id"], target=TargetIdentity(name_or_path="other-org/other-target"))
@@ -267,6 +251,6 @@ def test_publish_of_a_synced_commit_tells_of_a_twin_it_disagrees_with(hub: HubSe
     assert "[E-SYNC-CONFLICT]" in line and synced["drafter_id"][:12] in line
     [conflict] = doc["registry_conflicts"]
     assert conflict["drafter_id"] == synced["drafter_id"] and conflict["uri"] == uri_of(hub, repo)
-    records = {r["drafter_id"]: r for r in dump(registry_url)}
+    records = {r["drafter_id"]: r for r in registry_records(registry_url)}
     assert len(records) == 2 and records[synced["drafter_id"]]["target"]["name_or_path"] == "other-org/other-target"
     assert f"hf://{dest_repo}@{doc['commit']}" in {loc["uri"] for loc in records[doc["drafter_id"]]["locations"]}

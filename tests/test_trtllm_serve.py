@@ -11,7 +11,7 @@ import pytest
 import yaml
 from huggingface_hub import ModelCard
 
-from conftest import DATA, run_cli
+from conftest import DATA, run_cli, without_nested_ids
 from eagle3_convert.schemas import output_violations
 from hub_server import isolated_hub
 
@@ -30,13 +30,6 @@ def _yaml_after(text: str) -> dict:
             break
         block.append(line[indent:])
     return yaml.safe_load("\n".join(block))["speculative_config"]
-
-
-def _lost_ids(src: Path) -> Path:
-    cfg = json.loads((src / "config.json").read_text())
-    cfg["eagle_config"].pop("eagle_aux_hidden_state_layer_ids")  # as SpecForge's export drops them
-    (src / "config.json").write_text(json.dumps(cfg))
-    return src
 
 
 def test_convert_to_modelopt_prints_the_speculative_config(sample, tmp_path: Path):
@@ -62,7 +55,7 @@ def test_convert_to_modelopt_prints_the_speculative_config(sample, tmp_path: Pat
 
 def test_the_ids_are_sorted_block_outputs(sample, tmp_path: Path):
     """Whatever order the file lists them in, TensorRT-LLM gets sorted b - 1 (it sorts; fc follows)."""
-    src = _lost_ids(sample("specforge-sglang"))
+    src = without_nested_ids(sample("specforge-sglang"))
     done = run_cli("--to", "modelopt", "--target", TARGET, "--no-registry", "--json", "--capture-layers", "6,1,3",
                    "--convention", "boundary", src, tmp_path / "m")
     assert done.exit_code == 0, done.stderr
@@ -70,7 +63,7 @@ def test_the_ids_are_sorted_block_outputs(sample, tmp_path: Path):
 
 
 def test_unknown_layers_are_said_not_guessed(sample, tmp_path: Path):
-    src = _lost_ids(sample("specforge-sglang"))
+    src = without_nested_ids(sample("specforge-sglang"))
     shown = run_cli("inspect", src)
     assert shown.exit_code == 0, shown.stderr
     spec = _yaml_after(shown.stdout)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal
-from conftest import DATA, EXAMPLE, run_cli
+from conftest import DATA, EXAMPLE, copy_sample, run_cli
 from test_drafters_2026_block import speculators_drafter
 from eagle3_convert.names import ENGINES
 from eagle3_convert.convert import convert
@@ -111,12 +111,6 @@ def target(tmp: Path, **fields: Any):
     return load_target_facts(str(dest))
 
 
-def sample(tmp: Path, name: str) -> Path:
-    dest = tmp / name
-    shutil.copytree(DATA / name / "checkpoint", dest)
-    return dest
-
-
 def set_bf16(name: str, value_bits: int | None = None, all_bits: int | None = None) -> Callable[[Path], None]:
     """Overwrite the first element (value_bits) or every element (all_bits) of a BF16 tensor."""
     def edit(tensors: dict[str, InMemoryTensor]) -> None:
@@ -165,7 +159,7 @@ def built_readable_by_both() -> Callable[[Path], Path]:
 
 
 def from_sample(name: str) -> Callable[[Path], Path]:
-    return lambda tmp: sample(tmp, name)
+    return lambda tmp: copy_sample(tmp, name)
 
 
 def replace_with(name: str) -> Callable[[Path], None]:

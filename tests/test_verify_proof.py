@@ -5,13 +5,15 @@ target's greedy text far above chance; tools/train_verify_fixture.py made both w
 this package (the README there has the command). Here `verify` measures that drafter:
   (a) converted by the real CLI to every layout we write, and back, it gets the same acceptance to the last token;
   (b) each seed failure, written as a real file, loses acceptance, by the margin each case states;
-and the fixture's training-time forward and verify's reference forward give the same logits on the same inputs.
+and the fixture's training-time forward and verify's reference forward give the same logits on the same inputs;
+and (item 2) `verify --scan-layers` recovers capture ids that were lost or read one off, and confirms a record.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -34,6 +36,9 @@ DRAFTER, TARGET = FIXTURE / "drafter", FIXTURE / "target"
 K = 3  # drafts a round, the engines' default
 MAX_NEW_TOKENS = 64
 LAYOUTS = ("speculators", "sglang", "vllm", "eagle", "modelopt", "gguf")
+TRAINED_IDS = [2, 4, 5]  # the drafter's capture boundaries, the engines' default for 8 layers
+OTHER_IDS = [1, 3, 6]  # a second drafter's, on the same target: not the default, so no scan finds them by default
+OTHER = FIXTURE / "drafter-1-3-6"
 
 
 def fixture_maths_module():
@@ -78,10 +83,11 @@ def measure(measured, drafter: Path):
 
 def test_the_fixture_drafts_far_above_chance(trained):
     """The trained drafter's first draft is right in most rounds and its rounds yield well over 2 tokens per target
-    forward; chance is 1 in 32 draft tokens per position (a mean accepted length near 1.03)."""
-    assert trained.capture_boundaries == [2, 4, 5] and trained.capture_from == "config"
+    forward; chance is 1 in 32 draft tokens per position (a mean accepted length near 1.03). Measured: 148 rounds,
+    mean accepted length 3.405, per position 0.851 / 0.811 / 0.743."""
+    assert trained.capture_boundaries == TRAINED_IDS and trained.capture_from == "config"
     assert trained.rounds >= 100  # enough rounds that one token more or less moves a share by under 1 %
-    assert trained.per_position[0] >= 0.85
+    assert trained.per_position[0] >= 0.75
     assert trained.mean_accepted_length >= 3.0, trained.per_position
 
 
@@ -140,11 +146,11 @@ def drafted_everywhere(measured) -> list[tuple]:
 
 # --- (b) the seed failures, each a real file ----------------------------------------------------------------
 
-def broken_copy(tmp_path: Path, name: str, config=None, tensors=None) -> Path:
-    """The fixture drafter copied and broken: `config(dict)` and `tensors(dict)` edit config.json and the weights in
+def broken_copy(tmp_path: Path, name: str, config=None, tensors=None, source: Path = DRAFTER) -> Path:
+    """A fixture drafter copied and broken: `config(dict)` and `tensors(dict)` edit config.json and the weights in
     place."""
     dst = tmp_path / name
-    shutil.copytree(DRAFTER, dst)
+    shutil.copytree(source, dst)
     if config is not None:
         cfg = json.loads((dst / "config.json").read_text())
         config(cfg)
@@ -200,17 +206,24 @@ def drafts_per_round(result) -> float:
 
 
 # Each failure: its accepted drafts per round at most this share of the trained drafter's, and (where stated) its
-# first-draft acceptance at most this share of the trained one's. Measured on this fixture at K = 3 (trained: 2.77
-# drafts a round, 95 % of first drafts), as (drafts, first drafts): ids +1 (0.90, 0.96), ids -1 (0.85, 0.91),
-# layers.0 at init (0.02, 0.07), norm_before_residual flipped (0.54, 0.80), fc bypassed (0.05, 0.12). A capture
-# one layer off costs this small drafter of easy text little: it leans on its own attention over the tokens as much
-# as on the target's states (a fixture trained with a harder, compositional grammar was no more sensitive).
+# first-draft acceptance at most this share of the trained one's. Measured on this fixture at K = 3 (trained: 2.41
+# drafts a round, 85 % of first drafts), as (drafts, first drafts): ids +1 (0.057, 0.150), ids -1 (0.095, 0.221),
+# layers.0 at init (0.161, 0.448), norm_before_residual flipped (0.453, 0.916: the first draft hardly moves, the
+# state it hands on does), fc bypassed (0.079, 0.146). A capture one layer off collapses it because the fixture's
+# target rewrites its residual stream at every block and its drafter leans on the states it was trained on
+# (tools/train_verify_fixture.py: SEPARATION, TOKEN_NOISE); before both, ids +1 and -1 kept 0.90 and 0.85.
 MARGINS = {
-    "ids all +1 (SGLang block-output ids read as boundaries)": (shift_ids(+1), None, 0.95, None),
-    "ids all -1 (boundaries read as SGLang block outputs)": (shift_ids(-1), None, 0.92, None),
-    "layers.0 weights dropped, engine's random init": (None, layer0_as_an_engine_initialises_it, 0.10, 0.15),
-    "norm_before_residual wrong": (wrong_norm_before_residual, None, 0.70, 0.90),
+    "ids all +1 (SGLang block-output ids read as boundaries)": (shift_ids(+1), None, 0.20, 0.35),
+    "ids all -1 (boundaries read as SGLang block outputs)": (shift_ids(-1), None, 0.20, 0.35),
+    "layers.0 weights dropped, engine's random init": (None, layer0_as_an_engine_initialises_it, 0.25, 0.60),
+    "norm_before_residual wrong": (wrong_norm_before_residual, None, 0.60, None),
 }
+# A scan's best candidate (the trained ids) against its runner-up, in mean accepted length: measured 1.22 from ids
+# [2, 4, 6] (runner-up [2, 4, 7], 2.19), 1.80 from [3, 5, 6] (runner-up [3, 5, 7], 1.61), and 0.43 among the
+# trained ids' own neighbours ([3, 4, 5], 2.98); the second drafter from [2, 4, 7]: 1.22 (runner-up [3, 5, 8],
+# 2.27; the engine default [2, 4, 5] 1.41).
+SCAN_MARGIN = 0.4
+OTHER_TRAINED_AT_LEAST = 3.0  # the second drafter at its own ids: measured 3.486 (0.868 / 0.826 / 0.792)
 
 
 @pytest.mark.parametrize("failure", sorted(MARGINS))
@@ -259,14 +272,14 @@ def first_drafts_right(measured, drafter: Path) -> float:
 
 def test_d2t_stored_as_absolute_ids_is_refused_and_would_collapse(measured, tmp_path: Path):
     """verify will not measure it (the reader names the fault); what the engines would draft from it, read by the
-    fixture's own maths, gets at most a third of the first drafts the trained map gets."""
+    fixture's own maths, gets at most a third of the first drafts the trained map gets (measured 0.903 -> 0.208)."""
     broken = broken_copy(tmp_path, "d2t-absolute", tensors=absolute_d2t)
     refused = run_cli("verify", broken, "--target-model", TARGET, "--prompts", FIXTURE / "prompts.txt",
                       "--device", "cpu", "--no-record", "-q")
     assert refused.exit_code != 0 and "E-VOCAB-ABSOLUTE" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     right, engines = first_drafts_right(measured, DRAFTER), first_drafts_right(measured, broken)
-    assert right >= 0.85
+    assert right >= 0.80
     assert engines <= right / 3, (right, engines)
 
 
@@ -301,3 +314,78 @@ def test_the_training_forward_and_the_reference_forward_agree(measured):
             torch.testing.assert_close(logits[0], reference.outputs(handed)[1], **close)
             torch.testing.assert_close(state[0], handed, **close)
             assert torch.equal(ours.to_target(logits[0].argmax(-1)), drafted), depth
+
+
+# --- item 2: lost capture ids recovered, and a record confirmed, by measurement --------------------------------
+
+SCAN_ROW = re.compile(r"^  (\[[\d, ]+\])\s+(\d+\.\d+)\s+(?:\d\.\d\d ?)+\s+(.+)$")
+
+
+def scan(drafter: Path, *extra) -> tuple[dict, str]:
+    """The real CLI's --scan-layers on the fixture's prompts: its ranking read from its table ({"capture":,
+    "scan": [{"boundaries":, "mean_accepted_length":, "labels":}]}, as --json names them), and its words. One run:
+    the target's generation is what a run costs."""
+    result = run_cli("verify", drafter, "--target-model", TARGET, "--prompts", FIXTURE / "prompts.txt", "-k", K,
+                     "--device", "cpu", "--scan-layers", "-q", *extra)
+    assert result.exit_code == 0, result.stderr
+    rows = [SCAN_ROW.match(line) for line in result.stdout.splitlines() if line.startswith("  [")]
+    assert rows and all(rows), result.stdout
+    capture = re.search(r"^capture boundaries (\[[\d, ]+\]) \((.+)\)$", result.stdout, re.M)
+    return {"capture": {"boundaries": json.loads(capture[1]), "from": capture[2]},
+            "scan": [{"boundaries": json.loads(row[1]), "mean_accepted_length": float(row[2]),
+                      "labels": row[3].strip().split(", ")} for row in rows]}, result.stdout
+
+
+def set_ids(ids: list[int]):
+    def edit(cfg: dict) -> None:
+        cfg["eagle_aux_hidden_state_layer_ids"] = ids
+    return edit
+
+
+def test_a_scan_recovers_capture_ids_one_off(tmp_path: Path):
+    """The config says [2, 4, 6] (its last id one off): the scan ranks the trained [2, 4, 5] first, ahead of every
+    other candidate by SCAN_MARGIN accepted drafts a round, and says the drafter was likely trained on them."""
+    lost = broken_copy(tmp_path, "one-off", config=set_ids([2, 4, 6]))
+    doc, words = scan(lost, "--no-record")
+    first, runner_up = doc["scan"][:2]
+    assert doc["capture"] == {"boundaries": [2, 4, 6], "from": "config"}
+    assert first["boundaries"] == TRAINED_IDS and "id 6 -> 5" in first["labels"], doc["scan"]
+    assert first["mean_accepted_length"] - runner_up["mean_accepted_length"] >= SCAN_MARGIN, doc["scan"]
+    assert "best: [2, 4, 5] (id 6 -> 5, engine default), not the [2, 4, 6] the drafter is read with: it was likely " \
+           "trained on them; `eagle3-convert --capture-layers 2,4,5 --convention boundary ...` writes them" in words
+
+
+def test_a_scan_confirms_a_correct_record(tmp_path: Path):
+    """The registry records the trained ids for a copy whose config holds them all one off (SGLang's block-output
+    ids read as boundaries): the scan ranks the record first and says it is confirmed."""
+    shifted = broken_copy(tmp_path, "shifted", config=shift_ids(+1))
+    assert run_cli("registry", "add", shifted, "--capture-layers", "2,4,5", "--convention", "boundary").exit_code == 0
+    doc, words = scan(shifted, "--no-record")
+    assert doc["scan"][0]["boundaries"] == TRAINED_IDS and "recorded" in doc["scan"][0]["labels"], doc["scan"]
+    assert doc["scan"][0]["mean_accepted_length"] - doc["scan"][1]["mean_accepted_length"] >= SCAN_MARGIN
+    assert "the registry's record [2, 4, 5] ranks first: confirmed by measurement" in words
+
+
+def test_a_scan_does_not_confirm_a_record_one_off(tmp_path: Path):
+    """The same drafter recorded with [2, 4, 6]: its config's [2, 4, 5] are confirmed, the record is not."""
+    copy = broken_copy(tmp_path, "recorded-wrong")
+    assert run_cli("registry", "add", copy, "--capture-layers", "2,4,6", "--convention", "boundary").exit_code == 0
+    doc, words = scan(copy, "--no-record")
+    assert doc["scan"][0]["boundaries"] == TRAINED_IDS and "recorded" not in doc["scan"][0]["labels"], doc["scan"]
+    assert "best: [2, 4, 5] (config), as the drafter is read: its capture layers are confirmed" in words
+    assert "the registry's record [2, 4, 6] is not confirmed" in words
+
+
+def test_a_scan_finds_trained_ids_that_are_not_the_default(tmp_path: Path):
+    """The second drafter (trained on [1, 3, 6]) with its ids written in SGLang's convention and read as boundaries
+    ([2, 4, 7]): the scan ranks [1, 3, 6] first, by SCAN_MARGIN, far above the engine default it was not trained on,
+    and says the drafter was likely trained on them."""
+    lost = broken_copy(tmp_path, "other-shifted", config=set_ids([b + 1 for b in OTHER_IDS]), source=OTHER)
+    doc, words = scan(lost, "--no-record")
+    first, runner_up = doc["scan"][:2]
+    default = next(c for c in doc["scan"] if "engine default" in c["labels"])
+    assert first["boundaries"] == OTHER_IDS and first["labels"] == ["all -1"], doc["scan"]
+    assert first["mean_accepted_length"] >= OTHER_TRAINED_AT_LEAST, first
+    assert first["mean_accepted_length"] - runner_up["mean_accepted_length"] >= SCAN_MARGIN, doc["scan"]
+    assert first["mean_accepted_length"] - default["mean_accepted_length"] >= SCAN_MARGIN, doc["scan"]
+    assert "best: [1, 3, 6] (all -1), not the [2, 4, 7] the drafter is read with: it was likely trained on them" in words

@@ -1,7 +1,7 @@
 """Train the verify proof's fixture (issue 24 item 4): a tiny Llama target and an EAGLE-3 drafter trained on it.
 
-    python tools/train_verify_fixture.py                 # writes tests/data/verify-tiny/ (about 45 s of one CPU core)
-    python tools/train_verify_fixture.py --out DIR       # anywhere else
+    python tools/train_verify_fixture.py             # writes tests/data/verify-tiny/ (a minute of one CPU core)
+    python tools/train_verify_fixture.py --out DIR   # anywhere else
 
 Deterministic (seeded, torch on one thread, CPU). Nothing here imports eagle3_convert: the drafter's maths is
 this file's own, written from the peers' sources (speculators 0.9.0 `models/eagle3/{core,model_definitions}.py`,
@@ -11,12 +11,14 @@ written in the speculators layout with safetensors directly, so the fixture is i
 1. A corpus of structured sentences ("anna takes two apples to the market.") where each word depends on the
    ones before it, with noise, over a character vocabulary (a `tokenizers` BPE without merges, saved so that
    the target directory loads with transformers' AutoTokenizer).
-2. The target: transformers' LlamaForCausalLM (8 layers, hidden 48), trained briefly on the corpus.
+2. The target: transformers' LlamaForCausalLM (8 layers, hidden 48), trained briefly on the corpus, with a
+   term that makes each block rewrite the residual stream (SEPARATION): a state one layer off is another code.
 3. The target's own greedy continuations of corpus prefixes, with the hidden states at every capture boundary
    (HF `output_hidden_states` indices, before the final norm) and its greedy next token at every position.
 4. The drafter (one decoder layer, draft vocab of the 32 target tokens it predicts most, d2t as offsets), trained
    with test-time training: TTT_STEPS chained draft steps, each fed its own previous state and the target's
-   greedy token, attending to the target-fed keys of earlier positions and its own keys of the chain.
+   greedy token (TOKEN_NOISE of them replaced by random ones, so that it leans on the target's states), attending
+   to the target-fed keys of earlier positions and its own keys of the chain.
 """
 
 from __future__ import annotations
@@ -43,9 +45,20 @@ TARGET = {"vocab_size": len(VOCAB), "hidden_size": 48, "intermediate_size": 96, 
 # capture boundaries (speculators / vLLM ids, HF hidden_states indices): the engines' default [2, L//2, L-3], the
 # only ids the original EAGLE layout can hold (it has none in its config)
 BOUNDARIES = [2, 4, 5]
+# a second drafter, on the same target, captures ids that are not the default: a scan that finds them again cannot
+# have found them by trying the default (tests/test_verify_proof.py, item 2)
+OTHER_BOUNDARIES = [1, 3, 6]
 DRAFT_VOCAB = 32
 TTT_STEPS = 4
 DRAFTER_INTERMEDIATE = 96
+# The target's blocks are trained to rewrite the residual stream (SEPARATION weighs the squared cosine between each
+# block's input and output state): in a model this small neighbouring states are otherwise nearly the same vector,
+# and a drafter reading one layer off would hardly notice. Real targets' neighbouring layers differ more.
+SEPARATION = 1.0
+# The share of the drafter's training tokens replaced by a random one: the token alone then predicts less than
+# the target's states do, so the drafter leans on the states, as a real drafter over a real vocabulary must (over
+# this 49-character text the token alone drafts most of a word).
+TOKEN_NOISE = 0.5
 VERIFIER_NAME = "eagle3-convert-tests/verify-tiny-target"  # a repo-id-like name: engines refuse a local path there
 
 # --- 1. the corpus -------------------------------------------------------------------------------------------
@@ -107,6 +120,13 @@ def build_target():
     return LlamaForCausalLM(config).float()
 
 
+def neighbour_similarity(hidden_states) -> torch.Tensor:
+    """The mean squared cosine between each block's input and output state, over boundaries 1..L-1 (HF's last
+    entry is after the final norm): near 0 when every block rewrites the residual stream instead of adding to it."""
+    states = hidden_states[1:-1]
+    return torch.stack([F.cosine_similarity(a, b, dim=-1).pow(2).mean() for a, b in zip(states, states[1:])]).mean()
+
+
 def train_target(model, ids: torch.Tensor, steps: int, seq: int = 64, batch: int = 32) -> float:
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps, pct_start=0.1)
@@ -115,7 +135,8 @@ def train_target(model, ids: torch.Tensor, steps: int, seq: int = 64, batch: int
     for _ in range(steps):
         starts = torch.randint(0, len(ids) - seq - 1, (batch,), generator=gen)
         x = torch.stack([ids[s:s + seq + 1] for s in starts.tolist()])
-        loss = model(input_ids=x[:, :-1], labels=x[:, :-1].clone()).loss  # HF shifts the labels itself
+        out = model(input_ids=x[:, :-1], labels=x[:, :-1].clone(), output_hidden_states=True)  # HF shifts labels
+        loss = out.loss + SEPARATION * neighbour_similarity(out.hidden_states)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -224,10 +245,12 @@ class DraftMaths:
         return draft_ids + self.d2t[draft_ids]  # d2t holds offsets
 
 
-def ttt_loss(maths: DraftMaths, states, seqs, greedy, boundaries, t2d_index, steps: int):
+def ttt_loss(maths: DraftMaths, states, seqs, greedy, boundaries, t2d_index, steps: int,
+             noise: torch.Generator | None = None):
     """Cross-entropy of every chained step against the target's greedy token, where the chain so far is the
     target's own greedy path (the only drafts an engine keeps). Step s at position j is fed token seqs[j+1+s]
-    and predicts greedy[j+1+s]; it counts only if seqs[j+1+i] == greedy[j+i] for i = 1..s."""
+    and predicts greedy[j+1+s]; it counts only if seqs[j+1+i] == greedy[j+i] for i = 1..s. With `noise`, a
+    TOKEN_NOISE share of the fed tokens is replaced by random ones (the labels and the path are not)."""
     t = seqs.shape[1] - 1 - steps
     state = maths.fuse(states[:, :, :t], boundaries)
     on_path = torch.ones_like(seqs[:, :t], dtype=torch.bool)
@@ -236,7 +259,11 @@ def ttt_loss(maths: DraftMaths, states, seqs, greedy, boundaries, t2d_index, ste
     for s in range(steps):
         if s:
             on_path = on_path & (seqs[:, 1 + s:t + 1 + s] == greedy[:, s:t + s])
-        logits, state = maths.step(seqs[:, 1 + s:t + 1 + s], state, torch.arange(t) + s, cache)
+        fed = seqs[:, 1 + s:t + 1 + s]
+        if noise is not None:
+            swap = torch.rand(fed.shape, generator=noise) < TOKEN_NOISE
+            fed = torch.where(swap, torch.randint(0, TARGET["vocab_size"], fed.shape, generator=noise), fed)
+        logits, state = maths.step(fed, state, torch.arange(t) + s, cache)
         label = t2d_index[greedy[:, 1 + s:t + 1 + s]]  # -1 where the target's token is not in the draft vocab
         keep = on_path & (label >= 0)
         total = total + F.cross_entropy(logits[keep], label[keep])
@@ -244,9 +271,9 @@ def ttt_loss(maths: DraftMaths, states, seqs, greedy, boundaries, t2d_index, ste
     return total / steps, [float(a) for a in accepted]
 
 
-def init_drafter(hidden: int, vocab_draft: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+def init_drafter(hidden: int, vocab_draft: int, k: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     nh, nkv, hd = TARGET["num_attention_heads"], TARGET["num_key_value_heads"], TARGET["head_dim"]
-    inter, k = DRAFTER_INTERMEDIATE, len(BOUNDARIES)
+    inter = DRAFTER_INTERMEDIATE
 
     def linear(out_f: int, in_f: int) -> torch.Tensor:
         return torch.randn(out_f, in_f, generator=gen) * in_f ** -0.5
@@ -269,7 +296,7 @@ def init_drafter(hidden: int, vocab_draft: int, gen: torch.Generator) -> dict[st
     }
 
 
-def drafter_config(draft_vocab: int) -> dict:
+def drafter_config(draft_vocab: int, boundaries: list[int]) -> dict:
     """The speculators config (FORMATS §2.1, §2.7), written out by hand."""
     t = TARGET
     return {
@@ -290,31 +317,32 @@ def drafter_config(draft_vocab: int) -> dict:
             "rope_parameters": {"rope_type": "default", "rope_theta": t["rope_theta"]}},
         "draft_vocab_size": draft_vocab,
         "target_hidden_size": None,
-        "eagle_aux_hidden_state_layer_ids": BOUNDARIES,
+        "eagle_aux_hidden_state_layer_ids": boundaries,
         "norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False,
         "embed_requires_grad": False, "tie_word_embeddings": False,
         "dtype": "float32",
     }
 
 
-def train_drafter(states, seqs, greedy, embed, steps: int):
+def train_drafter(states, seqs, greedy, embed, steps: int, boundaries: list[int], seed: int):
     # the draft vocab: the target's most frequent greedy tokens, in ascending target id (FORMATS §3)
     counts = torch.bincount(greedy.flatten(), minlength=TARGET["vocab_size"])
     draft_to_target = counts.topk(DRAFT_VOCAB).indices.sort().values
     t2d_index = torch.full((TARGET["vocab_size"],), -1, dtype=torch.long)
     t2d_index[draft_to_target] = torch.arange(DRAFT_VOCAB)
-    gen = torch.Generator().manual_seed(SEED + 2)
-    weights = init_drafter(TARGET["hidden_size"], DRAFT_VOCAB, gen)
+    gen = torch.Generator().manual_seed(seed)
+    weights = init_drafter(TARGET["hidden_size"], DRAFT_VOCAB, len(boundaries), gen)
     for w in weights.values():
         w.requires_grad_(True)
-    config = drafter_config(DRAFT_VOCAB)
+    config = drafter_config(DRAFT_VOCAB, boundaries)
     maths = DraftMaths({**weights, "d2t": draft_to_target - torch.arange(DRAFT_VOCAB)}, config, embed)
     opt = torch.optim.AdamW(list(weights.values()), lr=3e-3, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps, pct_start=0.1)
     batch = 16
     for _ in range(steps):
         pick = torch.randint(0, seqs.shape[0], (batch,), generator=gen)
-        loss, accepted = ttt_loss(maths, states[:, pick], seqs[pick], greedy[pick], BOUNDARIES, t2d_index, TTT_STEPS)
+        loss, accepted = ttt_loss(maths, states[:, pick], seqs[pick], greedy[pick], boundaries, t2d_index, TTT_STEPS,
+                                  noise=gen)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -347,22 +375,26 @@ def main() -> None:
     seqs = greedy_sequences(target, ids, count=256, prompt=16, new=64)
     states, greedy = target_features(target, seqs)
     embed = target.get_input_embeddings().weight.detach()
-    tensors, config, draft_loss, accepted = train_drafter(states, seqs, greedy, embed, args.drafter_steps)
+    drafters = {name: train_drafter(states, seqs, greedy, embed, args.drafter_steps, boundaries, seed)
+                for name, boundaries, seed in (("drafter", BOUNDARIES, SEED + 2),
+                                               ("drafter-" + "-".join(map(str, OTHER_BOUNDARIES)), OTHER_BOUNDARIES,
+                                                SEED + 3))}
 
     out = args.out
     (out / "target").mkdir(parents=True, exist_ok=True)
-    (out / "drafter").mkdir(parents=True, exist_ok=True)
     target.save_pretrained(out / "target")
     save_tokenizer(out / "target")
-    save_file(tensors, str(out / "drafter" / "model.safetensors"))
-    (out / "drafter" / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    for name, (tensors, config, _, _) in drafters.items():
+        (out / name).mkdir(parents=True, exist_ok=True)
+        save_file(tensors, str(out / name / "model.safetensors"))
+        (out / name / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     # verify's prompts: the first words of fresh sentences, one a line
     prompt_rng = random.Random(SEED + 100)
     prompts = [" ".join(sentence(prompt_rng).split()[:2 + i % 3]) for i in range(8)]
     (out / "prompts.txt").write_text("".join(p + "\n" for p in prompts))
     print(json.dumps({"seconds": round(time.monotonic() - began, 1), "target_loss": round(target_loss, 4),
-                      "drafter_loss": round(draft_loss, 4),
-                      "train_batch_step_accuracy": [round(a, 3) for a in accepted]}))
+                      "drafters": {name: {"loss": round(loss, 4), "train_batch_step_accuracy": [round(a, 3) for a in acc]}
+                                   for name, (_, _, loss, acc) in drafters.items()}}))
 
 
 if __name__ == "__main__":

@@ -150,3 +150,18 @@ def _print_scan(doc: dict[str, Any]) -> None:
         click.echo(f"best: {best['boundaries']} ({', '.join(best['labels'])}), not the {mine} the drafter is read "
                    f"with: it was likely trained on them; `eagle3-convert --capture-layers {ids} --convention boundary "
                    "...` writes them")
+    if best["mean_accepted_length"] > 1.0:
+        _print_record_verdict(doc["scan"], best)
+
+
+def _print_record_verdict(scan: list[dict[str, Any]], best: dict[str, Any]) -> None:
+    """Whether the registry's record of the capture layers is the best measured (a tie counts)."""
+    recorded = next((c for c in scan if "recorded" in c["labels"]), None)
+    if recorded is None:
+        return
+    if recorded["mean_accepted_length"] == best["mean_accepted_length"]:
+        click.echo(f"the registry's record {recorded['boundaries']} ranks first: confirmed by measurement")
+    else:
+        click.echo(f"the registry's record {recorded['boundaries']} is not confirmed: it gets "
+                   f"{recorded['mean_accepted_length']:.3f}, {best['boundaries']} gets "
+                   f"{best['mean_accepted_length']:.3f}")

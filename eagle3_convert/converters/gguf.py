@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..capture_ids import a_layer_target, default_boundaries
+from ..capture_ids import a_layer_target, as_captured, default_boundaries
 from ..drafter import Drafter, DrafterConfig, TargetIdentity, dtype_of_weights
 from ..engines.common import id_list
 from ..errors import FormatError, RefusalError, UsageError
@@ -170,8 +170,7 @@ def _fields_from_record(record: dict[str, Any] | None, keys: _Keys, notes: list[
     except ValueError:
         return None
     depth = rec.target.num_hidden_layers if rec.target else None
-    rec_ids = rec.capture_boundaries if rec.capture_boundaries is not None else (
-        default_boundaries(depth) if depth else None)
+    rec_ids = as_captured(rec.capture_boundaries, depth)
     agrees = (rec.hidden_size == keys.hidden and rec.num_attention_heads == keys.heads
               and rec.num_key_value_heads == keys.kv_heads and rec.resolved_target_hidden_size == keys.target_hidden
               and rec.norm_before_residual == keys.norm_before_residual and rec.norm_before_fc == keys.norm_before_fc

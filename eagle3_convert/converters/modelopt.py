@@ -50,7 +50,7 @@ from .base import (
     with_both_later_norms,
     write_capture_ids,
 )
-from ..engines import shield_from_sglang, target_context
+from ..engines import shield_from_sglang
 from ..capture_ids import IDS_KEY, engine_boundaries
 
 RENAMES: tuple[Rename, ...] = (
@@ -222,8 +222,7 @@ class ModelOptLayout(Layout):
         tensors = with_both_later_norms(dict(drafter.tensors), cfg.num_layers)  # else the canonical names
         if drafter.vocab is not None:
             tensors["d2t"] = drafter.vocab.d2t_tensor()  # no t2d: ModelOpt never writes one
-        notes = [note] if (note := shield_from_sglang(config, tensors, cfg, target_context(cfg, options.target))) \
-            else []
+        notes = shield_from_sglang(config, tensors, cfg, options.target)
         if "embed_tokens.weight" in drafter.tensors:
             notes.append("embed_tokens.weight kept: ModelOpt's exporter leaves it out, vLLM loads it if present")
         return WritePlan(self.name, dict(sorted(config.items())), tensors, notes, derived_keys=derived)

@@ -144,7 +144,25 @@ class SGLangLayout(Layout):
             # SGLang's `bias` is the fc layer's bias (llama_eagle3.py), which no other engine builds.
             raise RefusalError("config.json sets bias: true (an fc bias); no other layout can hold it",
                                "serve this drafter with SGLang as it is", code="E-BIAS-UNSUPPORTED")
+        ids, boundaries = self._capture(ckpt, raw, eagle, fields, options, notes)
+        fields["capture_boundaries"] = check_top_level_copy(raw, boundaries, "SGLang", options)
+        ckpt = drop_unused_layer_norms(ckpt, "input_layernorm", "hidden_norm", "SGLang", "vllm", notes)
+        tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
+        declared = raw.get("num_aux_hidden_states")
+        fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields,
+                                                        declared if isinstance(declared, int) else None, ids)
+        fields["top_extra"] = {k: raw[k] for k in TOP_KEYS if k in raw}
+        own: dict[str, Any] = {}  # architectures are not carried: SGLang picks its class by them
+        nested = {k: v for k, v in eagle.items() if k not in (IDS_KEY, "norm_before_fc")}
+        if nested != {"use_aux_hidden_state": True}:
+            own["eagle_config"] = nested
+        fields["layout_extra"] = {self.name: own} if own else {}
+        return build_drafter(ckpt, fields, tensors, options, notes)
 
+    def _capture(self, ckpt: Checkpoint, raw: dict[str, Any], eagle: dict[str, Any], fields: dict[str, Any],
+                 options: ConvertOptions, notes: list[str]) -> tuple[list[int] | None, list[int] | None]:
+        """The nested capture ids and the boundaries SGLang reads them as (for the target family, which it may
+        infer and record in `fields`); a list only at the top level must be settled by --capture-layers."""
         ids = eagle.get(IDS_KEY)
         top = raw.get(IDS_KEY)
         given = given_capture(options)
@@ -173,19 +191,7 @@ class SGLangLayout(Layout):
             if boundaries is None:
                 raise FormatError(f"SGLang ids {ids} capture nothing on a {family} target",
                                   "fix eagle_config.eagle_aux_hidden_state_layer_ids", code="E-CAPTURE-FIELD")
-        fields["capture_boundaries"] = check_top_level_copy(raw, boundaries, "SGLang", options)
-        ckpt = drop_unused_layer_norms(ckpt, "input_layernorm", "hidden_norm", "SGLang", "vllm", notes)
-        tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
-        declared = raw.get("num_aux_hidden_states")
-        fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields,
-                                                        declared if isinstance(declared, int) else None, ids)
-        fields["top_extra"] = {k: raw[k] for k in TOP_KEYS if k in raw}
-        own: dict[str, Any] = {}  # architectures are not carried: SGLang picks its class by them
-        nested = {k: v for k, v in eagle.items() if k not in (IDS_KEY, "norm_before_fc")}
-        if nested != {"use_aux_hidden_state": True}:
-            own["eagle_config"] = nested
-        fields["layout_extra"] = {self.name: own} if own else {}
-        return build_drafter(ckpt, fields, tensors, options, notes)
+        return ids, boundaries
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config

@@ -37,7 +37,7 @@ from .base import (
     with_both_later_norms,
     write_capture_ids,
 )
-from ..engines import shield_from_sglang, target_context
+from ..engines import shield_from_sglang
 from ..engines import vllm as engine
 from ..capture_ids import IDS_KEY, capture_context, engine_boundaries
 
@@ -146,10 +146,27 @@ class VLLMLayout(Layout):
                 raise FormatError(f"the P-EAGLE mask token is {mask!r}", "it must be a token id (an integer >= 0)",
                                   code="E-CONFIG-FIELD")
             fields["mask_token_id"] = mask
+        ids, fields["capture_boundaries"] = self._capture(raw, eagle, fields, options, notes)
+        ckpt = drop_unused_layer_norms(ckpt, "hidden_norm", "input_layernorm", "vLLM", "sglang", notes)
+        tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
+        # (the key table refuses a num_aux_hidden_states that is no positive integer)
+        fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields,
+                                                        raw.get("num_aux_hidden_states"), ids)
 
+        own: dict[str, Any] = {}
+        if archs != [ARCHITECTURE[fields["family"]]] and foreign_name is None and fields["kind"] == "eagle3":
+            own["architectures"] = archs  # another spelling of the same vLLM class
+        nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED}
+        if nested_extra:
+            own["eagle_config"] = nested_extra
+        fields["layout_extra"] = {self.name: own} if own else {}
+        return build_drafter(ckpt, fields, tensors, options, notes)
+
+    def _capture(self, raw: dict[str, Any], eagle: dict[str, Any], fields: dict[str, Any], options: ConvertOptions,
+                 notes: list[str]) -> tuple[list[int] | None, list[int] | None]:
+        """The capture ids vLLM reads (the top-level list; nested ids alone are ambiguous) and their boundaries."""
         top = int_list(raw.get(IDS_KEY), IDS_KEY)
-        nested = int_list(eagle.get(IDS_KEY),
-                          f"eagle_config.{IDS_KEY}")
+        nested = int_list(eagle.get(IDS_KEY), f"eagle_config.{IDS_KEY}")
         if top is None and nested is not None:
             raise FormatError(
                 "capture ids are only in eagle_config: vLLM's V1 runner reads them as boundaries while its V2 "
@@ -169,21 +186,7 @@ class VLLMLayout(Layout):
             if boundaries is None:
                 raise FormatError(f"eagle_aux_hidden_state_layer_ids {top} has a negative id",
                                   "vLLM ids are boundaries >= 0", code="E-CAPTURE-FIELD")
-        fields["capture_boundaries"] = boundaries
-        ckpt = drop_unused_layer_norms(ckpt, "hidden_norm", "input_layernorm", "vLLM", "sglang", notes)
-        tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
-        # (the key table refuses a num_aux_hidden_states that is no positive integer)
-        fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields,
-                                                        raw.get("num_aux_hidden_states"), top or nested)
-
-        own: dict[str, Any] = {}
-        if archs != [ARCHITECTURE[fields["family"]]] and foreign_name is None and fields["kind"] == "eagle3":
-            own["architectures"] = archs  # another spelling of the same vLLM class
-        nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED}
-        if nested_extra:
-            own["eagle_config"] = nested_extra
-        fields["layout_extra"] = {self.name: own} if own else {}
-        return build_drafter(ckpt, fields, tensors, options, notes)
+        return top or nested, boundaries
 
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config
@@ -217,8 +220,7 @@ class VLLMLayout(Layout):
         if drafter.vocab is not None:
             tensors["d2t"] = drafter.vocab.d2t_tensor()
             tensors["t2d"] = drafter.vocab.t2d_tensor()  # vLLM skips it; speculators-style readers need it
-        notes = [note] if (note := shield_from_sglang(config, tensors, cfg, target_context(cfg, options.target))) \
-            else []
+        notes = shield_from_sglang(config, tensors, cfg, options.target)
         notes += modelopt_first_layer_note(cfg, self.name)
         return WritePlan(self.name, dict(sorted(config.items())), tensors, notes)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Collection, Mapping, Sequence
 
-from ..capture_ids import a_layer_target, capture_context, default_boundaries
+from ..capture_ids import a_layer_target, as_captured, capture_context, default_boundaries, depth_defaults
 from ..drafter import BLOCK_KINDS, DrafterConfig
 from ..names import LABELS, NAMED_ONLY, RUNNERS, engine_of, runners_of
 from . import block_diffusion, llamacpp, lmdeploy, mlxvlm, sglang, speculators, trtllm, vllm
@@ -114,13 +114,6 @@ def release_label(engine: str, releases: Sequence[str | None] | None = None) -> 
     return f"{known.label} {', '.join(dict.fromkeys(shown))}"
 
 
-def trained_boundaries(cfg: DrafterConfig, depth: int | None) -> list[int] | None:
-    """The layers the drafter was trained on: its own list, else the universal default for depth L."""
-    if cfg.capture_boundaries is not None:
-        return list(cfg.capture_boundaries)
-    return default_boundaries(depth) if depth else None
-
-
 def _same(a: list[int], b: list[int]) -> bool:
     return sorted(set(a)) == sorted(set(b))  # engines sort and dedupe; fc columns follow ascending order
 
@@ -150,9 +143,9 @@ def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdic
              for f in FLAGS if bool(reading.flags.get(f, False)) != getattr(cfg, f)]
     if flags or reading.silent:
         return Verdict(name, WRONG, reading.captures, "; ".join(flags + reading.silent))
-    trained = trained_boundaries(cfg, ctx.depth)
+    trained = as_captured(cfg.capture_boundaries, ctx.depth)  # its own list, else the universal default
     if reading.runtime:
-        defaults = default_boundaries(ctx.depth) if ctx.depth else None
+        defaults = depth_defaults(ctx.depth)
         if trained is not None and defaults is not None and _same(trained, defaults):
             return Verdict(name, DEFAULT_LAYERS, trained, "captures its default layers, the trained ones")
         if trained is None:
@@ -277,13 +270,14 @@ def target_context(cfg: DrafterConfig, *targets: Any) -> TargetContext:
     return TargetContext(family, depth)
 
 
-def shield_from_sglang(config: dict[str, Any], names: Collection[str], cfg: DrafterConfig,
-                       ctx: TargetContext) -> str | None:
-    """A flat config that SGLang would load and serve wrong gets the vLLM-only spelling of its class, so
-    SGLang refuses it loudly (vLLM, TensorRT-LLM and llama.cpp resolve both names). Returns a note."""
+def shield_from_sglang(config: dict[str, Any], names: Collection[str], cfg: DrafterConfig, target: Any) -> list[str]:
+    """A flat config that SGLang would load and serve wrong (for `target`, a TargetIdentity or None) gets the
+    vLLM-only spelling of its class, so SGLang refuses it loudly (vLLM, TensorRT-LLM and llama.cpp resolve both
+    names). Returns the note that says so, if any."""
+    ctx = target_context(cfg, target)
     judged = verdict(sglang.read(config, names, ctx), cfg, ctx)
     if judged.verdict != WRONG:
-        return None
+        return []
     config["architectures"] = [vllm.VLLM_ONLY[cfg.family]]
-    return (f"architectures set to {config['architectures']}, a name vLLM resolves and SGLang refuses: SGLang "
-            f"would load this file and serve it wrong ({judged.why})")
+    return [f"architectures set to {config['architectures']}, a name vLLM resolves and SGLang refuses: SGLang "
+            f"would load this file and serve it wrong ({judged.why})"]

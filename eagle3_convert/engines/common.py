@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
-from ..capture_ids import IDS_KEY  # noqa: F401 (the engine modules read it from here)
+from ..capture_ids import IDS_KEY, depth_defaults  # noqa: F401 (IDS_KEY: the engine modules read it from here)
 from ..drafter import NORM_FLAGS
 from ..json_values import is_int
 
@@ -48,6 +48,10 @@ class Reading:
     # drafter kind -> why the sources read do not decide how the engine serves a drafter of that kind (no verdict)
     undecided: dict[str, str] = field(default_factory=dict)
 
+    def captures_defaults(self, depth: int | None) -> None:
+        """The file names no ids the engine reads: it captures its defaults (unknown on a target of unknown depth)."""
+        self.captures, self.from_default = depth_defaults(depth), True
+
 
 _LAYER = re.compile(r"^(?:model\.)?(?:layers|midlayer)\.(\d+)\.")
 
@@ -76,9 +80,7 @@ def flag(config: Mapping[str, Any], key: str, default: bool = False) -> bool:
 
 def num_layers(names: Collection[str]) -> int:
     found = {int(m.group(1)) for n in names if (m := _LAYER.match(n))}
-    if any(n.startswith("midlayer.") and not _LAYER.match(n) for n in names):
-        found.add(0)
-    return max(found) + 1 if found else 1
+    return max(found) + 1 if found else 1  # layer 0 stored as midlayer.* (no index) counts as the default 1
 
 
 def has(names: Collection[str], pattern: str) -> list[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from typing import Any, Collection, Mapping
 
-from ..capture_ids import default_boundaries
 from ..converters.gguf_file import RECORD_KEY
 from .common import (IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested, num_layers,
                      trained_window, window_ignored)
@@ -57,7 +56,8 @@ def read_gguf(meta: Mapping[str, Any], names: Collection[str], record: Any = Non
     if ids is None or len(ids) != 3:
         r.refusal = "EAGLE3 requires exactly 3 entries in 'extract_layers' (eagle3.target_layers)"
         return r
-    if meta.get("eagle3.block_count") != 1 or has(names, r"^blk\.[1-9]") or has(names, r"(q_norm|k_norm|fc_norm)"):
+    if meta.get("eagle3.block_count") != MAX_LAYERS or has(names, r"^blk\.[1-9]") \
+            or has(names, r"(q_norm|k_norm|fc_norm)"):
         r.refusal = "llama.cpp's eagle3 graph builds one Llama layer: wrong number of tensors"
         return r
     if has(names, r"^enc\.output_norm\.weight$") != (["enc.output_norm.weight"] if meta.get("eagle3.norm_before_fc")
@@ -103,7 +103,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     if not any(a in ARCHITECTURES for a in archs):
         r.refusal = f"llama.cpp's converter has no EAGLE-3 model for architectures {archs}"
         return r
-    if "draft_vocab_size" not in flat or num_layers(names) != 1:
+    if "draft_vocab_size" not in flat or num_layers(names) != MAX_LAYERS:
         r.refusal = "llama.cpp's converter does not detect it as EAGLE-3 (one layer and draft_vocab_size needed) " \
                     "and fails on its tensor names"
         return r
@@ -121,7 +121,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         return r
     r.family = "llama"
     if ids is None:
-        r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+        r.captures_defaults(ctx.depth)
     else:
         r.captures = sorted(set(ids))
         if ids != sorted(ids):  # it fuses the states in the order listed; fc's column blocks ascend

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from ..capture_ids import default_boundaries
 from .common import Reading, TargetContext, architectures, flag, trained_window
 from .releases import Releases
 
@@ -72,7 +71,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         r.refusal = (f"LMDeploy builds its EAGLE-3 drafter only from architectures[0] {DOCUMENTED_ARCH!r} (or a "
                      f"declared {CLASS!r}); {archs} have no EAGLE-3 rewrite there")
         return r
-    if config.get("num_hidden_layers", 1) != 1:
+    if config.get("num_hidden_layers", 1) != MAX_LAYERS:
         r.refusal = "LMDeploy refuses it: 'eagle3 only supports 1 decode layer'"
         return r
     if config.get("draft_vocab_size") is None:
@@ -97,7 +96,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         return r
     r.family = "llama"
     r.flags = {"norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False}
-    r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+    r.captures_defaults(ctx.depth)
     if not any("d2t" in n for n in names):
         r.silent.append("LMDeploy maps every draft token to target id 0: without a d2t its draft_id_to_target_id "
                         "stays zeros")

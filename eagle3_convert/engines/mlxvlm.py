@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from typing import Any, Collection, Mapping
 
+from ..capture_ids import default_boundaries
+from ..drafter import layer_index
 from ..json_values import is_int
 from .common import IDS_KEY, Reading, TargetContext, flag, trained_window, window_ignored
 from .releases import Releases
@@ -71,9 +73,9 @@ def capture_hooks(config: Mapping[str, Any], drafter_layers: int) -> tuple[list[
     source = "its capture_layer_ids" if hooks else "its target_layer_ids" if boundaries else IDS_KEY
     if not boundaries:
         listed = config.get(IDS_KEY)
-        if listed is None:
-            n = drafter_layers
-            boundaries, source = [2, n // 2, max(n - 3, 0)], f"{DEPTH_DEFAULTS} (num_hidden_layers {n})"
+        if listed is None:  # mlx-vlm clamps n - 3 at 0, as the hook's max(b - 1, 0) below does anyway
+            boundaries = default_boundaries(drafter_layers)
+            source = f"{DEPTH_DEFAULTS} (num_hidden_layers {drafter_layers})"
         else:
             boundaries = listed
     if not hooks:
@@ -106,7 +108,11 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         return r
     tied = flag(config, "tie_word_embeddings") and vd == v
     nbf = flag(config, "norm_before_fc")
-    built = parameters(layers if is_int(layers) else 1, flag(dec, "attention_bias"), nbf, not tied, vd != v)
+    # Layers past the deepest stored one plus one only add more missing names of the same verdict: not built, so a
+    # config claiming 10**9 layers is answered without a set of billions of names.
+    deepest = max((i for i in map(layer_index, names) if i is not None), default=-1)
+    depth = min(layers, deepest + 2) if is_int(layers) else 1
+    built = parameters(depth, flag(dec, "attention_bias"), nbf, not tied, vd != v)
     stored = {n for n in names if not SANITIZED.match(n) and not (n == "input_norm.weight" and not nbf)
               and not (n == "lm_head.weight" and tied)}
     unexpected, missing = sorted(stored - built), sorted(built - stored - {"embed_tokens.weight"})

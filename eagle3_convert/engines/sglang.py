@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from ..capture_ids import capturable, default_boundaries, engine_boundaries
+from ..capture_ids import capturable, engine_boundaries
 from .common import (IDS_KEY, Reading, TargetContext, architectures, dropped, flag, has, id_list, nested, num_layers,
                      trained_window, unread_later_norms, window_ignored)
 from .releases import Change, Releases
@@ -123,7 +123,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     if family == "deepseek_mla" and layers > MLA_MAX_LAYERS:
         r.silent.append(f"SGLang's MLA class builds {MLA_MAX_LAYERS} layer and drops the other {layers - 1}")
     if ids is None:
-        r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+        r.captures_defaults(ctx.depth)
     else:
         quirk = ID_QUIRKS.get(ctx.family)  # a release before the quirk reads this family's ids as any other's
         target_family = ctx.family if quirk is None or RELEASES.reads(quirk, release) else "default"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from ..capture_ids import default_boundaries
 from .common import FLAGS, IDS_KEY, Reading, TargetContext, flag, id_list
 from .releases import Releases
 
@@ -53,7 +52,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         return r
     ids = id_list(config.get(IDS_KEY))
     if ids is None:
-        r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+        r.captures_defaults(ctx.depth)
     else:
         r.captures = sorted(set(ids))
     r.flags = {f: flag(config, f) for f in FLAGS}

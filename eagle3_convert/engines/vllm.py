@@ -36,7 +36,6 @@ from __future__ import annotations
 import os
 from typing import Any, Collection, Mapping
 
-from ..capture_ids import default_boundaries
 from .common import (FLAGS, IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested,
                      num_layers, unread_later_norms)
 from .releases import Change, Releases
@@ -104,7 +103,6 @@ MTP_MODEL_TYPES = frozenset({"deepseek_v3", "deepseek_v32", "glm_moe_dsa"})
 # The speculators path picks its class from the decoder's model_type.
 SPECULATORS_MODEL_TYPES = {"llama": "llama", "qwen3": "qwen3"}
 IDS_FROM = {"vllm-v1": ("top", "nested"), "vllm-v2": ("top",)}
-CONVENTION = "vllm"  # boundaries
 MLA_FLAGS = ("norm_before_residual", "fc_norm", "norm_output")
 # Layers >= 1: the pre-attention norm applied, and the norms built (LlamaDecoderLayer, llama_eagle3.py).
 LATER_NORM_APPLIED = "input_layernorm"
@@ -202,7 +200,7 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
     read_from = [p for p in IDS_FROM[engine] if p != "nested" or RELEASES.reads(V1_NESTED_IDS, release)]
     ids = next((places[p] for p in read_from if places[p] is not None), None)
     if ids is None:
-        r.captures, r.from_default = (default_boundaries(ctx.depth) if ctx.depth else None), True
+        r.captures_defaults(ctx.depth)
     else:
         r.captures = sorted(set(ids))
     top_nbf = flag(config, "norm_before_fc") and (not speculators or RELEASES.reads(SPECULATORS_NORM_BEFORE_FC,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import provenance
-from ..capture_ids import default_boundaries, ids_for_engine
+from ..capture_ids import default_boundaries, depth_defaults, ids_for_engine
 from ..converters.layout import ConvertOptions
 from ..drafter import DrafterConfig
 from ..engines.common import id_list
@@ -77,7 +77,8 @@ def _convention_warning(ctx: Context, location: str, ids: list[int]) -> None:
 
 
 def engine_capture(ctx: Context, p: EngineProfile) -> None:
-    cfg = ctx.cfg
+    """What engine `p` captures against what the drafter was trained on: the ids it reads (or its default, or its
+    runtime argument), then each disagreement with the trained boundaries as one finding."""
     truth = ctx.intended
     misplaced = ctx.ids["nested" if ctx.home == "top" else "top"] if ctx.ids[ctx.home] is None else None
     if truth is None and misplaced:
@@ -86,70 +87,18 @@ def engine_capture(ctx: Context, p: EngineProfile) -> None:
     settle = ("--capture-layers", ",".join(map(str, misplaced)), "--convention", ctx.layout.engine) \
         if misplaced else ()
     convert = f"`{ctx.command(p.layout, *settle)}`"
-    default = default_boundaries(ctx.depth) if ctx.depth else None
+    default = depth_defaults(ctx.depth)
     if p.ids_from is None:
-        wanted = truth or default
-        if wanted is None:
-            ctx.add("I-CAPTURE-RUNTIME", f"{p.label} takes the capture layers from its runtime argument, not "
-                    "config.json; pass --target to learn which ids to give it", engine=p.name)
-            return
-        try:
-            ids = ids_for_engine(p.name, wanted, ctx.family, ctx.depth)
-        except RefusalError as exc:
-            ctx.out.append(from_error(exc, where=LOCATIONS[ctx.home], engine=p.name))
-            return
-        ctx.add("I-CAPTURE-RUNTIME", f"{p.label} takes the capture layers from its runtime argument, not "
-                f"config.json: pass ids {ids} (block outputs) to capture boundaries {wanted}", engine=p.name)
+        _runtime_capture(ctx, p, truth or default)
         return
     read = ctx.ids[p.ids_from]
     if read is None:
         captured = default
-        shown = f"{default}" if default else "{2, L//2, L-3}"
-        placed = [loc for loc, ids in ctx.ids.items() if ids is not None]
-        if placed:
-            loc = placed[0]
-            coincide = f", which here equals the {ctx.layout.name} reading {truth}" if (
-                truth and sorted(truth) == sorted(default or [])) else ""
-            # Converting helps only when the layout's own reader understands where the ids are.
-            fix = f"{convert} writes them there"
-            if p.name == "vllm" and loc == "nested":
-                # One rule for the V1 runner, whatever the depth or layer count: its fallback reads the nested
-                # list as boundaries (gpu_model_runner._get_eagle3_aux_layers_from_config); other layers than the
-                # trained ones are an error, the V2 runner's defaults below a warning unless --target shows them wrong.
-                v1 = ctx.meaning("vllm", ctx.ids[loc])
-                coincide += (f" (its V1 runner instead falls back to that list, read as boundaries {v1})" if v1 is not None
-                             else " (its V1 runner instead falls back to that list, which names no boundaries it "
-                                  "reads: what it captures then is not established)")
-                if truth and v1 is not None and sorted(set(v1)) != sorted(set(truth)):
-                    ctx.add("E-CAPTURE-MISMATCH", f"vLLM's V1 runner falls back to {LOCATIONS[loc][2:]} "
-                            f"{ctx.ids[loc]} and reads it as boundaries {v1}, but the drafter was trained on "
-                            f"boundaries {truth}", f"write the ids where vLLM reads them: {fix}", engine=p.name,
-                            where=LOCATIONS[loc])
-            ctx.add("W-CAPTURE-IDS-IGNORED", f"{p.label} reads capture ids only from "
-                    f"{LOCATIONS[p.ids_from][2:]}: it ignores {LOCATIONS[loc][2:]} {ctx.ids[loc]} and captures "
-                    f"its default boundaries {shown}{coincide}",
-                    f"write the ids where {p.label} reads them: {fix}",
-                    engine=p.name, where=LOCATIONS[loc])
-        else:
-            ctx.add("I-CAPTURE-DEFAULT", f"config.json names no capture ids: {p.label} captures its default "
-                    f"boundaries {shown}", engine=p.name)
-        if cfg.num_aux_hidden_states != 3:
-            ctx.add("E-CAPTURE-COUNT", f"{p.label} captures its 3 default states but fc.weight fuses "
-                    f"{cfg.num_aux_hidden_states}", f"write the capture ids the drafter was trained with where "
-                    f"{p.label} reads them", engine=p.name, where="fc.weight")
+        _default_capture(ctx, p, truth, default, convert)
     else:
         captured = ctx.meaning(p.name, read)
-        lowest = 0 if p.name in BOUNDARY_CONVENTIONS else -1
-        if captured is None and any(x < lowest for x in read):
-            ctx.add("E-CAPTURE-RANGE", f"{p.label} reads {LOCATIONS[p.ids_from][2:]} {read}: an id below "
-                    f"{lowest} names no layer in its convention", "fix the capture ids", engine=p.name,
-                    where=LOCATIONS[p.ids_from])
-            return
         if captured is None:
-            ctx.add("E-CAPTURE-UNREACHABLE", f"{p.label} reads {LOCATIONS[p.ids_from][2:]} {read} and captures "
-                    f"nothing for some of them on a {ctx.family}-family target (-1 names no layer there)",
-                    "retrain on capturable layers, or serve the drafter with vLLM", engine=p.name,
-                    where=LOCATIONS[p.ids_from])
+            _nothing_captured(ctx, p, read)
             return
     if truth is None or any(b < 0 or (ctx.depth and b > ctx.depth) for b in truth):
         return  # unknown, or outside the target: E-CAPTURE-RANGE says so once
@@ -158,8 +107,79 @@ def engine_capture(ctx: Context, p: EngineProfile) -> None:
     except RefusalError as exc:
         ctx.out.append(from_error(exc, where=LOCATIONS[ctx.home], engine=p.name))
         return
-    if captured is None or sorted(set(captured)) == sorted(set(truth)):
+    if captured is not None and sorted(set(captured)) != sorted(set(truth)):
+        _capture_mismatch(ctx, p, truth, captured, read, convert)
+
+
+def _runtime_capture(ctx: Context, p: EngineProfile, wanted: list[int] | None) -> None:
+    """An engine that takes the capture layers from its runtime argument: the ids to give it, if known."""
+    if wanted is None:
+        ctx.add("I-CAPTURE-RUNTIME", f"{p.label} takes the capture layers from its runtime argument, not "
+                "config.json; pass --target to learn which ids to give it", engine=p.name)
         return
+    try:
+        ids = ids_for_engine(p.name, wanted, ctx.family, ctx.depth)
+    except RefusalError as exc:
+        ctx.out.append(from_error(exc, where=LOCATIONS[ctx.home], engine=p.name))
+        return
+    ctx.add("I-CAPTURE-RUNTIME", f"{p.label} takes the capture layers from its runtime argument, not "
+            f"config.json: pass ids {ids} (block outputs) to capture boundaries {wanted}", engine=p.name)
+
+
+def _default_capture(ctx: Context, p: EngineProfile, truth: list[int] | None, default: list[int] | None,
+                     convert: str) -> None:
+    """No ids where `p` reads them: it captures its defaults, ignoring a list kept elsewhere."""
+    shown = f"{default}" if default else "{2, L//2, L-3}"
+    placed = [loc for loc, ids in ctx.ids.items() if ids is not None]
+    if placed:
+        loc = placed[0]
+        coincide = f", which here equals the {ctx.layout.name} reading {truth}" if (
+            truth and sorted(truth) == sorted(default or [])) else ""
+        # Converting helps only when the layout's own reader understands where the ids are.
+        fix = f"{convert} writes them there"
+        if p.name == "vllm" and loc == "nested":
+            # One rule for the V1 runner, whatever the depth or layer count: its fallback reads the nested
+            # list as boundaries (gpu_model_runner._get_eagle3_aux_layers_from_config); other layers than the
+            # trained ones are an error, the V2 runner's defaults below a warning unless --target shows them wrong.
+            v1 = ctx.meaning("vllm", ctx.ids[loc])
+            coincide += (f" (its V1 runner instead falls back to that list, read as boundaries {v1})" if v1 is not None
+                         else " (its V1 runner instead falls back to that list, which names no boundaries it "
+                              "reads: what it captures then is not established)")
+            if truth and v1 is not None and sorted(set(v1)) != sorted(set(truth)):
+                ctx.add("E-CAPTURE-MISMATCH", f"vLLM's V1 runner falls back to {LOCATIONS[loc][2:]} "
+                        f"{ctx.ids[loc]} and reads it as boundaries {v1}, but the drafter was trained on "
+                        f"boundaries {truth}", f"write the ids where vLLM reads them: {fix}", engine=p.name,
+                        where=LOCATIONS[loc])
+        ctx.add("W-CAPTURE-IDS-IGNORED", f"{p.label} reads capture ids only from "
+                f"{LOCATIONS[p.ids_from][2:]}: it ignores {LOCATIONS[loc][2:]} {ctx.ids[loc]} and captures "
+                f"its default boundaries {shown}{coincide}",
+                f"write the ids where {p.label} reads them: {fix}",
+                engine=p.name, where=LOCATIONS[loc])
+    else:
+        ctx.add("I-CAPTURE-DEFAULT", f"config.json names no capture ids: {p.label} captures its default "
+                f"boundaries {shown}", engine=p.name)
+    if ctx.cfg.num_aux_hidden_states != 3:
+        ctx.add("E-CAPTURE-COUNT", f"{p.label} captures its 3 default states but fc.weight fuses "
+                f"{ctx.cfg.num_aux_hidden_states}", f"write the capture ids the drafter was trained with where "
+                f"{p.label} reads them", engine=p.name, where="fc.weight")
+
+
+def _nothing_captured(ctx: Context, p: EngineProfile, read: list[int]) -> None:
+    """The ids `p` reads name no layer in its convention, or none it can capture on this target's family."""
+    lowest = 0 if p.name in BOUNDARY_CONVENTIONS else -1
+    if any(x < lowest for x in read):
+        ctx.add("E-CAPTURE-RANGE", f"{p.label} reads {LOCATIONS[p.ids_from][2:]} {read}: an id below "
+                f"{lowest} names no layer in its convention", "fix the capture ids", engine=p.name,
+                where=LOCATIONS[p.ids_from])
+    else:
+        ctx.add("E-CAPTURE-UNREACHABLE", f"{p.label} reads {LOCATIONS[p.ids_from][2:]} {read} and captures "
+                f"nothing for some of them on a {ctx.family}-family target (-1 names no layer there)",
+                "retrain on capturable layers, or serve the drafter with vLLM", engine=p.name,
+                where=LOCATIONS[p.ids_from])
+
+
+def _capture_mismatch(ctx: Context, p: EngineProfile, truth: list[int], captured: list[int],
+                      read: list[int] | None, convert: str) -> None:
     where = LOCATIONS[p.ids_from] if read is not None else LOCATIONS[ctx.home]
     how = (f"reads {LOCATIONS[p.ids_from][2:]} {read} as boundaries {captured}" if read is not None
            else f"captures its default boundaries {captured}")

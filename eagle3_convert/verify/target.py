@@ -15,10 +15,9 @@ from typing import Any, Callable
 
 import torch
 
-from .. import hub_client
 from ..errors import FormatError, UsageError
 from ..converters.checkpoint import read_json_file
-from ..sources import both_readings, endpoint_from_env, hub_error, is_repo_id
+from ..sources import is_repo_id, resolve_source
 from ..targets import local_target_name
 
 # What a target needs to run: config, weights and tokenizer (no .bin when safetensors exist: the Hub decides).
@@ -54,24 +53,14 @@ def resolve_target(spec: str, revision: str | None, endpoint: str | None, token:
                    ) -> tuple[Path, str | None]:
     """A local model directory as is, or a Hub repo id snapshotted (weights and tokenizer) into the HF cache."""
     local = Path(spec).expanduser()
-    if local.is_dir():
-        if not (local / "config.json").is_file():
-            raise FormatError(f"target {spec}: no config.json", "pass the target model's directory (config.json, "
-                              "weights and tokenizer) or its Hub repo id", code="E-TARGET-MISSING")
-        return local, None
-    if not is_repo_id(spec):
+    if local.is_dir() and not (local / "config.json").is_file():
+        raise FormatError(f"target {spec}: no config.json", "pass the target model's directory (config.json, "
+                          "weights and tokenizer) or its Hub repo id", code="E-TARGET-MISSING")
+    if not local.is_dir() and not is_repo_id(spec):
         raise FormatError(f"target {spec}: no such directory", "pass the target model's directory or its Hub repo "
                           "id (e.g. meta-llama/Llama-3.1-8B-Instruct)", code="E-TARGET-MISSING")
-    endpoint = endpoint_from_env(endpoint)
-    try:
-        with hub_client.quiet():
-            info = hub_client.api(endpoint, token).model_info(spec, revision=revision)
-            path = hub_client.snapshot_download(spec, revision=info.sha or revision, endpoint=endpoint, token=token,
-                                                allow_patterns=list(MODEL_FILES))
-    except Exception as exc:
-        raise both_readings(f"target {spec}", "no such directory",
-                            hub_error(exc, spec, "downloading", endpoint)) from None
-    return Path(path), info.sha
+    return resolve_source(spec, revision, endpoint=endpoint, token=token, files=MODEL_FILES,
+                          label=f"target {spec}")
 
 
 def pick_device(device: str) -> torch.device:
