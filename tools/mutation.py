@@ -259,17 +259,17 @@ EQUIVALENT: dict[str, str] = {
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
         ("absorb", (2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18)), ("add_alias", (7, 8))) for n in numbers},
-    # converters/vllm.py (session 7), numbered as at f1704ff, after two dead type checks went (the before run, at
-    # 4898e26, numbered read mutants 196-325 three higher)
+    # converters/vllm.py and eagle.py (session 7), numbered as after the merge of main at 02:05 UTC (56cff95: vllm's
+    # capture-id reading moved into _capture); the runs' own numbers are in tools/MUTATION-RESULTS.md
     "eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_39":
         "the correctly cased name instead of the miscased one: foreign_name is only tested against None afterwards",
     **{f"eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_{n}":
        "bool(raw.get(flag, None)) and bool(raw.get(flag)) read an absent flag as false, as the False default does"
        for n in (127, 129, 144, 146, 155, 157, 166, 168)},
-    **{f"eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_{n}":
+    **{f"eagle3_convert.converters.vllm.xǁVLLMLayoutǁ_capture__mutmut_{n}":
        "int_list's own message: the key table refuses capture ids that are no list of integers first (E-CAPTURE-FIELD)"
-       for n in (208, 214)},
-    "eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_315":
+       for n in (3, 9)},
+    "eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_244":
         "vLLM's one renaming rule (midlayer.) is not single_layer_only: to_canonical never reads the layer count",
     "eagle3_convert.converters.vllm.xǁVLLMLayoutǁdetect__mutmut_15":
         "confident None instead of False: the registry tests it for truth, and None is as false",
