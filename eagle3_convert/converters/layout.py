@@ -266,14 +266,14 @@ ARCHITECTURE_FAMILY = {
 TRTLLM_ONLY_ARCHITECTURES = frozenset({"EAGLE3LlamaForCausalLM", "Eagle3DeepSeekV3ForCausalLM"})
 
 
-def miscased_architecture(archs: Any) -> tuple[str, str] | None:
+def miscased_architecture(archs: list[Any]) -> tuple[str, str] | None:
     """(as written, the known name) for an architecture that differs from a known EAGLE-3 class in case only
     (AngelSlim's configs/qwen3/eagle3/qwen3-4b-eagle3.json writes Eagle3LLamaforCausalLM): every engine matches
     class names exactly and refuses it, but the class it means is not in doubt."""
     # (EAGLE3LlamaForCausalLM and Eagle3LlamaForCausalLM differ in case only: the name vLLM resolves wins)
     known = {name.casefold(): name for name in sorted(EAGLE3_ARCHITECTURES, key=TRTLLM_ONLY_ARCHITECTURES.__contains__,
                                                         reverse=True)}
-    for arch in archs if isinstance(archs, list) else ():
+    for arch in archs:
         if isinstance(arch, str) and arch not in EAGLE3_ARCHITECTURES and arch.casefold() in known:
             return arch, known[arch.casefold()]
     return None

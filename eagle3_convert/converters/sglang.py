@@ -15,6 +15,7 @@ from typing import Any
 from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
+from .vllm import ARCHITECTURE as VLLM_ARCHITECTURE
 from .base import (
     TOP_KEYS,
     Checkpoint,
@@ -94,7 +95,8 @@ class SGLangLayout(Layout):
         if m.norm_before_residual_key or (m.top_level_ids and not m.nested_ids):
             return None  # vLLM's markers (a top-level copy beside nested ids is ours, for vLLM)
         if m.has_eagle_config:
-            return Detection(self.name, True, f"{arch} config with eagle_config and no top-level ids")
+            ids = "ids nested and at the top level" if m.top_level_ids else "no top-level ids"
+            return Detection(self.name, True, f"{arch} config with eagle_config and {ids}")
         return Detection(self.name, False, f"{arch} flat config without layout markers (vLLM reads it the same way)")
 
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
@@ -108,10 +110,12 @@ class SGLangLayout(Layout):
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         built = next((fam for fam, arch in ARCHITECTURE.items() if arch in archs), None)
         if built is not None and built != fields["family"]:
+            family = fields["family"]
+            hint = f"set architectures to [{ARCHITECTURE[family]!r}]" if family in ARCHITECTURE else (
+                f"SGLang has no {family} drafter class; vLLM builds {VLLM_ARCHITECTURE[family]}: set architectures "
+                f"to [{VLLM_ARCHITECTURE[family]!r}] and convert with --from vllm")
             raise FormatError(f"architectures {archs} make SGLang build its {built} drafter class, but the config "
-                              f"describes a {fields['family']} drafter",
-                              f"set architectures to [{ARCHITECTURE.get(fields['family'], '?')!r}]",
-                              code="E-CONFIG-FAMILY")
+                              f"describes a {family} drafter", hint, code="E-CONFIG-FAMILY")
         if "draft_vocab_size" not in raw:
             raise FormatError("config.json has no draft_vocab_size", "SGLang fails to construct the drafter "
                               "without it: set it to the lm_head rows", code="E-CONFIG-FIELD")
@@ -163,7 +167,7 @@ class SGLangLayout(Layout):
                  options: ConvertOptions, notes: list[str]) -> tuple[list[int] | None, list[int] | None]:
         """The nested capture ids and the boundaries SGLang reads them as (for the target family, which it may
         infer and record in `fields`); a list only at the top level must be settled by --capture-layers."""
-        ids = eagle.get(IDS_KEY)
+        ids = eagle.get(IDS_KEY)  # (each a list of integers or absent: refuse_key_errors refused anything else)
         top = raw.get(IDS_KEY)
         given = given_capture(options)
         if ids is None and top is not None and given is not None and isinstance(top, list) and \
@@ -173,11 +177,8 @@ class SGLangLayout(Layout):
             raise FormatError(
                 f"capture ids {top} are only at the top level; SGLang ignores them there and captures its "
                 "defaults, while vLLM reads the same list as boundaries", "say how the training counted them: add "
-                f"`--capture-layers {','.join(map(str, top if isinstance(top, list) else []))} --convention sglang` "
+                f"`--capture-layers {','.join(map(str, top))} --convention sglang` "
                 "(SGLang block outputs) or `--convention boundary` (vLLM boundaries)", code="E-CAPTURE-AMBIGUOUS")
-        if ids is not None and (not isinstance(ids, list) or not all(isinstance(x, int) for x in ids)):
-            raise FormatError(f"eagle_config.eagle_aux_hidden_state_layer_ids is {ids!r}",
-                              "it must be a list of integers", code="E-CAPTURE-FIELD")
         boundaries = None
         if ids is not None:
             target, inferred = infer_target(ckpt, raw, fields["family"], options)
@@ -202,7 +203,8 @@ class SGLangLayout(Layout):
         refuse_unless(cfg.family in ARCHITECTURE,
                       f"SGLang has no {cfg.family} EAGLE-3 drafter class (q_norm/k_norm would be dropped silently)",
                       "serve it with vLLM: `--to speculators` or `--to vllm`", "E-FAMILY-UNSUPPORTED")
-        refuse_unless(not (cfg.attention_bias or cfg.mlp_bias or any(n.endswith(".bias") for n in drafter.tensors)),
+        # (every reader's tensor table refuses a bias tensor neither flag explains: the flags say it all)
+        refuse_unless(not (cfg.attention_bias or cfg.mlp_bias),
                       "the drafter has bias tensors; SGLang's Eagle3 loader drops biases silently",
                       "serve it with vLLM: `--to speculators` or `--to vllm`", "E-BIAS-UNSUPPORTED")
         if cfg.family == "deepseek_mla":

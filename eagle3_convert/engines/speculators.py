@@ -36,7 +36,8 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     if "speculators_model_type" not in config:
         r.refusal = "the speculators library reads only speculators-format configs (speculators_model_type)"
         return r
-    kind = KINDS.get(config["speculators_model_type"])
+    named = config["speculators_model_type"]
+    kind = KINDS.get(named) if isinstance(named, str) else None  # (a list or an object is no kind: no lookup)
     if kind is None:
         r.refusal = f"the speculators library builds no EAGLE-3-style drafter for {config['speculators_model_type']!r}"
         return r

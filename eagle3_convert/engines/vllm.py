@@ -162,7 +162,8 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
             r.refusal = (f"vLLM refuses it: Speculators verifier must name a remote model repository "
                          f"(name_or_path is {verifier!r})")
             return r
-        r.kind = SPECULATORS_KINDS.get(config.get("speculators_model_type"))
+        named = config.get("speculators_model_type")
+        r.kind = SPECULATORS_KINDS.get(named) if isinstance(named, str) else None  # (a list is no kind: no lookup)
         if r.kind is None:
             r.refusal = f"vLLM's speculators path builds no drafter for {config.get('speculators_model_type')!r} here"
             return r
