@@ -555,3 +555,14 @@ def test_eagle_refuses_recorded_boundaries_that_are_no_list_naming_the_sidecar(t
     sidecar.write_text(json.dumps(facts))
     assert refusal(tmp_path, tmp_path / "first" / "out", "eagle", "vllm") == (
         "error: eagle3-convert.json capture_boundaries is 'x' [E-CAPTURE-FIELD] — hint: it must be a list of integers")
+
+
+# ------------------------------------------------------------------ modelopt.py, writing
+
+
+def test_modelopt_refuses_four_states_without_capture_ids_naming_itself(tmp_path: Path):
+    src = built(tmp_path, "vllm", _no_ids, DrafterSpec(num_aux=4, capture_boundaries=(1, 3, 5, 6)))
+    assert refusal(tmp_path, src, "vllm", "modelopt") == (
+        "error: the drafter fuses 4 captured states but names no capture layers; the modelopt layout's engine would "
+        "capture its 3 default layers [E-CAPTURE-COUNT] — hint: add the capture ids the drafter was trained with to a "
+        "copy of the source config.json")
