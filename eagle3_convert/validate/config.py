@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import schemas
-from ..converters.base import decoder_fields, is_yarn
-from ..converters.config_keys import key_issues
+from ..converters.base import MAX_VOCAB_SIZE, decoder_fields, is_yarn
+from ..converters.config_keys import decoder_type_checks, key_issues
 from ..converters.modelopt import exported_yarn
 from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, drafter_kind, to_canonical
 from ..drafter import FAMILY_BY_MODEL_TYPE, KINDS, MLA_KEYS, DrafterConfig, wrong_target_width
@@ -141,6 +141,14 @@ def _decoder_key_path(dec: Mapping[str, Any], prefix: str, code: str) -> str:
         keys.append("num_hidden_layers")
     if "model_type" in dec and not isinstance(dec["model_type"], str):
         return f"{prefix}.model_type"
+    for key, (ok, _) in decoder_type_checks().items():  # the optional keys, typed next (base._check_optional_types)
+        if dec.get(key) is not None and not ok(dec[key]):
+            return f"{prefix}.{key}"
     if dec.get("model_type") in MLA_MODEL_TYPES:
         keys += MLA_KEYS
-    return next((f"{prefix}.{key}" for key in keys if not is_positive_int(dec.get(key))), prefix)
+
+    def refused(key: str) -> bool:  # as decoder_fields checks it (_require_int; _require_vocab_size's limit)
+        value = dec.get(key)
+        return not is_positive_int(value) or (key == "vocab_size" and value > MAX_VOCAB_SIZE)
+
+    return next((f"{prefix}.{key}" for key in keys if refused(key)), prefix)

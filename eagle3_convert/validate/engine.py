@@ -168,8 +168,8 @@ def _engine_keys(ctx: Context, p: EngineProfile) -> None:
     rules = p.rules_for(cfg.family)
     refused: list[str] = []
     for stored, intent in sorted(ctx.intents.items()):
-        if intent is None or intent not in expected or not p.builds(cfg, intent):
-            continue  # unknown, unused or unsupported: reported once, not per engine
+        if intent is None or intent not in expected:
+            continue  # unknown or unused: reported once, not per engine (what the engine cannot build: unsupported)
         loaded = to_canonical(stored, rules, cfg.num_layers)
         applied = to_stored(intent, rules, cfg.num_layers)
         if loaded != intent and p.builds_unapplied(cfg, loaded):

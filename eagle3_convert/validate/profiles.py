@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..converters import sglang, speculators, vllm
-from ..converters.layout import Rename
+from ..converters.layout import LayerRename, Rename
 from ..drafter import NORM_FLAGS, DrafterConfig, layer_index
 from ..engines import (sglang as sglang_rules, speculators as speculators_rules, trtllm as trtllm_rules,
                        vllm as vllm_rules)
@@ -23,8 +23,8 @@ class EngineProfile:
     label: str
     layout: str  # the layout eagle3-convert writes for it
     ids_from: str | None  # "top" or "nested" config location; None = a runtime argument
-    key_rules: tuple[Rename, ...]  # stored name -> the parameter it loads into
-    mla_key_rules: tuple[Rename, ...] | None  # its MLA drafter class, when it loads other names
+    key_rules: tuple[Rename | LayerRename, ...]  # stored name -> the parameter it loads into
+    mla_key_rules: tuple[Rename | LayerRename, ...] | None  # its MLA drafter class, when it loads other names
     classes: Mapping[str, str] | None  # architecture -> drafter family it builds; None: speculators format only
     reads_speculators_format: bool
     families: frozenset[str]
@@ -83,22 +83,10 @@ class EngineProfile:
             loaded == f"layers.{index}.{norm}.weight" for norm in self.later_norms_built
             if norm != self.later_norm_applied)
 
-    def builds(self, cfg: DrafterConfig, canonical: str) -> bool:
-        """Whether the model this engine constructs has a parameter for `canonical`."""
-        if canonical.endswith(".bias") and (cfg.family == "deepseek_mla" or not self.bias):
-            return False
-        mla = cfg.family == "deepseek_mla"
-        if mla and self.mla_max_layers and (layer_index(canonical) or 0) >= self.mla_max_layers:
-            return False
-        allowed = self.mla_flags if mla else self.flags
-        if canonical == "input_norm.weight" and "norm_before_fc" not in allowed:
-            return False
-        if canonical.startswith("fc_norm.") and "fc_norm" not in allowed:
-            return False
-        return True
-
 
 _UNPREFIXED_MIDLAYER = (Rename("layers.0.", "midlayer.", single_layer_only=True),)
+# TensorRT-LLM's Eagle3DecoderLayer names the pre-attention norm of layers >= 1 hidden_norm, the one it applies there
+_TRTLLM_NAMES = (*_UNPREFIXED_MIDLAYER, LayerRename("input_layernorm.", f"{trtllm_rules.LATER_NORM_APPLIED}."))
 _profiles: dict[str, EngineProfile] = {}
 
 
@@ -132,7 +120,7 @@ def engine_profiles() -> dict[str, EngineProfile]:
                 later_norms_built=sglang_rules.LATER_NORMS_BUILT, later_norm_applied=sglang_rules.LATER_NORM_APPLIED),
             "trtllm": EngineProfile(
                 name="trtllm", label="TensorRT-LLM", layout="modelopt", ids_from=trtllm_rules.IDS_FROM,
-                key_rules=_UNPREFIXED_MIDLAYER, mla_key_rules=None, classes={},
+                key_rules=_TRTLLM_NAMES, mla_key_rules=None, classes={},
                 family_from_config=trtllm_rules.built_family,
                 reads_speculators_format=False, families=trtllm_rules.FAMILIES, flags=trtllm_rules.FLAGS_READ,
                 mla_flags=trtllm_rules.FLAGS_READ, bias=trtllm_rules.BUILDS_BIAS, mla_max_layers=None,
