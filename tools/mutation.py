@@ -57,6 +57,10 @@ _LAYOUT_TESTS = ["tests/test_mutation_kills_layouts.py", "tests/test_detect.py",
 _ENGINE_READER_TESTS = ["tests/test_mutation_kills_engine_readers.py", "tests/test_mutation_kills_engines_validate.py",
                         "tests/test_engine_readers_2026.py", "tests/test_mutation_kills_engines.py",
                         "tests/test_engine_releases.py", "tests/test_engine_rules.py"]
+# vLLM, ModelOpt and EAGLE: their own kill tests (session 7), and the readers' and writers' refusals, notes and
+# configs written for them (session 6)
+_FLAT_LAYOUT_TESTS = ["tests/test_mutation_kills_vllm_modelopt_eagle.py", "tests/test_mutation_kills_converters.py",
+                      *_LAYOUT_TESTS]
 # module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
 # reach the mutated function)
 MODULES: dict[str, list[str]] = {
@@ -73,10 +77,10 @@ MODULES: dict[str, list[str]] = {
     # test_detect and the matrix cost minutes a surviving mutant under load: the kill tests that name SGLang
     "eagle3_convert/converters/sglang.py": ["tests/test_mutation_kills_layouts.py",
                                             "tests/test_mutation_kills_converters.py", "-k", "sglang"],
-    "eagle3_convert/converters/vllm.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/vllm.py": _FLAT_LAYOUT_TESTS,
     "eagle3_convert/converters/speculators.py": _LAYOUT_TESTS,
-    "eagle3_convert/converters/eagle.py": _LAYOUT_TESTS,
-    "eagle3_convert/converters/modelopt.py": _LAYOUT_TESTS,
+    "eagle3_convert/converters/eagle.py": _FLAT_LAYOUT_TESTS,
+    "eagle3_convert/converters/modelopt.py": _FLAT_LAYOUT_TESTS,
     "eagle3_convert/validate/tensors.py": ["tests/test_mutation_kills_validate.py", "tests/test_caught_bugs.py",
                                            "tests/test_validate.py"],
     "eagle3_convert/validate/vocab.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py"],
@@ -340,6 +344,33 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.engines.block_diffusion.x__sglang__mutmut_21": "top_level_too None or False: both falsy",
     "eagle3_convert.engines.mlxvlm.x_capture_hooks__mutmut_34":
         "max(n - 3, 0) or max(n - 3, 1) as the third default boundary: its hook is max(b - 1, 0), 0 for both",
+    # converters/vllm.py and eagle.py (session 7), numbered as after the merge of main at 02:05 UTC (56cff95: vllm's
+    # capture-id reading moved into _capture); the runs' own numbers are in tools/MUTATION-RESULTS.md
+    "eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_39":
+        "the correctly cased name instead of the miscased one: foreign_name is only tested against None afterwards",
+    **{f"eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_{n}":
+       "bool(raw.get(flag, None)) and bool(raw.get(flag)) read an absent flag as false, as the False default does"
+       for n in (127, 129, 144, 146, 155, 157, 166, 168)},
+    **{f"eagle3_convert.converters.vllm.xǁVLLMLayoutǁ_capture__mutmut_{n}":
+       "int_list's own message: the key table refuses capture ids that are no list of integers first (E-CAPTURE-FIELD)"
+       for n in (3, 9)},
+    "eagle3_convert.converters.vllm.xǁVLLMLayoutǁread__mutmut_244":
+        "vLLM's one renaming rule (midlayer.) is not single_layer_only: to_canonical never reads the layer count",
+    "eagle3_convert.converters.vllm.xǁVLLMLayoutǁdetect__mutmut_15":
+        "confident None instead of False: the registry tests it for truth, and None is as false",
+    **{f"eagle3_convert.converters.vllm.xǁVLLMLayoutǁdetect__mutmut_{n}":
+       "confident None instead of False: the registry tests it for truth, and None is as false" for n in (40, 98)},
+    **{f"eagle3_convert.converters.eagle.xǁEagleLayoutǁplan__mutmut_{n}":
+       "EAGLE's one renaming rule (midlayer.) is not single_layer_only: to_stored never reads the layer count"
+       for n in (200, 204)},
+    "eagle3_convert.converters.eagle.xǁEagleLayoutǁread__mutmut_20":
+        "MODELED & FOREIGN_FLAGS (empty) for their union: every key of both is in NEVER_CARRIED or DECODER_SEMANTIC, "
+        "which split_decoder_extra leaves out anyway (the sets are redundant)",
+    **{f"eagle3_convert.converters.eagle.xǁEagleLayoutǁread__mutmut_{n}":
+       "EAGLE's one renaming rule (midlayer.) is not single_layer_only: to_canonical never reads the layer count"
+       for n in (138, 144)},
+    "eagle3_convert.converters.vllm.xǁVLLMLayoutǁplan__mutmut_77":
+        "nested_required=None reads as False: a nested list SGLang cannot spell is left out either way",
     "eagle3_convert.registry.writes.x_forget_location__mutmut_3":
         "another string that is no drafter id spares nothing as '' does: drafter ids are 64 hex digits",
     "eagle3_convert.registry.writes.x_upsert__mutmut_74":

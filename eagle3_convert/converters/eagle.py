@@ -117,7 +117,8 @@ class EagleLayout(Layout):
         ignored = [k for k in FOREIGN_FLAGS if raw.get(k)]
         if ignored:
             notes.append(f"ignored {', '.join(ignored)}: original EAGLE's code reads none of them")
-        own = {} if raw.get("architectures") == ARCHITECTURES else {"architectures": raw.get("architectures")}
+        archs = raw.get("architectures")  # another spelling is kept; none is written as the published one
+        own = {} if archs in (None, ARCHITECTURES) else {"architectures": archs}
         fields["layout_extra"] = {self.name: own} if own else {}
         restore_from_sidecar(ckpt, fields)
         # Our writer checked an explicit list against EAGLE's default before dropping it from config.json.

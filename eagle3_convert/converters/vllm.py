@@ -142,16 +142,16 @@ class VLLMLayout(Layout):
             if mask is None:
                 notes.append(f"a P-EAGLE drafter ({named}) whose config names no mask token "
                              f"({', '.join(PEAGLE_MASK_KEYS)}): vLLM and the speculators layout need it")
-            elif not isinstance(mask, int) or isinstance(mask, bool) or mask < 0:
+            elif mask < 0:  # (the key table refuses a mask token that is no integer, a boolean included)
                 raise FormatError(f"the P-EAGLE mask token is {mask!r}", "it must be a token id (an integer >= 0)",
                                   code="E-CONFIG-FIELD")
             fields["mask_token_id"] = mask
         ids, fields["capture_boundaries"] = self._capture(raw, eagle, fields, options, notes)
         ckpt = drop_unused_layer_norms(ckpt, "hidden_norm", "input_layernorm", "vLLM", "sglang", notes)
         tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
-        declared = raw.get("num_aux_hidden_states")
-        fields["num_aux_hidden_states"] = infer_num_aux(
-            tensors.get("fc.weight"), fields, declared if isinstance(declared, int) else None, ids)
+        # (the key table refuses a num_aux_hidden_states that is no positive integer)
+        fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields,
+                                                        raw.get("num_aux_hidden_states"), ids)
 
         own: dict[str, Any] = {}
         if archs != [ARCHITECTURE[fields["family"]]] and foreign_name is None and fields["kind"] == "eagle3":
