@@ -12,7 +12,8 @@ import pytest
 from builders import (DrafterSpec, RawTensor, _write_pickle, build_drafter, stored_tensors, write_safetensors,
                       write_target)
 from conftest import run_cli, tensor_hashes
-from test_mutation_kills_converters import MLA, _both, _no_ids, _pop, built, last_line, nested, notes, put
+from test_mutation_kills_converters import (FIRST_LAYER_NORM_ON, MLA, _both, _no_ids, _pop, built, last_line, megatron,
+                                            modelopt_file, nested, notes, put)
 
 # ------------------------------------------------------------------ vllm.py, writing
 
@@ -114,6 +115,20 @@ DETECTIONS = {
         "modelopt", put(architectures=["LlamaForCausalLMEagle3Deep"],
                         eagle_config={"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]}),
         None, "modelopt", "LlamaForCausalLMEagle3Deep (ModelOpt's Megatron multi-layer export)"),
+    # a sure reading wins over the speculators layout's guess
+    "modelopt: NVIDIA's fields beside a speculators object": (
+        "modelopt", put(transformer_layer_config={"model_type": "llama"}), None, "modelopt",
+        f"eagle_config has NVIDIA ModelOpt fields ({_MODELOPT_FIELDS})"),
+    "modelopt: the Megatron multi-layer class beside a speculators object": (
+        "modelopt", put(architectures=["LlamaForCausalLMEagle3Deep"], transformer_layer_config={"model_type": "llama"},
+                        eagle_config={"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]}),
+        None, "modelopt", "LlamaForCausalLMEagle3Deep (ModelOpt's Megatron multi-layer export)"),
+    # without NVIDIA's fields a quantized export is as sure a ModelOpt file as an SGLang one: both named
+    "modelopt: a quantization config beside a plain eagle_config": (
+        "modelopt", put(quantization_config={"quant_method": "modelopt"},
+                        eagle_config={"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]}),
+        None, None, "sglang: LlamaForCausalLMEagle3 config with eagle_config and no top-level ids; modelopt: an Eagle3 "
+                    "config with a ModelOpt quantization config"),
     "eagle: a pickle with midlayer.*": (
         "eagle", put(), DrafterSpec(pickled=True), "eagle", "pytorch_model.bin with midlayer.* tensors (SafeAILab EAGLE)"),
     "eagle: a pickle of the training template": (  # midlayer.* without an Eagle3 class is enough in a pickle
@@ -566,3 +581,155 @@ def test_modelopt_refuses_four_states_without_capture_ids_naming_itself(tmp_path
         "error: the drafter fuses 4 captured states but names no capture layers; the modelopt layout's engine would "
         "capture its 3 default layers [E-CAPTURE-COUNT] — hint: add the capture ids the drafter was trained with to a "
         "copy of the source config.json")
+
+
+def test_modelopt_refuses_the_source_with_a_speculators_boundary_it_cannot_spell(tmp_path: Path):
+    """Boundary -1 (before the embeddings) has no ModelOpt id: the nested list is required, so the writer refuses
+    instead of writing the top-level list alone."""
+    src = built(tmp_path, "speculators", lambda c: c.__setitem__("eagle_aux_hidden_state_layer_ids", [-1, 2, 4]))
+    assert refusal(tmp_path, src, "speculators", "modelopt") == (
+        "error: modelopt cannot capture boundary -1 (the output of block -2) on any target: the capture would silently "
+        "go missing [E-CAPTURE-UNREACHABLE] — hint: retrain the drafter on capturable layers, or serve it with vLLM "
+        "(speculators/vllm layouts)")
+
+
+def test_modelopt_shields_a_file_sglang_misreads_on_the_target_named_by_the_flag(tmp_path: Path):
+    """ModelOpt ids [0, 2, 4] (boundaries 1, 3, 5): SGLang on a DeepSeek target reads a list not starting at 1 as
+    boundaries as written. Only --target says the target is DeepSeek's, and the shield is judged on it."""
+    spec = DrafterSpec(capture_boundaries=(1, 3, 5), target_model_type="deepseek_v3")
+    config, said = convert(tmp_path, build_drafter(tmp_path / "src", "vllm", spec), "vllm", "modelopt", "--target",
+                           str(write_target(tmp_path / "target", spec)))
+    assert (config["architectures"], config["eagle_config"]["eagle_aux_hidden_state_layer_ids"]) == (
+        ["Eagle3LlamaForCausalLM"], [0, 2, 4])
+    assert said[-1] == ("architectures set to ['Eagle3LlamaForCausalLM'], a name vLLM resolves and SGLang refuses: "
+                        "SGLang would load this file and serve it wrong (captures layers [0, 2, 4], trained on [1, 3, 5])")
+
+
+def test_modelopt_names_itself_when_an_engine_it_is_for_would_serve_it_wrong(tmp_path: Path):
+    """vLLM 0.18.0 reads no norm_before_fc: the ModelOpt file of such a drafter is refused, the layout named."""
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec(norm_before_fc=True))
+    assert refusal(tmp_path, src, "vllm", "modelopt", "--engine", "vllm==0.18.0") == (
+        "error: the modelopt layout is for vLLM (V1 runner), vLLM (V2 runner), TensorRT-LLM (from source), and vLLM "
+        "(V1 runner) would serve this file wrong: norm_before_fc True in training, False in vLLM (V1 runner) "
+        "[E-ENGINE-WRONG] — hint: convert to a layout whose engine serves the drafter as trained (`--to vllm` serves "
+        "every variant)")
+
+
+# ------------------------------------------------------------------ modelopt.py, reading: keys and Vd
+
+
+def test_modelopt_reads_through_the_key_table(tmp_path: Path):
+    """A wrong type is refused as the key table words it (not as a missing eagle_config); a stray key is noted,
+    beside every later note."""
+    src = built(tmp_path / "a", "modelopt", put(eagle_config="x"))
+    assert refusal(tmp_path / "a", src, "modelopt", "vllm") == (
+        "error: eagle_config is 'x' (JSON string); the modelopt reader expects an object and would coerce it "
+        "[E-CONFIG-FIELD] — hint: write eagle_config as an object in config.json")
+    _, said = convert(tmp_path / "b", built(tmp_path / "b", "modelopt", put(foo_bar=1)), "modelopt", "vllm")
+    assert said == ["foo_bar is no key the modelopt layout's producers write; carried verbatim, and no engine reads it"]
+
+
+def test_modelopt_without_architectures_is_read(tmp_path: Path):
+    config, said = convert(tmp_path, built(tmp_path, "modelopt", _pop("architectures")), "modelopt", "vllm")
+    assert (config["architectures"], said) == (["LlamaForCausalLMEagle3"], [])
+
+
+_FULL = DrafterSpec(draft_vocab_size=None)
+
+
+def _without(tensors: dict[str, RawTensor], *names: str) -> dict[str, RawTensor]:
+    return {n: t for n, t in tensors.items() if n not in names}
+
+
+def _base_head(drop: str) -> dict[str, RawTensor]:
+    """The builder's Vd = 32 export with the base model's [96, H] head copied in, and without `drop`."""
+    tensors = stored_tensors("modelopt", DrafterSpec())
+    tensors["lm_head.weight"] = stored_tensors("modelopt", _FULL)["lm_head.weight"]
+    return _without(tensors, drop)
+
+
+_BASE_HEAD = ("error: lm_head.weight is [96, H]: the base model's head, which ModelOpt copies in when the draft has "
+              "none, but the drafter's vocab is Vd = 32: its own [32, H] head is missing [E-MODELOPT-BASE-HEAD] — "
+              "hint: re-export the drafter together with its trained draft head")
+_NO_HEAD = ("error: required tensor 'lm_head.weight' is missing [E-KEY-MISSING] — hint: the checkpoint is incomplete; "
+            "engines would load it silently with random weights")
+
+
+@pytest.mark.parametrize("spec, tensors, edit, line", [
+    (DrafterSpec(), _base_head("d2t"), put(), _BASE_HEAD),  # Vd from draft_vocab_size
+    (DrafterSpec(), _base_head("draft_vocab_size"), _pop("draft_vocab_size"), _BASE_HEAD),  # Vd from d2t
+    (_FULL, _without(stored_tensors("modelopt", _FULL), "lm_head.weight"), _pop("draft_vocab_size"), _NO_HEAD),
+    (_FULL, megatron(_without(stored_tensors("modelopt", _FULL), "lm_head.weight")),
+     _both(_pop("draft_vocab_size"), FIRST_LAYER_NORM_ON), _NO_HEAD),
+], ids=["declared Vd, base head", "Vd of d2t, base head", "no head", "Megatron, no head"])
+def test_modelopt_vd_is_taken_from_the_config_then_d2t_then_the_head(tmp_path: Path, spec: DrafterSpec,
+                                                                     tensors: dict, edit, line: str):
+    assert refusal(tmp_path, modelopt_file(tmp_path, spec, tensors, edit), "modelopt", "vllm") == line
+
+
+@pytest.mark.parametrize("tensors, edit, said", [
+    (stored_tensors("modelopt", _FULL), _pop("draft_vocab_size"),
+     ["lm_head.weight covers the full vocab and there is no d2t: ModelOpt copies the base model's head in when the "
+      "draft trains none; engines use it as the draft head either way"]),
+    (megatron(stored_tensors("modelopt", _FULL)), FIRST_LAYER_NORM_ON,
+     ["ModelOpt Megatron export (midlayer.*): its first-layer norm is the engines' hidden_norm",
+      "lm_head.weight covers the full vocab and there is no d2t: ModelOpt copies the base model's head in when the "
+      "draft trains none; engines use it as the draft head either way"]),
+], ids=["no draft_vocab_size, no d2t", "Megatron, Vd = V, no d2t"])
+def test_modelopt_a_full_vocab_export_without_d2t_is_read(tmp_path: Path, tensors: dict, edit, said: list[str]):
+    config, noted = convert(tmp_path, modelopt_file(tmp_path, _FULL, tensors, edit), "modelopt", "vllm")
+    assert (config["draft_vocab_size"], noted) == (96, said)
+
+
+def test_modelopt_a_draft_head_with_t2d_and_no_d2t_is_read_in_silence(tmp_path: Path):
+    """The head is the draft's own [32, H]: no note about a full-vocab head, although there is no d2t."""
+    tensors = _without(stored_tensors("modelopt", DrafterSpec()), "d2t")
+    tensors["t2d"] = stored_tensors("sglang", DrafterSpec())["t2d"]
+    config, said = convert(tmp_path, modelopt_file(tmp_path, DrafterSpec(), tensors), "modelopt", "vllm")
+    assert (config["draft_vocab_size"], said) == (32, [])
+
+
+def test_modelopt_merges_the_twin_norm_of_later_layers_and_refuses_an_orphan(tmp_path: Path):
+    """Layers >= 1 of a ModelOpt file carry their pre-attention norm as hidden_norm (TensorRT-LLM) and
+    input_layernorm (vLLM): read once, with a note; hidden_norm alone is SGLang's naming."""
+    spec = DrafterSpec(num_layers=2)
+    tensors = stored_tensors("modelopt", spec)
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    _, said = convert(tmp_path / "a", modelopt_file(tmp_path / "a", spec, tensors), "modelopt", "vllm")
+    assert said == ["merged layers.1.hidden_norm.weight into input_layernorm (identical weights): vLLM's layers >= 1 "
+                    "normalise with input_layernorm and never read hidden_norm"]
+    src = modelopt_file(tmp_path / "b", spec, _without(tensors, "layers.1.input_layernorm.weight"))
+    assert refusal(tmp_path / "b", src, "modelopt", "vllm") == (
+        "error: layers.1.hidden_norm.weight has no input_layernorm beside it: vLLM normalises layers >= 1 with "
+        "input_layernorm and would leave it random [E-KEY-MISSING] — hint: the names look like sglang's: convert with "
+        "--from sglang")
+
+
+def test_modelopt_checks_the_fc_width_against_the_nested_ids(tmp_path: Path):
+    src = built(tmp_path, "modelopt", nested("eagle_config", eagle_aux_hidden_state_layer_ids=[1, 3, 4, 6]))
+    assert refusal(tmp_path, src, "modelopt", "vllm") == (
+        "error: fc.weight fuses 3 captured states but the config lists 4 capture ids [1, 3, 4, 6] [E-CAPTURE-COUNT] — "
+        "hint: the capture id list and the fc width must agree")
+
+
+def test_modelopt_refuses_a_tensor_of_no_drafter_naming_itself(tmp_path: Path):
+    tensors = stored_tensors("modelopt", DrafterSpec())
+    tensors["foo.weight"] = tensors["norm.weight"]
+    assert refusal(tmp_path, modelopt_file(tmp_path, DrafterSpec(), tensors), "modelopt", "vllm") == (
+        "error: tensor 'foo.weight' is not part of an EAGLE-3 drafter in the modelopt layout [E-KEY-UNKNOWN] — hint: "
+        "no engine loads it (SGLang skips it without a word, vLLM's loader fails on it); rename it to the layout's key "
+        "or remove it (`eagle3-convert inspect SRC` lists the expected names)")
+
+
+def test_modelopt_records_nvidias_fields_in_the_sidecar_and_nothing_without_them(tmp_path: Path):
+    convert(tmp_path / "own", built(tmp_path / "own", "modelopt", put()), "modelopt", "vllm")
+    assert json.loads((tmp_path / "own" / "out" / "eagle3-convert.json").read_text())["layout_extra"] == {
+        "modelopt": {"eagle_config": NVIDIA_FIELDS}}
+    plain = put(eagle_config={"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [1, 3, 4],
+                              "use_input_layernorm_in_first_layer": False})
+    convert(tmp_path / "plain", built(tmp_path / "plain", "modelopt", plain), "modelopt", "vllm")
+    assert json.loads((tmp_path / "plain" / "out" / "eagle3-convert.json").read_text())["layout_extra"] == {}
+
+
+NVIDIA_FIELDS = {"use_last_layernorm": True, "use_mtp_layernorm": False, "next_layer_regular": True,
+                 "parallel_draft_step": 1, "parallel_draft_heads_num_layers": 1}

@@ -371,6 +371,17 @@ EQUIVALENT: dict[str, str] = {
        for n in (138, 144)},
     "eagle3_convert.converters.vllm.xǁVLLMLayoutǁplan__mutmut_77":
         "nested_required=None reads as False: a nested list SGLang cannot spell is left out either way",
+    # converters/modelopt.py (session 7, finished in session 8), numbered as at 7a7c269
+    **{f"eagle3_convert.converters.modelopt.xǁModelOptLayoutǁread__mutmut_{n}":
+       "bool(raw.get(flag, None)) and bool(raw.get(flag)) read an absent flag as false, as the False default does"
+       for n in (171, 173, 182, 184, 194, 196, 201, 203)},
+    "eagle3_convert.converters.modelopt.xǁModelOptLayoutǁread__mutmut_31":
+        "eagle_config taken whatever its type: the key table refuses a non-object first (E-CONFIG-FIELD), and an "
+        "absent one (None) fails `not eagle` as {} does",
+    "eagle3_convert.converters.modelopt.xǁModelOptLayoutǁread__mutmut_92":
+        "int_list's own message: the key table refuses capture ids that are no list of integers first (E-CAPTURE-FIELD)",
+    "eagle3_convert.converters.modelopt.xǁModelOptLayoutǁread__mutmut_141":
+        "the hint's ids of a top-level value that is no list: the key table refuses such ids first (E-CAPTURE-FIELD)",
     "eagle3_convert.registry.writes.x_forget_location__mutmut_3":
         "another string that is no drafter id spares nothing as '' does: drafter ids are 64 hex digits",
     "eagle3_convert.registry.writes.x_upsert__mutmut_74":
