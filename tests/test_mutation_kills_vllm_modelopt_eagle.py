@@ -584,8 +584,9 @@ def test_modelopt_refuses_four_states_without_capture_ids_naming_itself(tmp_path
 
 
 def test_modelopt_refuses_the_source_with_a_speculators_boundary_it_cannot_spell(tmp_path: Path):
-    """Boundary -1 (before the embeddings) has no ModelOpt id: the nested list is required, so the writer refuses
-    instead of writing the top-level list alone."""
+    """Boundary -1 is no layer and has no ModelOpt id: the nested list is required, so the writer refuses instead of
+    writing the top-level list alone. (The speculators reader takes a negative id as it stands, where vLLM's refuses
+    it: should it refuse it too, this refusal comes first from there, and nested_required has no other case.)"""
     src = built(tmp_path, "speculators", lambda c: c.__setitem__("eagle_aux_hidden_state_layer_ids", [-1, 2, 4]))
     assert refusal(tmp_path, src, "speculators", "modelopt") == (
         "error: modelopt cannot capture boundary -1 (the output of block -2) on any target: the capture would silently "
