@@ -583,15 +583,16 @@ def test_modelopt_refuses_four_states_without_capture_ids_naming_itself(tmp_path
         "copy of the source config.json")
 
 
-def test_modelopt_refuses_the_source_with_a_speculators_boundary_it_cannot_spell(tmp_path: Path):
-    """Boundary -1 is no layer and has no ModelOpt id: the nested list is required, so the writer refuses instead of
-    writing the top-level list alone. (The speculators reader takes a negative id as it stands, where vLLM's refuses
-    it: should it refuse it too, this refusal comes first from there, and nested_required has no other case.)"""
+@pytest.mark.parametrize("to", ["vllm", "speculators", "modelopt", "sglang"])
+def test_a_negative_speculators_boundary_is_refused_where_it_is_read(tmp_path: Path, to: str):
+    """Boundary -1 is no layer in the speculators convention (validate says E-CAPTURE-RANGE). The speculators reader
+    took it as it stood, where vLLM's refuses it: `--to vllm` and `--to speculators` wrote it out, and the registry
+    recorded it (found by issue 26's modelopt mutation pass). Every destination now refuses it at the reader."""
     src = built(tmp_path, "speculators", lambda c: c.__setitem__("eagle_aux_hidden_state_layer_ids", [-1, 2, 4]))
-    assert refusal(tmp_path, src, "speculators", "modelopt") == (
-        "error: modelopt cannot capture boundary -1 (the output of block -2) on any target: the capture would silently "
-        "go missing [E-CAPTURE-UNREACHABLE] — hint: retrain the drafter on capturable layers, or serve it with vLLM "
-        "(speculators/vllm layouts)")
+    assert refusal(tmp_path, src, "speculators", to) == (
+        "error: eagle_aux_hidden_state_layer_ids [-1, 2, 4]: an id below 0 names no layer in the speculators "
+        "convention [E-CAPTURE-RANGE] — hint: speculators ids are boundaries >= 0 (0: the embedding output): write "
+        "the ids the drafter was trained on into a copy of config.json")
 
 
 def test_modelopt_shields_a_file_sglang_misreads_on_the_target_named_by_the_flag(tmp_path: Path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..capture_ids import IDS_KEY
+from ..capture_ids import IDS_KEY, engine_boundaries
 from ..drafter import BLOCK_KINDS, NORM_FLAGS, Drafter, TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
@@ -102,6 +102,10 @@ class SpeculatorsLayout(Layout):
                                "speculators trainer writes true) into a copy of config.json and convert that",
                                code="E-CONFIG-DEFAULTS-DIFFER")
         ids = raw.get(IDS_KEY)  # its type is config_keys' to check (E-CAPTURE-FIELD), before any reader runs
+        if ids is not None and engine_boundaries(self.engine, ids) is None:  # as vLLM's reader refuses it
+            raise FormatError(f"{IDS_KEY} {ids}: an id below 0 names no layer in the speculators convention",
+                              "speculators ids are boundaries >= 0 (0: the embedding output): write the ids the "
+                              "drafter was trained on into a copy of config.json", code="E-CAPTURE-RANGE")
         fields["capture_boundaries"] = ids
         fields["kind"] = kind
         if kind == "peagle":
