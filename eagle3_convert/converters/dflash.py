@@ -54,13 +54,24 @@ SPECULATORS_KEYS = {"architectures", "auto_map", "speculators_model_type", "spec
                     "transformer_layer_config", "draft_vocab_size", "target_hidden_size", "aux_hidden_state_layer_ids",
                     "mask_token_id", *TOP_KEYS}
 IDS = {"speculators": "aux_hidden_state_layer_ids", "dflash": "dflash_config.target_layer_ids"}
+# The lowest id each layout's list can hold, the embedding output: speculators' ids are boundaries (its converter
+# writes a flat id + 1), the flat ids one lower (hidden_states[-1] would be the last layer)
+LOWEST_ID = {"speculators": (0, "speculators ids are boundaries >= 0 (0: the embedding output)"),
+             "dflash": (-1, "dflash ids are target layers >= -1 (-1: the embedding output; readers take "
+                            "hidden_states[id + 1])")}
 
 
-def _ids(value: Any, where: str) -> list[int]:
-    if not (isinstance(value, list) and value and all(is_int(x) and x >= -1 for x in value)):
+def _ids(value: Any, layout: str) -> list[int]:
+    where = IDS[layout]
+    if not (isinstance(value, list) and value and all(is_int(x) for x in value)):
         raise FormatError(f"{where} is {value!r}: the target layers the drafter reads (vLLM and SGLang build it "
                           "from them)", f"write {where} into config.json, as the drafter was trained",
                           code="E-CONFIG-FIELD")
+    lowest, meaning = LOWEST_ID[layout]
+    if min(value) < lowest:
+        raise FormatError(f"{where} {value}: an id below {lowest} names no layer in the {layout} convention",
+                          f"{meaning}: write the ids the drafter was trained on into a copy of config.json",
+                          code="E-CAPTURE-RANGE")
     return list(value)
 
 
@@ -135,7 +146,7 @@ def read_speculators(ckpt: Checkpoint, options: ConvertOptions, kind: str) -> Dr
         raise FormatError("speculators config has no transformer_layer_config object",
                           f"a speculators {LABEL[kind]} config nests the drafter's decoder config there",
                           code="E-CONFIG-FIELD")
-    boundaries = _ids(raw.get(IDS["speculators"]), IDS["speculators"])
+    boundaries = _ids(raw.get(IDS["speculators"]), "speculators")
     mask = _mask_token(raw.get("mask_token_id"), "mask_token_id", kind)
     algorithm = {k: v for k, v in raw.items() if k not in SPECULATORS_KEYS}
     if kind == "dspark" and "sample_from_anchor" not in algorithm:
@@ -227,7 +238,7 @@ class DFlashLayout(Layout):
             raise FormatError(f"dflash_config is {nested!r}", "it must be an object", code="E-CONFIG-FIELD")
         nested = dict(nested or {})
         ids = _one_value(nested, raw, "target_layer_ids")
-        boundaries = block_diffusion_boundaries(_ids(ids, IDS["dflash"]))
+        boundaries = block_diffusion_boundaries(_ids(ids, self.name))
         mask = _mask_token(_one_value(nested, raw, "mask_token_id"), "dflash_config.mask_token_id", kind)
         algorithm = {k: v for k, v in nested.items() if k not in ("target_layer_ids", "mask_token_id")}
         for key in ("block_size", *DSPARK_TOP_KEYS):

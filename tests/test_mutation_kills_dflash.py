@@ -1,0 +1,461 @@
+"""DFlash and DSpark in their two layouts, word for word (issue 26, session 8: the mutation survivors of
+eagle3_convert/converters/dflash.py).
+
+The files are tests/test_drafters_2026_block.py's independent builders: SpecForge's published
+configs/qwen3-8b-{dflash,dspark}.json shrunk (the flat `dflash` layout) and speculators' DFlash/DSpark configs as its
+config classes save them. One change each, through the real CLI: the drafter `inspect` reads, the config and tensors
+`convert` writes for each layout that holds a block-diffusion drafter (dflash, speculators), its notes, its one-line
+refusals word for word, and which layout detection names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from builders import RawTensor, write_safetensors
+from conftest import run_cli, tensor_hashes
+from test_drafters_2026_block import RANK, VOCAB, _tensor, body_tensors, specforge_drafter, speculators_drafter
+
+Edit = Callable[[dict[str, Any]], Any]
+VERIFIER = "Qwen/Qwen3-8B"
+MASK = VOCAB - 3  # the builders' mask token
+FLAT_CLASS = {"dflash": "DFlashDraftModel", "dspark": "DSparkDraftModel"}
+SPECULATORS_CLASS = {"dflash": "DFlashSpeculator", "dspark": "DSparkSpeculator"}
+LABEL = {"dflash": "DFlash", "dspark": "DSpark"}
+SAMPLE_NOTE = "sample_from_anchor absent: read as true, as vLLM and SGLang read a flat DSpark config"
+BOTH_PLACES_NOTE = ("the DSpark fields are written in dflash_config (SpecForge reads them there) and at the top level "
+                    "(vLLM, SGLang and speculators' converter read them there)")
+# What the shrunk SpecForge configs hold besides the decoder
+SPECFORGE_OWN = ("architectures", "auto_map", "block_size", "dflash_config", "num_target_layers", "dtype")
+SPECFORGE_DSPARK_NESTED = {"attention_mode": "gqa", "confidence_head_alpha": 1.0, "confidence_head_with_markov": True,
+                           "enable_confidence_head": True, "markov_head_type": "vanilla", "markov_rank": RANK,
+                           "projector_type": "dspark"}
+DSPARK_HEADS = {"markov_rank": RANK, "markov_head_type": "vanilla", "enable_confidence_head": True,
+                "confidence_head_with_markov": True}
+
+
+# ------------------------------------------------------------------ the files, one change each
+
+def flat(tmp_path: Path, kind: str, *edits: Edit, name: str = "src",
+         tensors: Callable[[dict[str, RawTensor]], dict[str, RawTensor]] | None = None) -> Path:
+    """SpecForge's published config of `kind`, shrunk, as its trainer saves the drafter; then `edits` (and `tensors`:
+    the tensors it saves instead, from those it saves)."""
+    src = specforge_drafter(tmp_path / name, kind)
+    if tensors is not None:
+        write_safetensors(src / "model.safetensors", tensors(body_tensors(written(src), kind)))
+    return edited(src, *edits)
+
+
+def spec(tmp_path: Path, kind: str, *edits: Edit, ids: list[int] | None = None, name: str = "src",
+         **builder: Any) -> Path:
+    """speculators' DFlash/DSpark as its config class saves it (boundaries [2, 18, 34]); then `edits`."""
+    return edited(speculators_drafter(tmp_path / name, kind, ids or [2, 18, 34], **builder), *edits)
+
+
+def edited(src: Path, *edits: Edit) -> Path:
+    config = json.loads((src / "config.json").read_text())
+    for edit in edits:
+        edit(config)
+    (src / "config.json").write_text(json.dumps(config, indent=2))
+    return src
+
+
+def top(**keys: Any) -> Edit:
+    return lambda c: c.update(keys)
+
+
+def nested(**keys: Any) -> Edit:
+    return lambda c: c["dflash_config"].update(keys)
+
+
+def drop(*keys: str) -> Edit:
+    return lambda c: [c.pop(k) for k in keys]
+
+
+def drop_nested(*keys: str) -> Edit:
+    return lambda c: [c["dflash_config"].pop(k) for k in keys]
+
+
+def lift(key: str) -> Edit:
+    """`key` moved from dflash_config to the top level (deepseek-ai's dense DSpark spelling)."""
+    return lambda c: c.update({key: c["dflash_config"].pop(key)})
+
+
+def convert(src: Path, dest: Path, *args: str) -> Any:
+    return run_cli("--no-record", *args, src, dest)
+
+
+def written(dest: Path) -> dict[str, Any]:
+    return json.loads((dest / "config.json").read_text())
+
+
+def notes(stdout: str) -> list[str]:
+    return [line.removeprefix("note: ") for line in stdout.splitlines() if line.startswith("note: ")]
+
+
+def refused(result: Any) -> str:
+    """The one line of a refusal (after the line saying which layout was detected), with no traceback."""
+    assert result.exit_code == 1 and "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("detected ")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def reading(src: Path, *args: str) -> dict[str, Any]:
+    """The drafter `inspect --json` reads (the canonical config, the target, the reader's notes)."""
+    view = json.loads(run_cli("inspect", "--json", *args, src).stdout)["drafter"]
+    return {k: view[k] for k in ("layout", "config", "target", "notes")}
+
+
+# ------------------------------------------------------------------ what each reader reads
+
+COMMON = {"family": "qwen3", "hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "head_dim": 16, "num_layers": 2, "rms_norm_eps": 1e-06, "hidden_act": "silu",
+          "max_position_embeddings": 40960, "mla": None, "vocab_size": VOCAB, "draft_vocab_size": VOCAB,
+          "target_hidden_size": 64, "norm_before_residual": False, "norm_before_fc": False, "fc_norm": False,
+          "norm_output": False, "input_layernorm_on_hidden": False, "attention_bias": False, "mlp_bias": False,
+          "tie_word_embeddings": False, "mask_token_id": MASK, "rope": {"rope_theta": 1000000, "rope_type": "default"}}
+NO_TARGET = {"name_or_path": None, "architectures": [], "revision": None, "model_type": None, "num_hidden_layers": None,
+             "hidden_size": None, "vocab_size": None}
+READINGS = {
+    "specforge dflash": ("flat", "dflash", "dflash", {"num_aux_hidden_states": 5,
+                                                      "capture_boundaries": [2, 10, 18, 26, 34],
+                                                      "algorithm": {"block_size": 16}},
+                         {**NO_TARGET, "num_hidden_layers": 36}, []),
+    "specforge dspark": ("flat", "dspark", "dflash", {"num_aux_hidden_states": 5,
+                                                      "capture_boundaries": [2, 10, 18, 26, 34],
+                                                      "algorithm": {**SPECFORGE_DSPARK_NESTED, "block_size": 7,
+                                                                    "sample_from_anchor": True}},
+                         {**NO_TARGET, "num_hidden_layers": 36}, [SAMPLE_NOTE]),
+    "speculators dflash": ("spec", "dflash", "speculators", {
+        "num_aux_hidden_states": 3, "capture_boundaries": [2, 18, 34],
+        "algorithm": {"block_size": 8, "sliding_window_non_causal": False, "sample_from_anchor": False}},
+        {**NO_TARGET, "name_or_path": VERIFIER, "architectures": ["Qwen3ForCausalLM"]}, []),
+    "speculators dspark": ("spec", "dspark", "speculators", {
+        "num_aux_hidden_states": 3, "capture_boundaries": [2, 18, 34],
+        "algorithm": {"block_size": 8, "sliding_window_non_causal": False, "sample_from_anchor": True,
+                      **DSPARK_HEADS}},
+        {**NO_TARGET, "name_or_path": VERIFIER, "architectures": ["Qwen3ForCausalLM"]}, []),
+}
+
+
+@pytest.mark.parametrize("case", READINGS)
+def test_each_layout_reads_the_drafter_its_engines_build(tmp_path: Path, case: str):
+    builder, kind, layout, fields, target, said = READINGS[case]
+    src = (flat if builder == "flat" else spec)(tmp_path, kind)
+    assert reading(src) == {"layout": layout, "config": {"kind": kind, **COMMON, **fields}, "target": target,
+                            "notes": said}
+
+
+# ------------------------------------------------------------------ what each writer writes
+
+
+def flat_decoder(config: dict[str, Any]) -> dict[str, Any]:
+    """The decoder config of a SpecForge file, as every writer spells it (mlp_bias written out)."""
+    return {**{k: v for k, v in config.items() if k not in SPECFORGE_OWN}, "mlp_bias": False}
+
+
+def expected_flat_from_specforge(source: dict[str, Any], kind: str) -> dict[str, Any]:
+    out = {**source, "mlp_bias": False}
+    if kind == "dspark":  # the fields vLLM and SGLang read at the top level, written there too
+        out["dflash_config"] = {**source["dflash_config"], "sample_from_anchor": True}
+        out.update(DSPARK_HEADS, sample_from_anchor=True, mask_token_id=MASK, target_layer_ids=[1, 9, 17, 25, 33])
+    return out
+
+
+def expected_speculators_from_specforge(source: dict[str, Any], kind: str) -> dict[str, Any]:
+    algorithm = {k: v for k, v in source["dflash_config"].items() if k not in ("mask_token_id", "target_layer_ids")}
+    if kind == "dspark":
+        algorithm["sample_from_anchor"] = True
+    return {
+        "architectures": [SPECULATORS_CLASS[kind]], "speculators_model_type": kind, "speculators_version": "0.9.0",
+        **algorithm, "block_size": source["block_size"], "dtype": "bfloat16",
+        "speculators_config": {"algorithm": kind, "default_proposal_method": "greedy", "proposal_methods": [
+            # the drafted tokens: DFlash's block less its anchor (16 - 1); DSpark samples from the anchor (7)
+            {"accept_tolerance": 0.0, "proposal_type": "greedy", "speculative_tokens": 15 if kind == "dflash" else 7,
+             "verifier_accept_k": 1}], "verifier": {"architectures": [], "name_or_path": VERIFIER}},
+        "transformer_layer_config": flat_decoder(source), "draft_vocab_size": VOCAB, "target_hidden_size": None,
+        "aux_hidden_state_layer_ids": [2, 10, 18, 26, 34], "mask_token_id": MASK}
+
+
+def expected_flat_from_speculators(source: dict[str, Any], kind: str) -> dict[str, Any]:
+    out = {**source["transformer_layer_config"], "attention_bias": False, "mlp_bias": False,
+           "architectures": [FLAT_CLASS[kind]], "block_size": 8,
+           # vLLM's update_dflash: causal = not sliding_window_non_causal
+           "dflash_config": {"causal": True, "mask_token_id": MASK, "sample_from_anchor": kind == "dspark",
+                             "target_layer_ids": [1, 17, 33]}}
+    if kind == "dspark":
+        out["dflash_config"].update(DSPARK_HEADS)
+        out.update(DSPARK_HEADS, sample_from_anchor=True, mask_token_id=MASK, target_layer_ids=[1, 17, 33])
+    return out
+
+
+def expected_speculators_from_speculators(source: dict[str, Any], kind: str) -> dict[str, Any]:
+    return {**source, "transformer_layer_config": {**source["transformer_layer_config"], "attention_bias": False,
+                                                   "mlp_bias": False}}
+
+
+WRITES = {  # source builder, destination -> (the config written, as a function of the source's; its notes)
+    ("flat", "dflash"): (expected_flat_from_specforge, {"dflash": [], "dspark": [SAMPLE_NOTE, BOTH_PLACES_NOTE]}),
+    ("flat", "speculators"): (expected_speculators_from_specforge, {"dflash": [], "dspark": [SAMPLE_NOTE]}),
+    ("spec", "dflash"): (expected_flat_from_speculators, {"dflash": [], "dspark": [BOTH_PLACES_NOTE]}),
+    ("spec", "speculators"): (expected_speculators_from_speculators, {"dflash": [], "dspark": []}),
+}
+
+
+@pytest.mark.parametrize("kind", ["dflash", "dspark"])
+@pytest.mark.parametrize("builder, layout", WRITES)
+def test_each_destination_writes_the_config_its_readers_read(tmp_path: Path, builder: str, layout: str, kind: str):
+    """Every layout that holds a block-diffusion drafter, from both: the whole config.json, every tensor byte for
+    byte under its own name, and the notes. Only a SpecForge file needs --verifier for speculators (a speculators
+    file names its own, which is written back with its architectures)."""
+    src = (flat if builder == "flat" else spec)(tmp_path, kind)
+    args = ("--verifier", VERIFIER) if (builder, layout) == ("flat", "speculators") else ()
+    result = convert(src, tmp_path / "out", "--to", layout, *args)
+    assert result.exit_code == 0, result.stderr
+    expected, said = WRITES[builder, layout]
+    assert written(tmp_path / "out") == expected(written(src), kind)
+    assert tensor_hashes(tmp_path / "out") == tensor_hashes(src)
+    assert notes(result.stdout) == said[kind]
+
+
+# ------------------------------------------------------------------ each refusal, word for word
+
+def _ids_line(where: str, value: str) -> str:
+    return (f"error: {where} is {value}: the target layers the drafter reads (vLLM and SGLang build it from them) "
+            f"[E-CONFIG-FIELD] — hint: write {where} into config.json, as the drafter was trained")
+
+
+def _mask_line(where: str, value: str, kind: str) -> str:
+    return (f"error: {where} is {value}: a {LABEL[kind]} drafter fills its block with this token (vLLM's proposer "
+            f"fails without it) [E-CONFIG-FIELD] — hint: write {where} into config.json (the token it was trained with)")
+
+
+def _twice_line(key: str, inner: str, outer: str) -> str:
+    return (f"error: dflash_config.{key} is {inner} but the top-level {key} is {outer} [E-CONFIG-FIELD] — hint: "
+            "engines read one or the other: keep the trained value in both")
+
+
+def _rank_line(value: str) -> str:
+    return (f"error: markov_rank is {value}: DSpark's Markov head is sized by it [E-CONFIG-FIELD] — hint: write "
+            "markov_rank into config.json, as the drafter was trained")
+
+
+def _unbuilt_line(tensor: str, kind: str, key: str, value: str) -> str:
+    return (f"error: tensor {tensor!r} belongs to a head this {LABEL[kind]} config does not build ({key} is {value}) "
+            f"[E-KEY-UNUSED] — hint: engines drop such tensors silently; fix {key} or remove the tensor")
+
+
+def _no_verifier_line(kind: str) -> str:
+    return ("error: the speculators layout must name its verifier: speculators' from_pretrained loads a "
+            f"{LABEL[kind]} drafter's embedding and head from it (load_verifier_weights), and this drafter does not "
+            "say which it is [E-VERIFIER-MISSING] — hint: pass --verifier ORG/TARGET_MODEL (the model it was trained "
+            "against)")
+
+
+def _without(*prefixes: str) -> Callable[[dict[str, RawTensor]], dict[str, RawTensor]]:
+    return lambda tensors: {n: t for n, t in tensors.items() if not n.startswith(prefixes)}
+
+
+def _plus_markov_head(tensors: dict[str, RawTensor]) -> dict[str, RawTensor]:
+    return {**tensors, "markov_head.markov_w1.weight": _tensor("w1", VOCAB, RANK)}
+
+
+DFLASH_IDS, SPEC_IDS = "dflash_config.target_layer_ids", "aux_hidden_state_layer_ids"
+# name -> (builder, kind, edits, the tensors saved instead, CLI arguments, the refusal)
+REFUSALS: dict[str, tuple[str, str, tuple[Edit, ...], Any, tuple[str, ...], str]] = {
+    "flat: no DFlash or DSpark class, read --from dflash": (
+        "flat", "dflash", (top(architectures=["Qwen3ForCausalLM"]),), None, ("--from", "dflash"),
+        "error: config.json has no kind named (EAGLE-3), not a DFlash or DSpark architecture [E-CONFIG-ALGORITHM] — "
+        "hint: the dflash layout holds DFlashDraftModel, DSparkDraftModel drafters"),
+    "flat: dflash_config no object": (
+        "flat", "dflash", (top(dflash_config=[1, 2]),), None, (),
+        "error: dflash_config is [1, 2] [E-CONFIG-FIELD] — hint: it must be an object"),
+    "flat: no dflash_config": ("flat", "dflash", (drop("dflash_config"),), None, (), _ids_line(DFLASH_IDS, "None")),
+    "flat: ids missing": ("flat", "dflash", (drop_nested("target_layer_ids"),), None, (),
+                          _ids_line(DFLASH_IDS, "None")),
+    "flat: ids empty": ("flat", "dflash", (nested(target_layer_ids=[]),), None, (), _ids_line(DFLASH_IDS, "[]")),
+    "flat: ids a string": ("flat", "dflash", (nested(target_layer_ids="1,9"),), None, (),
+                           _ids_line(DFLASH_IDS, "'1,9'")),
+    "flat: an id a boolean": ("flat", "dflash", (nested(target_layer_ids=[True, 9, 17, 25, 33]),), None, (),
+                              _ids_line(DFLASH_IDS, "[True, 9, 17, 25, 33]")),
+    "flat: an id a float": ("flat", "dflash", (nested(target_layer_ids=[1, 9, 17, 25, 33.0]),), None, (),
+                            _ids_line(DFLASH_IDS, "[1, 9, 17, 25, 33.0]")),
+    "flat: ids in both places, two values": (
+        "flat", "dflash", (top(target_layer_ids=[1, 9, 17, 25, 34]),), None, (),
+        _twice_line("target_layer_ids", "[1, 9, 17, 25, 33]", "[1, 9, 17, 25, 34]")),
+    "flat: mask token missing": ("flat", "dflash", (drop_nested("mask_token_id"),), None, (),
+                                 _mask_line("dflash_config.mask_token_id", "None", "dflash")),
+    "flat: mask token -1": ("flat", "dspark", (nested(mask_token_id=-1),), None, (),
+                            _mask_line("dflash_config.mask_token_id", "-1", "dspark")),
+    "flat: mask token a string": ("flat", "dflash", (nested(mask_token_id="509"),), None, (),
+                                  _mask_line("dflash_config.mask_token_id", "'509'", "dflash")),
+    "flat: mask token in both places, two values": (
+        "flat", "dflash", (top(mask_token_id=MASK - 1),), None, (), _twice_line("mask_token_id", "509", "508")),
+    "flat: block size in both places, two values": (
+        "flat", "dflash", (nested(block_size=8),), None, (), _twice_line("block_size", "8", "16")),
+    **{f"flat dspark: {key} in both places, two values": (
+        "flat", "dspark", (nested(sample_from_anchor=True), top(**{key: other})), None, (),
+        _twice_line(key, inner, repr(other)))
+       for key, inner, other in (("markov_rank", "8", 2 * RANK), ("markov_head_type", "'vanilla'", "mlp"),
+                                 ("enable_confidence_head", "True", False),
+                                 ("confidence_head_with_markov", "True", False), ("sample_from_anchor", "True", False))},
+    "flat: draft_vocab_size 0": ("flat", "dflash", (top(draft_vocab_size=0),), None, (),
+                                 "error: draft_vocab_size is 0 [E-CONFIG-FIELD] — hint: set draft_vocab_size to the "
+                                 "lm_head rows"),
+    "flat: draft_vocab_size a string": ("flat", "dflash", (top(draft_vocab_size="128"),), None, (),
+                                        "error: draft_vocab_size is '128' [E-CONFIG-FIELD] — hint: set "
+                                        "draft_vocab_size to the lm_head rows"),
+    "flat: a reduced vocabulary without its head": (
+        "flat", "dspark", (top(draft_vocab_size=128),), None, (),
+        "error: the drafter drafts 128 of 512 tokens but stores no lm_head.weight [E-KEY-MISSING] — hint: the "
+        "verifier's full head cannot stand in for a reduced one (vLLM refuses: qwen3_dspark.py); add the drafter's "
+        "lm_head"),
+    "flat dspark: markov_rank missing": ("flat", "dspark", (drop_nested("markov_rank"),), None, (),
+                                         _rank_line("None")),
+    "flat dspark: markov_rank -1": ("flat", "dspark", (nested(markov_rank=-1),), None, (), _rank_line("-1")),
+    "flat dspark: markov_rank a string": ("flat", "dspark", (nested(markov_rank="8"),), None, (), _rank_line("'8'")),
+    "flat dspark: markov_rank a boolean": ("flat", "dspark", (nested(markov_rank=True),), None, (),
+                                           _rank_line("True")),
+    "flat dspark: rank 0, the Markov head stored": (
+        "flat", "dspark", (nested(markov_rank=0),), None, (),
+        _unbuilt_line("markov_head.markov_w1.weight", "dspark", "markov_rank", "0")),
+    "flat dspark: no confidence head built, one stored": (
+        "flat", "dspark", (nested(enable_confidence_head=False),), None, (),
+        _unbuilt_line("confidence_head.proj.bias", "dspark", "enable_confidence_head", "False")),
+    "flat dflash: a Markov head stored": (
+        "flat", "dflash", (), _plus_markov_head, (),
+        _unbuilt_line("markov_head.markov_w1.weight", "dflash", "markov_rank", "None")),
+    "flat dflash: a Markov head stored, the rank named": (
+        "flat", "dflash", (nested(markov_rank=RANK),), _plus_markov_head, (),
+        _unbuilt_line("markov_head.markov_w1.weight", "dflash", "markov_rank", "8")),
+    "flat dspark: the Markov head missing": (
+        "flat", "dspark", (), _without("markov_head."), (),
+        "error: markov_rank is 8 but no markov_head.* tensor is stored [E-KEY-MISSING] — hint: the checkpoint is "
+        "incomplete: engines would build that head with random weights"),
+    "flat dspark: the confidence head missing": (
+        "flat", "dspark", (), _without("confidence_head."), (),
+        "error: enable_confidence_head is True but no confidence_head.* tensor is stored [E-KEY-MISSING] — hint: the "
+        "checkpoint is incomplete: engines would build that head with random weights"),
+    "flat: to speculators without a verifier": ("flat", "dspark", (), None, ("--to", "speculators"),
+                                                _no_verifier_line("dspark")),
+    "flat: to speculators with a local verifier": (
+        "flat", "dflash", (), None, ("--to", "speculators", "--verifier", "./qwen3"),
+        "error: the verifier would be written as './qwen3', a local path, and `vllm serve` refuses a speculators "
+        "verifier that is not a Hub repository id [E-VERIFIER-LOCAL] — hint: pass --verifier ORG/NAME, the Hub repo "
+        "id of the target model"),
+    "speculators: no transformer_layer_config": (
+        "spec", "dspark", (drop("transformer_layer_config"),), None, (),
+        "error: speculators config has no transformer_layer_config object [E-CONFIG-FIELD] — hint: a speculators "
+        "DSpark config nests the drafter's decoder config there"),
+    "speculators: transformer_layer_config no object": (
+        "spec", "dflash", (top(transformer_layer_config=[1]),), None, (),
+        "error: speculators config has no transformer_layer_config object [E-CONFIG-FIELD] — hint: a speculators "
+        "DFlash config nests the drafter's decoder config there"),
+    "speculators: ids missing": ("spec", "dflash", (drop(SPEC_IDS),), None, (), _ids_line(SPEC_IDS, "None")),
+    "speculators: ids empty": ("spec", "dflash", (top(aux_hidden_state_layer_ids=[]),), None, (),
+                               _ids_line(SPEC_IDS, "[]")),
+    "speculators: mask token missing": ("spec", "dspark", (drop("mask_token_id"),), None, (),
+                                        _mask_line("mask_token_id", "None", "dspark")),
+    "speculators: mask token -1": ("spec", "dflash", (top(mask_token_id=-1),), None, (),
+                                   _mask_line("mask_token_id", "-1", "dflash")),
+    "speculators dspark: no sample_from_anchor": (
+        "spec", "dspark", (drop("sample_from_anchor"),), None, (),
+        "error: sample_from_anchor is absent: speculators' DSparkSpeculatorConfig reads it as true, vLLM's "
+        "update_dspark as false, so the file names no single drafter [E-CONFIG-DEFAULTS-DIFFER] — hint: write "
+        "sample_from_anchor (as the drafter was trained) into a copy of config.json and convert that"),
+    "speculators: draft_vocab_size 0": ("spec", "dflash", (top(draft_vocab_size=0),), None, (),
+                                        "error: draft_vocab_size is 0 [E-CONFIG-FIELD] — hint: set draft_vocab_size "
+                                        "to the lm_head rows"),
+    "speculators dspark: markov_rank missing": ("spec", "dspark", (drop("markov_rank"),), None, (),
+                                                _rank_line("None")),
+    "speculators dspark: no confidence head built, one stored": (
+        "spec", "dspark", (top(enable_confidence_head=False),), None, (),
+        _unbuilt_line("confidence_head.proj.bias", "dspark", "enable_confidence_head", "False")),
+    "speculators: no verifier named, to speculators": (
+        "spec", "dflash", (lambda c: c["speculators_config"].pop("verifier"),), None, ("--to", "speculators"),
+        _no_verifier_line("dflash")),
+    "speculators: a verifier with an empty name, to speculators": (
+        "spec", "dspark", (lambda c: c["speculators_config"]["verifier"].update(name_or_path=""),), None,
+        ("--to", "speculators"), _no_verifier_line("dspark")),
+    "speculators: a verifier that is no object, to speculators": (
+        "spec", "dflash", (lambda c: c["speculators_config"].update(verifier=VERIFIER),), None,
+        ("--to", "speculators"), _no_verifier_line("dflash")),
+    "speculators: a local verifier, to speculators": (
+        "spec", "dflash", (lambda c: c["speculators_config"]["verifier"].update(name_or_path="/models/qwen3"),), None,
+        ("--to", "speculators"),
+        "error: the verifier would be written as '/models/qwen3', a local path, and `vllm serve` refuses a "
+        "speculators verifier that is not a Hub repository id [E-VERIFIER-LOCAL] — hint: pass --verifier ORG/NAME, "
+        "the Hub repo id of the target model"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_each_refusal_word_for_word(tmp_path: Path, case: str):
+    builder, kind, edits, tensors, args, line = REFUSALS[case]
+    src = flat(tmp_path, kind, *edits, tensors=tensors) if builder == "flat" else spec(tmp_path, kind, *edits)
+    if "--to" not in args:
+        args = (*args, "--to", "dflash")
+    result = convert(src, tmp_path / "out", *args)
+    assert refused(result) == line
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ what a change reads as, and is written as
+
+def test_fields_written_at_the_top_level_only_are_read_and_written_in_both_places(tmp_path: Path):
+    """deepseek-ai's dense DSpark (and speculators' DSparkConverter, which reads it) writes the head fields, the ids
+    and the mask token at the top level, not in dflash_config: the same drafter as SpecForge's nested spelling."""
+    keys = ("target_layer_ids", "mask_token_id", *DSPARK_HEADS)
+    src = flat(tmp_path, "dspark", *(lift(k) for k in keys))
+    result = convert(src, tmp_path / "out", "--to", "dflash")
+    assert result.exit_code == 0, result.stderr
+    published = json.loads(specforge_drafter(tmp_path / "published", "dspark").joinpath("config.json").read_text())
+    assert written(tmp_path / "out") == expected_flat_from_specforge(published, "dspark")
+
+
+@pytest.mark.parametrize("kind", ["dflash", "dspark"])
+def test_the_same_value_in_both_places_is_one_drafter(tmp_path: Path, kind: str):
+    both = {"target_layer_ids": [1, 9, 17, 25, 33], "mask_token_id": MASK, "block_size": 16 if kind == "dflash" else 7}
+    src = flat(tmp_path, kind, top(**both), nested(**both))
+    result = convert(src, tmp_path / "out", "--to", "dflash")
+    assert result.exit_code == 0, result.stderr
+    published = json.loads(specforge_drafter(tmp_path / "published", kind).joinpath("config.json").read_text())
+    # one copy, where each engine reads it: DFlash's in dflash_config only, DSpark's in both places
+    assert written(tmp_path / "out") == expected_flat_from_specforge(published, kind)
+
+
+def test_the_lowest_ids_and_mask_token_are_read(tmp_path: Path):
+    """dflash_config id -1 is the embedding output (boundary 0; every reader takes hidden_states[id + 1]), and token
+    0 is a token: both are read and carried."""
+    src = flat(tmp_path, "dflash", nested(target_layer_ids=[-1, 9, 17, 25, 33], mask_token_id=0))
+    result = convert(src, tmp_path / "out", "--to", "speculators", "--verifier", VERIFIER)
+    assert result.exit_code == 0, result.stderr
+    out = written(tmp_path / "out")
+    assert (out["aux_hidden_state_layer_ids"], out["mask_token_id"]) == ([0, 10, 18, 26, 34], 0)
+    back = convert(tmp_path / "out", tmp_path / "back", "--to", "dflash")
+    assert back.exit_code == 0, back.stderr
+    assert written(tmp_path / "back")["dflash_config"] == {"mask_token_id": 0, "target_layer_ids": [-1, 9, 17, 25, 33]}
+
+
+def test_a_speculators_boundary_below_0_is_refused(tmp_path: Path):
+    """Before: aux_hidden_state_layer_ids [-1, 18, 34] converted to the flat layout as target_layer_ids
+    [-2, 17, 33] (hidden_states[-1] in z-lab's reader: the LAST layer), which this tool's own dflash reader then
+    refuses, and the per-engine lines said vLLM and SGLang serve it 'as trained'. speculators' ids are boundaries:
+    its converter writes a flat id + 1, so -1 (the embedding output) is 0."""
+    src = spec(tmp_path, "dflash", ids=[-1, 18, 34])
+    result = convert(src, tmp_path / "out", "--to", "dflash")
+    assert refused(result) == (
+        "error: aux_hidden_state_layer_ids [-1, 18, 34]: an id below 0 names no layer in the speculators convention "
+        "[E-CAPTURE-RANGE] — hint: speculators ids are boundaries >= 0 (0: the embedding output): write the ids the "
+        "drafter was trained on into a copy of config.json")
+    assert not (tmp_path / "out").exists()
+    flat_src = flat(tmp_path, "dflash", nested(target_layer_ids=[-2, 9, 17, 25, 33]), name="flat")
+    assert refused(convert(flat_src, tmp_path / "out", "--to", "dflash")) == (
+        "error: dflash_config.target_layer_ids [-2, 9, 17, 25, 33]: an id below -1 names no layer in the dflash "
+        "convention [E-CAPTURE-RANGE] — hint: dflash ids are target layers >= -1 (-1: the embedding output; readers "
+        "take hidden_states[id + 1]): write the ids the drafter was trained on into a copy of config.json")
