@@ -232,7 +232,8 @@ def _ids_line(where: str, value: str) -> str:
 
 def _mask_line(where: str, value: str, kind: str) -> str:
     return (f"error: {where} is {value}: a {LABEL[kind]} drafter fills its block with this token (vLLM's proposer "
-            f"fails without it) [E-CONFIG-FIELD] — hint: write {where} into config.json (the token it was trained with)")
+            f"fails without it) [E-CONFIG-FIELD] — hint: write {where} into config.json (the token it was trained "
+            "with)")
 
 
 def _twice_line(key: str, inner: str, outer: str) -> str:
@@ -303,7 +304,8 @@ REFUSALS: dict[str, tuple[str, str, tuple[Edit, ...], Any, tuple[str, ...], str]
         _twice_line(key, inner, repr(other)))
        for key, inner, other in (("markov_rank", "8", 2 * RANK), ("markov_head_type", "'vanilla'", "mlp"),
                                  ("enable_confidence_head", "True", False),
-                                 ("confidence_head_with_markov", "True", False), ("sample_from_anchor", "True", False))},
+                                 ("confidence_head_with_markov", "True", False),
+                                 ("sample_from_anchor", "True", False))},
     "flat: draft_vocab_size 0": ("flat", "dflash", (top(draft_vocab_size=0),), None, (),
                                  "error: draft_vocab_size is 0 [E-CONFIG-FIELD] — hint: set draft_vocab_size to the "
                                  "lm_head rows"),
@@ -459,3 +461,177 @@ def test_a_speculators_boundary_below_0_is_refused(tmp_path: Path):
         "error: dflash_config.target_layer_ids [-2, 9, 17, 25, 33]: an id below -1 names no layer in the dflash "
         "convention [E-CAPTURE-RANGE] — hint: dflash ids are target layers >= -1 (-1: the embedding output; readers "
         "take hidden_states[id + 1]): write the ids the drafter was trained on into a copy of config.json")
+
+
+@pytest.mark.parametrize("depth, written_depth", [(36, 36), (None, None), ("36", None), (0, None), (True, None)])
+def test_the_target_depth_is_read_from_num_target_layers_only_as_a_positive_integer(tmp_path: Path, depth: Any,
+                                                                                   written_depth: int | None):
+    """SpecForge's num_target_layers is the target's depth: the last boundary a drafter may capture (id 35 is block 36
+    of 36, id 36 no layer), and what the flat writer writes back; anything else says no depth."""
+    edits = (drop("num_target_layers"),) if depth is None else (top(num_target_layers=depth),)
+    src = flat(tmp_path, "dflash", *edits, nested(target_layer_ids=[1, 9, 17, 25, 35]))
+    result = convert(src, tmp_path / "out", "--to", "dflash")
+    assert result.exit_code == 0, result.stderr
+    assert written(tmp_path / "out").get("num_target_layers") == written_depth
+    assert reading(src)["target"] == (None if written_depth is None else {**NO_TARGET, "num_hidden_layers": 36})
+    beyond = flat(tmp_path, "dflash", *edits, nested(target_layer_ids=[1, 9, 17, 25, 36]), name="beyond")
+    result = convert(beyond, tmp_path / "beyond-out", "--to", "dflash")
+    if written_depth is None:
+        assert result.exit_code == 0, result.stderr
+    else:
+        assert refused(result) == (
+            "error: capture boundaries [2, 10, 18, 26, 37] include [37], outside [0, 36] of the 36-layer target: no "
+            "engine captures them [E-CAPTURE-RANGE] — hint: check --target is the model the drafter was trained for, "
+            "and the ids' convention")
+
+
+def test_sample_from_anchor_false_is_read_and_changes_the_drafted_tokens(tmp_path: Path):
+    """A flat DSpark that says sample_from_anchor false (at the top level, where vLLM and SGLang read it): no note,
+    and the block's anchor is not drafted (speculative_tokens 7 - 1)."""
+    src = flat(tmp_path, "dspark", top(sample_from_anchor=False))
+    result = convert(src, tmp_path / "out", "--to", "speculators", "--verifier", VERIFIER)
+    assert result.exit_code == 0, result.stderr
+    assert notes(result.stdout) == []
+    out = written(tmp_path / "out")
+    assert out["sample_from_anchor"] is False
+    assert out["speculators_config"]["proposal_methods"][0]["speculative_tokens"] == 6
+    flat_out = convert(src, tmp_path / "flat", "--to", "dflash")
+    assert notes(flat_out.stdout) == [BOTH_PLACES_NOTE]
+    assert written(tmp_path / "flat")["dflash_config"]["sample_from_anchor"] is False
+    assert written(tmp_path / "flat")["sample_from_anchor"] is False
+
+
+def test_without_a_block_size_neither_writer_names_one(tmp_path: Path):
+    src = flat(tmp_path, "dflash", drop("block_size"))
+    assert convert(src, tmp_path / "flat", "--to", "dflash").exit_code == 0
+    assert "block_size" not in written(tmp_path / "flat")
+    assert convert(src, tmp_path / "spec", "--to", "speculators", "--verifier", VERIFIER).exit_code == 0
+    out = written(tmp_path / "spec")
+    assert "block_size" not in out and out["speculators_config"]["proposal_methods"][0]["speculative_tokens"] is None
+
+
+@pytest.mark.parametrize("builder", ["flat", "spec"])
+def test_causality_is_carried_in_each_layouts_spelling(tmp_path: Path, builder: str):
+    """vLLM reads a flat file's dflash_config.causal, and a speculators file's sliding_window_non_causal as its
+    negation (update_dflash): each writer spells the same causality its way."""
+    if builder == "flat":
+        src = flat(tmp_path, "dflash", nested(causal=False))
+        out = convert(src, tmp_path / "out", "--to", "speculators", "--verifier", VERIFIER)
+        assert out.exit_code == 0, out.stderr
+        assert written(tmp_path / "out")["sliding_window_non_causal"] is True
+        assert "causal" not in written(tmp_path / "out")
+    else:
+        src = spec(tmp_path, "dflash", top(sliding_window_non_causal=True))
+        out = convert(src, tmp_path / "out", "--to", "dflash")
+        assert out.exit_code == 0, out.stderr
+        assert written(tmp_path / "out")["dflash_config"] == {"causal": False, "mask_token_id": MASK,
+                                                              "sample_from_anchor": False,
+                                                              "target_layer_ids": [1, 17, 33]}
+
+
+def test_a_flat_causal_beside_a_speculators_spelling_is_kept(tmp_path: Path):
+    """A flat dflash_config holding both spellings: vLLM reads dflash_config.causal from a flat file, so it is the
+    one the flat writer keeps."""
+    src = flat(tmp_path, "dflash", nested(causal=False, sliding_window_non_causal=False))
+    assert convert(src, tmp_path / "out", "--to", "dflash").exit_code == 0
+    assert written(tmp_path / "out")["dflash_config"] == {"causal": False, "mask_token_id": MASK,
+                                                          "target_layer_ids": [1, 9, 17, 25, 33]}
+
+
+@pytest.mark.parametrize("layout", ["dflash", "speculators"])
+def test_the_vocabulary_and_target_width_are_written_where_they_differ_from_the_decoders(tmp_path: Path, layout: str):
+    """A draft vocabulary equal to the target's is not written to the flat file (vLLM reads vocab_size then), and
+    speculators always names it; a target_hidden_size is written to both."""
+    src = flat(tmp_path, "dflash", top(draft_vocab_size=VOCAB, target_hidden_size=64))
+    args = ("--verifier", VERIFIER) if layout == "speculators" else ()
+    assert convert(src, tmp_path / "out", "--to", layout, *args).exit_code == 0
+    out = written(tmp_path / "out")
+    assert out.get("draft_vocab_size") == (None if layout == "dflash" else VOCAB)
+    assert out["target_hidden_size"] == 64
+
+
+@pytest.mark.parametrize("layout", ["dflash", "speculators"])
+def test_a_reduced_vocabulary_is_written_with_its_map(tmp_path: Path, layout: str):
+    """The drafter's own head [128, H] and its d2t/t2d, to both layouts, under their own names."""
+    src = spec(tmp_path, "dflash", draft_vocab=128)
+    assert convert(src, tmp_path / "out", "--to", layout).exit_code == 0
+    assert written(tmp_path / "out")["draft_vocab_size"] == 128
+    assert tensor_hashes(tmp_path / "out") == tensor_hashes(src)
+    assert {"d2t", "t2d", "lm_head.weight"} <= set(tensor_hashes(src))
+
+
+def test_a_speculators_draft_vocab_size_left_out_is_the_decoders(tmp_path: Path):
+    src = spec(tmp_path, "dflash", drop("draft_vocab_size"))
+    assert reading(src)["config"]["draft_vocab_size"] == VOCAB
+    assert convert(src, tmp_path / "out", "--to", "dflash").exit_code == 0
+    assert "draft_vocab_size" not in written(tmp_path / "out")
+
+
+def test_the_speculators_config_of_the_source_is_kept_and_its_verifier_renamed_by_verifier(tmp_path: Path):
+    """Its own keys carried; the algorithm is the drafter's kind; --verifier replaces the verifier it names; a
+    verifier's architectures that are no list are none."""
+    src = spec(tmp_path, "dspark", lambda c: c["speculators_config"].update(algorithm="DSPARK", note="kept"),
+               lambda c: c["speculators_config"]["verifier"].update(architectures="Qwen3ForCausalLM"))
+    assert reading(src)["target"] == {**NO_TARGET, "name_or_path": VERIFIER}
+    assert convert(src, tmp_path / "out", "--to", "speculators").exit_code == 0
+    assert written(tmp_path / "out")["speculators_config"] == {
+        "algorithm": "dspark", "default_proposal_method": "greedy", "note": "kept",
+        "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 7}],
+        "verifier": {"architectures": [], "name_or_path": VERIFIER}}
+    assert convert(src, tmp_path / "other", "--to", "speculators", "--verifier", "org/other").exit_code == 0
+    assert written(tmp_path / "other")["speculators_config"]["verifier"] == {"architectures": [],
+                                                                             "name_or_path": "org/other"}
+
+
+def test_the_save_keys_speculators_writes_at_the_top_level_are_carried(tmp_path: Path):
+    src = spec(tmp_path, "dflash", top(dtype="bfloat16", transformers_version="4.57.0"))
+    for layout in ("dflash", "speculators"):
+        assert convert(src, tmp_path / layout, "--to", layout).exit_code == 0
+        out = written(tmp_path / layout)
+        assert (out["dtype"], out["transformers_version"]) == ("bfloat16", "4.57.0"), layout
+
+
+def test_a_dspark_without_heads_is_read_when_its_config_builds_none(tmp_path: Path):
+    """markov_rank 0 sizes no Markov head and enable_confidence_head false builds no confidence head: with neither
+    stored, it is read and written (rank 0 is a rank)."""
+    src = flat(tmp_path, "dspark", nested(markov_rank=0, enable_confidence_head=False),
+               tensors=_without("markov_head.", "confidence_head."))
+    result = convert(src, tmp_path / "out", "--to", "dflash")
+    assert result.exit_code == 0, result.stderr
+    assert (written(tmp_path / "out")["markov_rank"], written(tmp_path / "out")["enable_confidence_head"]) == (0, False)
+
+
+# ------------------------------------------------------------------ detection
+
+@pytest.mark.parametrize("builder, kind, layout, why", [
+    ("flat", "dflash", "dflash", "config.json has architectures ['DFlashDraftModel']"),
+    ("flat", "dspark", "dflash", "config.json has architectures ['DSparkDraftModel']"),
+    ("spec", "dflash", "speculators", "config.json has speculators_model_type 'dflash'"),
+    ("spec", "dspark", "speculators", "config.json has speculators_model_type 'dspark'"),
+])
+def test_detection_names_the_layout_and_why(tmp_path: Path, builder: str, kind: str, layout: str, why: str):
+    """A speculators file names its class too, but speculators_model_type makes it speculators' alone (the dflash
+    layout does not claim it, or the answer would be ambiguous)."""
+    src = (flat if builder == "flat" else spec)(tmp_path, kind)
+    report = json.loads(run_cli("inspect", "--json", src).stdout)
+    assert (report["layout"], report["checked_as"], report["detected_by"]) == (layout, [layout], why)
+
+
+def test_an_eagle3_drafter_is_not_claimed_by_the_dflash_layout(tmp_path: Path):
+    from builders import DrafterSpec, build_drafter
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec())
+    report = json.loads(run_cli("inspect", "--json", src).stdout)
+    assert (report["layout"], report["checked_as"]) == ("sglang", ["sglang"])
+
+
+@pytest.mark.parametrize("given, kind, why", [
+    ("sglang", "dflash", "the sglang reader refuses it (E-CONFIG-FIELD): config.json has no draft_vocab_size"),
+    ("speculators", "dspark", "the speculators reader refuses it (E-CONFIG-FIELD): speculators config has no "
+                              "transformer_layer_config object"),
+])
+def test_detection_is_confident_so_another_from_is_refused(tmp_path: Path, given: str, kind: str, why: str):
+    src = flat(tmp_path, kind)
+    result = convert(src, tmp_path / "out", "--from", given, "--to", "dflash")
+    assert refused(result) == (
+        f"error: --from {given} cannot read it: the checkpoint is in the dflash layout (config.json has architectures "
+        f"['{FLAT_CLASS[kind]}']); {why} [E-FROM-MISMATCH] — hint: drop --from, or pass --from dflash")
