@@ -18,7 +18,7 @@ import pytest
 
 from builders import RawTensor, write_safetensors
 from conftest import run_cli, tensor_hashes
-from test_drafters_2026_block import RANK, VOCAB, _tensor, body_tensors, specforge_drafter, speculators_drafter
+from test_drafters_2026_block import HEADS, H, RANK, VOCAB, _tensor, body_tensors, specforge_drafter, speculators_drafter
 
 Edit = Callable[[dict[str, Any]], Any]
 VERIFIER = "Qwen/Qwen3-8B"
@@ -635,3 +635,115 @@ def test_detection_is_confident_so_another_from_is_refused(tmp_path: Path, given
     assert refused(result) == (
         f"error: --from {given} cannot read it: the checkpoint is in the dflash layout (config.json has architectures "
         f"['{FLAT_CLASS[kind]}']); {why} [E-FROM-MISMATCH] — hint: drop --from, or pass --from dflash")
+
+
+# ------------------------------------------------------------------ the decoder, the target, the sidecar
+
+@pytest.mark.parametrize("builder, where", [("flat", "config.json"), ("spec", "transformer_layer_config")])
+def test_a_decoder_refusal_names_where_the_decoder_is(tmp_path: Path, builder: str, where: str):
+    """The flat layout's decoder is config.json itself, speculators' the nested transformer_layer_config."""
+    if builder == "flat":
+        src = flat(tmp_path, "dflash", top(num_hidden_layers=0))
+    else:
+        src = spec(tmp_path, "dflash", lambda c: c["transformer_layer_config"].update(num_hidden_layers=0))
+    assert refused(convert(src, tmp_path / "out", "--to", "dflash")) == (
+        f"error: {where}: num_hidden_layers is 0 [E-CONFIG-FIELD] — hint: a drafter has at least one layer")
+
+
+def test_a_draft_vocabulary_of_one_token_is_read(tmp_path: Path):
+    src = spec(tmp_path, "dflash", draft_vocab=1)
+    result = convert(src, tmp_path / "out", "--to", "dflash")
+    assert result.exit_code == 0, result.stderr
+    assert written(tmp_path / "out")["draft_vocab_size"] == 1
+
+
+def test_a_one_layer_target_is_a_depth(tmp_path: Path):
+    """num_target_layers 1: ids -1 and 0 (the embedding output and the one block's) are boundaries 0 and 1 of it."""
+    def two_states(tensors: dict[str, RawTensor]) -> dict[str, RawTensor]:
+        return {**tensors, "fc.weight": _tensor("fc", H, 2 * H)}
+
+    src = flat(tmp_path, "dflash", top(num_target_layers=1), nested(target_layer_ids=[-1, 0]), tensors=two_states)
+    result = convert(src, tmp_path / "out", "--to", "dflash")
+    assert result.exit_code == 0, result.stderr
+    assert written(tmp_path / "out")["num_target_layers"] == 1
+    assert reading(src)["target"] == {**NO_TARGET, "num_hidden_layers": 1}
+
+
+def test_a_speculators_file_without_speculators_config_names_no_verifier(tmp_path: Path):
+    src = spec(tmp_path, "dflash", drop("speculators_config"))
+    assert reading(src)["target"] is None
+    assert convert(src, tmp_path / "out", "--to", "dflash").exit_code == 0
+    assert refused(convert(src, tmp_path / "spec", "--to", "speculators")) == _no_verifier_line("dflash")
+
+
+def test_a_speculators_target_hidden_size_is_read(tmp_path: Path):
+    src = spec(tmp_path, "dflash", top(target_hidden_size=H))
+    assert convert(src, tmp_path / "out", "--to", "dflash").exit_code == 0
+    assert written(tmp_path / "out")["target_hidden_size"] == H
+
+
+def sidecar(dest: Path) -> dict[str, Any]:
+    return json.loads((dest / "eagle3-convert.json").read_text())
+
+
+@pytest.mark.parametrize("builder, edits, layout_extra", [
+    ("flat", (), {"dflash": {"auto_map": {"AutoModel": "dflash.DFlashDraftModel"}}}),
+    ("flat", (drop("auto_map"),), {}),
+    # the verifier is the sidecar's target, not a speculators_config key kept for the way back
+    ("spec", (), {"speculators": {"speculators_config": {
+        "algorithm": "dflash", "default_proposal_method": "greedy",
+        "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 7}]}}}),
+])
+def test_the_sidecar_keeps_what_only_the_source_layout_spells(tmp_path: Path, builder: str, edits: tuple,
+                                                              layout_extra: dict):
+    src = (flat if builder == "flat" else spec)(tmp_path, "dflash", *edits)
+    args = ("--to", "speculators", "--verifier", VERIFIER) if builder == "flat" else ("--to", "dflash")
+    assert convert(src, tmp_path / "out", *args).exit_code == 0
+    assert sidecar(tmp_path / "out")["layout_extra"] == layout_extra
+
+
+def test_the_flat_readers_notes_follow_the_readings_own(tmp_path: Path):
+    """A DSpark that stores its own head and says tie_word_embeddings: the head note, then the sample_from_anchor
+    one, neither lost."""
+    src = flat(tmp_path, "dspark", top(tie_word_embeddings=True),
+               tensors=lambda t: {**t, "lm_head.weight": _tensor("head", VOCAB, H)})
+    assert reading(src)["notes"] == [
+        "tie_word_embeddings is true but lm_head.weight is the drafter's own trained tensor: written false (a drafter "
+        "never trains tied; SGLang would serve embed_tokens as its head)", SAMPLE_NOTE]
+
+
+def test_a_flat_output_its_engines_would_serve_wrong_is_refused_naming_the_layout(tmp_path: Path):
+    """SGLang skips a DSpark's lm_head. and drafts over the target's head: a reduced vocabulary is served wrong."""
+    src = spec(tmp_path, "dspark", draft_vocab=128)
+    assert refused(convert(src, tmp_path / "out", "--to", "dflash")) == (
+        "error: the dflash layout is for vLLM (V1 runner), vLLM (V2 runner), SGLang, and SGLang would serve this file "
+        "wrong: skips lm_head. and drafts over the target's 512-token head, not the drafter's 128 tokens "
+        "[E-ENGINE-WRONG] — hint: convert to a layout whose engine serves the drafter as trained (`--to vllm` serves "
+        "every variant)")
+
+
+MLA_WIDTHS = {"q_lora_rank": 16, "kv_lora_rank": 8, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8}
+
+
+def mla_layers(tensors: dict[str, RawTensor]) -> dict[str, RawTensor]:
+    """The Qwen3 attention of each layer replaced by DeepSeek's MLA (tests/builders.py's shapes, every layer reading
+    H: a block-diffusion layer is a plain decoder layer)."""
+    q, kv, nope, rope, v = MLA_WIDTHS.values()
+    out = {n: t for n, t in tensors.items() if ".self_attn." not in n}
+    for i in range(2):
+        p = f"layers.{i}.self_attn."
+        for name, shape in (("q_a_proj.weight", (q, H)), ("q_a_layernorm.weight", (q,)),
+                            ("q_b_proj.weight", (HEADS * (nope + rope), q)),
+                            ("kv_a_proj_with_mqa.weight", (kv + rope, H)), ("kv_a_layernorm.weight", (kv,)),
+                            ("kv_b_proj.weight", (HEADS * (nope + v), kv)), ("o_proj.weight", (H, HEADS * v))):
+            out[p + name] = _tensor(p + name, *shape)
+    return out
+
+
+def test_an_mla_drafter_keeps_its_model_type_spelling(tmp_path: Path):
+    """deepseek_v2 is the MLA family's, which this tool writes as kimi_k2 unless the source spells it otherwise."""
+    src = flat(tmp_path, "dflash", top(model_type="deepseek_v2", **MLA_WIDTHS), tensors=mla_layers)
+    result = convert(src, tmp_path / "out", "--to", "dflash")
+    assert result.exit_code == 0, result.stderr
+    assert written(tmp_path / "out")["model_type"] == "deepseek_v2"
+    assert tensor_hashes(tmp_path / "out") == tensor_hashes(src)
