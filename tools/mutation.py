@@ -389,6 +389,12 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.registry.writes.x_upsert__mutmut_74":
         "the path only names the registry when a stored record cannot be read; the record read back here was just "
         "written from a validated model, and an unreadable old one stops the first load_one (which names it)",
+    # converters/dflash.py (session 8: "Session 8: converters/dflash.py"), numbered as at 3f08576
+    **{f"eagle3_convert.converters.dflash.x_plan_speculators__mutmut_{n}":
+       "the WritePlan's layout name is read only in convert's E-ENGINE-WRONG/REFUSES message, when the speculators "
+       "layout's home engines all refuse its output or one serves it wrong: the speculators library serves every "
+       "DFlash/DSpark file this writer writes (it always names the verifier and the trained ids), and vLLM reads "
+       "those same ids or is unknown" for n in (115, 121, 122)},
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
