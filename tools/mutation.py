@@ -74,8 +74,14 @@ MODULES: dict[str, list[str]] = {
     # its own kill tests (session 8) and the block drafters' tests, without the registry's (a database per backend)
     "eagle3_convert/converters/dflash.py": ["tests/test_mutation_kills_dflash.py", "tests/test_drafters_2026_block.py",
                                             "-k", "not registry_records"],
-    "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", *_NO_SUBPROCESS_VALIDATE,
-                                                 "tests/test_config_mutations.py", *_NO_CORPUS],
+    # session 6's kill tests of the key table first (the cheapest to fail), by name: a -k would select in every file
+    "eagle3_convert/converters/config_keys.py": [
+        *(f"tests/test_mutation_kills_converters.py::{test}" for test in (
+            "test_config_key_findings_word_for_word", "test_convert_refuses_the_first_key_error",
+            "test_convert_notes_each_key_warning", "test_a_wrong_capture_id_type_is_refused_as_a_capture_field",
+            "test_unknown_keys_past_twenty_are_counted_not_named", "test_more_than_200_stray_keys_is_no_drafter_config",
+            "test_more_than_200_stray_keys_in_a_nested_object_are_named_by_it")),
+        "tests/test_validate.py", *_NO_SUBPROCESS_VALIDATE, "tests/test_config_mutations.py", *_NO_CORPUS],
     # test_detect and the matrix cost minutes a surviving mutant under load: the kill tests that name SGLang
     "eagle3_convert/converters/sglang.py": ["tests/test_mutation_kills_layouts.py",
                                             "tests/test_mutation_kills_converters.py", "-k", "sglang"],
