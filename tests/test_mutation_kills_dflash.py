@@ -18,7 +18,8 @@ import pytest
 
 from builders import RawTensor, write_safetensors
 from conftest import run_cli, tensor_hashes
-from test_drafters_2026_block import HEADS, H, RANK, VOCAB, _tensor, body_tensors, specforge_drafter, speculators_drafter
+from test_drafters_2026_block import (HEADS, RANK, VOCAB, H, _tensor, body_tensors, specforge_drafter,
+                                      speculators_drafter)
 
 Edit = Callable[[dict[str, Any]], Any]
 VERIFIER = "Qwen/Qwen3-8B"
@@ -105,9 +106,9 @@ def refused(result: Any) -> str:
     return lines[0]
 
 
-def reading(src: Path, *args: str) -> dict[str, Any]:
+def reading(src: Path) -> dict[str, Any]:
     """The drafter `inspect --json` reads (the canonical config, the target, the reader's notes)."""
-    view = json.loads(run_cli("inspect", "--json", *args, src).stdout)["drafter"]
+    view = json.loads(run_cli("inspect", "--json", src).stdout)["drafter"]
     return {k: view[k] for k in ("layout", "config", "target", "notes")}
 
 
@@ -506,8 +507,7 @@ def test_without_a_block_size_neither_writer_names_one(tmp_path: Path):
     assert convert(src, tmp_path / "flat", "--to", "dflash").exit_code == 0
     assert "block_size" not in written(tmp_path / "flat")
     assert convert(src, tmp_path / "spec", "--to", "speculators", "--verifier", VERIFIER).exit_code == 0
-    out = written(tmp_path / "spec")
-    assert "block_size" not in out and out["speculators_config"]["proposal_methods"][0]["speculative_tokens"] is None
+    assert "block_size" not in written(tmp_path / "spec")
 
 
 @pytest.mark.parametrize("builder", ["flat", "spec"])
