@@ -747,3 +747,16 @@ def test_an_mla_drafter_keeps_its_model_type_spelling(tmp_path: Path):
     assert result.exit_code == 0, result.stderr
     assert written(tmp_path / "out")["model_type"] == "deepseek_v2"
     assert tensor_hashes(tmp_path / "out") == tensor_hashes(src)
+
+
+# ------------------------------------------------------------------ converters/config_keys.py (session 8)
+
+def test_modelopts_fields_in_a_foreign_eagle_config_are_known_there(tmp_path: Path):
+    """config_keys looks into another layout's eagle_config for keys of ours misplaced there; ModelOpt's own nested
+    fields are that object's, not strays (an unknown key beside them still is)."""
+    from builders import DrafterSpec, build_drafter
+    src = edited(build_drafter(tmp_path / "src", "eagle", DrafterSpec()),
+                 top(eagle_config={"use_last_layernorm": True, "parallel_draft_step": 1, "my_x": 1}))
+    report = json.loads(run_cli("validate", "--json", "--from", "eagle", src).stdout)
+    assert [(f["code"], f["where"]) for f in report["findings"] if (f["where"] or "").startswith("$.eagle_config")] \
+        == [("W-CONFIG-KEY-FOREIGN", "$.eagle_config"), ("W-CONFIG-KEY-UNKNOWN", "$.eagle_config.my_x")]

@@ -339,7 +339,8 @@ def _walk(layout: str, level: Level, obj: Mapping[str, Any], where: str,
         out.append(issue)
         if issue.code == "W-CONFIG-KEY-FOREIGN" and key == "eagle_config" and isinstance(value, dict):
             # another layout's object: its ids are that layout's business, but a key of ours misplaced in it is not
-            _walk(layout, Level(EAGLE_CONFIG_ANYWHERE, MODELOPT_NESTED), value, path, (level, where, obj), out)
+            # (ModelOpt's nested fields are among the keys some layout reads there)
+            _walk(layout, Level(EAGLE_CONFIG_ANYWHERE), value, path, (level, where, obj), out)
 
 
 def _copy(path: str, home: str, value: Any, there: Any) -> KeyIssue | None:
