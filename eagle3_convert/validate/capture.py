@@ -10,14 +10,14 @@ from ..engines.common import id_list
 from ..errors import Eagle3Error, RefusalError
 from ..json_values import short_repr
 from ..names import BOUNDARY_CONVENTIONS
-from .context import ABSENT, IDS_KEY, LOCATIONS, MAX_CAPTURE_IDS, Context
+from .context import IDS_KEY, LOCATIONS, MAX_CAPTURE_IDS, Context
 from .findings import Finding, finding, from_error
 from .profiles import EngineProfile, engine_profiles
 
 
 def read_capture_ids(ctx: Context) -> None:
-    for location, value in (("top", ctx.config.get(IDS_KEY, ABSENT)), ("nested", ctx.eagle.get(IDS_KEY, ABSENT))):
-        if value is ABSENT or value is None or value == []:
+    for location, value in (("top", ctx.config.get(IDS_KEY)), ("nested", ctx.eagle.get(IDS_KEY))):
+        if value is None or value == []:  # (absent, null or empty: no ids)
             ctx.ids[location] = None
         elif id_list(value) is None or len(value) > MAX_CAPTURE_IDS:
             ctx.add("E-CAPTURE-FIELD", f"{LOCATIONS[location][2:]} is {short_repr(value)}: not a short list of "
