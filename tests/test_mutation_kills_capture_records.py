@@ -132,6 +132,21 @@ def test_a_misplaced_list_one_off_from_the_records_is_an_error(tmp_path: Path):
     assert [f[0] for f in findings if f[1] == "error"] == ["E-CAPTURE-RECORD", "E-CAPTURE-RECORD"]
 
 
+def test_a_top_level_list_in_an_sglang_file_one_off_from_the_records_is_an_error(tmp_path: Path):
+    """The same bug the other way round: an SGLang file (judged --from sglang) whose only list, [1, 3, 4], sits at the
+    top level, where SGLang does not read it: SGLang captures its default [2, 4, 5] (which the layout's reading of
+    the list equals), the records say [1, 3, 6]. It passed with two warnings; now it is an error at the list."""
+    drafter = converted(tmp_path, "sglang")
+    edit(drafter, lambda c: (c["eagle_config"].pop(IDS), c.__setitem__(IDS, [1, 3, 4])))
+    code, findings = validated(drafter, "--from", "sglang")
+    assert code == 1
+    assert [f for f in findings if f[1] == "error"] == [
+        ("E-CAPTURE-RECORD", "error", f"the config captures boundaries [2, 4, 5], {label} says the drafter was trained "
+         f"on [1, 3, 6]", f"keep one list, at eagle_config.{IDS} where the sglang layout reads it: the recorded "
+         "boundaries [1, 3, 6] in its convention, or config.json's [2, 4, 5] if those are the trained ones", f"$.{IDS}",
+         None) for label in (registry_label(drafter), EDITED)]
+
+
 def test_a_misplaced_list_the_records_agree_with_is_judged_by_the_engines_alone(tmp_path: Path):
     """The same place, holding the trained layers [1, 3, 6]: no record contradicts it; what vLLM makes of it (its
     V2 runner's default layers) is engine_capture's finding."""
