@@ -101,6 +101,41 @@ def test_deleted_ids_against_the_records_at_the_depth_of_the_target_given(tmp_pa
                          "boundaries [2, 6, 9]", None, None, "vllm")]
 
 
+def test_a_record_of_the_engine_default_means_the_default_of_the_target_it_records(tmp_path: Path):
+    """The bug: a drafter trained on the engine default of its 8-layer target ([2, 4, 5]; the records hold no ids,
+    and that target), its config then naming those ids, judged against a 12-layer --target: both records were said
+    to say the drafter was trained on [2, 6, 9] (the default spelled on the target given, not on the one trained on),
+    and convert told to write [2, 6, 9] as "the recorded layers". Now only the target's depth is contradicted."""
+    drafter = converted(tmp_path, spec=SPEC.with_(capture_boundaries=None))
+    assert json.loads((drafter / SIDECAR).read_text())["capture_boundaries"] is None
+    edit(drafter, lambda c: c.__setitem__(IDS, [2, 4, 5]))
+    deeper = deeper_target(tmp_path)
+    code, findings = validated(drafter, "--target", deeper)
+    assert code == 1
+    assert findings == [
+        ("E-RECORD-CONFLICT", "error", f"config.json's target depth (--target) is 12, {label} says 8",
+         "check --target is the model the drafter was trained for (org/target-model)", None, None)
+        for label in (registry_label(drafter), EDITED)]
+    refused = run_cli("--to", "speculators", "--verifier", "org/target-model", "--target", deeper, drafter,
+                      tmp_path / "out")
+    assert refused.exit_code == 1 and "[E-RECORD-CONFLICT]" in refused.stderr and "[2, 6, 9]" not in refused.stderr
+
+
+def test_a_record_of_the_engine_default_without_a_target_is_spelled_on_the_target_given(tmp_path: Path):
+    """Converted without --target, the records hold neither ids nor a depth: the engines' default is spelled on the
+    target validate is given, an 8-layer one ([2, 4, 5]), against the config's [1, 3, 6]."""
+    source = build_drafter(tmp_path / "built", "vllm", SPEC.with_(capture_boundaries=None))
+    assert run_cli("--to", "vllm", source, tmp_path / "drafter").exit_code == 0
+    drafter = tmp_path / "drafter"
+    edit(drafter, lambda c: c.__setitem__(IDS, [1, 3, 6]))
+    assert validated(drafter)[0] == 0  # (no depth known: the default names no layers to compare)
+    code, findings = validated(drafter, "--target", write_target(tmp_path / "target-8", SPEC))
+    assert code == 1
+    assert [f[:3] + f[4:] for f in findings] == [
+        ("E-CAPTURE-RECORD", "error", f"the config captures boundaries [1, 3, 6], {label} says the drafter was trained "
+         "on [2, 4, 5]", f"$.{IDS}", None) for label in (registry_label(drafter), EDITED)]
+
+
 def test_each_record_is_compared_when_the_layout_reader_refuses_the_file(tmp_path: Path):
     """Two ids left of three: the vLLM reader refuses the file (its two lists disagree), so no fact but the capture
     layers can be read from it; both records' layers are still held against the config, each said."""
