@@ -388,6 +388,10 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.registry.writes.x_upsert__mutmut_74":
         "the path only names the registry when a stored record cannot be read; the record read back here was just "
         "written from a validated model, and an unreadable old one stops the first load_one (which names it)",
+    # validate/capture.py (session 8, "Session 8: validate/capture"), numbered as at fbb1332
+    "eagle3_convert.validate.capture.x__runtime_capture__mutmut_15":
+        "only TensorRT-LLM takes its ids at runtime, and its block-output convention reads no target family (was "
+        "engine_capture 61 before main's split of engine_capture)",
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
