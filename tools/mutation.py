@@ -288,8 +288,6 @@ EQUIVALENT: dict[str, str] = {
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
     # validate/capture.py, config.py, engine.py (session 7; numbered as at 4898e26, before EngineProfile.builds went)
-    "eagle3_convert.validate.capture.x_engine_capture__mutmut_61":
-        "only TensorRT-LLM takes its ids at runtime, and its block-output convention reads no target family",
     "eagle3_convert.validate.engine.x__engine_keys__mutmut_29":
         "an unapplied twin norm lies in a layer >= 1 of a drafter of more than one layer, where the one-layer rule "
         "(layer 0 as midlayer.*) is skipped for no layer count as for that count",
