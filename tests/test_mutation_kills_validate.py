@@ -676,28 +676,31 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         dict(layout="sglang", spec={"capture_boundaries": (1, 3, 6)}, engines=["vllm"], target={}, codes=("CAPTURE",)),
         [('E-CAPTURE-MISMATCH', 'error', "vLLM's V1 runner falls back to eagle_config.eagle_aux_hidden_state_layer_ids "
           "[0, 2, 5] and reads it as boundaries [0, 2, 5], but the drafter was trained on boundaries [1, 3, 6]",
-          'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes them '
-          'there', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
+          'write the ids where vLLM reads them: `eagle3-convert --target {tmp}/target --to vllm {tmp}/drafter '
+          'drafter-vllm` writes them there', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
          ('E-CAPTURE-MISMATCH', 'error', 'vLLM captures its default boundaries [2, 4, 5], but the drafter was trained '
-          'on boundaries [1, 3, 6]', '`eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes ids vLLM reads as '
-          '[1, 3, 6]', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
+          'on boundaries [1, 3, 6]', '`eagle3-convert --target {tmp}/target --to vllm {tmp}/drafter drafter-vllm` '
+          'writes ids vLLM reads as [1, 3, 6]', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
          ('W-CAPTURE-IDS-IGNORED', 'warning', 'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it '
           'ignores eagle_config.eagle_aux_hidden_state_layer_ids [0, 2, 5] and captures its default boundaries [2, 4, '
           '5] (its V1 runner instead falls back to that list, read as boundaries [0, 2, 5])', 'write the ids where '
-          'vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes them there',
+          'vLLM reads them: `eagle3-convert --target {tmp}/target --to vllm {tmp}/drafter drafter-vllm` writes them '
+          'there',
           '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm')]),
     "the embedding tap lost to vLLM's defaults: no SGLang note in the hint": (
         dict(layout="sglang", spec={"capture_boundaries": (0, 4, 5)}, engines=["vllm"], target={},
              codes=("CAPTURE",)),
         [('E-CAPTURE-EMBEDDING', 'error', 'the drafter was trained with the embedding output (boundary 0) among its '
           'taps [0, 4, 5], but vLLM captures its default boundaries [2, 4, 5]: the embedding tap is replaced by a '
-          'block output', '`eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes ids vLLM reads as [0, 4, 5]',
+          'block output', '`eagle3-convert --target {tmp}/target --to vllm {tmp}/drafter drafter-vllm` writes ids '
+          'vLLM reads as [0, 4, 5]',
           '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
          ('W-CAPTURE-IDS-IGNORED', 'warning', 'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it '
           'ignores eagle_config.eagle_aux_hidden_state_layer_ids [-1, 3, 4] and captures its default boundaries [2, '
           '4, 5] (its V1 runner instead falls back to that list, which names no boundaries it reads: what it captures '
-          'then is not established)', 'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter '
-          'drafter-vllm` writes them there', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm')]),
+          'then is not established)', 'write the ids where vLLM reads them: `eagle3-convert --target {tmp}/target '
+          '--to vllm {tmp}/drafter drafter-vllm` writes them there', '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+          'vllm')]),
     "ids only at the top of an SGLang file: the warning is SGLang's word, no verdict added": (
         dict(layout="sglang", codes=("ENGINE",), edit=lambda c: (c.__setitem__(IDS, [1, 3, 6]),
                                                                   c["eagle_config"].pop(IDS))), []),
