@@ -68,11 +68,13 @@ def test_hints_of_validate_from_say_from_too(given: str, tmp_path: Path):
 
 
 def test_hints_of_validate_from_and_target_carry_both(tmp_path: Path):
-    """--target sets the depth and family convert translates ids for: a hint's conversion reads the file with it."""
+    """--target sets the depth and family convert translates ids for: a hint's conversion reads the file with it
+    (its path quoted for the shell: this one holds a space)."""
     path = ambiguous(tmp_path)
-    target = write_target(tmp_path / "target-8", DrafterSpec())
+    target = write_target(tmp_path / "target 8", DrafterSpec())
     hints = validate_hints(path, "--from", "vllm", "--target", target, *ENGINES)
-    assert run_hint_commands(hints, path, tmp_path, target) == ("--from vllm --target target-8 --to sglang",)
+    assert [h for h in hints if f"--target '{target}' --to sglang" in h], hints
+    assert run_hint_commands(hints, path, tmp_path, target) == ("--from vllm --target target 8 --to sglang",)
 
 
 def test_the_record_of_the_engine_default_is_restored_on_the_target_given(tmp_path: Path):

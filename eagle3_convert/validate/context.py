@@ -83,7 +83,7 @@ class Context:
         dest = f"{Path(self.src).name or 'drafter'}-{to}"
         read = ("--from", self.layout.name) if self.name_layout and "--from" not in flags else ()
         named = self.given_target.name_or_path if self.given_target else None
-        if named and "--target" not in flags:
+        if named:
             read += ("--target", shlex.quote(named))
         return " ".join(["eagle3-convert", *read, *flags, "--to", to, self.src, dest])
 
