@@ -180,3 +180,15 @@ def test_a_speculators_output_an_older_vllm_would_serve_wrong_is_refused_naming_
         "runner) would serve this file wrong: norm_before_fc True in training, False in vLLM (V1 runner) "
         "[E-ENGINE-WRONG] — hint: convert to a layout whose engine serves the drafter as trained (`--to vllm` serves "
         "every variant)")
+
+
+def test_the_releases_that_serve_an_older_release_s_fault_are_named_upgrade_or_downgrade(tmp_path: Path):
+    """An SGLang file's nested ids [1, 3, 4] (boundaries [2, 4, 5]): vLLM's V1 runner reads them as boundaries
+    [1, 3, 4] from 0.22.0 on (wrong) and captures its defaults, the trained layers, before. Judged on 0.22.0, the
+    releases that serve it are older: the hint used to say "upgrade to vLLM 0.18.0–0.21.0"."""
+    got = judged(tmp_path, "sglang", engines=["vllm"], releases={"vllm": ["0.22.0"]}, target={},
+                 codes=("ENGINE-WRONG",))
+    assert got == [
+        ('E-ENGINE-WRONG', 'error', 'vLLM (V1 runner) 0.22.0: captures layers [1, 3, 4], trained on [2, 4, 5]; it '
+         'would serve this file wrong', 'downgrade to vLLM 0.18.0–0.21.0, which serves this file as trained; or '
+         + TO_VLLM, None, 'vllm')]

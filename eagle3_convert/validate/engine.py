@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import (MODULES, REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, release_label, releases_of,
+from ..engines import (MODULES, REFUSES, SERVING, UNKNOWN, WRONG, Span, TargetContext, release_label, releases_of,
                        serve_verdicts)
 from ..json_values import is_positive_int, short_repr
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
@@ -80,11 +80,10 @@ def check_engine_verdicts(ctx: Context) -> None:
             fix += ", with the target's embed_tokens.weight added if the drafter stores none"
         elif engine == "lmdeploy":
             fix += ', then set architectures to ["LlamaForCausalLM"], the name LMDeploy\'s docs load'
-        serving = [s.releases for s in verdict.across if s.verdict in SERVING]
+        serving = [s for s in verdict.across if s.verdict in SERVING]  # newest first
         for release, judged in verdict.judged or ((verdict.release, verdict),):
             label = LABELS[reader] if release == newest else f"{LABELS[reader]} {release}"
-            older_fix = (f"upgrade to {releases_of(engine).label} {serving[0]}, which serves this file as trained; "
-                         f"or {fix}") if serving and release != newest else fix
+            older_fix = _releases_that_serve(engine, release, serving, fix) if release != newest else fix
             if (engine, release) in said_of_release:
                 continue
             unsaid = engine not in said or release != newest  # the checks above judge the newest release only
@@ -114,6 +113,16 @@ def check_engine_verdicts(ctx: Context) -> None:
                 ctx.add("W-ENGINE-RELEASE-UNKNOWN", judged.why, f"name a release we know ({release_label(engine)} "
                         "is the newest), or judge the file on that release yourself", engine=engine)
         _say_release_disagreement(ctx, reader, verdict)
+
+
+def _releases_that_serve(engine: str, release: str, serving: list[Span], fix: str) -> str:
+    """The hint for an older release's fault: the newest releases that serve the file (newer or older than the one
+    judged), else `fix`."""
+    if not serving:
+        return fix
+    known = releases_of(engine)
+    move = "upgrade" if known.known.index(serving[0].first) > known.known.index(release) else "downgrade"
+    return f"{move} to {known.label} {serving[0].releases}, which serves this file as trained; or {fix}"
 
 
 def _say_release_disagreement(ctx: Context, reader: str, verdict) -> None:
