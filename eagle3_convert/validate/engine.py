@@ -83,16 +83,16 @@ def check_engine_verdicts(ctx: Context) -> None:
         serving = [s for s in verdict.across if s.verdict in SERVING]  # newest first
         for release, judged in verdict.judged or ((verdict.release, verdict),):
             label = LABELS[reader] if release == newest else f"{LABELS[reader]} {release}"
-            older_fix = _releases_that_serve(engine, release, serving, fix) if release != newest else fix
+            release_fix = _releases_that_serve(engine, release, serving, fix)
             if (engine, release) in said_of_release:
                 continue
             unsaid = engine not in said or release != newest  # the checks above judge the newest release only
             if judged.verdict == WRONG and unsaid:
-                ctx.add("E-ENGINE-WRONG", f"{label}: {judged.why}; it would serve this file wrong", older_fix,
+                ctx.add("E-ENGINE-WRONG", f"{label}: {judged.why}; it would serve this file wrong", release_fix,
                         engine=engine)
                 said_of_release.add((engine, release))
             elif judged.verdict == REFUSES and release != newest:
-                ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", older_fix, engine=engine)
+                ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", release_fix, engine=engine)
                 said_of_release.add((engine, release))
             elif judged.verdict == REFUSES and unsaid:
                 # a refusal no check above names: what only a kind's own rules decide (P-EAGLE's mask token), an
@@ -116,8 +116,8 @@ def check_engine_verdicts(ctx: Context) -> None:
 
 
 def _releases_that_serve(engine: str, release: str, serving: list[Span], fix: str) -> str:
-    """The hint for an older release's fault: the newest releases that serve the file (newer or older than the one
-    judged), else `fix`."""
+    """The hint for a release's fault: the newest releases that serve the file (newer or older than the one judged),
+    else `fix`."""
     if not serving:
         return fix
     known = releases_of(engine)
