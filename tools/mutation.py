@@ -78,8 +78,10 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/converters/sglang.py": ["tests/test_mutation_kills_layouts.py",
                                             "tests/test_mutation_kills_converters.py", "-k", "sglang"],
     "eagle3_convert/converters/vllm.py": _FLAT_LAYOUT_TESTS,
-    "eagle3_convert/converters/speculators.py": _LAYOUT_TESTS,
-    "eagle3_convert/converters/eagle.py": _FLAT_LAYOUT_TESTS,
+    # (session 8: the layout named in its engines' refusal; detection beside another layout's sure markers)
+    "eagle3_convert/converters/speculators.py": ["tests/test_mutation_kills_engine_verdict_lines.py",
+                                                 "tests/test_mutation_kills_vllm_modelopt_eagle.py", *_LAYOUT_TESTS],
+    "eagle3_convert/converters/eagle.py": ["tests/test_mutation_kills_engine_verdict_lines.py", *_FLAT_LAYOUT_TESTS],
     "eagle3_convert/converters/modelopt.py": _FLAT_LAYOUT_TESTS,
     "eagle3_convert/validate/tensors.py": ["tests/test_mutation_kills_validate.py", "tests/test_caught_bugs.py",
                                            "tests/test_validate.py"],
@@ -90,7 +92,8 @@ MODULES: dict[str, list[str]] = {
                                            "tests/test_engine_rules.py"],
     "eagle3_convert/validate/config.py": ["tests/test_mutation_kills_validate.py", "tests/test_config_mutations.py",
                                           *_NO_CORPUS, "tests/test_mutation_kills_engines_validate.py"],
-    "eagle3_convert/validate/engine.py": ["tests/test_mutation_kills_capture.py",
+    "eagle3_convert/validate/engine.py": ["tests/test_mutation_kills_engine_verdict_lines.py",
+                                          "tests/test_mutation_kills_capture.py",
                                           "tests/test_mutation_kills_validate.py",
                                           "tests/test_mutation_kills_engines_validate.py",
                                           "tests/test_engine_releases.py", "tests/test_engine_rules.py"],
@@ -289,7 +292,7 @@ EQUIVALENT: dict[str, str] = {
     # validate/capture.py, config.py, engine.py (session 7; numbered as at 4898e26, before EngineProfile.builds went)
     "eagle3_convert.validate.capture.x_engine_capture__mutmut_61":
         "only TensorRT-LLM takes its ids at runtime, and its block-output convention reads no target family",
-    "eagle3_convert.validate.engine.x__engine_keys__mutmut_29":
+    "eagle3_convert.validate.engine.x__engine_keys__mutmut_23":  # (29 at 4898e26; renumbered at ecbca83, session 8)
         "an unapplied twin norm lies in a layer >= 1 of a drafter of more than one layer, where the one-layer rule "
         "(layer 0 as midlayer.*) is skipped for no layer count as for that count",
     **{f"eagle3_convert.validate.capture.x_fc_bypass__mutmut_{n}":
@@ -301,7 +304,7 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.validate.capture.x_check_capture__mutmut_57":
         "with no ids anywhere every reader of ctx.intended (engine_capture, the engine modules' verdicts) reads None "
         "with the target's depth as the same default boundaries the branch writes: it is redundant",
-    "eagle3_convert.validate.engine.x_check_engine_verdicts__mutmut_50":
+    "eagle3_convert.validate.engine.x_check_engine_verdicts__mutmut_44":  # (50 at 4898e26; renumbered at ecbca83)
         "the caveat of vLLM's second runner is the same finding as its first's, which the report dedupes",
     **{f"eagle3_convert.validate.config.x__decoder_key_path__mutmut_{n}":
        "the fallback path (None, or no default): every refusal of decoder_fields names a key found first since the "
@@ -387,6 +390,10 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.registry.writes.x_upsert__mutmut_74":
         "the path only names the registry when a stored record cannot be read; the record read back here was just "
         "written from a validated model, and an unreadable old one stops the first load_one (which names it)",
+    # validate/engine.py (session 8, "validate/engine and the converters' last survivors"), numbered as at ecbca83
+    "eagle3_convert.validate.engine.x__releases_that_serve__mutmut_12":
+        "> or >= between the index of the serving run's first release and the judged release's: the judged release "
+        "is never in a serving run (its own verdict is wrong or refused), so the two indexes never meet",
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
