@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .. import schemas
@@ -10,9 +11,10 @@ from ..converters.base import MAX_VOCAB_SIZE, decoder_fields, is_yarn
 from ..converters.config_keys import decoder_type_checks, key_issues
 from ..converters.modelopt import exported_yarn
 from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, drafter_kind, to_canonical
+from ..converters.sglang import refuse_fc_bias
 from ..drafter import FAMILY_BY_MODEL_TYPE, KINDS, MLA_KEYS, DrafterConfig, wrong_target_width
 from ..engines.common import id_list
-from ..errors import FormatError
+from ..errors import FormatError, RefusalError
 from ..json_values import is_positive_int
 from .context import IDS_KEY, Context
 from .findings import from_error
@@ -48,6 +50,14 @@ def read_config(ctx: Context) -> DrafterConfig | None:
                    for f in ctx.out):  # the key table already named the cause
             ctx.out.append(from_error(exc, where=key_path))
         return None
+    if ctx.layout.name == "sglang":
+        try:
+            refuse_fc_bias(raw)
+        except RefusalError as exc:  # the reader's refusal, and why nothing below can judge the drafter
+            ctx.out.append(replace(from_error(exc, where="$.bias"), message=f"{exc.message}; SGLang builds a bias "
+                                   "on fc and on each layer's o_proj (none on q/k/v), which the drafter validate "
+                                   "checks has no place for: no tensor of this file is checked"))
+            return None
     layers = fields["num_layers"]
     ctx.intents = {name: _intent(ctx, name, layers) for name in ctx.raw.tensors if name not in VOCAB_TENSORS}
     head = ctx.tensor("lm_head.weight")
@@ -63,8 +73,6 @@ def read_config(ctx: Context) -> DrafterConfig | None:
         fc_norm=raw.get("fc_norm", raw.get("use_aux_norm")) is True,
         norm_output=raw.get("norm_output") is True,
     )
-    if raw.get("bias") is True:
-        fields["attention_bias"] = True
     kind = drafter_kind(raw)[0]
     if kind in KINDS:  # (DFlash and DSpark: refused where the layout is detected)
         fields["kind"] = kind
