@@ -19,17 +19,23 @@ from typing import Any
 import pytest
 from builders import RawTensor, build_drafter
 from conftest import run_cli
-from test_mutation_kills_validate import judged
+from test_mutation_kills_validate import CONFIG_CODES, judged
 
 READER_BIAS = "config.json sets bias: true (an fc bias); no other layout can hold it"
 BIAS_FINDING = (
     "E-BIAS-UNSUPPORTED", "warning", f"{READER_BIAS}; SGLang builds a bias on fc and on each layer's o_proj (none on "
     "q/k/v), which the drafter validate checks has no place for: no tensor of this file is checked",
     "serve this drafter with SGLang as it is", "$.bias", None)
+SCHEMA_DTYPE = ("E-SCHEMA", "error", "config.json $.torch_dtype: 5 is not of type 'string', 'null' ({} schema)",
+                "fix $.torch_dtype in config.json", "$.torch_dtype", None)
 
 
 def bias(n: int) -> RawTensor:
     return RawTensor("BF16", (n,), b"\x80\x3f" * n)
+
+
+def schema_dtype(layout: str) -> tuple:
+    return (*SCHEMA_DTYPE[:2], SCHEMA_DTYPE[2].format(layout), *SCHEMA_DTYPE[3:])
 
 
 # ------------------------------------------------------------------ SGLang's bias: true
@@ -74,3 +80,72 @@ def test_sglang_bias_of_another_type_is_refused_by_the_key_table_alone(tmp_path:
     assert got == [
         ("E-CONFIG-FIELD", "error", "bias is 'yes' (JSON string); the sglang reader expects true or false and would "
          "coerce it", "write bias as true or false in config.json", "$.bias", None)]
+
+
+# ------------------------------------------------------------------ values the drafter model refuses
+
+def test_a_head_of_no_rows_is_named_as_a_tensor_and_hides_no_schema_finding(tmp_path: Path):
+    """No draft_vocab_size and an lm_head of 0 rows: the draft vocabulary used to be read as 0 from the head, which the
+    drafter model refused as "config.json: draft_vocab_size   Input should be greater than 0 [type=...]" with the
+    hint to fix a field config.json does not have, at "$", which dropped every schema finding of the flat config."""
+    got = judged(tmp_path, "vllm", {"draft_vocab_size": None}, edit=lambda c: (c.pop("draft_vocab_size", None),
+                                                                               c.update(torch_dtype=5)),
+                 tensors=lambda t: t.update({"lm_head.weight": RawTensor("BF16", (0, 32), b"")}),
+                 codes=("SHAPE", "SCHEMA", "CONFIG-FIELD"))
+    assert got == [
+        ("E-SHAPE", "error", "tensor lm_head.weight has shape [0, 32], the config implies [96, 32]", "config.json "
+         "and the weights disagree: fix the config field the shape depends on, or re-export the weights",
+         "lm_head.weight", None),
+        schema_dtype("vllm")]
+
+
+def _huge_eps(layout: str):
+    def edit(config: dict[str, Any]) -> None:
+        dec = config["transformer_layer_config"] if layout == "speculators" else config
+        dec["rms_norm_eps"] = 10 ** 400  # a JSON number past any float: every type check passes it, the model not
+        config["torch_dtype"] = 5
+    return edit
+
+
+EPS_MESSAGE = ("config.json: rms_norm_eps: Input should be a valid number (got "
+               f"{str(10 ** 400)[:60]!r})")
+
+
+@pytest.mark.parametrize("layout, where", [("vllm", "$.rms_norm_eps"),
+                                           ("speculators", "$.transformer_layer_config.rms_norm_eps")])
+def test_a_value_only_the_drafter_model_refuses_is_said_as_convert_says_it(tmp_path: Path, layout: str, where: str):
+    """The drafter model's own refusal, after decoder_fields passed the value: convert's words, at the field's path
+    (it used to be pydantic's three lines joined, at "$" or the decoder's path, which hid the file's schema
+    findings)."""
+    got = judged(tmp_path, layout, edit=_huge_eps(layout), codes=CONFIG_CODES)
+    assert got == [("E-CONFIG-FIELD", "error", EPS_MESSAGE, "fix that field in config.json", where, None),
+                   schema_dtype(layout)]
+    src = build_drafter(tmp_path / "src", layout)
+    config = json.loads((src / "config.json").read_text())
+    _huge_eps(layout)(config)
+    (src / "config.json").write_text(json.dumps(config))
+    converted = run_cli("--no-record", "--to", "sglang", src, tmp_path / "out")
+    assert converted.exit_code == 1
+    assert converted.stderr.strip().splitlines()[-1] == (
+        f"error: {EPS_MESSAGE} [E-CONFIG-FIELD] — hint: fix that field in config.json")
+
+
+# ------------------------------------------------------------------ the rope note and the schema
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+
+
+@pytest.mark.parametrize("layout", ["vllm", "sglang", "speculators"])
+def test_a_yarn_rope_is_modelopts_export_only_in_a_modelopt_file(tmp_path: Path, layout: str):
+    """I-ROPE-EXPORT-YARN speaks of ModelOpt's exporter: another layout's YaRN was the training's own."""
+    def yarn(config: dict[str, Any]) -> None:
+        (config["transformer_layer_config"] if layout == "speculators" else config)["rope_scaling"] = YARN
+    assert judged(tmp_path, layout, edit=yarn, codes=("ROPE", "SCHEMA", "CONFIG")) == []
+
+
+def test_a_schema_finding_inside_a_list_the_key_table_named_is_not_said_again(tmp_path: Path):
+    got = judged(tmp_path, "vllm", edit=lambda c: c.update(architectures=["Eagle3LlamaForCausalLM", 5]),
+                 codes=CONFIG_CODES)
+    assert got == [("E-CONFIG-FIELD", "error", "architectures is ['Eagle3LlamaForCausalLM', 5] (JSON array); the vllm "
+                    "reader expects a list of strings and would coerce it", "write architectures as a list of strings "
+                    "in config.json", "$.architectures", None)]

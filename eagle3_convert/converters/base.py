@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from pydantic import ValidationError
+
 from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
 from ..capture_ids import DEEPSEEK_FAMILY, IDS_KEY, capture_context, ids_for_engine
 from ..drafter import (BLOCK_HEADS, BLOCK_KINDS, FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS,
@@ -127,6 +129,15 @@ def decoder_fields(dec: Mapping[str, Any], where: str, tensor_names: Iterable[st
         # Every MLA width must be stated: the engines' fallbacks differ (vLLM 0, transformers DeepSeek-V3 sizes).
         fields["mla"] = {k: _require_int(dec, k, where) for k in MLA_KEYS}
     return fields
+
+
+def model_refusal(exc: ValidationError) -> tuple[str, FormatError]:
+    """A config value the canonical model refuses, which no reader checks first (an rms_norm_eps that is an integer
+    past a float's range): the field, and the refusal convert and validate give."""
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "config"
+    return field, FormatError(f"config.json: {field}: {first['msg']} (got {str(first.get('input'))[:60]!r})",
+                              "fix that field in config.json", code="E-CONFIG-FIELD")
 
 
 def decoder_dict(cfg: DrafterConfig) -> dict[str, Any]:

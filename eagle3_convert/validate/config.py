@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from .. import schemas
-from ..converters.base import MAX_VOCAB_SIZE, decoder_fields, is_yarn
+from ..converters.base import MAX_VOCAB_SIZE, decoder_fields, is_yarn, model_refusal
 from ..converters.config_keys import decoder_type_checks, key_issues
 from ..converters.modelopt import exported_yarn
 from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, drafter_kind, to_canonical
@@ -62,8 +64,8 @@ def read_config(ctx: Context) -> DrafterConfig | None:
     ctx.intents = {name: _intent(ctx, name, layers) for name in ctx.raw.tensors if name not in VOCAB_TENSORS}
     head = ctx.tensor("lm_head.weight")
     vd = raw.get("draft_vocab_size")
-    if not is_positive_int(vd):
-        vd = head.shape[0] if head is not None and len(head.shape) == 2 else fields["vocab_size"]
+    if not is_positive_int(vd):  # (a head of no rows is no vocabulary: the tensor check names its shape)
+        vd = head.shape[0] if head is not None and len(head.shape) == 2 and head.shape[0] else fields["vocab_size"]
     ht = raw.get("target_hidden_size")
     fields.update(
         draft_vocab_size=vd,
@@ -79,10 +81,9 @@ def read_config(ctx: Context) -> DrafterConfig | None:
     fields["num_aux_hidden_states"] = _num_aux(ctx, fields)
     try:
         return DrafterConfig(**fields)
-    except ValueError as exc:
-        first = str(exc).splitlines()
-        ctx.add("E-CONFIG-FIELD", f"config.json: {' '.join(first[1:3]) if len(first) > 2 else first[0]}",
-                "fix the field in config.json", where=where)
+    except ValidationError as exc:  # a decoder value no reader checks first, said as convert says it
+        field, error = model_refusal(exc)
+        ctx.out.append(from_error(error, where=f"{where}.{field}"))
         return None
 
 
