@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from builders import RawTensor, build_drafter
 from conftest import run_cli
-from test_mutation_kills_validate import CONFIG_CODES, judged
+from test_mutation_kills_validate import CONFIG_CODES, MLA, judged
 
 READER_BIAS = "config.json sets bias: true (an fc bias); no other layout can hold it"
 BIAS_FINDING = (
@@ -128,6 +128,53 @@ def test_a_value_only_the_drafter_model_refuses_is_said_as_convert_says_it(tmp_p
     assert converted.exit_code == 1
     assert converted.stderr.strip().splitlines()[-1] == (
         f"error: {EPS_MESSAGE} [E-CONFIG-FIELD] — hint: fix that field in config.json")
+
+
+# ------------------------------------------------------------------ decoder refusals, named where they are
+
+def test_an_mla_drafter_told_by_its_class_is_refused_at_its_missing_width(tmp_path: Path):
+    """model_type llama, an MLA class and MLA tensors: the reader builds an MLA drafter and refuses the missing
+    kv_lora_rank; validate used to look for the refused key only under an MLA model_type, found none, named "$",
+    and so dropped every schema finding."""
+    got = judged(tmp_path, "vllm", spec=MLA, edit=lambda c: (c.update(model_type="llama", torch_dtype=5),
+                                                           c.pop("kv_lora_rank")), codes=CONFIG_CODES)
+    assert got == [("E-CONFIG-FIELD", "error", "config.json: kv_lora_rank is None; expected a positive integer",
+                    "fix kv_lora_rank in config.json", "$.kv_lora_rank", None), schema_dtype("vllm")]
+
+
+def test_a_decoder_refusal_is_said_once_at_the_key_refused(tmp_path: Path):
+    """num_hidden_layers 0 and hidden_size 0: the decoder stops at num_hidden_layers (the key table said it); validate
+    used to look for the refused key in another order, said the layer refusal a second time under $.hidden_size,
+    and so hid the schema's word on hidden_size."""
+    got = judged(tmp_path, "vllm", edit=lambda c: c.update(hidden_size=0, num_hidden_layers=0, torch_dtype=5),
+                 codes=CONFIG_CODES)
+    assert got == [
+        ("E-CONFIG-FIELD", "error", "num_hidden_layers is 0 (JSON number); the vllm reader expects a positive integer "
+         "and would coerce it", "write num_hidden_layers as a positive integer in config.json",
+         "$.num_hidden_layers", None),
+        ("E-SCHEMA", "error", "config.json $.hidden_size: 0 is less than the minimum of 1 (vllm schema)",
+         "fix $.hidden_size in config.json", "$.hidden_size", None),
+        schema_dtype("vllm")]
+
+
+def test_a_speculators_decoder_is_read_without_the_tensors_as_its_reader_reads_it(tmp_path: Path):
+    """The speculators reader reads the nested decoder without the tensors: an MLA class named there makes an MLA
+    drafter of these q/k/v weights, whose missing latent widths it refuses. validate says the same refusal (given the
+    tensors, the class would yield to them and validate would read a Llama drafter the reader refuses)."""
+    def mla_class(config: dict[str, Any]) -> None:
+        config["transformer_layer_config"]["architectures"] = ["Eagle3DeepseekV2ForCausalLM"]
+    got = judged(tmp_path, "speculators", codes=CONFIG_CODES, edit=mla_class)
+    refusal = "transformer_layer_config: q_lora_rank is None; expected a positive integer"
+    assert got == [("E-CONFIG-FIELD", "error", refusal, "fix q_lora_rank in config.json",
+                    "$.transformer_layer_config.q_lora_rank", None)]
+    src = build_drafter(tmp_path / "src", "speculators")
+    config = json.loads((src / "config.json").read_text())
+    mla_class(config)
+    (src / "config.json").write_text(json.dumps(config))
+    converted = run_cli("--no-record", "--to", "sglang", src, tmp_path / "out")
+    assert converted.exit_code == 1
+    assert converted.stderr.strip().splitlines()[-1] == (
+        f"error: {refusal} [E-CONFIG-FIELD] — hint: fix q_lora_rank in config.json")
 
 
 # ------------------------------------------------------------------ the rope note and the schema
