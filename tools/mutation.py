@@ -75,7 +75,8 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/converters/config_keys.py": ["tests/test_validate.py", *_NO_SUBPROCESS_VALIDATE,
                                                  "tests/test_config_mutations.py", *_NO_CORPUS],
     # test_detect and the matrix cost minutes a surviving mutant under load: the kill tests that name SGLang
-    "eagle3_convert/converters/sglang.py": ["tests/test_mutation_kills_layouts.py",
+    "eagle3_convert/converters/sglang.py": ["tests/test_mutation_kills_config_reading.py",
+                                            "tests/test_mutation_kills_layouts.py",
                                             "tests/test_mutation_kills_converters.py", "-k", "sglang"],
     "eagle3_convert/converters/vllm.py": _FLAT_LAYOUT_TESTS,
     "eagle3_convert/converters/speculators.py": _LAYOUT_TESTS,
@@ -88,7 +89,8 @@ MODULES: dict[str, list[str]] = {
                                            "tests/test_mutation_kills_validate.py",
                                            "tests/test_mutation_kills_engines_validate.py",
                                            "tests/test_engine_rules.py"],
-    "eagle3_convert/validate/config.py": ["tests/test_mutation_kills_validate.py", "tests/test_config_mutations.py",
+    "eagle3_convert/validate/config.py": ["tests/test_mutation_kills_config_reading.py",
+                                          "tests/test_mutation_kills_validate.py", "tests/test_config_mutations.py",
                                           *_NO_CORPUS, "tests/test_mutation_kills_engines_validate.py"],
     "eagle3_convert/validate/engine.py": ["tests/test_mutation_kills_capture.py",
                                           "tests/test_mutation_kills_validate.py",
@@ -303,9 +305,6 @@ EQUIVALENT: dict[str, str] = {
         "with the target's depth as the same default boundaries the branch writes: it is redundant",
     "eagle3_convert.validate.engine.x_check_engine_verdicts__mutmut_50":
         "the caveat of vLLM's second runner is the same finding as its first's, which the report dedupes",
-    **{f"eagle3_convert.validate.config.x__decoder_key_path__mutmut_{n}":
-       "the fallback path (None, or no default): every refusal of decoder_fields names a key found first since the "
-       "optional keys and the vocab limit are looked at (numbered before that change)" for n in (31, 33)},
     "eagle3_convert.validate.config.x__intent__mutmut_8":
         "a model.-prefixed name the layout already reads as a drafter tensor reads the same without the prefix (every "
         "rule with a model. spelling has its plain twin: 986 such names of every layout read alike)",
@@ -387,6 +386,11 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.registry.writes.x_upsert__mutmut_74":
         "the path only names the registry when a stored record cannot be read; the record read back here was just "
         "written from a validated model, and an unreadable old one stops the first load_one (which names it)",
+    # validate/config.py (session 8: validate/config), numbered as at this branch's c4b0573
+    "eagle3_convert.validate.config.x_check_schema__mutmut_15":
+        "n + '.' never decides alone: a finding names an object's path only where the value is no object (the key "
+        "table, the decoder's type check) or for ModelOpt's YaRN rope object, whose members the key table types at "
+        "their own paths with the schema's own types (each rope key with 10 bad values tried)",
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
