@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from builders import DrafterSpec, build_drafter
+from builders import DrafterSpec, build_drafter, write_target
+from conftest import run_cli
+from gguf_target import write_target_gguf
 
 from eagle3_convert.convert import read_source
 from eagle3_convert.drafter import TargetIdentity
@@ -296,3 +298,115 @@ def test_a_release_is_judged_as_its_era_reads_the_file(tmp_path: Path, named: st
         span("≥ 0.5.17", "0.5.17", "0.5.23", "wrong", SGLANG_SHIFTED),
         span("0.5.12–0.5.16", "0.5.12", "0.5.16", "wrong", why),
         span("0.5.9–0.5.11", "0.5.9", "0.5.11", "wrong", f"{unapplied}; {MIDLAYER_ONLY}; {input_norm}")]))
+
+
+@pytest.mark.parametrize("ids, why", [
+    ((2, 2, 1), "captures its default layers {2, L//2, L-3}: the trained [2, 2, 1] only on a 4-layer target (pass "
+                "--target to check)"),
+    ((0, 1, 2), "captures its default layers {2, L//2, L-3}, never the trained [0, 1, 2]")])
+def test_the_depths_whose_defaults_are_looked_at(tmp_path: Path, ids: tuple[int, ...], why: str):
+    """Depths from 4 up: [2, 2, 1] are a 4-layer target's defaults {2, 4//2, 4-3}; [0, 1, 2] would be a 3-layer
+    one's, which is too shallow to be looked at."""
+    found = judged(tmp_path, change=no_nested_ids, engines=("sglang",), capture_boundaries=ids)
+    verdict = "wrong" if "never" in why else "default-layers"
+    assert found == expect(sglang=v(verdict, None, why,
+                                    releases=sglang_eras(span("≥ 0.5.12", "0.5.12", "0.5.23", verdict, why))))
+
+
+def test_defaults_that_are_not_the_trained_layers_on_the_target_named(tmp_path: Path):
+    """Trained on [1, 3, 5], for an 8-layer target: SGLang, reading no ids, captures its defaults [2, 4, 5]."""
+    found = judged(tmp_path, change=no_nested_ids, target=EIGHT_LAYERS, engines=("sglang",), capture_boundaries=(1, 3, 5))
+    why = "captures its default layers [2, 4, 5], trained on [1, 3, 5]"
+    assert found == expect(sglang=v("wrong", [2, 4, 5], why,
+                                    releases=sglang_eras(span("≥ 0.5.12", "0.5.12", "0.5.23", "wrong", why))))
+
+
+LMDEPLOY_TARGETS = ("LMDeploy sets the capture layers only for LlamaForCausalLM targets (configurations/llama.py: "
+                    "aux_hidden_state_layers = (2, L//2, L-3))")
+
+
+def test_the_readers_judged_only_when_named(tmp_path: Path):
+    """mlx-vlm and LMDeploy are judged when a release of theirs is named (None: the newest), beside every runner:
+    an original EAGLE-3 file named LlamaForCausalLM, as LMDeploy's docs serve it, with its caveat."""
+    found = judged(tmp_path, "eagle", change=lambda c: c.__setitem__("architectures", ["LlamaForCausalLM"]),
+                   target=EIGHT_LAYERS, embed_tokens=True, capture_boundaries=None,
+                   releases={"lmdeploy": [None], "mlx-vlm": ["0.6.15"]})
+    assert list(found) == ["speculators", "vllm-v1", "vllm-v2", "sglang", "trtllm", "llamacpp", "mlx-vlm", "lmdeploy"]
+    assert {r: found[r] for r in ("mlx-vlm", "lmdeploy")} == expect(
+        mlx_vlm=v("refuses", None, "mlx-vlm builds its EAGLE-3 drafter only for model_type / speculators_model_type "
+                  "'eagle3' (get_model_and_args); 'llama' loads another model or none, and its strict load_weights "
+                  "fails on the drafter's tensors"),
+        lmdeploy=v("default-layers", [2, 4, 5], THEIR_DEFAULTS, LMDEPLOY_TARGETS))
+
+
+def test_a_gguf_is_loaded_by_llama_cpp_only_as_planned_and_as_read_from_disk(tmp_path: Path):
+    """--to gguf: judged on the plan (its keys under "gguf", our record beside them), then on the file written, read
+    back (its keys at the top): llama.cpp serves both alike, the trained window its record carries said; every
+    other engine refuses the format by name."""
+    spec = DrafterSpec(extra=WINDOW)
+    src = build_drafter(tmp_path / "src", "speculators", spec)
+    target = write_target_gguf(tmp_path / "target.gguf", layers=spec.target_layers, hidden=spec.ht,
+                               vocab=spec.vocab_size)
+    done = run_cli("--no-record", "--to", "gguf", "--target-gguf", target, src, tmp_path / "out", "--json")
+    assert done.exit_code == 0, done.stderr
+    gguf = v("refuses", None, "a GGUF is llama.cpp's format, not one this engine loads")
+    llamacpp = v("as-trained", [2, 4, 5], TRAINED, WHOLE_CONTEXT.format("llama.cpp"))
+    expected = expect(speculators=gguf, vllm_v1=gguf, vllm_v2=gguf, sglang=gguf, trtllm=gguf, llamacpp=llamacpp)
+    planned = json.loads(done.stdout)["serves"]
+    assert planned == {r: {k: x for k, x in e.items() if k not in ("engine", "caveats")} for r, e in expected.items()}
+    source = read_source(str(tmp_path / "out"))
+    assert "_gguf" in source.stored_config and "gguf" not in source.stored_config, list(source.stored_config)
+    cfg = source.drafter.config
+    found = serve_verdicts(source.stored_config, source.stored_names, cfg, target_context(cfg))
+    assert {r: seen(x) for r, x in found.items()} == expected
+
+
+def test_the_target_a_drafter_records_decides_its_defaults(tmp_path: Path):
+    """A drafter converted with --target records it (eagle3-convert.json): its verdicts, judged with no target
+    named, are on that target's depth (8 layers: the defaults [2, 4, 5] are the layers it was trained on)."""
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec(capture_boundaries=None))
+    done = run_cli("--no-record", "--to", "vllm", "--target", write_target(tmp_path / "target", DrafterSpec()), src,
+                   tmp_path / "out")
+    assert done.exit_code == 0, done.stderr
+    source = read_source(str(tmp_path / "out"))
+    cfg = source.drafter.config
+    assert cfg.target is not None and cfg.target.num_hidden_layers == 8, cfg.target
+    found = serve_verdicts(source.stored_config, source.stored_names, cfg, target_context(cfg))
+    assert seen(found["trtllm"]) == expect(trtllm=v("default-layers", [2, 4, 5], THEIR_DEFAULTS))["trtllm"]
+
+
+def test_convert_says_where_the_releases_disagree(tmp_path: Path):
+    """convert's serve lines: one line per runner whose known releases read the file differently, each run of them
+    (a serving run without its why, another with it)."""
+    src = build_drafter(tmp_path / "src", "speculators", DrafterSpec(fc_norm=True))
+    done = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert done.exit_code == 0, done.stderr
+    assert [line.strip() for line in done.stdout.splitlines() if "across releases" in line] == [
+        "across releases: served as trained on ≥ 0.22.0; refused loudly on 0.18.0–0.21.0 (vLLM builds no fc_norm and "
+        "fails to load fc_norm.* (KeyError))"] * 2 + [
+        "across releases: served as trained on ≥ 0.5.12; served WRONG on 0.5.9–0.5.11 (fc_norm True in training, False "
+        f"in SGLang; {MIDLAYER_ONLY})"], done.stdout
+
+
+def test_validate_names_the_releases_it_judged(tmp_path: Path):
+    """--engine sglang==0.5.10 --engine sglang (its newest) --engine vllm-v1==0.25.0, one named twice: each release
+    once, the newest by its number, a runner's release under its engine."""
+    src = build_drafter(tmp_path / "src", "speculators", DrafterSpec())
+    done = run_cli("validate", "--json", "--engine", "sglang==0.5.10", "--engine", "sglang", "--engine",
+                   "vllm-v1==0.25.0", "--engine", "sglang==0.5.10", "--engine", "llamacpp==b99999", src)
+    report = json.loads(done.stdout)
+    assert report["releases"] == ["SGLang 0.5.10, 0.5.23", "vLLM 0.25.0", "llama.cpp b99999"], report["releases"]
+
+
+def test_sglang_is_made_to_refuse_a_flat_file_it_would_serve_wrong(tmp_path: Path):
+    """--to vllm of a drafter trained with norm_before_residual, which SGLang does not apply: the file names its
+    class as only vLLM spells it, so that SGLang refuses it; a drafter SGLang would serve keeps its name."""
+    src = build_drafter(tmp_path / "src", "speculators", DrafterSpec(norm_before_residual=True))
+    done = run_cli("--no-record", "--to", "vllm", "--json", src, tmp_path / "out")
+    assert done.exit_code == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["notes"] == [
+        "architectures set to ['Eagle3LlamaForCausalLM'], a name vLLM resolves and SGLang refuses: SGLang would load "
+        "this file and serve it wrong (norm_before_residual True in training, False in SGLang)"], said["notes"]
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == ["Eagle3LlamaForCausalLM"]
+    assert said["serves"]["sglang"]["verdict"] == "refuses", said["serves"]["sglang"]
