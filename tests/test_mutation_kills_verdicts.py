@@ -15,6 +15,7 @@ import pytest
 from builders import DrafterSpec, build_drafter, write_target
 from conftest import run_cli
 from gguf_target import write_target_gguf
+from test_drafters_2026_block import specforge_drafter
 
 from eagle3_convert.convert import read_source
 from eagle3_convert.drafter import TargetIdentity
@@ -410,3 +411,56 @@ def test_sglang_is_made_to_refuse_a_flat_file_it_would_serve_wrong(tmp_path: Pat
         "this file and serve it wrong (norm_before_residual True in training, False in SGLang)"], said["notes"]
     assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == ["Eagle3LlamaForCausalLM"]
     assert said["serves"]["sglang"]["verdict"] == "refuses", said["serves"]["sglang"]
+
+
+def test_an_mla_drafter_without_a_target_is_judged_on_deepseeks_rules(tmp_path: Path):
+    """No target named: an MLA drafter serves a DeepSeek/Kimi target, on which SGLang (since 0.5.13) reads a nested
+    list that does not start at 1 as boundaries as written."""
+    found = judged(tmp_path, family="deepseek_mla", engines=("sglang",))
+    assert found == expect(sglang=v("as-trained", [2, 4, 5], TRAINED, releases=[
+        span("≥ 0.5.13", "0.5.13", "0.5.23", "as-trained", TRAINED),
+        span("0.5.12–0.5.12.post1", "0.5.12", "0.5.12.post1", "wrong", SGLANG_SHIFTED),
+        span("0.5.9–0.5.11", "0.5.9", "0.5.11", "refuses", "SGLang refuses it: model architectures "
+             "['Eagle3DeepseekV2ForCausalLM'] are not supported")]))
+
+
+def test_sglangs_shield_is_judged_on_the_target_named(tmp_path: Path):
+    """ModelOpt ids [0, 2, 4] (boundaries 1, 3, 5): SGLang on a DeepSeek target reads a list not starting at 1 as
+    boundaries as written; only --target says the target is DeepSeek's, and the shield is judged on it."""
+    spec = DrafterSpec(capture_boundaries=(1, 3, 5), target_model_type="deepseek_v3")
+    src = build_drafter(tmp_path / "src", "vllm", spec)
+    done = run_cli("--no-record", "--to", "modelopt", "--json", "--target", write_target(tmp_path / "target", spec),
+                   src, tmp_path / "out")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["notes"][-1] == (
+        "architectures set to ['Eagle3LlamaForCausalLM'], a name vLLM resolves and SGLang refuses: SGLang would load "
+        "this file and serve it wrong (captures layers [0, 2, 4], trained on [1, 3, 5])")
+
+
+def test_validate_says_where_the_releases_disagree_and_only_there(tmp_path: Path):
+    """SGLang's releases read a vLLM file in two ways (one line, I-ENGINE-RELEASES); vLLM's all read it alike
+    (nothing said)."""
+    src = build_drafter(tmp_path / "src", "vllm", DrafterSpec())
+    report = json.loads(run_cli("validate", "--json", "--engine", "vllm", "--engine", "sglang", src).stdout)
+    assert [(f["engine"], f["message"]) for f in report["findings"] if f["code"] == "I-ENGINE-RELEASES"] == [
+        ("sglang", f"SGLang releases disagree on this file: served WRONG on ≥ 0.5.12 ({SGLANG_SHIFTED}); served WRONG "
+                   f"on 0.5.9–0.5.11 ({MIDLAYER_ONLY})")], report["findings"]
+
+
+def test_a_block_diffusion_verdict_for_a_release_whose_reading_is_unknown(tmp_path: Path):
+    """A DFlash drafter (SpecForge's config): SGLang 0.5.22 named, whose DFlash reader was not read: unknown, that
+    release named; the others judged for their newest release."""
+    src = specforge_drafter(tmp_path / "src", "dflash")
+    source = read_source(str(src))
+    cfg = source.drafter.config
+    found = serve_verdicts(source.stored_config, source.stored_names, cfg, target_context(cfg), None,
+                           {"sglang": ["0.5.22"], "vllm": [None]})
+    served = v("as-trained", [2, 10, 18, 26, 34], "builds DFlashQwen3ForCausalLM, capturing boundaries [2, 10, 18, 26, "
+               "34]")
+    not_read = v("unknown", None, "no DFlash reader of this engine was read")
+    assert {r: seen(x) for r, x in found.items()} == expect(
+        speculators=v("refuses", None, "from_pretrained reads only a speculators config (speculators_model_type); "
+                      "`speculators convert` writes one from this DFlash file"),
+        vllm_v1=served, vllm_v2=served,
+        sglang=v("unknown", None, "DFlash drafters were read in SGLang 0.5.23 only, not 0.5.22", release="0.5.22"),
+        trtllm=not_read, llamacpp=not_read)

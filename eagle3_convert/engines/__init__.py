@@ -138,7 +138,7 @@ def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdic
     if reading.family != cfg.family:
         return Verdict(name, WRONG, reading.captures, f"builds its {reading.family} drafter class for a {cfg.family} "
                                                       "drafter")
-    applied = {f: bool(reading.flags.get(f, False)) for f in FLAGS}
+    applied = {f: bool(reading.flags[f]) for f in FLAGS}  # (every reading that is no refusal states all four)
     flags = [f"{f} {getattr(cfg, f)} in training, {applied[f]} in {reading.label}" for f in FLAGS
              if applied[f] != getattr(cfg, f)]
     if flags or reading.silent:
