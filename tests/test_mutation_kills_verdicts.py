@@ -3,7 +3,9 @@ word (issue 26, session 8: the mutants of `_verdict` and `serve_verdicts`). Each
 (tests/builders.py), changed in one place, read as convert reads a source (`read_source`) and judged by
 `serve_verdicts` as validate, convert, publish and search call it: for every runner judged, the whole verdict (its
 kind, captures, why, caveats, the release judged, each release of a fleet, and the runs of releases that disagree).
-In-process and without a CLI run: the whole file takes about a second, so that it can run against every mutant."""
+The words convert and validate print of them (their "across releases" and release lines, SGLang's shield note, a
+GGUF's verdicts) through the CLI in-process (conftest's run_cli). About 5 s in all, so that it can run against every
+mutant of the module (tools/mutation.py MODULES)."""
 
 from __future__ import annotations
 
@@ -128,7 +130,7 @@ def test_defaults_that_are_the_trained_layers_on_the_target_named(tmp_path: Path
         trtllm=v("default-layers", [2, 4, 5], THEIR_DEFAULTS))
 
 
-def test_defaults_that_are_the_trained_layers_on_no_target(tmp_path: Path):
+def test_trained_layers_that_are_no_depths_defaults(tmp_path: Path):
     """Trained on [1, 3, 5], which are no depth's defaults: SGLang, reading no ids, never captures them; [2, 512,
     1021] are the defaults of a 1024-layer target only, beyond the depths looked at (4 to 1023)."""
     never = "captures its default layers {{2, L//2, L-3}}, never the trained {}"
@@ -401,7 +403,7 @@ def test_validate_names_the_releases_it_judged(tmp_path: Path):
 
 def test_sglang_is_made_to_refuse_a_flat_file_it_would_serve_wrong(tmp_path: Path):
     """--to vllm of a drafter trained with norm_before_residual, which SGLang does not apply: the file names its
-    class as only vLLM spells it, so that SGLang refuses it; a drafter SGLang would serve keeps its name."""
+    class as only vLLM spells it, so that SGLang refuses it."""
     src = build_drafter(tmp_path / "src", "speculators", DrafterSpec(norm_before_residual=True))
     done = run_cli("--no-record", "--to", "vllm", "--json", src, tmp_path / "out")
     assert done.exit_code == 0, done.stderr
