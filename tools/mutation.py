@@ -84,7 +84,8 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/validate/tensors.py": ["tests/test_mutation_kills_validate.py", "tests/test_caught_bugs.py",
                                            "tests/test_validate.py"],
     "eagle3_convert/validate/vocab.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py"],
-    "eagle3_convert/validate/capture.py": ["tests/test_mutation_kills_capture.py",
+    "eagle3_convert/validate/capture.py": ["tests/test_mutation_kills_capture_records.py",
+                                           "tests/test_mutation_kills_capture.py",
                                            "tests/test_mutation_kills_validate.py",
                                            "tests/test_mutation_kills_engines_validate.py",
                                            "tests/test_engine_rules.py"],
@@ -288,8 +289,6 @@ EQUIVALENT: dict[str, str] = {
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
     # validate/capture.py, config.py, engine.py (session 7; numbered as at 4898e26, before EngineProfile.builds went)
-    "eagle3_convert.validate.capture.x_engine_capture__mutmut_61":
-        "only TensorRT-LLM takes its ids at runtime, and its block-output convention reads no target family",
     "eagle3_convert.validate.engine.x__engine_keys__mutmut_29":
         "an unapplied twin norm lies in a layer >= 1 of a drafter of more than one layer, where the one-layer rule "
         "(layer 0 as midlayer.*) is skipped for no layer count as for that count",
@@ -376,6 +375,10 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.registry.writes.x_upsert__mutmut_74":
         "the path only names the registry when a stored record cannot be read; the record read back here was just "
         "written from a validated model, and an unreadable old one stops the first load_one (which names it)",
+    # validate/capture.py (session 8, "Session 8: validate/capture"), numbered as at fbb1332
+    "eagle3_convert.validate.capture.x__runtime_capture__mutmut_15":
+        "only TensorRT-LLM takes its ids at runtime, and its block-output convention reads no target family (was "
+        "engine_capture 61 before main's split of engine_capture)",
     # engines/__init__.py (session 8, tools/MUTATION-RESULTS.md "Session 8: engines/__init__.py, the verdicts"),
     # numbered as at ea3ec35
     "eagle3_convert.engines.x__verdict__mutmut_29":
