@@ -19,6 +19,7 @@ from .converters.base import (
     Detection,
     WritePlan,
     load_checkpoint,
+    model_refusal,
 )
 from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family, training_boundaries
 from .converters.layout import drafter_kind, refuse_other_kind
@@ -26,7 +27,7 @@ from .converters.registry import detect, get_layout, judge_explicit_from
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
 from .engines import REFUSES, WRONG, Verdict, releases_of, serve_verdicts, target_context
 from .engines.vllm import local_verifier
-from .errors import Eagle3Error, FormatError, RefusalError, UsageError
+from .errors import Eagle3Error, RefusalError, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .names import LABELS
 from .sources import resolve_source
@@ -123,10 +124,7 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
             raise judge_explicit_from(ckpt, detection.layout, options, error=exc) or exc from None
         raise
     except ValidationError as exc:  # a config value of the wrong type reached the canonical model
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "config"
-        raise FormatError(f"config.json: {where}: {first['msg']} (got {str(first.get('input'))[:60]!r})",
-                          "fix that field in config.json", code="E-CONFIG-FIELD") from None
+        raise model_refusal(exc)[1] from None
     if from_layout != "auto":
         problem = judge_explicit_from(ckpt, detection.layout, options, drafter=drafter)
         if problem is not None:

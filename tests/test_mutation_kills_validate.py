@@ -35,8 +35,11 @@ MISSING_HINT = ("the checkpoint is incomplete: engines load it silently with ran
 
 
 def unused(name: str, why: str) -> dict[str, str]:
-    return {"code": "E-KEY-UNUSED", "message": f"tensor {name} is not used by this drafter's config ({why}): engines "
-            "drop it silently", "hint": UNUSED_HINT, "where": name}
+    # vLLM's loader raises on a name it has no parameter for, but skips an extra bias (docs/formats.md §6.2)
+    effect = ("engines drop it silently" if name.endswith(".bias") else
+              "no engine applies it (SGLang skips it without a word, vLLM's loader fails on it)")
+    return {"code": "E-KEY-UNUSED", "message": f"tensor {name} is not used by this drafter's config ({why}): {effect}",
+            "hint": UNUSED_HINT, "where": name}
 
 
 # name -> (layout, DrafterSpec changes, the one change, the findings (error and warning) validate must give)
@@ -321,14 +324,16 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         dict(layout="vllm", codes=("E-KEY",), tensors=lambda t: t.__setitem__("model.layers.1.mlp.up_proj.weight",
                                                                                t["layers.0.mlp.up_proj.weight"])),
         [('E-KEY-UNUSED', 'error', "tensor model.layers.1.mlp.up_proj.weight (layers.1.mlp.up_proj.weight) is not used "
-          "by this drafter's config (num_hidden_layers is 1): engines drop it silently",
+          "by this drafter's config (num_hidden_layers is 1): no engine applies it (SGLang skips it without a word, "
+          "vLLM's loader fails on it)",
           'set the config flag it belongs to, or remove the tensor', 'model.layers.1.mlp.up_proj.weight', None)]),
     "a vLLM file with an unused input_norm sorted before a model.-prefixed bias": (
         dict(layout="vllm", spec={"attention_bias": True}, codes=("E-KEY",), tensors=lambda t: (
             t.__setitem__("input_norm.weight", t["norm.weight"]),
             t.__setitem__("model.layers.0.self_attn.q_proj.bias", t.pop("layers.0.self_attn.q_proj.bias")))),
         [('E-KEY-UNUSED', 'error', "tensor input_norm.weight is not used by this drafter's config (norm_before_fc is "
-          "off): engines drop it silently", 'set the config flag it belongs to, or remove the tensor',
+          "off): no engine applies it (SGLang skips it without a word, vLLM's loader fails on it)",
+          'set the config flag it belongs to, or remove the tensor',
           'input_norm.weight', None), MODEL_BIAS_DROPPED]),
     # validate/engine.py: the class each engine builds for the config (_engine_reads_config)
     "architectures a string, read as vLLM": (
