@@ -99,6 +99,20 @@ def test_a_head_of_no_rows_is_named_as_a_tensor_and_hides_no_schema_finding(tmp_
         schema_dtype("vllm")]
 
 
+@pytest.mark.parametrize("layout", ["vllm", "speculators"])
+def test_a_head_of_no_rows_is_not_offered_as_the_draft_vocabulary(tmp_path: Path, layout: str):
+    """vLLM and the speculators library size a head for the full vocabulary where draft_vocab_size is absent: with a
+    head of rows that is E-CONFIG-DRAFT-VOCAB, hinting those rows; a head of no rows has none to offer (the hint said
+    "set draft_vocab_size to 0", which no reader takes): E-SHAPE alone names it, with its re-export hint."""
+    got = judged(tmp_path, layout, {"draft_vocab_size": None}, edit=lambda c: c.pop("draft_vocab_size", None),
+                 tensors=lambda t: t.update({"lm_head.weight": RawTensor("BF16", (0, 32), b"")}),
+                 engines=["vllm", "speculators"], codes=("DRAFT-VOCAB", "SHAPE"))
+    assert got == [
+        ("E-SHAPE", "error", "tensor lm_head.weight has shape [0, 32], the config implies [96, 32]", "config.json "
+         "and the weights disagree: fix the config field the shape depends on, or re-export the weights",
+         "lm_head.weight", None)]
+
+
 def _huge_eps(layout: str):
     def edit(config: dict[str, Any]) -> None:
         dec = config["transformer_layer_config"] if layout == "speculators" else config

@@ -35,7 +35,7 @@ def check_engine(ctx: Context, p: EngineProfile) -> None:
         ctx.add("E-CONFIG-DRAFT-VOCAB", "config.json has no draft_vocab_size: SGLang fails to construct the "
                 "drafter", f"set draft_vocab_size to {rows or 'the lm_head rows'}", engine=p.name,
                 where="$.draft_vocab_size")
-    elif not is_positive_int(vd) and rows is not None and rows != cfg.vocab_size:
+    elif not is_positive_int(vd) and rows and rows != cfg.vocab_size:  # a head of no rows: E-SHAPE names it
         ctx.add("E-CONFIG-DRAFT-VOCAB", f"draft_vocab_size is {short_repr(vd)}: {p.label} then sizes the draft head "
                 f"for the full vocab V={cfg.vocab_size}, but lm_head.weight has {rows} rows",
                 f"set draft_vocab_size to {rows}", engine=p.name, where="$.draft_vocab_size")
