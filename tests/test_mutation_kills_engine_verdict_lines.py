@@ -178,8 +178,8 @@ def test_a_speculators_output_an_older_vllm_would_serve_wrong_is_refused_naming_
     assert result.stderr.strip().splitlines()[-1] == (
         "error: the speculators layout is for speculators library, vLLM (V1 runner), vLLM (V2 runner), and vLLM (V1 "
         "runner) would serve this file wrong: norm_before_fc True in training, False in vLLM (V1 runner) "
-        "[E-ENGINE-WRONG] — hint: convert to a layout whose engine serves the drafter as trained (`--to vllm` serves "
-        "every variant)")
+        "[E-ENGINE-WRONG] — hint: upgrade to vLLM ≥ 0.19.0, which serves this file as trained; or convert to a layout "
+        "whose engine serves the drafter as trained (`--to vllm` serves every variant)")
 
 
 def test_the_releases_that_serve_an_older_release_s_fault_are_named_upgrade_or_downgrade(tmp_path: Path):

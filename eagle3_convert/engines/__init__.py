@@ -107,6 +107,16 @@ def judged_releases(choices: Sequence[EngineChoice]) -> dict[str, list[str | Non
     return out
 
 
+def releases_that_serve(engine: str, release: str, serving: list[Span], fix: str) -> str:
+    """The hint for a release's fault: the newest releases that serve the file (newer or older than the one judged),
+    else `fix`."""
+    if not serving:
+        return fix
+    known = releases_of(engine)
+    move = "upgrade" if known.known.index(serving[0].first) > known.known.index(release) else "downgrade"
+    return f"{move} to {known.label} {serving[0].releases}, which serves this file as trained; or {fix}"
+
+
 def release_label(engine: str, releases: Sequence[str | None] | None = None) -> str:
     """'SGLang 0.5.23', 'SGLang 0.5.10, 0.5.23': the releases a verdict is for (an unknown one as named)."""
     known = releases_of(engine)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import (MODULES, REFUSES, SERVING, UNKNOWN, WRONG, Span, TargetContext, release_label, releases_of,
-                       serve_verdicts)
+from ..engines import (MODULES, REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, release_label, releases_of,
+                       releases_that_serve, serve_verdicts)
 from ..json_values import is_positive_int, short_repr
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
@@ -83,7 +83,7 @@ def check_engine_verdicts(ctx: Context) -> None:
         serving = [s for s in verdict.across if s.verdict in SERVING]  # newest first
         for release, judged in verdict.judged or ((verdict.release, verdict),):
             label = LABELS[reader] if release == newest else f"{LABELS[reader]} {release}"
-            release_fix = _releases_that_serve(engine, release, serving, fix)
+            release_fix = releases_that_serve(engine, release, serving, fix)
             if (engine, release) in said_of_release:
                 continue
             unsaid = engine not in said or release != newest  # the checks above judge the newest release only
@@ -113,16 +113,6 @@ def check_engine_verdicts(ctx: Context) -> None:
                 ctx.add("W-ENGINE-RELEASE-UNKNOWN", judged.why, f"name a release we know ({release_label(engine)} "
                         "is the newest), or judge the file on that release yourself", engine=engine)
         _say_release_disagreement(ctx, reader, verdict)
-
-
-def _releases_that_serve(engine: str, release: str, serving: list[Span], fix: str) -> str:
-    """The hint for a release's fault: the newest releases that serve the file (newer or older than the one judged),
-    else `fix`."""
-    if not serving:
-        return fix
-    known = releases_of(engine)
-    move = "upgrade" if known.known.index(serving[0].first) > known.known.index(release) else "downgrade"
-    return f"{move} to {known.label} {serving[0].releases}, which serves this file as trained; or {fix}"
 
 
 def _say_release_disagreement(ctx: Context, reader: str, verdict) -> None:
