@@ -400,7 +400,8 @@ EQUIVALENT: dict[str, str] = {
         "table, the decoder's type check) or for ModelOpt's YaRN rope object, whose members the key table types at "
         "their own paths with the schema's own types (each rope key with 10 bad values tried)",
     # validate/engine.py (session 8, "validate/engine and the converters' last survivors"), numbered as at ecbca83
-    "eagle3_convert.validate.engine.x__releases_that_serve__mutmut_12":
+    # (releases_that_serve moved to engines/__init__.py at 79ac1c8, its body unchanged)
+    "eagle3_convert.engines.x_releases_that_serve__mutmut_12":
         "> or >= between the index of the serving run's first release and the judged release's: the judged release "
         "is never in a serving run (its own verdict is wrong or refused), so the two indexes never meet",
 }
