@@ -63,7 +63,7 @@ def test_a_refusal_no_engine_profile_models_is_said_with_the_conversion_that_fix
     once for the two runners, with the conversion that fixes it (the vllm layout names no verifier)."""
     got = judged(tmp_path, "speculators", edit=local_verifier)
     assert got == [
-        ('E-ENGINE-REFUSES', 'error', "vLLM (V1 runner): vLLM refuses it: Speculators verifier must name a remote "
+        ('E-ENGINE-REFUSES', 'error', "vLLM (V1 runner): Speculators verifier must name a remote "
          "model repository (name_or_path is './target')", TO_VLLM, None, 'vllm')]
 
 

@@ -240,12 +240,12 @@ def test_an_engine_building_another_familys_drafter_class(tmp_path: Path):
     since 0.24.0."""
     found = judged(tmp_path, family="qwen3")
     older = [span("≥ 0.24.0", "0.24.0", "0.33.0", "as-trained", TRAINED),
-             span("0.18.0–0.23.0", "0.18.0", "0.23.0", "refuses", "vLLM refuses it: model architectures "
+             span("0.18.0–0.23.0", "0.18.0", "0.23.0", "refuses", "model architectures "
                   "['Eagle3Qwen3ForCausalLM'] are not supported")]
     assert found == expect(
         speculators=v("refuses", None, FLAT_REFUSED), vllm_v1=v("as-trained", [2, 4, 5], TRAINED, releases=older),
         vllm_v2=v("as-trained", [2, 4, 5], TRAINED, releases=older),
-        sglang=v("refuses", None, "SGLang refuses it: model architectures ['Eagle3Qwen3ForCausalLM'] are not "
+        sglang=v("refuses", None, "model architectures ['Eagle3Qwen3ForCausalLM'] are not "
                  "supported"),
         trtllm=v("wrong", None, "builds its llama drafter class for a qwen3 drafter"),
         llamacpp=v("refuses", None, "llama.cpp's converter has no EAGLE-3 model for architectures "
@@ -260,7 +260,7 @@ def test_an_engine_building_another_kind_of_drafter(tmp_path: Path):
     assert found == expect(
         speculators=v("as-trained", [2, 4, 5], TRAINED), vllm_v1=v("as-trained", [2, 4, 5], TRAINED),
         vllm_v2=v("as-trained", [2, 4, 5], TRAINED),
-        sglang=v("refuses", None, "SGLang refuses it: model architectures ['Eagle3Speculator'] are not supported"),
+        sglang=v("refuses", None, "model architectures ['Eagle3Speculator'] are not supported"),
         trtllm=v("refuses", None, NO_MODEL_TYPE),
         llamacpp=v("wrong", [2, 4, 5], "builds its eagle3 drafter for a peagle drafter"))
 
@@ -422,7 +422,7 @@ def test_an_mla_drafter_without_a_target_is_judged_on_deepseeks_rules(tmp_path: 
     assert found == expect(sglang=v("as-trained", [2, 4, 5], TRAINED, releases=[
         span("≥ 0.5.13", "0.5.13", "0.5.23", "as-trained", TRAINED),
         span("0.5.12–0.5.12.post1", "0.5.12", "0.5.12.post1", "wrong", SGLANG_SHIFTED),
-        span("0.5.9–0.5.11", "0.5.9", "0.5.11", "refuses", "SGLang refuses it: model architectures "
+        span("0.5.9–0.5.11", "0.5.9", "0.5.11", "refuses", "model architectures "
              "['Eagle3DeepseekV2ForCausalLM'] are not supported")]))
 
 

@@ -163,8 +163,8 @@ def test_vllm_refuses_a_file_both_its_runners_refuse_naming_the_layout(tmp_path:
     result = run_cli("--from", "vllm", "--to", "vllm", "--engine", "vllm==0.23.0", "--no-record", src, tmp_path / "out")
     assert result.exit_code == 1
     assert last_line(result.stderr) == (
-        "error: the vllm layout is for vLLM (V1 runner), vLLM (V2 runner), and vLLM (V1 runner) would refuse it: vLLM "
-        "refuses it: model architectures ['Eagle3Qwen3ForCausalLM'] are not supported [E-ENGINE-REFUSES] — hint: "
+        "error: the vllm layout is for vLLM (V1 runner), vLLM (V2 runner), and vLLM (V1 runner) would refuse it: model "
+        "architectures ['Eagle3Qwen3ForCausalLM'] are not supported [E-ENGINE-REFUSES] — hint: "
         "upgrade to vLLM ≥ 0.24.0, which serves this file as trained; or convert to a layout whose engine serves the "
         "drafter as trained")
     assert not (tmp_path / "out").exists()
