@@ -39,7 +39,7 @@ VALIDATE_HINT_COMMANDS = {
     "E-CAPTURE-RECORD": ("--capture-layers 2,4,5 --convention boundary --to sglang",  # the recorded layers
                          "--capture-layers 2,4,6 --convention boundary --to sglang"),  # or the restatement
     "E-CAPTURE-UNREACHABLE": ("--target TARGET --to vllm",),
-    "E-CONFIG-TARGET-HIDDEN-NULL": ("--to vllm",),
+    "E-CONFIG-TARGET-HIDDEN-NULL": ("--to modelopt", "--to vllm"),  # TensorRT-LLM refuses a null width too
     "E-DEEP-NONFINITE": ("--to vllm",),
     "E-DEEP-ZERO": ("--to vllm",),
     "E-DTYPE": ("--to modelopt", "--to sglang"),

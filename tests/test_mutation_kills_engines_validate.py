@@ -322,7 +322,7 @@ READINGS: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetConte
         "the speculators library has no Eagle3 draft layer for model_type 'mistral'")),
     "speculators: norm_before_fc and fc_norm": ("speculators", file("speculators", top(norm_before_fc=True,
                                                                                        fc_norm=True)), L8,
-                                                refused("the speculators library refuses it: norm_before_fc and "
+                                                refused("norm_before_fc and "
                                                         "fc_norm are mutually exclusive", family="llama")),
     "speculators: every flag but one": ("speculators", file("speculators", top(
         norm_before_fc=True, norm_before_residual=True, norm_output=True)), L8, served(
@@ -859,7 +859,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
         ('I-ENGINE-RELEASES',
          'info',
          'SGLang releases disagree on this file: served WRONG on ≥ 0.5.12 (builds its deepseek_mla drafter '
-         'class for a llama drafter); refused loudly on 0.5.9–0.5.11 (SGLang refuses it: model architectures '
+         'class for a llama drafter); refused loudly on 0.5.9–0.5.11 (model architectures '
          "['Eagle3DeepseekV2ForCausalLM'] are not supported)",
          None,
          None,
@@ -940,7 +940,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          'info',
          'SGLang releases disagree on this file: served WRONG on ≥ 0.5.12 (SGLang loads '
          'layers.1.input_layernorm.weight into a norm it never applies in layers >= 1 (it normalises them '
-         'with hidden_norm, left at its initial ones)); refused loudly on 0.5.9–0.5.11 (SGLang refuses it: '
+         'with hidden_norm, left at its initial ones)); refused loudly on 0.5.9–0.5.11 ('
          'EAGLE3 currently only supports 1 layer (num_hidden_layers != 1))',
          None,
          None,
@@ -978,7 +978,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
     'the MLA class for SGLang 0.5.11': [
         ('E-ENGINE-REFUSES',
          'error',
-         'SGLang 0.5.11 refuses this file: SGLang refuses it: model architectures '
+         'SGLang 0.5.11 refuses this file: model architectures '
          "['Eagle3DeepseekV2ForCausalLM'] are not supported",
          'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
          'right: `eagle3-convert --target {tmp}/target --to sglang {tmp}/drafter drafter-sglang`',
@@ -987,7 +987,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
         ('I-ENGINE-RELEASES',
          'info',
          'SGLang releases disagree on this file: served as trained on ≥ 0.5.12; refused loudly on '
-         "0.5.9–0.5.11 (SGLang refuses it: model architectures ['Eagle3DeepseekV2ForCausalLM'] are not "
+         "0.5.9–0.5.11 (model architectures ['Eagle3DeepseekV2ForCausalLM'] are not "
          'supported)',
          None,
          None,
