@@ -17,6 +17,9 @@ from test_mutation_kills_validate import judged
 
 TO_SGLANG = "write the file the engine reads right: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`"
 TO_VLLM = "write the file the engine reads right: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`"
+# judged with the target given: the conversion reads the file with it, as validate did
+TO_VLLM_TARGET = ("write the file the engine reads right: `eagle3-convert --target {tmp}/target --to vllm "
+                  "{tmp}/drafter drafter-vllm`")
 
 
 def without_nested_ids(config: dict[str, Any]) -> None:
@@ -91,9 +94,9 @@ def test_a_release_both_runners_serve_wrong_is_said_once_and_the_next_one_still_
     assert judged(tmp_path, **deepseek_sglang_file((1, 3, 5))) == [
         ('E-ENGINE-WRONG', 'error', 'vLLM (V1 runner) 0.21.0: captures its default layers [2, 4, 5], trained on '
          '[0, 2, 4]; it would serve this file wrong', 'upgrade to vLLM ≥ 0.22.0, which serves this file as trained; '
-         'or ' + TO_VLLM, None, 'vllm'),
+         'or ' + TO_VLLM_TARGET, None, 'vllm'),
         ('E-ENGINE-WRONG', 'error', 'vLLM (V2 runner) 0.22.0: captures its default layers [2, 4, 5], trained on '
-         '[0, 2, 4]; it would serve this file wrong', TO_VLLM, None, 'vllm')]
+         '[0, 2, 4]; it would serve this file wrong', TO_VLLM_TARGET, None, 'vllm')]
 
 
 def test_each_release_both_runners_serve_wrong_is_said_once(tmp_path: Path):
@@ -101,9 +104,9 @@ def test_each_release_both_runners_serve_wrong_is_said_once(tmp_path: Path):
     reads [1, 3, 5] as boundaries): one line a release, the V1 runner's."""
     assert judged(tmp_path, **deepseek_sglang_file((2, 4, 6))) == [
         ('E-ENGINE-WRONG', 'error', 'vLLM (V1 runner) 0.21.0: captures its default layers [2, 4, 5], trained on '
-         '[2, 4, 6]; it would serve this file wrong', TO_VLLM, None, 'vllm'),
+         '[2, 4, 6]; it would serve this file wrong', TO_VLLM_TARGET, None, 'vllm'),
         ('E-ENGINE-WRONG', 'error', 'vLLM (V1 runner) 0.22.0: captures layers [1, 3, 5], trained on [2, 4, 6]; it '
-         'would serve this file wrong', TO_VLLM, None, 'vllm')]
+         'would serve this file wrong', TO_VLLM_TARGET, None, 'vllm')]
 
 
 def test_the_releases_line_is_said_once_per_engine_though_its_runners_disagree_otherwise(tmp_path: Path):
@@ -191,4 +194,4 @@ def test_the_releases_that_serve_an_older_release_s_fault_are_named_upgrade_or_d
     assert got == [
         ('E-ENGINE-WRONG', 'error', 'vLLM (V1 runner) 0.22.0: captures layers [1, 3, 4], trained on [2, 4, 5]; it '
          'would serve this file wrong', 'downgrade to vLLM 0.18.0–0.21.0, which serves this file as trained; or '
-         + TO_VLLM, None, 'vllm')]
+         + TO_VLLM_TARGET, None, 'vllm')]
