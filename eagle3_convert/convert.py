@@ -19,14 +19,16 @@ from .converters.base import (
     Detection,
     WritePlan,
     load_checkpoint,
+    model_refusal,
 )
 from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family, training_boundaries
 from .converters.layout import drafter_kind, refuse_other_kind
 from .converters.registry import detect, get_layout, judge_explicit_from
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
-from .engines import REFUSES, WRONG, Verdict, releases_of, serve_verdicts, target_context
+from .engines import (REFUSES, SERVING, WRONG, Verdict, releases_of, releases_that_serve, serve_verdicts,
+                      target_context)
 from .engines.vllm import local_verifier
-from .errors import Eagle3Error, FormatError, RefusalError, UsageError
+from .errors import Eagle3Error, RefusalError, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .names import LABELS
 from .sources import resolve_source
@@ -123,10 +125,7 @@ def read_source(src: str, from_layout: str = "auto", options: ConvertOptions | N
             raise judge_explicit_from(ckpt, detection.layout, options, error=exc) or exc from None
         raise
     except ValidationError as exc:  # a config value of the wrong type reached the canonical model
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "config"
-        raise FormatError(f"config.json: {where}: {first['msg']} (got {str(first.get('input'))[:60]!r})",
-                          "fix that field in config.json", code="E-CONFIG-FIELD") from None
+        raise model_refusal(exc)[1] from None
     if from_layout != "auto":
         problem = judge_explicit_from(ckpt, detection.layout, options, drafter=drafter)
         if problem is not None:
@@ -404,10 +403,14 @@ def judge_output(plan: WritePlan, drafter: Drafter, options: ConvertOptions,
     wrong = [v for v in home.values() if v.verdict == WRONG]
     if home and (wrong or all(v.verdict == REFUSES for v in home.values())):
         bad = wrong[0] if wrong else next(iter(home.values()))
+        # where other releases serve it, say so first; `--to vllm` is no way out of the vllm layout itself
+        fix = "convert to a layout whose engine serves the drafter as trained" + (
+            " (`--to vllm` serves every variant)" if plan.layout != "vllm" else "")
         raise RefusalError(f"the {plan.layout} layout is for {', '.join(LABELS[e] for e in home_engines)}, and "
                            f"{LABELS[bad.engine]} would {'serve this file wrong' if wrong else 'refuse it'}: "
-                           f"{bad.why}", "convert to a layout whose engine serves the drafter as trained (`--to "
-                           "vllm` serves every variant)", code="E-ENGINE-WRONG" if wrong else "E-ENGINE-REFUSES")
+                           f"{bad.why}", releases_that_serve(bad.engine, bad.release, [
+                               s for s in bad.across if s.verdict in SERVING], fix),
+                           code="E-ENGINE-WRONG" if wrong else "E-ENGINE-REFUSES")
     return serves
 
 

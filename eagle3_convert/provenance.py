@@ -44,10 +44,11 @@ class Known:
         return self.target.num_hidden_layers if self.target else None
 
     def boundaries(self, depth: int | None) -> list[int] | None:
-        """The boundaries the training captured, the engine default spelled out when the depth is known."""
+        """The boundaries the training captured, the engine default spelled out on the target this source records
+        (the one the drafter was trained on), else on one of `depth` layers; None where no depth is known."""
         if self.capture_boundaries is not None:
             return list(self.capture_boundaries)
-        depth = depth or self.depth
+        depth = self.depth or depth
         return default_boundaries(depth) if depth else None
 
 

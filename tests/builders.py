@@ -280,6 +280,8 @@ def config_for(layout: str, spec: DrafterSpec) -> dict[str, Any]:
                 "deepseek_mla": "Eagle3DeepseekV2ForCausalLM"}[spec.family]
         cfg.update({"architectures": [arch], "eagle_config": {"use_aux_hidden_state": True},
                     **{f: getattr(spec, f) for f in FLAGS}})
+        if mla:  # vLLM turns a deepseek_v3 draft config into DeepSeek MTP and refuses it; it reads kimi_k2 alike
+            cfg["model_type"] = "kimi_k2"
         if b is not None:
             cfg["eagle_aux_hidden_state_layer_ids"] = b
             cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = b

@@ -239,7 +239,8 @@ def test_a_record_with_the_embedding_tap_the_config_lost():
 def test_a_nested_list_alone_read_as_vllm_without_its_markers(tmp_path: Path):
     """A vLLM file without norm_before_residual and without its top-level list, read with --from vllm: the
     nested list's warning offers `--from sglang` (the ids may be block outputs), and vLLM's V1 reading of it is
-    what --capture-layers would have to say."""
+    what --capture-layers would have to say; that conversion reads the file --from vllm too, as validate did, which
+    convert refuses (the file is SGLang's), so the hint says why."""
     path = build_drafter(tmp_path / "drafter", "vllm", DrafterSpec())
     _ids(top=None, nested=[1, 3, 6])(path)
     edit_config(lambda c: c.pop("norm_before_residual"))(path)
@@ -255,8 +256,10 @@ def test_a_nested_list_alone_read_as_vllm_without_its_markers(tmp_path: Path):
          "vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it ignores "
          "eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 6] and captures its default boundaries {2, L//2, "
          "L-3} (its V1 runner instead falls back to that list, read as boundaries [1, 3, 6])",
-         "no conversion fixes this: writing the vllm layout is refused (config.json captures boundaries [2, 4, 7] "
-         "but --capture-layers (vllm ids [1, 3, 6]) says the drafter was trained on [1, 3, 6] [E-CAPTURE-RECORD])")]
+         "no conversion fixes this: writing the vllm layout is refused (--from vllm cannot read it: the checkpoint "
+         "is in the sglang layout (LlamaForCausalLMEagle3 config with eagle_config and no top-level ids); the vllm "
+         "reader refuses it (E-CAPTURE-AMBIGUOUS): capture ids are only in eagle_config: vLLM's V1 runner reads them "
+         "as boundaries while its V2 runner ignores them and captures its defaults [E-FROM-MISMATCH])")]
     assert got[0][0] == "E-FROM-MISMATCH"
 
 

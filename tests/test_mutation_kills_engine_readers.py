@@ -295,7 +295,7 @@ LMDEPLOY: dict[str, tuple[Callable[[], tuple[dict, list[str]]], TargetContext, d
     "its class declared second": (file("eagle", top(architectures=["X", "Eagle3LlamaForCausalLM"])), L8, lmd(
         [2, 4, 5], caveats=(LMD_UNDOCUMENTED.format(["X", "Eagle3LlamaForCausalLM"]),))),
     "two layers": (file("eagle", DOCUMENTED, top(num_hidden_layers=2)), L8, refused(
-        "LMDeploy refuses it: 'eagle3 only supports 1 decode layer'")),
+        "'eagle3 only supports 1 decode layer'")),
     "no layer count": (file("eagle", DOCUMENTED, top(num_hidden_layers=GONE)), L8, lmd([2, 4, 5])),
     "no draft_vocab_size": (file("eagle", DOCUMENTED, top(draft_vocab_size=GONE)), L8, refused(
         "LMDeploy sizes lm_head from draft_vocab_size, which the config lacks (or sets null): it fails to build")),

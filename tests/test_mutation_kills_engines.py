@@ -65,7 +65,7 @@ def real_config(name: str, change: Callable[[dict], Any] = lambda c: None,
 L8 = TargetContext("default", 8)
 PEAGLE = {"kind": "peagle"}
 NO_MASK_TOKEN = "vLLM fails to build the P-EAGLE config: update_peagle reads config_dict['mask_token_id']"
-NO_PARALLEL_DRAFTING_TOKEN = ("vLLM refuses it: for parallel drafting, the draft model config must have "
+NO_PARALLEL_DRAFTING_TOKEN = ("for parallel drafting, the draft model config must have "
                               "`pard_token` or `ptd_token_id`")
 BIASES = [f"midlayer.self_attn.{p}_proj.bias" for p in "qkvo"]
 
@@ -73,10 +73,10 @@ BIASES = [f"midlayer.self_attn.{p}_proj.bias" for p in "qkvo"]
 CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext, dict[str, Any]]] = {
     "sglang: its own file": ("sglang", file("sglang"), L8, served([2, 4, 5])),
     "sglang: a speculators file": ("sglang", file("speculators"), L8, refused(
-        "SGLang refuses it: model architectures ['Eagle3Speculator'] are not supported")),
+        "model architectures ['Eagle3Speculator'] are not supported")),
     "sglang: a speculators file naming an SGLang class": ("sglang", file("speculators", lambda c, n: c.__setitem__(
         "architectures", ["LlamaForCausalLMEagle3"])), L8, refused(
-        "SGLang refuses it: model architectures ['LlamaForCausalLMEagle3'] are not supported")),
+        "model architectures ['LlamaForCausalLMEagle3'] are not supported")),
     "sglang: a gpt-oss target, ids up to L read as boundaries": ("sglang", file("sglang", nested_ids([2, 12, 24])),
                                                                  TargetContext("gpt_oss", 24), served([2, 12, 24])),
     "sglang: a gpt-oss target, ids below L read as block outputs": ("sglang", file("sglang", nested_ids([1, 11, 23])),
@@ -88,7 +88,7 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
         served([4], "SGLang skips fc: k*Ht == H (1*32)")),
     "sglang: a vLLM-only class": ("sglang", file("sglang", lambda c, n: c.__setitem__(
         "architectures", ["Eagle3LlamaForCausalLM"])), L8, refused(
-        "SGLang refuses it: model architectures ['Eagle3LlamaForCausalLM'] are not supported")),
+        "model architectures ['Eagle3LlamaForCausalLM'] are not supported")),
     "sglang: no draft_vocab_size": ("sglang", file("sglang", lambda c, n: c.pop("draft_vocab_size")), L8, refused(
         "SGLang fails to construct the drafter: config.json has no draft_vocab_size")),
     "sglang: target_hidden_size null": ("sglang", file("sglang", lambda c, n: c.__setitem__(
@@ -192,7 +192,7 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
     "vllm: speculators, a qwen3 decoder": ("vllm-v2", file("speculators", family="qwen3"), L8,
                                            served([2, 4, 5], family="qwen3", norm_before_residual=False)),
     **{f"vllm: verifier {value}": ("vllm-v2", file("speculators", verifier(value)), L8, refused(
-        f"vLLM refuses it: Speculators verifier must name a remote model repository (name_or_path is {value!r})"))
+        f"Speculators verifier must name a remote model repository (name_or_path is {value!r})"))
        for value in ("./model", "/model", "~/model", "org/model/sub")},
     **{f"vllm: verifier {value!r} is no path": ("vllm-v2", file("speculators", verifier(value)), L8, served([2, 4, 5]))
        for value in ("org/model", "", 5, None)},
@@ -206,7 +206,7 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
         "are not supported")),
     "vllm: an unknown class": ("vllm-v1", file("vllm", lambda c, n: c.__setitem__(
         "architectures", ["MistralForCausalLM"])), L8, refused(
-        "vLLM refuses it: model architectures ['MistralForCausalLM'] are not supported")),
+        "model architectures ['MistralForCausalLM'] are not supported")),
     "vllm: a plain class name": ("vllm-v1", file("vllm", lambda c, n: c.__setitem__(
         "architectures", [5, "LlamaForCausalLM"])), L8, served([2, 4, 5])),
     "vllm: the first class it knows": ("vllm-v1", file("vllm", lambda c, n: c.__setitem__(
@@ -309,7 +309,7 @@ RELEASE_CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], str, d
                                                   served([2, 4, 5], family="qwen3")),
     "vllm 0.23.0: speculators, a llama decoder": ("vllm-v2", file("speculators"), "0.23.0", served([2, 4, 5])),
     "vllm 0.23.0: the Qwen3 class": ("vllm-v1", file("vllm", family="qwen3"), "0.23.0", refused(
-        "vLLM refuses it: model architectures ['Eagle3Qwen3ForCausalLM'] are not supported")),
+        "model architectures ['Eagle3Qwen3ForCausalLM'] are not supported")),
     "vllm 0.24.0: the Qwen3 class": ("vllm-v2", file("vllm", family="qwen3"), "0.24.0",
                                      served([2, 4, 5], family="qwen3")),
     "vllm 0.21.0: fc_norm stored": ("vllm-v1", file("vllm", fc_norm=True, norm_output=True), "0.21.0",
@@ -359,7 +359,7 @@ def test_vllm_refuses_a_verifier_that_names_a_directory_here(tmp_path: Path, mon
     assert read_all(config, names, L8, engines=("vllm-v1",))["vllm-v1"].refusal is None
     (tmp_path / "org" / "model").mkdir(parents=True)
     assert read_all(config, names, L8, engines=("vllm-v1",))["vllm-v1"].refusal == (
-        "vLLM refuses it: Speculators verifier must name a remote model repository (name_or_path is 'org/model')")
+        "Speculators verifier must name a remote model repository (name_or_path is 'org/model')")
 
 
 @pytest.mark.parametrize("name", sorted(RELEASE_CASES))

@@ -322,7 +322,7 @@ READINGS: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetConte
         "the speculators library has no Eagle3 draft layer for model_type 'mistral'")),
     "speculators: norm_before_fc and fc_norm": ("speculators", file("speculators", top(norm_before_fc=True,
                                                                                        fc_norm=True)), L8,
-                                                refused("the speculators library refuses it: norm_before_fc and "
+                                                refused("norm_before_fc and "
                                                         "fc_norm are mutually exclusive", family="llama")),
     "speculators: every flag but one": ("speculators", file("speculators", top(
         norm_before_fc=True, norm_before_residual=True, norm_output=True)), L8, served(
@@ -670,8 +670,8 @@ CAPTURE_CASES: dict[str, tuple[str, dict, dict, bool, list[str] | None, list[tup
          'error',
          "vLLM's V1 runner falls back to eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 4] and reads "
          'it as boundaries [1, 3, 4], but the drafter was trained on boundaries [2, 4, 5]',
-         'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes '
-         'them there',
+         'write the ids where vLLM reads them: `eagle3-convert --target {tmp}/target --to vllm {tmp}/drafter '
+         'drafter-vllm` writes them there',
          '$.eagle_config.eagle_aux_hidden_state_layer_ids',
          'vllm'),
         ('W-CAPTURE-IDS-IGNORED',
@@ -680,8 +680,8 @@ CAPTURE_CASES: dict[str, tuple[str, dict, dict, bool, list[str] | None, list[tup
          'eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 4] and captures its default boundaries [2, '
          '4, 5], which here equals the sglang reading [2, 4, 5] (its V1 runner instead falls back to that '
          'list, read as boundaries [1, 3, 4])',
-         'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes '
-         'them there',
+         'write the ids where vLLM reads them: `eagle3-convert --target {tmp}/target --to vllm {tmp}/drafter '
+         'drafter-vllm` writes them there',
          '$.eagle_config.eagle_aux_hidden_state_layer_ids',
          'vllm'),
     ]),
@@ -711,8 +711,8 @@ CAPTURE_CASES: dict[str, tuple[str, dict, dict, bool, list[str] | None, list[tup
          'the drafter was trained with the embedding output (boundary 0) among its taps [0, 4, 5], but '
          'SGLang reads eagle_config.eagle_aux_hidden_state_layer_ids [0, 4, 5] as boundaries [1, 5, 6]: the '
          'embedding tap is replaced by a block output',
-         '`eagle3-convert --to sglang {tmp}/drafter drafter-sglang` writes ids SGLang reads as [0, 4, 5] '
-         '(SGLang captures the embedding with id -1)',
+         '`eagle3-convert --target {tmp}/target --to sglang {tmp}/drafter drafter-sglang` writes ids SGLang '
+         'reads as [0, 4, 5] (SGLang captures the embedding with id -1)',
          '$.eagle_config.eagle_aux_hidden_state_layer_ids',
          'sglang'),
     ]),
@@ -859,7 +859,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
         ('I-ENGINE-RELEASES',
          'info',
          'SGLang releases disagree on this file: served WRONG on ≥ 0.5.12 (builds its deepseek_mla drafter '
-         'class for a llama drafter); refused loudly on 0.5.9–0.5.11 (SGLang refuses it: model architectures '
+         'class for a llama drafter); refused loudly on 0.5.9–0.5.11 (model architectures '
          "['Eagle3DeepseekV2ForCausalLM'] are not supported)",
          None,
          None,
@@ -940,7 +940,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          'info',
          'SGLang releases disagree on this file: served WRONG on ≥ 0.5.12 (SGLang loads '
          'layers.1.input_layernorm.weight into a norm it never applies in layers >= 1 (it normalises them '
-         'with hidden_norm, left at its initial ones)); refused loudly on 0.5.9–0.5.11 (SGLang refuses it: '
+         'with hidden_norm, left at its initial ones)); refused loudly on 0.5.9–0.5.11 ('
          'EAGLE3 currently only supports 1 layer (num_hidden_layers != 1))',
          None,
          None,
@@ -963,7 +963,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 '
          'more)) without a word; it would serve this file wrong',
          'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
-         'right: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`',
+         'right: `eagle3-convert --target {tmp}/target --to sglang {tmp}/drafter drafter-sglang`',
          None,
          'sglang'),
         ('I-ENGINE-RELEASES',
@@ -978,16 +978,16 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
     'the MLA class for SGLang 0.5.11': [
         ('E-ENGINE-REFUSES',
          'error',
-         'SGLang 0.5.11 refuses this file: SGLang refuses it: model architectures '
+         'SGLang 0.5.11 refuses this file: model architectures '
          "['Eagle3DeepseekV2ForCausalLM'] are not supported",
          'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
-         'right: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`',
+         'right: `eagle3-convert --target {tmp}/target --to sglang {tmp}/drafter drafter-sglang`',
          None,
          'sglang'),
         ('I-ENGINE-RELEASES',
          'info',
          'SGLang releases disagree on this file: served as trained on ≥ 0.5.12; refused loudly on '
-         "0.5.9–0.5.11 (SGLang refuses it: model architectures ['Eagle3DeepseekV2ForCausalLM'] are not "
+         "0.5.9–0.5.11 (model architectures ['Eagle3DeepseekV2ForCausalLM'] are not "
          'supported)',
          None,
          None,
@@ -1000,7 +1000,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 '
          'more)) without a word; it would serve this file wrong',
          'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
-         'right: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`',
+         'right: `eagle3-convert --target {tmp}/target --to sglang {tmp}/drafter drafter-sglang`',
          None,
          'sglang'),
         ('E-ENGINE-WRONG',
@@ -1009,7 +1009,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 '
          'more)) without a word; it would serve this file wrong',
          'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
-         'right: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`',
+         'right: `eagle3-convert --target {tmp}/target --to sglang {tmp}/drafter drafter-sglang`',
          None,
          'sglang'),
         ('I-ENGINE-RELEASES',

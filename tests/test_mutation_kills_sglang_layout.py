@@ -127,9 +127,12 @@ def test_sglang_names_its_layout_when_the_release_asked_for_would_refuse_the_fil
     """SGLang before 0.5.12 builds one decoder layer: `--engine sglang==0.5.11` makes a 2-layer file unwritable."""
     src = build_drafter(tmp_path / "src", "speculators", DrafterSpec(num_layers=2))
     assert refused(tmp_path, "--to", "sglang", "--engine", "sglang==0.5.11", src) == (
-        "error: the sglang layout is for SGLang, and SGLang would refuse it: SGLang refuses it: EAGLE3 currently only "
-        "supports 1 layer (num_hidden_layers != 1) [E-ENGINE-REFUSES] — hint: convert to a layout whose engine serves "
-        "the drafter as trained (`--to vllm` serves every variant)")
+        "error: the sglang layout is for SGLang, and SGLang would refuse it: EAGLE3 currently only "
+        "supports 1 layer (num_hidden_layers != 1) [E-ENGINE-REFUSES] — hint: upgrade to SGLang ≥ 0.5.12, which serves "
+        "this file as trained; or convert to a layout whose engine serves the drafter as trained (`--to vllm` serves "
+        "every variant)")
+    upgraded = run_cli("--no-record", "--to", "sglang", "--engine", "sglang==0.5.12", src, tmp_path / "out")
+    assert upgraded.exit_code == 0, upgraded.stderr  # the hint's release writes it
 
 
 # ------------------------------------------------------------------ sglang.py, reading

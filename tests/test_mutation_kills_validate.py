@@ -35,8 +35,11 @@ MISSING_HINT = ("the checkpoint is incomplete: engines load it silently with ran
 
 
 def unused(name: str, why: str) -> dict[str, str]:
-    return {"code": "E-KEY-UNUSED", "message": f"tensor {name} is not used by this drafter's config ({why}): engines "
-            "drop it silently", "hint": UNUSED_HINT, "where": name}
+    # vLLM's loader raises on a name it has no parameter for, but skips an extra bias (docs/formats.md §6.2)
+    effect = ("engines drop it silently" if name.endswith(".bias") else
+              "no engine applies it (SGLang skips it without a word, vLLM's loader fails on it)")
+    return {"code": "E-KEY-UNUSED", "message": f"tensor {name} is not used by this drafter's config ({why}): {effect}",
+            "hint": UNUSED_HINT, "where": name}
 
 
 # name -> (layout, DrafterSpec changes, the one change, the findings (error and warning) validate must give)
@@ -321,14 +324,16 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         dict(layout="vllm", codes=("E-KEY",), tensors=lambda t: t.__setitem__("model.layers.1.mlp.up_proj.weight",
                                                                                t["layers.0.mlp.up_proj.weight"])),
         [('E-KEY-UNUSED', 'error', "tensor model.layers.1.mlp.up_proj.weight (layers.1.mlp.up_proj.weight) is not used "
-          "by this drafter's config (num_hidden_layers is 1): engines drop it silently",
+          "by this drafter's config (num_hidden_layers is 1): no engine applies it (SGLang skips it without a word, "
+          "vLLM's loader fails on it)",
           'set the config flag it belongs to, or remove the tensor', 'model.layers.1.mlp.up_proj.weight', None)]),
     "a vLLM file with an unused input_norm sorted before a model.-prefixed bias": (
         dict(layout="vllm", spec={"attention_bias": True}, codes=("E-KEY",), tensors=lambda t: (
             t.__setitem__("input_norm.weight", t["norm.weight"]),
             t.__setitem__("model.layers.0.self_attn.q_proj.bias", t.pop("layers.0.self_attn.q_proj.bias")))),
         [('E-KEY-UNUSED', 'error', "tensor input_norm.weight is not used by this drafter's config (norm_before_fc is "
-          "off): engines drop it silently", 'set the config flag it belongs to, or remove the tensor',
+          "off): no engine applies it (SGLang skips it without a word, vLLM's loader fails on it)",
+          'set the config flag it belongs to, or remove the tensor',
           'input_norm.weight', None), MODEL_BIAS_DROPPED]),
     # validate/engine.py: the class each engine builds for the config (_engine_reads_config)
     "architectures a string, read as vLLM": (
@@ -671,28 +676,31 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         dict(layout="sglang", spec={"capture_boundaries": (1, 3, 6)}, engines=["vllm"], target={}, codes=("CAPTURE",)),
         [('E-CAPTURE-MISMATCH', 'error', "vLLM's V1 runner falls back to eagle_config.eagle_aux_hidden_state_layer_ids "
           "[0, 2, 5] and reads it as boundaries [0, 2, 5], but the drafter was trained on boundaries [1, 3, 6]",
-          'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes them '
-          'there', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
+          'write the ids where vLLM reads them: `eagle3-convert --target {tmp}/target --to vllm {tmp}/drafter '
+          'drafter-vllm` writes them there', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
          ('E-CAPTURE-MISMATCH', 'error', 'vLLM captures its default boundaries [2, 4, 5], but the drafter was trained '
-          'on boundaries [1, 3, 6]', '`eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes ids vLLM reads as '
-          '[1, 3, 6]', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
+          'on boundaries [1, 3, 6]', '`eagle3-convert --target {tmp}/target --to vllm {tmp}/drafter drafter-vllm` '
+          'writes ids vLLM reads as [1, 3, 6]', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
          ('W-CAPTURE-IDS-IGNORED', 'warning', 'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it '
           'ignores eagle_config.eagle_aux_hidden_state_layer_ids [0, 2, 5] and captures its default boundaries [2, 4, '
           '5] (its V1 runner instead falls back to that list, read as boundaries [0, 2, 5])', 'write the ids where '
-          'vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes them there',
+          'vLLM reads them: `eagle3-convert --target {tmp}/target --to vllm {tmp}/drafter drafter-vllm` writes them '
+          'there',
           '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm')]),
     "the embedding tap lost to vLLM's defaults: no SGLang note in the hint": (
         dict(layout="sglang", spec={"capture_boundaries": (0, 4, 5)}, engines=["vllm"], target={},
              codes=("CAPTURE",)),
         [('E-CAPTURE-EMBEDDING', 'error', 'the drafter was trained with the embedding output (boundary 0) among its '
           'taps [0, 4, 5], but vLLM captures its default boundaries [2, 4, 5]: the embedding tap is replaced by a '
-          'block output', '`eagle3-convert --to vllm {tmp}/drafter drafter-vllm` writes ids vLLM reads as [0, 4, 5]',
+          'block output', '`eagle3-convert --target {tmp}/target --to vllm {tmp}/drafter drafter-vllm` writes ids '
+          'vLLM reads as [0, 4, 5]',
           '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm'),
          ('W-CAPTURE-IDS-IGNORED', 'warning', 'vLLM reads capture ids only from eagle_aux_hidden_state_layer_ids: it '
           'ignores eagle_config.eagle_aux_hidden_state_layer_ids [-1, 3, 4] and captures its default boundaries [2, '
           '4, 5] (its V1 runner instead falls back to that list, which names no boundaries it reads: what it captures '
-          'then is not established)', 'write the ids where vLLM reads them: `eagle3-convert --to vllm {tmp}/drafter '
-          'drafter-vllm` writes them there', '$.eagle_config.eagle_aux_hidden_state_layer_ids', 'vllm')]),
+          'then is not established)', 'write the ids where vLLM reads them: `eagle3-convert --target {tmp}/target '
+          '--to vllm {tmp}/drafter drafter-vllm` writes them there', '$.eagle_config.eagle_aux_hidden_state_layer_ids',
+          'vllm')]),
     "ids only at the top of an SGLang file: the warning is SGLang's word, no verdict added": (
         dict(layout="sglang", codes=("ENGINE",), edit=lambda c: (c.__setitem__(IDS, [1, 3, 6]),
                                                                   c["eagle_config"].pop(IDS))), []),

@@ -163,10 +163,14 @@ def test_vllm_refuses_a_file_both_its_runners_refuse_naming_the_layout(tmp_path:
     result = run_cli("--from", "vllm", "--to", "vllm", "--engine", "vllm==0.23.0", "--no-record", src, tmp_path / "out")
     assert result.exit_code == 1
     assert last_line(result.stderr) == (
-        "error: the vllm layout is for vLLM (V1 runner), vLLM (V2 runner), and vLLM (V1 runner) would refuse it: vLLM "
-        "refuses it: model architectures ['Eagle3Qwen3ForCausalLM'] are not supported [E-ENGINE-REFUSES] — hint: "
-        "convert to a layout whose engine serves the drafter as trained (`--to vllm` serves every variant)")
+        "error: the vllm layout is for vLLM (V1 runner), vLLM (V2 runner), and vLLM (V1 runner) would refuse it: model "
+        "architectures ['Eagle3Qwen3ForCausalLM'] are not supported [E-ENGINE-REFUSES] — hint: "
+        "upgrade to vLLM ≥ 0.24.0, which serves this file as trained; or convert to a layout whose engine serves the "
+        "drafter as trained")
     assert not (tmp_path / "out").exists()
+    # the hint works: the release it names writes the file (`--to vllm` is not offered as the way out of vllm)
+    upgraded = run_cli("--from", "vllm", "--to", "vllm", "--engine", "vllm==0.24.0", "--no-record", src, tmp_path / "out")
+    assert upgraded.exit_code == 0, upgraded.stderr
 
 
 # ------------------------------------------------------------------ every reader of the three
@@ -613,8 +617,8 @@ def test_modelopt_names_itself_when_an_engine_it_is_for_would_serve_it_wrong(tmp
     assert refusal(tmp_path, src, "vllm", "modelopt", "--engine", "vllm==0.18.0") == (
         "error: the modelopt layout is for vLLM (V1 runner), vLLM (V2 runner), TensorRT-LLM (from source), and vLLM "
         "(V1 runner) would serve this file wrong: norm_before_fc True in training, False in vLLM (V1 runner) "
-        "[E-ENGINE-WRONG] — hint: convert to a layout whose engine serves the drafter as trained (`--to vllm` serves "
-        "every variant)")
+        "[E-ENGINE-WRONG] — hint: upgrade to vLLM ≥ 0.22.0, which serves this file as trained; or convert to a layout "
+        "whose engine serves the drafter as trained (`--to vllm` serves every variant)")
 
 
 # ------------------------------------------------------------------ modelopt.py, reading: keys and Vd

@@ -83,30 +83,37 @@ MODULES: dict[str, list[str]] = {
             "test_more_than_200_stray_keys_in_a_nested_object_are_named_by_it")),
         "tests/test_validate.py", *_NO_SUBPROCESS_VALIDATE, "tests/test_config_mutations.py", *_NO_CORPUS],
     # test_detect and the matrix cost minutes a surviving mutant under load: the kill tests that name SGLang
-    "eagle3_convert/converters/sglang.py": ["tests/test_mutation_kills_layouts.py",
+    "eagle3_convert/converters/sglang.py": ["tests/test_mutation_kills_config_reading.py",
+                                            "tests/test_mutation_kills_layouts.py",
                                             "tests/test_mutation_kills_converters.py", "-k", "sglang"],
     "eagle3_convert/converters/vllm.py": _FLAT_LAYOUT_TESTS,
-    "eagle3_convert/converters/speculators.py": _LAYOUT_TESTS,
-    "eagle3_convert/converters/eagle.py": _FLAT_LAYOUT_TESTS,
+    # (session 8: the layout named in its engines' refusal; detection beside another layout's sure markers)
+    "eagle3_convert/converters/speculators.py": ["tests/test_mutation_kills_engine_verdict_lines.py",
+                                                 "tests/test_mutation_kills_vllm_modelopt_eagle.py", *_LAYOUT_TESTS],
+    "eagle3_convert/converters/eagle.py": ["tests/test_mutation_kills_engine_verdict_lines.py", *_FLAT_LAYOUT_TESTS],
     "eagle3_convert/converters/modelopt.py": _FLAT_LAYOUT_TESTS,
     "eagle3_convert/validate/tensors.py": ["tests/test_mutation_kills_validate.py", "tests/test_caught_bugs.py",
                                            "tests/test_validate.py"],
     "eagle3_convert/validate/vocab.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py"],
-    "eagle3_convert/validate/capture.py": ["tests/test_mutation_kills_capture.py",
+    "eagle3_convert/validate/capture.py": ["tests/test_mutation_kills_capture_records.py",
+                                           "tests/test_mutation_kills_capture.py",
                                            "tests/test_mutation_kills_validate.py",
                                            "tests/test_mutation_kills_engines_validate.py",
                                            "tests/test_engine_rules.py"],
-    "eagle3_convert/validate/config.py": ["tests/test_mutation_kills_validate.py", "tests/test_config_mutations.py",
+    "eagle3_convert/validate/config.py": ["tests/test_mutation_kills_config_reading.py",
+                                          "tests/test_mutation_kills_validate.py", "tests/test_config_mutations.py",
                                           *_NO_CORPUS, "tests/test_mutation_kills_engines_validate.py"],
-    "eagle3_convert/validate/engine.py": ["tests/test_mutation_kills_capture.py",
+    "eagle3_convert/validate/engine.py": ["tests/test_mutation_kills_engine_verdict_lines.py",
+                                          "tests/test_mutation_kills_capture.py",
                                           "tests/test_mutation_kills_validate.py",
                                           "tests/test_mutation_kills_engines_validate.py",
                                           "tests/test_engine_releases.py", "tests/test_engine_rules.py"],
-    "eagle3_convert/engines/__init__.py": ["tests/test_mutation_kills_engine_readers.py",
-                                           "tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
-                                           "tests/test_engine_spellings.py", "tests/test_engine_rules.py",
-                                           "tests/test_mutation_kills_engines_validate.py",
-                                           "tests/test_engine_readers_2026.py", "tests/test_drafters_2026_block.py"],
+    # every verdict word for word, in-process (session 8: seconds a mutant, where the files below ran 150+ tests), the
+    # block-diffusion verdicts (session 7's tests), and the one model-card test that reaches release()
+    "eagle3_convert/engines/__init__.py": ["tests/test_mutation_kills_verdicts.py",
+                                           "tests/test_mutation_kills_engine_readers.py", "tests/test_model_card.py",
+                                           "-k", "test_mutation_kills_verdicts or block_diffusion or block_files or "
+                                           "reduced_draft_vocabulary or test_a_local_target_path_is_never_base_model"],
     "eagle3_convert/engines/common.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
                                          "tests/test_engine_rules.py"],
     "eagle3_convert/engines/releases.py": ["tests/test_engine_releases.py", "tests/test_engine_spellings.py",
@@ -239,10 +246,10 @@ EQUIVALENT: dict[str, str] = {
        "count is 1 either way): the rule is redundant" for n in (7, 9, 10, 11)},
     "eagle3_convert.engines.common.x_trained_window__mutmut_19":
         "a window of 0 comes back as 0 instead of None, and every caller (trtllm, sglang) tests it for truth",
-    **{f"eagle3_convert.engines.releases.xǁReleasesǁbetween__mutmut_{n}":
-       "serve_verdicts judges a release at its era's first release only to share one reading per era: a release "
-       "found in no era (-1) is judged at itself, which reads as its era does (eras are cut where a change lands), "
-       "and the era after (+2) is newer, tried before" for n in (4, 7)},
+    # (between 4, `- 1`, is killed since session 8 deleted serve_verdicts' fallback for a release found in no era)
+    "eagle3_convert.engines.releases.xǁReleasesǁbetween__mutmut_7":
+        "serve_verdicts looks a release's era up in eras() order, newest first: `+ 2` adds the next newer release to "
+        "an era, which the newer era, tried before, has already matched",
     "eagle3_convert.engines.releases.xǁReleasesǁunknown_why__mutmut_6":
         "> 2 or > 1 known releases: no engine knows exactly two (SGLang 19, vLLM 23, the others one)",
     "eagle3_convert.engines.trtllm.x_read__mutmut_101":
@@ -295,9 +302,7 @@ EQUIVALENT: dict[str, str] = {
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
     # validate/capture.py, config.py, engine.py (session 7; numbered as at 4898e26, before EngineProfile.builds went)
-    "eagle3_convert.validate.capture.x_engine_capture__mutmut_61":
-        "only TensorRT-LLM takes its ids at runtime, and its block-output convention reads no target family",
-    "eagle3_convert.validate.engine.x__engine_keys__mutmut_29":
+    "eagle3_convert.validate.engine.x__engine_keys__mutmut_23":  # (29 at 4898e26; renumbered at ecbca83, session 8)
         "an unapplied twin norm lies in a layer >= 1 of a drafter of more than one layer, where the one-layer rule "
         "(layer 0 as midlayer.*) is skipped for no layer count as for that count",
     **{f"eagle3_convert.validate.capture.x_fc_bypass__mutmut_{n}":
@@ -309,11 +314,8 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.validate.capture.x_check_capture__mutmut_57":
         "with no ids anywhere every reader of ctx.intended (engine_capture, the engine modules' verdicts) reads None "
         "with the target's depth as the same default boundaries the branch writes: it is redundant",
-    "eagle3_convert.validate.engine.x_check_engine_verdicts__mutmut_50":
+    "eagle3_convert.validate.engine.x_check_engine_verdicts__mutmut_44":  # (50 at 4898e26; renumbered at ecbca83)
         "the caveat of vLLM's second runner is the same finding as its first's, which the report dedupes",
-    **{f"eagle3_convert.validate.config.x__decoder_key_path__mutmut_{n}":
-       "the fallback path (None, or no default): every refusal of decoder_fields names a key found first since the "
-       "optional keys and the vocab limit are looked at (numbered before that change)" for n in (31, 33)},
     "eagle3_convert.validate.config.x__intent__mutmut_8":
         "a model.-prefixed name the layout already reads as a drafter tensor reads the same without the prefix (every "
         "rule with a model. spelling has its plain twin: 986 such names of every layout read alike)",
@@ -321,19 +323,7 @@ EQUIVALENT: dict[str, str] = {
         ("insert_location", (7, 8, 10)), ("insert_edge", (7, 8, 10, 11)), ("touch", (6, 7)),
         ("forget_location", (11, 12, 18, 19)), ("delete", (6, 7)),
         ("absorb", (2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18)), ("add_alias", (7, 8))) for n in numbers},
-    # engines/__init__.py, block_diffusion.py (session 7; numbered as at 4898e26)
-    **{f"eagle3_convert.engines.x_{fn}__mutmut_{n}":
-       "the engine of a verdict verdict() returns: serve_verdicts labels each anew with its runner (Verdict(e, ...)), "
-       "and shield_from_sglang reads only its verdict and why"
-       for fn, n in (("_verdict", 1), ("_verdict", 2), ("_verdict", 10), ("_verdict", 18), ("verdict", 11))},
-    "eagle3_convert.engines.x__block_diffusion_verdicts__mutmut_21":
-        "the engine of an 'unknown' verdict: convert names the engine of a refusing or wrong verdict only, the model "
-        "card those of serving vLLM runners",
-    **{f"eagle3_convert.engines.x_read_all__mutmut_{n}":
-       "the GGUF branch: a plan's 'gguf' key holds the very keys gguf_metadata returns (kept or dropped, the same "
-       "record reaches llama.cpp), llama.cpp's read ignores the release and, for a GGUF, the target context, and a "
-       "refusing Reading's engine and label are never shown (serve_verdicts relabels it, its why is the refusal)"
-       for n in (11, 13, 14, 21, 24, 25, 26, 30, 31)},
+    # engines/block_diffusion.py (session 7; numbered as at 4898e26). engines/__init__.py's own: session 8's block
     "eagle3_convert.engines.block_diffusion.x__nested__mutmut_6":
         "a flat file whose dflash_config is no object is refused by the dflash reader (E-CONFIG-FIELD, its "
         "target_layer_ids) before any engine reads it; a speculators file never reaches _nested",
@@ -395,6 +385,33 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.registry.writes.x_upsert__mutmut_74":
         "the path only names the registry when a stored record cannot be read; the record read back here was just "
         "written from a validated model, and an unreadable old one stops the first load_one (which names it)",
+    # validate/capture.py (session 8, "Session 8: validate/capture"), numbered as at fbb1332
+    "eagle3_convert.validate.capture.x__runtime_capture__mutmut_15":
+        "only TensorRT-LLM takes its ids at runtime, and its block-output convention reads no target family (was "
+        "engine_capture 61 before main's split of engine_capture)",
+    # engines/__init__.py (session 8, tools/MUTATION-RESULTS.md "Session 8: engines/__init__.py, the verdicts"),
+    # numbered as at ea3ec35
+    "eagle3_convert.engines.x__verdict__mutmut_29":
+        "the captures of a verdict that an engine builds another family's class: no file a layout reader takes makes "
+        "an engine that reads capture ids do so (our readers refuse a class that contradicts model_type; mlx-vlm, "
+        "LMDeploy and llama.cpp, Llama classes only, refuse a Qwen3 or MLA drafter's tensors or class); TensorRT-LLM, "
+        "which builds its Llama class for one, takes the layers at serve time: its captures are None either way",
+    **{f"eagle3_convert.engines.x_read_all__mutmut_{n}":
+       "llama.cpp's reading of a GGUF (read_gguf, from the keys under 'gguf' and our record) takes neither the target "
+       "context nor the release: left out, None or swapped, the same reading" for n in (15, 16, 19, 20, 21)},
+    "eagle3_convert.engines.x_read_all__mutmut_26":
+        "the label of a Reading that refuses (a GGUF, for an engine other than llama.cpp): its verdict says only the "
+        "refusal",
+    # validate/config.py (session 8: validate/config), numbered as at this branch's c4b0573
+    "eagle3_convert.validate.config.x_check_schema__mutmut_15":
+        "n + '.' never decides alone: a finding names an object's path only where the value is no object (the key "
+        "table, the decoder's type check) or for ModelOpt's YaRN rope object, whose members the key table types at "
+        "their own paths with the schema's own types (each rope key with 10 bad values tried)",
+    # validate/engine.py (session 8, "validate/engine and the converters' last survivors"), numbered as at ecbca83
+    # (releases_that_serve moved to engines/__init__.py at 79ac1c8, its body unchanged)
+    "eagle3_convert.engines.x_releases_that_serve__mutmut_12":
+        "> or >= between the index of the serving run's first release and the judged release's: the judged release "
+        "is never in a serving run (its own verdict is wrong or refused), so the two indexes never meet",
     # converters/dflash.py (session 8: "Session 8: converters/dflash.py"), numbered as at 3f08576
     **{f"eagle3_convert.converters.dflash.x_plan_speculators__mutmut_{n}":
        "the WritePlan's layout name is read only in convert's E-ENGINE-WRONG/REFUSES message, when the speculators "

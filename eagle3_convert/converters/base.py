@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from pydantic import ValidationError
+
 from ..atomic import CONFIG_NAME, check_destination, json_bytes, write_directory  # noqa: F401 (re-exported)
 from ..capture_ids import DEEPSEEK_FAMILY, IDS_KEY, capture_context, ids_for_engine
 from ..drafter import (BLOCK_HEADS, BLOCK_KINDS, FAMILY_BY_MODEL_TYPE, MLA_KEYS, MODEL_TYPE_BY_FAMILY, ROPE_KEYS,
@@ -31,11 +33,19 @@ from .layout import (  # noqa: F401 (re-exported)
 TOP_KEYS = ("dtype", "torch_dtype", "transformers_version")
 
 
+class DecoderKeyError(FormatError):
+    """decoder_fields' refusal of one decoder key, `key` (validate names the JSON path it lies at)."""
+
+    def __init__(self, key: str, message: str, hint: str, code: str = "E-CONFIG-FIELD"):
+        super().__init__(message, hint, code=code)
+        self.key = key
+
+
 def _require_int(cfg: Mapping[str, Any], key: str, where: str) -> int:
     value = cfg.get(key)
     if not is_positive_int(value):
-        raise FormatError(f"{where}: {key} is {short_repr(value)}; expected a positive integer",
-                          f"fix {key} in config.json", code="E-CONFIG-FIELD")
+        raise DecoderKeyError(key, f"{where}: {key} is {short_repr(value)}; expected a positive integer",
+                              f"fix {key} in config.json")
     return value
 
 
@@ -46,8 +56,8 @@ MAX_VOCAB_SIZE = 1 << 24
 def _require_vocab_size(dec: Mapping[str, Any], where: str) -> int:
     vocab_size = _require_int(dec, "vocab_size", where)
     if vocab_size > MAX_VOCAB_SIZE:
-        raise FormatError(f"{where}: vocab_size is {vocab_size}, more than any tokenizer (limit {MAX_VOCAB_SIZE})",
-                          "fix vocab_size in config.json", code="E-CONFIG-FIELD")
+        raise DecoderKeyError("vocab_size", f"{where}: vocab_size is {vocab_size}, more than any tokenizer (limit "
+                              f"{MAX_VOCAB_SIZE})", "fix vocab_size in config.json")
     return vocab_size
 
 
@@ -55,8 +65,8 @@ def _check_optional_types(dec: Mapping[str, Any], where: str) -> None:
     for key, (ok, expected) in decoder_type_checks().items():
         value = dec.get(key)
         if value is not None and not ok(value):
-            raise FormatError(f"{where}: {key} is {short_repr(value)}; expected {expected}",
-                              f"fix {key} in config.json", code="E-CONFIG-FIELD")
+            raise DecoderKeyError(key, f"{where}: {key} is {short_repr(value)}; expected {expected}",
+                                  f"fix {key} in config.json")
 
 
 def structural_family(architectures: Any, tensor_names: Iterable[str] = ()) -> str | None:
@@ -85,8 +95,8 @@ def decoder_fields(dec: Mapping[str, Any], where: str, tensor_names: Iterable[st
     """
     model_type = dec.get("model_type", "llama")
     if not isinstance(model_type, str):
-        raise FormatError(f"{where}: model_type is {short_repr(model_type)}; expected a string",
-                          "fix model_type in config.json", code="E-CONFIG-FIELD")
+        raise DecoderKeyError("model_type", f"{where}: model_type is {short_repr(model_type)}; expected a string",
+                              "fix model_type in config.json")
     _check_optional_types(dec, where)
     family = FAMILY_BY_MODEL_TYPE.get(model_type)
     built = structural_family(dec.get("architectures"), tensor_names)
@@ -97,12 +107,12 @@ def decoder_fields(dec: Mapping[str, Any], where: str, tensor_names: Iterable[st
                          f"written as model_type {MODEL_TYPE_BY_FAMILY[built]!r}")
         family = built
     if family is None:
-        raise FormatError(f"{where}: drafter model_type {model_type!r} is not an EAGLE-3 drafter family",
-                          f"known: {', '.join(sorted(FAMILY_BY_MODEL_TYPE))}", code="E-CONFIG-FAMILY")
+        raise DecoderKeyError("model_type", f"{where}: drafter model_type {model_type!r} is not an EAGLE-3 drafter "
+                              f"family", f"known: {', '.join(sorted(FAMILY_BY_MODEL_TYPE))}", code="E-CONFIG-FAMILY")
     layers = dec.get("num_hidden_layers", 1)
     if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
-        raise FormatError(f"{where}: num_hidden_layers is {layers!r}", "a drafter has at least one layer",
-                          code="E-CONFIG-FIELD")
+        raise DecoderKeyError("num_hidden_layers", f"{where}: num_hidden_layers is {layers!r}",
+                              "a drafter has at least one layer")
     fields: dict[str, Any] = {
         "family": family,
         "hidden_size": _require_int(dec, "hidden_size", where),
@@ -127,6 +137,15 @@ def decoder_fields(dec: Mapping[str, Any], where: str, tensor_names: Iterable[st
         # Every MLA width must be stated: the engines' fallbacks differ (vLLM 0, transformers DeepSeek-V3 sizes).
         fields["mla"] = {k: _require_int(dec, k, where) for k in MLA_KEYS}
     return fields
+
+
+def model_refusal(exc: ValidationError) -> tuple[str, FormatError]:
+    """A config value the canonical model refuses, which no reader checks first (an rms_norm_eps that is an integer
+    past a float's range): the field, and the refusal convert and validate give."""
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "config"
+    return field, FormatError(f"config.json: {field}: {first['msg']} (got {str(first.get('input'))[:60]!r})",
+                              "fix that field in config.json", code="E-CONFIG-FIELD")
 
 
 def decoder_dict(cfg: DrafterConfig) -> dict[str, Any]:

@@ -77,6 +77,18 @@ MODELED = {"architectures", "draft_vocab_size", "target_hidden_size", "eagle_con
 # for an engine, not exported by SpecForge.
 ENGINE_ONLY_FLAGS = frozenset({"norm_before_residual", "norm_before_fc"})
 
+
+def refuse_fc_bias(raw: dict[str, Any]) -> None:
+    """SGLang's `bias: true` (read by validate too): SGLang 0.5.23 then builds a bias on fc
+    (models/llama_eagle3.py:166, `bias=getattr(config, "bias", False)`) and on each layer's o_proj (models/llama.py:339,
+    `attention_bias = getattr(config, "attention_bias", False) or getattr(config, "bias", False)`; llama_eagle3.py:72
+    rebuilds qkv_proj with bias=False); 0.5.11 alike. No other engine builds an fc bias, nor has the canonical drafter
+    one. (A `bias` that is no boolean is the key table's to refuse.)"""
+    if raw.get("bias") is True:
+        raise RefusalError("config.json sets bias: true (an fc bias); no other layout can hold it",
+                           "serve this drafter with SGLang as it is", code="E-BIAS-UNSUPPORTED")
+
+
 class SGLangLayout(Layout):
     name = "sglang"
     summary = ("SGLang `LlamaForCausalLMEagle3` / `Eagle3DeepseekV2ForCausalLM`, as SpecForge exports it; "
@@ -144,10 +156,7 @@ class SGLangLayout(Layout):
             notes.append("WARNING: norm_output is true: if SpecForge trained this drafter, it normalised only the "
                          "state lm_head sees, while SGLang and vLLM also feed the normalised state to the next "
                          "draft step; every engine serves steps after the first with that difference")
-        if raw.get("bias"):
-            # SGLang's `bias` is the fc layer's bias (llama_eagle3.py), which no other engine builds.
-            raise RefusalError("config.json sets bias: true (an fc bias); no other layout can hold it",
-                               "serve this drafter with SGLang as it is", code="E-BIAS-UNSUPPORTED")
+        refuse_fc_bias(raw)
         ids, boundaries = self._capture(ckpt, raw, eagle, fields, options, notes)
         fields["capture_boundaries"] = check_top_level_copy(raw, boundaries, "SGLang", options)
         ckpt = drop_unused_layer_norms(ckpt, "input_layernorm", "hidden_norm", "SGLang", "vllm", notes)

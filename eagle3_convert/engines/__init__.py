@@ -60,7 +60,7 @@ class Verdict:
         out: dict[str, Any] = {"verdict": self.verdict, "captures": self.captures, "why": self.why,
                                "release": self.release}
         if self.judged:
-            out["judged"] = [{**v.to_dict(), "release": r} for r, v in self.judged]
+            out["judged"] = [v.to_dict() for _, v in self.judged]
         if self.across:
             out["releases"] = [span.to_dict() for span in self.across]
         return out
@@ -107,6 +107,16 @@ def judged_releases(choices: Sequence[EngineChoice]) -> dict[str, list[str | Non
     return out
 
 
+def releases_that_serve(engine: str, release: str, serving: list[Span], fix: str) -> str:
+    """The hint for a release's fault: the newest releases that serve the file (newer or older than the one judged),
+    else `fix`."""
+    if not serving:
+        return fix
+    known = releases_of(engine)
+    move = "upgrade" if known.known.index(serving[0].first) > known.known.index(release) else "downgrade"
+    return f"{move} to {known.label} {serving[0].releases}, which serves this file as trained; or {fix}"
+
+
 def release_label(engine: str, releases: Sequence[str | None] | None = None) -> str:
     """'SGLang 0.5.23', 'SGLang 0.5.10, 0.5.23': the releases a verdict is for (an unknown one as named)."""
     known = releases_of(engine)
@@ -124,8 +134,7 @@ def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict
     judged = _verdict(reading, cfg, ctx)
     if judged.verdict not in SERVING or not reading.caveats:
         return judged
-    return Verdict(judged.engine, judged.verdict, judged.captures, "; ".join([judged.why, *reading.caveats]),
-                   tuple(reading.caveats))
+    return replace(judged, why="; ".join([judged.why, *reading.caveats]), caveats=tuple(reading.caveats))
 
 
 def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict:
@@ -139,8 +148,9 @@ def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdic
     if reading.family != cfg.family:
         return Verdict(name, WRONG, reading.captures, f"builds its {reading.family} drafter class for a {cfg.family} "
                                                       "drafter")
-    flags = [f"{f} {getattr(cfg, f)} in training, {reading.flags.get(f, False)} in {reading.label}"
-             for f in FLAGS if bool(reading.flags.get(f, False)) != getattr(cfg, f)]
+    applied = {f: bool(reading.flags[f]) for f in FLAGS}  # (every reading that is no refusal states all four)
+    flags = [f"{f} {getattr(cfg, f)} in training, {applied[f]} in {reading.label}" for f in FLAGS
+             if applied[f] != getattr(cfg, f)]
     if flags or reading.silent:
         return Verdict(name, WRONG, reading.captures, "; ".join(flags + reading.silent))
     trained = as_captured(cfg.capture_boundaries, ctx.depth)  # its own list, else the universal default
@@ -191,7 +201,7 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
 
     meta = gguf_metadata(config)
     if meta is not None:  # a GGUF file: only llama.cpp opens it
-        config = {"gguf": meta, **{k: v for k, v in config.items() if k != "gguf" and k not in meta}}  # + our record
+        config = {**config, "gguf": meta}  # a GGUF read from disk: its keys where llama.cpp reads a plan's
         return {e: readers[e](config, names, ctx, own(e)) if e == "llamacpp" else
                 Reading(e, LABELS[e], refusal="a GGUF is llama.cpp's format, not one this engine loads")
                 for e in engines}
@@ -217,7 +227,7 @@ def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: Draft
 
         def at(release: str | None) -> Verdict:  # all releases of an era read alike: judge its first one
             key = known.canonical(release)
-            first = next((f for f, last in eras if key in known.between(f, last)), key)
+            first = next(f for f, last in eras if key in known.between(f, last))  # (every known release is in one era)
             if first not in judged_eras:
                 reading = read_all(config, names, ctx, (e,), {engine_of(e): first})[e]
                 judged_eras[first] = verdict(reading, cfg, ctx)
@@ -227,10 +237,10 @@ def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: Draft
         named = list(dict.fromkeys(known.canonical(r) if r is None or known.knows(r) else r
                                    for r in (releases or {}).get(engine_of(e)) or [None]))
         judged = [(known.canonical(r), replace(at(r), release=known.canonical(r))) if r is None or known.knows(r)
-                  else (r, Verdict(e, UNKNOWN, None, known.unknown_why(r))) for r in named]
+                  else (r, Verdict(e, UNKNOWN, None, known.unknown_why(r), release=r)) for r in named]
         worst = min(judged, key=lambda rv: WORST_FIRST.index(rv[1].verdict))[1]
         why = worst.why if len(judged) == 1 else "; ".join(f"{r}: {v.verdict} ({v.why})" for r, v in judged)
-        out[e] = Verdict(e, worst.verdict, worst.captures, why, worst.caveats, release=", ".join(r for r, _ in judged),
+        out[e] = replace(worst, why=why, release=", ".join(r for r, _ in judged),
                          judged=tuple(judged) if len(judged) > 1 else (), across=across)
     return out
 

@@ -35,7 +35,7 @@ class Reading:
 
     engine: str
     label: str
-    refusal: str | None = None  # the engine's own loud failure
+    refusal: str | None = None  # the engine's own loud failure (every line showing it names the engine first)
     family: str | None = None  # drafter family of the class it builds
     kind: str = "eagle3"  # the drafter kind (drafter.KINDS) it builds
     captures: list[int] | None = None  # boundaries it captures (None: unknown depth, or runtime)

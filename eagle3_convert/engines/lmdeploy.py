@@ -72,7 +72,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
                      f"declared {CLASS!r}); {archs} have no EAGLE-3 rewrite there")
         return r
     if config.get("num_hidden_layers", 1) != MAX_LAYERS:
-        r.refusal = "LMDeploy refuses it: 'eagle3 only supports 1 decode layer'"
+        r.refusal = "'eagle3 only supports 1 decode layer'"
         return r
     if config.get("draft_vocab_size") is None:
         r.refusal = ("LMDeploy sizes lm_head from draft_vocab_size, which the config lacks (or sets null): it fails to "

@@ -101,7 +101,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     if family == "deepseek_mla" and not RELEASES.reads(MLA_CLASS, release):
         family = None
     if "speculators_model_type" in config or family is None:
-        r.refusal = f"SGLang refuses it: model architectures {archs} are not supported"
+        r.refusal = f"model architectures {archs} are not supported"
         return r
     if "draft_vocab_size" not in config:
         r.refusal = "SGLang fails to construct the drafter: config.json has no draft_vocab_size"
@@ -114,7 +114,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     ids = id_list(eagle.get(IDS_KEY))
     multi_layer = RELEASES.reads(LAYERS_N, release)
     if not multi_layer and config.get("num_hidden_layers", 1) != 1:
-        r.refusal = "SGLang refuses it: EAGLE3 currently only supports 1 layer (num_hidden_layers != 1)"
+        r.refusal = "EAGLE3 currently only supports 1 layer (num_hidden_layers != 1)"
         return r
     if not multi_layer and ids is not None and len(ids) != 3:
         r.refusal = f"SGLang fails to load fc: it is sized for 3 captured layers, the file names {len(ids)}"

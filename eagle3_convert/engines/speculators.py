@@ -49,7 +49,7 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         r.refusal = f"the speculators library has no Eagle3 draft layer for model_type {model_type!r}"
         return r
     if flag(config, "norm_before_fc") and flag(config, "fc_norm"):
-        r.refusal = "the speculators library refuses it: norm_before_fc and fc_norm are mutually exclusive"
+        r.refusal = "norm_before_fc and fc_norm are mutually exclusive"
         return r
     ids = id_list(config.get(IDS_KEY))
     if ids is None:

@@ -159,7 +159,7 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
         verifier = spec_cfg.get("verifier") if isinstance(spec_cfg, dict) else None
         verifier = verifier.get("name_or_path") if isinstance(verifier, dict) else None
         if local_verifier(verifier):
-            r.refusal = (f"vLLM refuses it: Speculators verifier must name a remote model repository "
+            r.refusal = (f"Speculators verifier must name a remote model repository "
                          f"(name_or_path is {verifier!r})")
             return r
         named = config.get("speculators_model_type")
@@ -180,14 +180,14 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
                          "['Eagle3DeepSeekMTPModel'] are not supported")
             return r
         if family is None:
-            r.refusal = f"vLLM refuses it: model architectures {archs} are not supported"
+            r.refusal = f"model architectures {archs} are not supported"
             return r
         if PEAGLE_ARCHITECTURES & set(archs):
             r.kind = "peagle"
             if not any(k in config for k in PARALLEL_DRAFTING_TOKEN_KEYS):
                 # the proposer's _init_parallel_drafting_params (v1/spec_decode); the speculators path sets
                 # pard_token from mask_token_id
-                r.refusal = ("vLLM refuses it: for parallel drafting, the draft model config must have "
+                r.refusal = ("for parallel drafting, the draft model config must have "
                              "`pard_token` or `ptd_token_id`")
                 return r
     eagle31 = RELEASES.reads(EAGLE31_FLAGS, release) and (

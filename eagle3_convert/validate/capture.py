@@ -10,14 +10,14 @@ from ..engines.common import id_list
 from ..errors import Eagle3Error, RefusalError
 from ..json_values import short_repr
 from ..names import BOUNDARY_CONVENTIONS
-from .context import ABSENT, IDS_KEY, LOCATIONS, MAX_CAPTURE_IDS, Context
+from .context import IDS_KEY, LOCATIONS, MAX_CAPTURE_IDS, Context
 from .findings import Finding, finding, from_error
 from .profiles import EngineProfile, engine_profiles
 
 
 def read_capture_ids(ctx: Context) -> None:
-    for location, value in (("top", ctx.config.get(IDS_KEY, ABSENT)), ("nested", ctx.eagle.get(IDS_KEY, ABSENT))):
-        if value is ABSENT or value is None or value == []:
+    for location, value in (("top", ctx.config.get(IDS_KEY)), ("nested", ctx.eagle.get(IDS_KEY))):
+        if value is None or value == []:  # (absent, null or empty: no ids)
             ctx.ids[location] = None
         elif id_list(value) is None or len(value) > MAX_CAPTURE_IDS:
             ctx.add("E-CAPTURE-FIELD", f"{LOCATIONS[location][2:]} is {short_repr(value)}: not a short list of "
@@ -76,13 +76,25 @@ def _convention_warning(ctx: Context, location: str, ids: list[int]) -> None:
             where=LOCATIONS[location])
 
 
+def _misplaced(ctx: Context) -> list[int] | None:
+    """The ids the config keeps only outside the place this layout keeps them (None: that place holds some)."""
+    return ctx.ids["nested" if ctx.home == "top" else "top"] if ctx.ids[ctx.home] is None else None
+
+
+def trained_boundaries(ctx: Context) -> list[int] | None:
+    """The boundaries the config says the drafter was trained on: its ids where the layout keeps them (or, naming
+    none, the engines' default on a target of known depth), else the layout's reading of a list kept elsewhere."""
+    misplaced = _misplaced(ctx)
+    if ctx.intended is None and misplaced:
+        return ctx.meaning(ctx.layout.engine, misplaced)
+    return ctx.intended
+
+
 def engine_capture(ctx: Context, p: EngineProfile) -> None:
     """What engine `p` captures against what the drafter was trained on: the ids it reads (or its default, or its
     runtime argument), then each disagreement with the trained boundaries as one finding."""
-    truth = ctx.intended
-    misplaced = ctx.ids["nested" if ctx.home == "top" else "top"] if ctx.ids[ctx.home] is None else None
-    if truth is None and misplaced:
-        truth = ctx.meaning(ctx.layout.engine, misplaced)  # the layout's reading of a misplaced list
+    truth = trained_boundaries(ctx)
+    misplaced = _misplaced(ctx)
     # The layout's reader refuses a list outside its place unless --capture-layers says how it counts.
     settle = ("--capture-layers", ",".join(map(str, misplaced)), "--convention", ctx.layout.engine) \
         if misplaced else ()
@@ -230,14 +242,18 @@ def check_known(ctx: Context, known: list[provenance.Known]) -> None:
     """config.json against each thing we know of these weights (the sidecar, the registry's record): capture
     layers, target, vocabulary, widths, norm flags. With or without --target: the record names the target."""
     names_ids = any(ids is not None for ids in ctx.ids.values())
-    mine = ctx.intended if names_ids else None
+    # A list kept where the layout does not read it is held against the record in the layout's reading, as
+    # engine_capture judges the engines by it: a misplaced list the record contradicts must not pass as OK.
+    mine, misplaced = trained_boundaries(ctx), _misplaced(ctx)
+    where = LOCATIONS[ctx.home if misplaced is None else "nested" if ctx.home == "top" else "top"]
     reading = _reader_config(ctx)
     for k in known:
-        if not names_ids or ctx.intended is not None:
+        if not names_ids or mine is not None:  # ids that name no boundaries cannot be compared
             clash = provenance.capture_contradiction(mine, k, ctx.depth)
             if clash is not None:
-                ctx.extend(check_capture_record(clash[0], clash[1], k.label, LOCATIONS[ctx.home],
-                                                _capture_way_out(ctx, clash, names_ids), names_none=not names_ids))
+                way_out = _capture_way_out(ctx, clash, names_ids, misplaced is not None)
+                ctx.extend(check_capture_record(clash[0], clash[1], k.label, where, way_out,
+                                                names_none=not names_ids))
         if reading is None:
             continue
         given = ctx.given_target
@@ -249,10 +265,13 @@ def check_known(ctx: Context, known: list[provenance.Known]) -> None:
             ctx.add("E-RECORD-CONFLICT", found.message, provenance.way_out(found, ctx.src))
 
 
-def _capture_way_out(ctx: Context, clash: tuple[list[int], list[int]], names_ids: bool) -> str:
+def _capture_way_out(ctx: Context, clash: tuple[list[int], list[int]], names_ids: bool, misplaced: bool) -> str:
     mine, theirs = clash
     if not names_ids:
         return f"`{ctx.command(ctx.layout.name)}` restores them from the record"
+    if misplaced:  # moved first: the layout's reader takes a list kept there only with --capture-layers, or never
+        return (f"keep one list, at {LOCATIONS[ctx.home][2:]} where the {ctx.layout.name} layout reads it: the "
+                f"recorded boundaries {theirs} in its convention, or config.json's {mine} if those are the trained ones")
     spelled = (",".join(map(str, ids)) for ids in (theirs, mine))
     record, config = (f"`{ctx.command(ctx.layout.name, '--capture-layers', ids, '--convention', 'boundary')}`"
                       for ids in spelled)

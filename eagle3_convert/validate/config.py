@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from .. import schemas
-from ..converters.base import MAX_VOCAB_SIZE, decoder_fields, is_yarn
-from ..converters.config_keys import decoder_type_checks, key_issues
+from ..converters.base import DecoderKeyError, decoder_fields, is_yarn, model_refusal
+from ..converters.config_keys import key_issues
 from ..converters.modelopt import exported_yarn
 from ..converters.layout import KNOWN_CANONICAL, VOCAB_TENSORS, drafter_kind, to_canonical
-from ..drafter import FAMILY_BY_MODEL_TYPE, KINDS, MLA_KEYS, DrafterConfig, wrong_target_width
+from ..converters.sglang import refuse_fc_bias
+from ..drafter import KINDS, DrafterConfig, wrong_target_width
 from ..engines.common import id_list
-from ..errors import FormatError
+from ..errors import RefusalError
 from ..json_values import is_positive_int
 from .context import IDS_KEY, Context
 from .findings import from_error
-
-MLA_MODEL_TYPES = {t for t, family in FAMILY_BY_MODEL_TYPE.items() if family == "deepseek_mla"}
 
 
 def check_keys(ctx: Context) -> None:
@@ -42,18 +43,26 @@ def read_config(ctx: Context) -> DrafterConfig | None:
     try:
         fields = decoder_fields(dec, "config.json" if where == "$" else "transformer_layer_config",
                                 ctx.raw.tensors if where == "$" else ())
-    except FormatError as exc:
-        key_path = _decoder_key_path(dec, where, exc.code)
+    except DecoderKeyError as exc:
+        key_path = f"{where}.{exc.key}"
         if not any(f.where == key_path or f.code in ("E-CONFIG-KEY-TYPO", "E-CONFIG-KEY-PLACE")
                    for f in ctx.out):  # the key table already named the cause
             ctx.out.append(from_error(exc, where=key_path))
         return None
+    if ctx.layout.name == "sglang":
+        try:
+            refuse_fc_bias(raw)
+        except RefusalError as exc:  # the reader's refusal, and why nothing below can judge the drafter
+            ctx.out.append(replace(from_error(exc, where="$.bias"), message=f"{exc.message}; SGLang builds a bias "
+                                   "on fc and on each layer's o_proj (none on q/k/v), which the drafter validate "
+                                   "checks has no place for: no tensor of this file is checked"))
+            return None
     layers = fields["num_layers"]
     ctx.intents = {name: _intent(ctx, name, layers) for name in ctx.raw.tensors if name not in VOCAB_TENSORS}
     head = ctx.tensor("lm_head.weight")
     vd = raw.get("draft_vocab_size")
-    if not is_positive_int(vd):
-        vd = head.shape[0] if head is not None and len(head.shape) == 2 else fields["vocab_size"]
+    if not is_positive_int(vd):  # (a head of no rows is no vocabulary: the tensor check names its shape)
+        vd = head.shape[0] if head is not None and len(head.shape) == 2 and head.shape[0] else fields["vocab_size"]
     ht = raw.get("target_hidden_size")
     fields.update(
         draft_vocab_size=vd,
@@ -63,18 +72,15 @@ def read_config(ctx: Context) -> DrafterConfig | None:
         fc_norm=raw.get("fc_norm", raw.get("use_aux_norm")) is True,
         norm_output=raw.get("norm_output") is True,
     )
-    if raw.get("bias") is True:
-        fields["attention_bias"] = True
     kind = drafter_kind(raw)[0]
     if kind in KINDS:  # (DFlash and DSpark: refused where the layout is detected)
         fields["kind"] = kind
     fields["num_aux_hidden_states"] = _num_aux(ctx, fields)
     try:
         return DrafterConfig(**fields)
-    except ValueError as exc:
-        first = str(exc).splitlines()
-        ctx.add("E-CONFIG-FIELD", f"config.json: {' '.join(first[1:3]) if len(first) > 2 else first[0]}",
-                "fix the field in config.json", where=where)
+    except ValidationError as exc:  # a decoder value no reader checks first, said as convert says it
+        field, error = model_refusal(exc)
+        ctx.out.append(from_error(error, where=f"{where}.{field}"))
         return None
 
 
@@ -131,24 +137,3 @@ def check_schema(ctx: Context) -> None:
             ctx.add("E-SCHEMA", f"config.json {v.path}: {v.message} ({ctx.layout.name} schema)",
                     f"fix {v.path} in config.json", where=v.path)
 
-
-def _decoder_key_path(dec: Mapping[str, Any], prefix: str, code: str) -> str:
-    """The JSON path of the decoder key `decoder_fields` refused (so the schema does not repeat it)."""
-    if code == "E-CONFIG-FAMILY":
-        return f"{prefix}.model_type"
-    keys = ["hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"]
-    if "num_hidden_layers" in dec:
-        keys.append("num_hidden_layers")
-    if "model_type" in dec and not isinstance(dec["model_type"], str):
-        return f"{prefix}.model_type"
-    for key, (ok, _) in decoder_type_checks().items():  # the optional keys, typed next (base._check_optional_types)
-        if dec.get(key) is not None and not ok(dec[key]):
-            return f"{prefix}.{key}"
-    if dec.get("model_type") in MLA_MODEL_TYPES:
-        keys += MLA_KEYS
-
-    def refused(key: str) -> bool:  # as decoder_fields checks it (_require_int; _require_vocab_size's limit)
-        value = dec.get(key)
-        return not is_positive_int(value) or (key == "vocab_size" and value > MAX_VOCAB_SIZE)
-
-    return next((f"{prefix}.{key}" for key in keys if refused(key)), prefix)

@@ -7,6 +7,7 @@ Every check is a function `check_x(ctx)` that reads the context and appends find
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ class Context:
                  source_label: str, findings: list[Finding], name_layout: bool = False,
                  recorded_target: TargetIdentity | None = None):
         self.raw, self.layout, self.engines, self.out = raw, layout, list(engines), findings
-        self.name_layout = name_layout  # detection could not choose: commands must say --from
+        self.name_layout = name_layout  # detection could not choose, or --from chose: commands say --from
         self.config: dict[str, Any] = layout.config_view(raw.config or {})
         self.src = source_label
         self.given_target = target  # --target
@@ -77,11 +78,14 @@ class Context:
         self.out.extend(findings)
 
     def command(self, to: str, *flags: str) -> str:
-        """The exact conversion that fixes a finding (the source read as this layout)."""
+        """The exact conversion that fixes a finding: the source read as validate read it (this layout, named
+        when detection could not choose or --from chose it; the --target given, which sets depth and family)."""
         dest = f"{Path(self.src).name or 'drafter'}-{to}"
-        if self.name_layout and "--from" not in flags:
-            flags = ("--from", self.layout.name, *flags)
-        return " ".join(["eagle3-convert", *flags, "--to", to, self.src, dest])
+        read = ("--from", self.layout.name) if self.name_layout and "--from" not in flags else ()
+        named = self.given_target.name_or_path if self.given_target else None
+        if named:
+            read += ("--target", shlex.quote(named))
+        return " ".join(["eagle3-convert", *read, *flags, "--to", to, self.src, dest])
 
     def command_inspect(self) -> str:
         return " ".join(["eagle3-convert", "inspect", *(("--from", self.layout.name) if self.name_layout else ()),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
 from ..engines import (MODULES, REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, release_label, releases_of,
-                       serve_verdicts)
+                       releases_that_serve, serve_verdicts)
 from ..json_values import is_positive_int, short_repr
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
 from .capture import engine_capture, fc_bypass
@@ -35,7 +35,7 @@ def check_engine(ctx: Context, p: EngineProfile) -> None:
         ctx.add("E-CONFIG-DRAFT-VOCAB", "config.json has no draft_vocab_size: SGLang fails to construct the "
                 "drafter", f"set draft_vocab_size to {rows or 'the lm_head rows'}", engine=p.name,
                 where="$.draft_vocab_size")
-    elif not is_positive_int(vd) and rows is not None and rows != cfg.vocab_size:
+    elif not is_positive_int(vd) and rows and rows != cfg.vocab_size:  # a head of no rows: E-SHAPE names it
         ctx.add("E-CONFIG-DRAFT-VOCAB", f"draft_vocab_size is {short_repr(vd)}: {p.label} then sizes the draft head "
                 f"for the full vocab V={cfg.vocab_size}, but lm_head.weight has {rows} rows",
                 f"set draft_vocab_size to {rows}", engine=p.name, where="$.draft_vocab_size")
@@ -50,14 +50,16 @@ def check_engine(ctx: Context, p: EngineProfile) -> None:
 def check_engine_verdicts(ctx: Context) -> None:
     """The engine modules' verdict on this file, as a last word: an engine that would serve it wrong is
     never left unsaid, even where no finding above names the cause."""
-    readers = [r for name in ctx.engines for r in ENGINE_RUNNERS.get(name, ())]
+    readers = [r for name in ctx.engines for r in ENGINE_RUNNERS[name]]  # validate_checkpoint refuses other names
     cfg = ctx.cfg.model_copy(update={"capture_boundaries": ctx.intended})
     serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth), readers,
                             ctx.releases)
-    said = {f.engine for f in ctx.out if f.severity in ("error", "warning")}
+    # an engine an error above names; a warning is no verdict (SGLang ignoring ids it does not read captures its
+    # defaults: whether they are the trained layers is the verdict's to say when --target is not given)
+    said = {f.engine for f in ctx.out if f.severity == "error"}
     if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
         said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
-    said_of_release: set[tuple[str, str]] = set()  # (engine, older release): both vLLM runners often agree
+    said_of_release: set[tuple[str, str]] = set()  # (engine, release) said below: both vLLM runners often agree
     profiled = engine_profiles()
     cautioned: set[str] = set()
     for reader, verdict in serves.items():
@@ -78,33 +80,31 @@ def check_engine_verdicts(ctx: Context) -> None:
             fix += ", with the target's embed_tokens.weight added if the drafter stores none"
         elif engine == "lmdeploy":
             fix += ', then set architectures to ["LlamaForCausalLM"], the name LMDeploy\'s docs load'
-        serving = [s.releases for s in verdict.across if s.verdict in SERVING]
+        serving = [s for s in verdict.across if s.verdict in SERVING]  # newest first
         for release, judged in verdict.judged or ((verdict.release, verdict),):
-            # the newest release's faults are said by the checks above; an older one's only here
             label = LABELS[reader] if release == newest else f"{LABELS[reader]} {release}"
-            older_fix = (f"upgrade to {releases_of(engine).label} {serving[0]}, which serves this file as trained; "
-                         f"or {fix}") if serving and release != newest else fix
-            if release != newest and (engine, release) in said_of_release:
+            release_fix = releases_that_serve(engine, release, serving, fix)
+            if (engine, release) in said_of_release:
                 continue
-            if judged.verdict == WRONG and (engine not in said or release != newest):
-                ctx.add("E-ENGINE-WRONG", f"{label}: {judged.why}; it would serve this file wrong", older_fix,
+            unsaid = engine not in said or release != newest  # the checks above judge the newest release only
+            if judged.verdict == WRONG and unsaid:
+                ctx.add("E-ENGINE-WRONG", f"{label}: {judged.why}; it would serve this file wrong", release_fix,
                         engine=engine)
-                said.add(engine)
                 said_of_release.add((engine, release))
             elif judged.verdict == REFUSES and release != newest:
-                ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", older_fix, engine=engine)
+                ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", release_fix, engine=engine)
                 said_of_release.add((engine, release))
-            elif judged.verdict == REFUSES and (cfg.kind != "eagle3" or engine not in profiled) and engine not in said:
-                # what only a kind's own rules decide (P-EAGLE's mask token), or an engine judged by its module alone
-                # (llama.cpp, mlx-vlm, LMDeploy): no EngineProfile check above can say it
-                ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {judged.why}", fix if engine not in profiled else
-                        "add the field the engine names to a copy of config.json (for P-EAGLE, the mask token the "
-                        "drafter was trained with)", engine=engine)
-                said.add(engine)
-            elif judged.verdict in SERVING and engine not in profiled and engine not in said and release == newest:
+            elif judged.verdict == REFUSES and unsaid:
+                # a refusal no check above names: what only a kind's own rules decide (P-EAGLE's mask token), an
+                # engine judged by its module alone (llama.cpp, mlx-vlm, LMDeploy), or one no EngineProfile models
+                # (vLLM's of a local verifier path, of a DeepSeek MTP model_type)
+                ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {judged.why}", fix if cfg.kind == "eagle3" or
+                        engine not in profiled else "add the field the engine names to a copy of config.json (for "
+                        "P-EAGLE, the mask token the drafter was trained with)", engine=engine)
+                said_of_release.add((engine, release))
+            elif judged.verdict in SERVING and engine not in profiled and unsaid and release == newest:
                 # judged by its module alone: no check above says how it reads a file it serves
-                ctx.add("I-ENGINE-READING", f"{label} {release}: {judged.verdict} ({judged.why})", None, engine=engine)
-                said.add(engine)
+                ctx.add("I-ENGINE-READING", f"{label} {release}: {judged.verdict} ({judged.why})", engine=engine)
             elif judged.verdict == UNKNOWN and releases_of(engine).knows(release):
                 ctx.add("W-ENGINE-UNKNOWN", f"{LABELS[reader]}: {judged.why}", "judge the file on the engine itself, "
                         "or serve it with an engine whose reading is known (check one with validate --engine)",
@@ -123,7 +123,7 @@ def _say_release_disagreement(ctx: Context, reader: str, verdict) -> None:
         return
     engine = engine_of(reader)
     if not any(f.code == "I-ENGINE-RELEASES" and f.engine == engine for f in ctx.out):  # once per engine (runners)
-        ctx.add("I-ENGINE-RELEASES", f"{releases_of(engine).label} releases disagree on this file: {line}", None,
+        ctx.add("I-ENGINE-RELEASES", f"{releases_of(engine).label} releases disagree on this file: {line}",
                 engine=engine)
 
 

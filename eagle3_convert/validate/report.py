@@ -65,7 +65,8 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     for layout in candidates:
         chosen = list(engines or LAYOUT_ENGINES.get(layout.name, ("vllm",)))
         report.engines += [e for e in chosen if e not in report.engines]
-        ctx = Context(raw, layout, chosen, target, label, findings, name_layout=len(candidates) > 1,
+        ctx = Context(raw, layout, chosen, target, label, findings,
+                      name_layout=len(candidates) > 1 or from_layout != "auto",
                       recorded_target=next((k.target for k in known if k.target is not None), None))
         ctx.releases = report.releases
         run_checks(ctx)

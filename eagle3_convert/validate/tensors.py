@@ -49,7 +49,7 @@ def check_tensors(ctx: Context) -> None:
         want = expected.get(intent) or optional.get(intent)
         if want is None:
             ctx.add("E-KEY-UNUSED", f"tensor {label} is not used by this drafter's config "
-                    f"({_unused_reason(cfg, intent)}): engines drop it silently",
+                    f"({_unused_reason(cfg, intent)}): {_unused_effect(intent)}",
                     "set the config flag it belongs to, or remove the tensor", where=stored)
             continue
         if src.dtype not in FLOAT_DTYPES:
@@ -78,6 +78,14 @@ def _later_norm_twin(stored: str, tensors: Mapping[str, Any]) -> str | None:
         return None
     twin = f"{m.group(1)}{'input_layernorm' if m.group(2) == 'hidden_norm' else 'hidden_norm'}.weight"
     return twin if twin in tensors else None
+
+
+def _unused_effect(canonical: str) -> str:
+    """What the engines do with a weight the config builds no parameter for: vLLM's loader raises on it, but for an
+    extra bias, which its load_weights skips (docs/formats.md §6.2; engines/vllm.py UNKNOWN_NAMES_REFUSED)."""
+    if canonical.endswith(".bias"):
+        return "engines drop it silently"
+    return "no engine applies it (SGLang skips it without a word, vLLM's loader fails on it)"
 
 
 def _unused_reason(cfg: DrafterConfig, canonical: str) -> str:
