@@ -112,8 +112,14 @@ MODULES: dict[str, list[str]] = {
     # block-diffusion verdicts (session 7's tests), and the one model-card test that reaches release()
     "eagle3_convert/engines/__init__.py": ["tests/test_mutation_kills_verdicts.py",
                                            "tests/test_mutation_kills_engine_readers.py", "tests/test_model_card.py",
+                                           # releases_that_serve: validate's and convert's hints that name a release
+                                           "tests/test_mutation_kills_engine_verdict_lines.py",
+                                           "tests/test_mutation_kills_sglang_layout.py",
+                                           "tests/test_mutation_kills_vllm_modelopt_eagle.py",
                                            "-k", "test_mutation_kills_verdicts or block_diffusion or block_files or "
-                                           "reduced_draft_vocabulary or test_a_local_target_path_is_never_base_model"],
+                                           "reduced_draft_vocabulary or test_a_local_target_path_is_never_base_model "
+                                           "or test_mutation_kills_engine_verdict_lines or release_asked or "
+                                           "both_its_runners or an_engine_it_is_for_would_serve_it_wrong"],
     "eagle3_convert/engines/common.py": ["tests/test_mutation_kills_engines.py", "tests/test_engine_releases.py",
                                          "tests/test_engine_rules.py"],
     "eagle3_convert/engines/releases.py": ["tests/test_engine_releases.py", "tests/test_engine_spellings.py",
