@@ -37,10 +37,10 @@ def run_hint_commands(hints: list[str], path: Path, tmp_path: Path, *placeholder
     return tuple(shown)
 
 
-def ambiguous(tmp_path: Path) -> Path:
+def ambiguous(tmp_path: Path, name: str = "drafter") -> Path:
     """A SpecForge SGLang export (midlayer.* names) whose ids sit only at the top level, where vLLM reads them: it
     reads as both layouts, so convert (like validate) must be told which with --from."""
-    path = build_drafter(tmp_path / "drafter", "sglang", DrafterSpec())
+    path = build_drafter(tmp_path / name, "sglang", DrafterSpec())
     edit_config(path, lambda c: c.__setitem__(IDS, c["eagle_config"].pop(IDS)))
     refused = run_cli("--to", "sglang", "--no-record", path, tmp_path / "auto")
     assert refused.exit_code == 1 and "[E-LAYOUT-AMBIGUOUS]" in refused.stderr
@@ -96,3 +96,13 @@ def test_the_record_of_the_engine_default_is_restored_on_the_target_given(tmp_pa
         "--target target-8 --capture-layers 2,4,5 --convention boundary --to vllm")  # the recorded default
     written = json.loads((tmp_path / "hint1" / "drafter-vllm" / "config.json").read_text())
     assert written[IDS] == [2, 4, 5]
+
+
+def test_a_source_path_holding_a_space_is_quoted_in_every_hint(tmp_path: Path):
+    """A drafter in "my drafter": its hints' commands (conversions and the inspect hint alike) quote the source and
+    the destination for the shell, so pasted they read the one file (unquoted, the shell split it in two)."""
+    path = ambiguous(tmp_path, "my drafter")
+    hints = validate_hints(path, "--from", "sglang", *ENGINES)
+    assert all(f"'{path}'" in c for c in hint_commands(hints)), hints
+    assert run_hint_commands(hints, path, tmp_path) == FROM_HINT_COMMANDS["sglang"]
+

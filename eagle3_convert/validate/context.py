@@ -79,17 +79,18 @@ class Context:
 
     def command(self, to: str, *flags: str) -> str:
         """The exact conversion that fixes a finding: the source read as validate read it (this layout, named
-        when detection could not choose or --from chose it; the --target given, which sets depth and family)."""
-        dest = f"{Path(self.src).name or 'drafter'}-{to}"
+        when detection could not choose or --from chose it; the --target given, which sets depth and family); every
+        path quoted for the shell, as a user pastes it."""
+        dest = shlex.quote(f"{Path(self.src).name or 'drafter'}-{to}")
         read = ("--from", self.layout.name) if self.name_layout and "--from" not in flags else ()
         named = self.given_target.name_or_path if self.given_target else None
         if named:
             read += ("--target", shlex.quote(named))
-        return " ".join(["eagle3-convert", *read, *flags, "--to", to, self.src, dest])
+        return " ".join(["eagle3-convert", *read, *flags, "--to", to, shlex.quote(self.src), dest])
 
     def command_inspect(self) -> str:
         return " ".join(["eagle3-convert", "inspect", *(("--from", self.layout.name) if self.name_layout else ()),
-                         self.src])
+                         shlex.quote(self.src)])
 
     @property
     def depth(self) -> int | None:
