@@ -90,6 +90,7 @@ MODULES: dict[str, list[str]] = {
     # (session 8: the layout named in its engines' refusal; detection beside another layout's sure markers)
     # (session 6's speculators kill tests live in test_mutation_kills_converters.py: without it a full run is ~50 %)
     "eagle3_convert/converters/speculators.py": ["tests/test_mutation_kills_engine_verdict_lines.py",
+                                                 "tests/test_mutation_kills_dflash.py",  # its DFlash/DSpark hand-off
                                                  *_FLAT_LAYOUT_TESTS],
     "eagle3_convert/converters/eagle.py": ["tests/test_mutation_kills_engine_verdict_lines.py", *_FLAT_LAYOUT_TESTS],
     "eagle3_convert/converters/modelopt.py": _FLAT_LAYOUT_TESTS,
@@ -286,25 +287,25 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.converters.config_keys.x__squash__mutmut_{n}":
        "the same change on both sides of the comparison ('XXXX' between the letters, upper for lower): two ASCII "
        "keys squash equal exactly when they did" for n in (2, 3)},
-    # converters/speculators.py (session 6)
+    # converters/speculators.py (session 6; read renumbered as at 8efb49d, after session 7's boundary refusal)
     **{f"eagle3_convert.converters.speculators.x_required_mask_token__mutmut_{n}":
        "only an int or None reaches it: the key table refuses a speculators mask token that is no integer (a "
        "boolean included), vLLM's reader a flat one, so the regrouped `or`/`and` decide the same" for n in (2, 3)},
     **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
        "the key table refuses a draft_vocab_size that is no positive integer before this check (E-CONFIG-FIELD)"
-       for n in (78, 81)},
+       for n in (84, 87)},
     **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
        "raw.get(flag), raw.get(flag, None) and raw.get(flag, False) all read an absent flag as false"
-       for n in (108, 110)},
+       for n in (114, 116)},
     "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁdetect__mutmut_23":
         "confident None instead of False: the registry tests it for truth, and None is as false",
-    "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_170":
+    "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_178":
         "speculators has no renaming rule, so to_canonical never reads the layer count",
-    "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_193":
+    "eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_201":
         "a speculators_config that is no object is refused by the key table first; an absent one gives None both ways",
     **{f"eagle3_convert.converters.speculators.xǁSpeculatorsLayoutǁread__mutmut_{n}":
        "the verifier kept in the source's own speculators_config is overwritten by the writer with the one it names"
-       for n in (236, 237)},
+       for n in (244, 245)},
     **{f"eagle3_convert.validate.capture.x__convention_warning__mutmut_{n}":
        "one engine reads each place (vLLM the top level, SGLang the nested list): the join never puts its separator"
        for n in (36, 37)},
