@@ -69,8 +69,9 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/vocab_map.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py",
                                     "tests/test_validate.py", "tests/test_convert_roundtrip.py"],
     # (test_caught_bugs and test_detect cost 7.6 s a mutant; the registry test starts a database per backend)
-    "eagle3_convert/converters/layout.py": ["tests/test_mutation_kills_layouts.py", "tests/test_drafters_2026_block.py",
-                                            "-k", "not registry_records"],
+    "eagle3_convert/converters/layout.py": ["tests/test_mutation_kills_layouts.py",
+                                            "tests/test_mutation_kills_sglang_layout.py",  # session 7's kill tests
+                                            "tests/test_drafters_2026_block.py", "-k", "not registry_records"],
     # its own kill tests (session 8) and the block drafters' tests, without the registry's (a database per backend)
     "eagle3_convert/converters/dflash.py": ["tests/test_mutation_kills_dflash.py", "tests/test_drafters_2026_block.py",
                                             "-k", "not registry_records"],
@@ -84,6 +85,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_validate.py", *_NO_SUBPROCESS_VALIDATE, "tests/test_config_mutations.py", *_NO_CORPUS],
     # test_detect and the matrix cost minutes a surviving mutant under load: the kill tests that name SGLang
     "eagle3_convert/converters/sglang.py": ["tests/test_mutation_kills_config_reading.py",
+                                            "tests/test_mutation_kills_sglang_layout.py",  # session 7's kill tests
                                             "tests/test_mutation_kills_layouts.py",
                                             "tests/test_mutation_kills_converters.py", "-k", "sglang"],
     "eagle3_convert/converters/vllm.py": _FLAT_LAYOUT_TESTS,
