@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .target_identity import TargetIdentity
 from .vocab_map import VocabMap
 from .safetensors_io import TensorSource
 
@@ -49,43 +50,6 @@ NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"
 MATH_FLAGS = (*NORM_FLAGS, "input_layernorm_on_hidden")
 ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor")
 MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
-
-
-class TargetIdentity(BaseModel):
-    """The target (verifier) model the drafter proposes tokens for."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name_or_path: str | None = None
-    architectures: list[str] = Field(default_factory=list)
-    revision: str | None = None
-    model_type: str | None = None
-    num_hidden_layers: int | None = None
-    hidden_size: int | None = None
-    vocab_size: int | None = None
-    # The context it serves (max_position_embeddings), read from its config for validate's W-CONFIG-CONTEXT: a
-    # fact of that config, not of who the target is, so never read from a file nor written out (private).
-    _context_length: int | None = PrivateAttr(default=None)
-
-    @property
-    def context_length(self) -> int | None:
-        return self._context_length
-
-    def serving(self, context_length: int | None) -> "TargetIdentity":
-        """This target, knowing the context it serves (read from its config.json)."""
-        self._context_length = context_length
-        return self
-
-    @staticmethod
-    def merged(identity: "TargetIdentity | None", more: "TargetIdentity | None") -> "TargetIdentity | None":
-        """`identity` (who the target is) with the fields it leaves empty filled from `more`."""
-        if more is None or identity is None:
-            return identity or more
-        merged = identity.model_dump()
-        for key, value in more.model_dump().items():
-            if merged.get(key) in (None, []) and value not in (None, []):
-                merged[key] = value
-        return TargetIdentity.model_validate(merged)
 
 
 class DrafterConfig(BaseModel):

@@ -30,7 +30,7 @@ from . import hub_client, sidecar
 from .convert import ids_as_written, make_options, read_source, sidecar_facts
 from .converters.gguf_file import DTYPE_OF_GGML, HeaderEndsEarly, scan_gguf
 from .converters.gguf_tensors import ELEMENT
-from .drafter import TargetIdentity
+from .target_identity import TargetIdentity
 from .errors import Eagle3Error, FormatError
 from .safetensors_io import INDEX_NAME, MAX_HEADER_BYTES, read_header
 from .sources import chosen_gguf, endpoint_from_env, hub_error

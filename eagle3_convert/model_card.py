@@ -16,7 +16,8 @@ from typing import Any
 from . import hub_client
 from .capture_ids import block_diffusion_ids, capture_context, convention_table
 from .names import CONVENTIONS
-from .drafter import BLOCK_KINDS, KIND_LABELS, MATH_FLAGS, DrafterConfig, TargetIdentity
+from .drafter import BLOCK_KINDS, KIND_LABELS, MATH_FLAGS, DrafterConfig
+from .target_identity import TargetIdentity
 from .converters.gguf_file import file_name
 from .engines import REFUSES, SERVING, release
 from .engines.llamacpp import serve_argv

@@ -18,7 +18,8 @@ from . import hub_client, provenance, sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME
 from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
-from .drafter import KIND_LABELS, TargetIdentity
+from .drafter import KIND_LABELS
+from .target_identity import TargetIdentity
 from .engines import serve_verdicts, target_context
 from .errors import Eagle3Error
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests

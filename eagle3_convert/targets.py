@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .converters.base import EAGLE3_ARCHITECTURES, read_json_file
-from .drafter import TargetIdentity
+from .target_identity import TargetIdentity, config_digest, local_names
 from .errors import FormatError
 from .sources import HubError, both_readings, fetch_config, has_repo_id_shape, is_repo_id
 from .json_values import is_int
@@ -29,6 +29,7 @@ def target_from_config(config: dict[str, Any], name_or_path: str | None, revisio
         num_hidden_layers=num("num_hidden_layers"),
         hidden_size=num("hidden_size"),
         vocab_size=num("vocab_size"),
+        config_sha256=config_digest(config),
     ).serving(context_length(config))
 
 
@@ -55,22 +56,28 @@ def refuse_drafter_as_target(spec: str, config: dict[str, Any]) -> None:
 
 def load_target(spec: str, revision: str | None = None, name_or_path: str | None = None, *,
                 endpoint: str | None = None, token: str | None = None) -> TargetIdentity:
-    """A target from a local config.json or a directory holding one, or a Hub repo id."""
+    """A target from a local config.json or a directory holding one, or a Hub repo id. A local copy is known by
+    every name it has (target_identity.local_names: never a relative path), its digest and its facts."""
     config, commit = read_target_config(spec, revision, endpoint=endpoint, token=token)
     refuse_drafter_as_target(spec, config)
-    if name_or_path is None and commit is None and Path(spec).exists():
-        name_or_path = local_target_name(spec, config)
-    return target_from_config(config, name_or_path or spec, commit or revision)
+    if commit is not None or not Path(spec).exists():
+        return target_from_config(config, name_or_path or spec, commit or revision)
+    root = spec if Path(spec).is_dir() else str(Path(spec).parent)
+    names, snapshot_revision = local_names(root)
+    identity = target_from_config(config, name_or_path or local_target_name(spec, config, names),
+                                  revision or snapshot_revision)
+    return identity.named_also(*names).serving(identity.context_length)
 
 
-def local_target_name(spec: str, config: dict[str, Any]) -> str:
+def local_target_name(spec: str, config: dict[str, Any], names: list[str]) -> str:
     """How a target read from a local copy is named: the Hub repo its config says it came from
-    (`_name_or_path`, as transformers saves it), else its absolute path, which no later reader (a
-    model card's base_model, a publish from another directory) can mistake for a repo id."""
+    (`_name_or_path`, as transformers saves it), else the repo of the Hub cache snapshot it is, else its
+    absolute path (`names[0]`), which no later reader (a model card's base_model, a publish from another
+    directory) can mistake for a repo id."""
     named = config.get("_name_or_path")
     if isinstance(named, str) and has_repo_id_shape(named) and not Path(named).exists():
         return named
-    return str(Path(spec).resolve())
+    return names[-1]
 
 
 def read_target_config(spec: str, revision: str | None = None, *, endpoint: str | None = None,

@@ -155,8 +155,8 @@ def test_no_import_cycle_even_inside_functions():
     assert not cycles, f"import cycles (counting imports inside functions): {[sorted(c) for c in cycles]}"
 
 
-MODEL_LAYER = ("eagle3_convert.names", "eagle3_convert.drafter", "eagle3_convert.vocab_map",
-               "eagle3_convert.capture_ids")
+MODEL_LAYER = ("eagle3_convert.names", "eagle3_convert.drafter", "eagle3_convert.target_identity",
+               "eagle3_convert.vocab_map", "eagle3_convert.capture_ids")
 BELOW_THE_MODEL = ("eagle3_convert.errors", "eagle3_convert.safetensors_io", "eagle3_convert.atomic")
 
 
@@ -203,7 +203,7 @@ LAYERS = [
                    "hub_read", "hub_index", "verify")),
     ("layouts / engines / registry", ("converters", "engines", "registry", "schemas", "sidecar", "fingerprint",
                                       "provenance")),
-    ("model", ("drafter", "vocab_map", "capture_ids", "names")),
+    ("model", ("drafter", "target_identity", "vocab_map", "capture_ids", "names")),
     ("I/O", ("safetensors_io", "atomic", "writeback", "torch_zip", "torch_pickle", "bin_reader", "hub_client",
              "entry_points", "errors", "json_values", "")),
 ]

@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..capture_ids import block_diffusion_boundaries, block_diffusion_ids
-from ..drafter import BLOCK_HEADS, BLOCK_KINDS, KIND_LABELS as LABEL, Drafter, TargetIdentity
+from ..drafter import BLOCK_HEADS, BLOCK_KINDS, KIND_LABELS as LABEL, Drafter
+from ..target_identity import TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from ..json_values import is_int

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..capture_ids import a_layer_target, as_captured, default_boundaries
-from ..drafter import Drafter, DrafterConfig, TargetIdentity, dtype_of_weights
+from ..drafter import Drafter, DrafterConfig, dtype_of_weights
+from ..target_identity import TargetIdentity
 from ..engines.common import id_list
 from ..errors import FormatError, RefusalError, UsageError
 from ..json_values import is_positive_int

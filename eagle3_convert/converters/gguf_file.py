@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import sidecar as sidecar_mod
-from ..drafter import TargetIdentity
+from ..target_identity import TargetIdentity
 from ..errors import DestinationError, FormatError, RefusalError, UsageError
 from ..json_values import is_int
 from ..safetensors_io import TensorRef, TensorSource, _inside, iter_tensor_chunks

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..capture_ids import IDS_KEY
-from ..drafter import Drafter, TargetIdentity
+from ..drafter import Drafter
+from ..target_identity import TargetIdentity
 from ..errors import FormatError, RefusalError
 from ..safetensors_io import TensorSource, tensor_sha256
 from .checkpoint import Checkpoint
@@ -139,6 +140,8 @@ class ConvertOptions:
     # what the registry's record of these weights says (provenance.Known): checked against config.json
     known: list[Any] = field(default_factory=list)
     capture_restated: list[str] = field(default_factory=list)  # what --capture-layers overruled (set by convert)
+    # --correct-record: --capture-layers corrects the training record (registry, sidecar) it contradicts
+    correct_record: bool = False
     target_gguf: str | None = None  # --to gguf: the target's GGUF (tokenizer, depth, width)
     outtype: str = "auto"  # --to gguf: dtype of the 2-D weights
     releases: dict[str, list[str | None]] = field(default_factory=dict)  # --engine: engine -> releases judged

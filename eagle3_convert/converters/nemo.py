@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter import Drafter, TargetIdentity
+from ..drafter import Drafter
+from ..target_identity import TargetIdentity
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
 from .base import (

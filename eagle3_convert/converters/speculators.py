@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..capture_ids import IDS_KEY, engine_boundaries
-from ..drafter import BLOCK_KINDS, NORM_FLAGS, Drafter, TargetIdentity
+from ..drafter import BLOCK_KINDS, NORM_FLAGS, Drafter
+from ..target_identity import TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors

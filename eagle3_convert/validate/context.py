@@ -15,7 +15,8 @@ from typing import Any
 from ..converters.base import target_betrayed_by
 from ..converters.layout import Layout
 from ..capture_ids import IDS_KEY, engine_boundaries, target_family
-from ..drafter import DrafterConfig, TargetIdentity
+from ..drafter import DrafterConfig
+from ..target_identity import TargetIdentity
 from ..names import BOUNDARY_CONVENTIONS
 from ..safetensors_io import TensorSource
 from .findings import Finding, finding

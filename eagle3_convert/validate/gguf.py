@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from ..converters.gguf import LAYOUT as GGUF
 from ..converters.gguf_file import RECORD_KEY
 from ..converters.layout import ConvertOptions
-from ..drafter import TargetIdentity
+from ..target_identity import TargetIdentity
 from ..engines.llamacpp import read_gguf
 from ..errors import Eagle3Error
 from .deep import deep_scan

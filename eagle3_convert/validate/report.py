@@ -10,7 +10,8 @@ from pathlib import Path
 from ..atomic import CONFIG_NAME
 from ..converters.layout import ConvertOptions, Layout, drafter_kind
 from ..converters.registry import detect, get_layout, judge_explicit_from, layouts
-from ..drafter import BLOCK_KINDS, KIND_LABELS, TargetIdentity
+from ..drafter import BLOCK_KINDS, KIND_LABELS
+from ..target_identity import TargetIdentity
 from ..engines import REFUSES, SERVING, UNKNOWN, WRONG, releases_of, serve_verdicts, target_context
 from ..engines.block_diffusion import VLLM_RUNNER_ONLY
 from ..names import ENGINE_RUNNERS, LABELS, engine_of, runners_of
@@ -73,7 +74,7 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
         if ctx.cfg is not None:
             check_known(ctx, known)
         if not any(f.severity == "error" for f in findings):
-            reader_cross_check(ctx)
+            reader_cross_check(ctx, known)
     if deep:
         total = sum(t.nbytes for n, t in raw.tensors.items() if n not in raw.cut)
         report.manifest, deep_findings = deep_scan(raw.tensors, raw.cut,
@@ -199,8 +200,9 @@ def run_checks(ctx: Context) -> None:
     check_schema(ctx)
 
 
-def reader_cross_check(ctx: Context) -> None:
-    """The layout reader as a last word: a refusal no check explained is reported under its own code."""
+def reader_cross_check(ctx: Context, known: Sequence[provenance.Known] = ()) -> None:
+    """The layout reader as a last word: a refusal no check explained is reported under its own code (a capture
+    conflict's way out names only the readings no training record contradicts)."""
     try:
         ctx.raw.checkpoint().read_as(ctx.layout, ConvertOptions(target=ctx.target))
     except Eagle3Error as exc:
@@ -208,5 +210,7 @@ def reader_cross_check(ctx: Context) -> None:
         if not explained:
             found = from_error(exc)
             if isinstance(exc, CaptureConflict):  # validate takes no --capture-layers: name the whole conversion
-                found = replace(found, hint=exc.hint_with(lambda flags: f"`{ctx.command(ctx.layout.name, *flags)}`"))
+                found = replace(found, hint=exc.hint_with(
+                    lambda flags: f"`{ctx.command(ctx.layout.name, *flags)}`",
+                    lambda ids: any(provenance.capture_contradiction(ids, k, ctx.depth) for k in known)))
             ctx.out.append(found)

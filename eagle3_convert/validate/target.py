@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from ..capture_ids import target_family
-from ..drafter import TargetIdentity
+from ..target_identity import TargetIdentity
 from ..json_values import short_repr
-from ..targets import read_target_config, refuse_drafter_as_target, target_from_config
+from ..targets import load_target
 from .context import Context
 
 
 def load_target_facts(spec: str, revision: str | None = None, *, endpoint: str | None = None,
                       token: str | None = None) -> TargetIdentity:
     """`--target`: a config.json, its directory, or a Hub repo id (its config only): depth, width, vocab, family,
-    context, named as given."""
-    config, commit = read_target_config(spec, revision, endpoint=endpoint, token=token)
-    refuse_drafter_as_target(spec, config)
-    return target_from_config(config, spec, commit or revision)
+    context, and who it is (targets.load_target: every name it has, its config digest), named as given."""
+    identity = load_target(spec, revision, endpoint=endpoint, token=token)
+    if identity.name_or_path == spec:
+        return identity
+    return identity.model_copy(update={"name_or_path": spec}).named_also(identity.name_or_path).serving(
+        identity.context_length)
 
 
 def check_target(ctx: Context) -> None:

@@ -16,9 +16,8 @@ from typing import Any, Callable
 import torch
 
 from ..errors import FormatError, UsageError
-from ..converters.checkpoint import read_json_file
 from ..sources import is_repo_id, resolve_source
-from ..targets import local_target_name
+from ..targets import load_target
 
 # What a target needs to run: config, weights and tokenizer (no .bin when safetensors exist: the Hub decides).
 MODEL_FILES = ("*.json", "*.safetensors", "tokenizer*", "*.model", "*.tiktoken", "*.txt", "*.py")
@@ -102,8 +101,7 @@ def load_target_model(spec: str, device: str = "auto", *, revision: str | None =
     text = model.config.get_text_config()
     layers = int(text.num_hidden_layers)
     # a local copy is named as the registry names targets: the Hub repo its config came from, else its absolute path
-    name = spec if commit is not None else local_target_name(str(path), read_json_file(path / "config.json",
-                                                                                        f"target {spec}/config.json"))
+    name = spec if commit is not None else load_target(str(path)).name_or_path
     return LoadedTarget(model, tokenizer, chosen, layers, int(text.hidden_size),
                         int(model.get_input_embeddings().weight.shape[0]), name, commit,
                         decoder_blocks(model, layers))
