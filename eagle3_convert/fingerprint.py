@@ -7,6 +7,12 @@ capture ids, its target). So the same weights under an edited config are the sam
 record of that drafter can contradict the edit. A dtype change (`--outtype`) changes the bytes: a
 new drafter, derived from the first (convert records the edge as a cast).
 
+The id reads every byte. Finding a drafter's record must not: `weights_key` digests what the headers say
+(canonical names, dtypes, shapes), eight 64-byte windows of each tensor's bytes spread from its first to its
+last byte, and the draft vocabulary. It is a lookup key, never an identity: the registry keeps every id a key
+was recorded for, and a command that takes a fact from a record it found by key alone checks the full id
+before it writes (docs/formats.md §10 says why a collision cannot make a contradiction pass).
+
 Ids computed before this rule (schema v3 and older) also digested the canonical config:
 `config_and_weights_id` recomputes one, so that a record or sidecar made then is recognised
 when its copy is read again (records.py merges it into the weights id and keeps it as an alias).
@@ -16,9 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 from .drafter import Drafter
-from .safetensors_io import COPY_CHUNK, tensor_sha256
+from .errors import FormatError
+from .safetensors_io import COPY_CHUNK, HINT_CORRUPT, InMemoryTensor, TensorSource, tensor_sha256
+
+KEY_WINDOWS, KEY_WIDTH = 8, 64  # weights_key's sample of each tensor: 512 bytes, first and last included
 
 
 def tensor_digests(drafter: Drafter, workers: int = 1) -> dict[str, str]:
@@ -57,6 +67,50 @@ def _digest(payload: dict) -> str:
 def drafter_id(drafter: Drafter, digests: dict[str, str]) -> str:
     """The id of the weights: canonical tensor names, dtypes, shapes and bytes, and the draft vocabulary."""
     return _digest(_weights(drafter, digests))
+
+
+def sample_spans(nbytes: int, windows: int, width: int) -> list[tuple[int, int]]:
+    """[start, end) of `windows` spans of `width` bytes spread evenly over `nbytes` (first and last included);
+    the whole range when it is no longer than all of them together."""
+    if nbytes <= windows * width:
+        return [(0, nbytes)]
+    step = (nbytes - width) / (windows - 1)
+    return [(round(i * step), round(i * step) + width) for i in range(windows)]
+
+
+def tensor_sample(src: TensorSource, windows: int, width: int) -> bytes:
+    """The bytes of `sample_spans` of one tensor, concatenated: a plain stored tensor is read at those offsets
+    only (a few hundred bytes, not reported to `observe_reads`, whose observers see tensors read or streamed);
+    one computed while streamed (GGUF's permuted rows) is streamed once."""
+    spans = sample_spans(src.nbytes, windows, width)
+    if isinstance(src, InMemoryTensor):
+        return b"".join(src.data[a:b] for a, b in spans)
+    if hasattr(src, "chunks"):
+        out, at = bytearray(), 0
+        for part in src.chunks():
+            part = bytes(part)
+            out += b"".join(part[max(a - at, 0):b - at] for a, b in spans if a < at + len(part) and b > at)
+            at += len(part)
+        return bytes(out)
+    try:
+        with open(src.file, "rb") as f:
+            parts = [os.pread(f.fileno(), b - a, src.start + a) for a, b in spans]
+    except OSError as exc:
+        raise FormatError(f"{src.file}: cannot read tensor {src.name!r} ({exc.strerror or exc})",
+                          "check the file and its permissions", code="E-FILE-READ") from None
+    if sum(map(len, parts)) != sum(b - a for a, b in spans):
+        raise FormatError(f"{src.file}: tensor {src.name!r} is cut short", HINT_CORRUPT, code="E-FILE-TRUNCATED")
+    return b"".join(parts)
+
+
+def weights_key(drafter: Drafter) -> str:
+    """The lookup key of these weights (see the module's doc): what the headers say and a fixed sample of the
+    bytes, under canonical names, so every layout's copy of the same weights has the same key."""
+    sample = {name: [src.dtype, list(src.shape),
+                     hashlib.sha256(tensor_sample(src, KEY_WINDOWS, KEY_WIDTH)).hexdigest()]
+              for name, src in sorted(drafter.tensors.items())}
+    vocab = list(drafter.vocab.target_ids) if drafter.vocab is not None else None
+    return _digest({"key": 1, "tensors": sample, "draft_vocab": vocab})
 
 
 def config_and_weights_id(drafter: Drafter, digests: dict[str, str]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,8 +25,11 @@ from . import sidecar
 from .convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
 from .capture_ids import capture_context, training_boundaries
 from .errors import Eagle3Error, UsageError
-from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
+from .drafter import Drafter
+from .fingerprint import config_and_weights_id, drafter_id, tensor_digests, weights_key
 from .hub_read import WEIGHT_SUFFIXES, weights_alias
+from .target_identity import compare
+from .targets import load_target
 from .registry.errors import NoRegistry, RegistryError
 from .registry.base import RegistryStore
 from .registry.models import ELSEWHERE_SCHEME, Acceptance, DrafterRecord, LineageEdge, Location
@@ -33,6 +37,7 @@ from .registry.recording import record_facts
 from .registry.store import open_registry
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None
+_SHA256_NAME = re.compile(r"[0-9a-f]{64}")  # an HF-cache blob of an LFS file is named by its sha256
 SHAPE = ("model_type", "num_hidden_layers", "hidden_size", "vocab_size")  # what a target config says of its model
 
 
@@ -61,24 +66,30 @@ def opened(registry: RegistryArg, *, create: bool = True) -> Iterator[RegistrySt
         store.close()
 
 
-def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Sequence[int] | None = None,
+def add_checkpoint(src: str, *, target: str | None = None, verifier: str | None = None,
+                   capture_layers: Sequence[int] | None = None,
                    convention: str | None = None, trained_with: str | None = None, revision: str | None = None,
                    from_layout: str = "auto", registry: RegistryArg = None, endpoint: str | None = None,
                    token: str | None = None) -> Recorded:
     """Record the drafter at `src` (directory or Hub repo id); reads every tensor byte for its id.
 
     A trusted eagle3-convert.json beside it hands on its provenance and lineage. `target`
-    (config, directory or Hub repo) names the target trained on; `capture_layers` in
-    `convention` and `trained_with` state the training truth and replace recorded values.
+    (config, directory or Hub repo) names the target trained on, `verifier` the name it is served by (both:
+    one target with both names); a target the record holds under other names learns them, one whose facts
+    differ replaces it. `capture_layers` in `convention` and `trained_with` state the training truth and
+    replace recorded values. The record's history keeps each change.
     """
     if (capture_layers is None) != (convention is None):
         raise UsageError("capture layers need their convention, and a convention needs capture layers",
                          "pass --capture-layers and --convention together, e.g. --capture-layers 1,3,4 "
                          "--convention sglang")
-    options = make_options(target=target, endpoint=endpoint, token=token)
+    options = make_options(verifier=verifier, target=target, endpoint=endpoint, token=token)
     source = read_source(src, from_layout, options, revision, endpoint, token)
     drafter = source.drafter
     cfg = drafter.config
+    if options.target is not None and options.verifier is None and cfg.target is not None and \
+            cfg.target.name_or_path and compare(cfg.target, options.target).verdict != "differ":
+        options.verifier = cfg.target.joined(options.target)  # --target: the user's word that the file's target is it
     facts = sidecar_facts(drafter, options, None, trained_with=trained_with)
     if options.target is not None:  # --target states the target's shape: it wins over what the files say
         shape = {key: value for key, value in options.target.model_dump().items()
@@ -86,7 +97,8 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
         facts["target"] = {**(facts["target"] or options.target.model_dump()), **shape}
     facts["ids_as_written"] = ids_as_written(cfg, options, [source.detection.layout])
     notes = list(drafter.notes)
-    claimed = [name for name, given in (("target", target), ("trained_with", trained_with)) if given is not None]
+    claimed = [name for name, given in (("target", target or verifier), ("trained_with", trained_with))
+               if given is not None]
     if capture_layers is not None and convention is not None:  # checked before the slow part: hashing
         family, depth = capture_context(cfg.family, options.target, cfg.target)
         facts["capture_boundaries"] = training_boundaries(capture_layers, convention, family=family,
@@ -107,7 +119,8 @@ def add_checkpoint(src: str, *, target: str | None = None, capture_layers: Seque
     conflicts: list[dict[str, Any]] = []
     with opened(registry) as store:
         record, more = record_facts(store, facts, locations=[location], claimed=claimed, conflicts=conflicts,
-                                    former_ids=[former])
+                                    former_ids=[former], weights_keys=[weights_key(drafter)],
+                                    reason="registry add " + " ".join(f"--{name.replace('_', '-')}" for name in claimed))
     return Recorded(record, location, notes + more, conflicts)
 
 
@@ -117,22 +130,30 @@ def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Re
     layers restated with --capture-layers replace the record's (the user's explicit word)."""
     source = Location(layout=result.source.detection.layout, uri=result.source.uri)
     dest = Location(layout=result.layout, uri=str(result.dest.resolve()))
-    claimed = ["capture_boundaries"] if result.facts.get("capture_restated") else []
+    source_key = weights_key(result.source.drafter)
+    dest_keys = [source_key]
+    if result.facts.get("derived_from"):  # a cast holds other bytes: its key is read from what was written
+        written = _readable(result.dest)
+        dest_keys = [weights_key(written)] if written is not None else []
+    restated = result.facts.get("capture_restated") or {}
+    claimed = ["capture_boundaries"] if restated.get("corrects_record") else []
+    reason = f"convert {restated.get('by')} --correct-record" if claimed else "recorded"
     conflicts: list[dict[str, Any]] = []
     notes: list[str] = []
     with opened(registry) as store:
         with store.transaction():
-            # --force may have replaced another drafter there: that copy is gone.
-            store.forget_location(dest.uri, keep=result.drafter_id)
+            # --force may have replaced another drafter, or this one in another layout, there: that copy is gone.
+            store.forget_location(dest.uri, keep=result.drafter_id, layout=result.layout)
             copies = [source, dest]
             if result.facts.get("derived_from"):
                 parent = {**result.facts, "drafter_id": result.source_id, "lineage": [
                     edge for edge in result.facts.get("lineage") or [] if edge.get("kind") != "cast"]}
                 _, notes = record_facts(store, parent, locations=[source], claimed=claimed, conflicts=conflicts,
-                                        former_ids=result.former_ids)
+                                        former_ids=result.former_ids, weights_keys=[source_key], reason=reason)
                 copies = [dest]
             record, more = record_facts(store, result.facts, locations=copies, claimed=claimed, conflicts=conflicts,
-                                        former_ids=[] if result.facts.get("derived_from") else result.former_ids)
+                                        former_ids=[] if result.facts.get("derived_from") else result.former_ids,
+                                        weights_keys=dest_keys, reason=reason)
     return Recorded(record, dest, notes + more, conflicts)
 
 
@@ -157,10 +178,14 @@ def acceptance_of(drafter_id: str, registry: RegistryArg = None) -> list[Accepta
 
 
 def list_records(target: str | None = None, registry: RegistryArg = None) -> list[DrafterRecord]:
-    """Every recorded drafter, oldest first; only those trained on `target` (name_or_path) if given.
+    """Every recorded drafter, oldest first; only those trained on `target` if given: a name the record knows its
+    target by, or a local copy of it (a directory or config.json: any of its names, or its config digest).
     NoRegistry where there is none (nothing is created)."""
     with opened(registry, create=False) as store:
-        return store.list(target)
+        if target is None or not Path(target).exists():
+            return store.list(target)
+        identity = load_target(target)
+        return [r for r in store.list() if r.target is not None and identity.shares_identity(r.target)]
 
 
 def _known(store: RegistryStore, drafter_id: str) -> DrafterRecord:
@@ -212,17 +237,19 @@ class RegistryFact:
 
 
 def known_record(path: str | os.PathLike[str], registry: RegistryArg = None, *, uri: str | None = None,
-                 by_content: bool = False) -> DrafterRecord | None:
-    """The registry's record of the drafter in directory `path`, or None; for validate, inspect and convert, which
-    check config.json against it (provenance.py).
+                 drafter: Drafter | None = None) -> DrafterRecord | None:
+    """The registry's record of the drafter in directory `path`, or None; for every command that reads a drafter
+    and checks config.json against what is known of its weights (provenance.py).
 
-    Found by the drafter id its eagle3-convert.json names (the weights' id: an edited config.json does not hide
-    it), else by where it was recorded (`path`, or `uri` such as hf://org/name@commit), else, with `by_content`,
-    by the id of its bytes (reads every tensor; unreadable: not found). Where there is no registry (no file, or a
-    database without our tables) nothing is created: looking up writes nothing."""
+    Found by its weights, always (`drafter`: the weights as already read, else read here from the headers):
+    their lookup key (fingerprint.weights_key) names the record, whatever the path and whether or not a sidecar
+    came along; where a key names several drafters (a collision), the full id picks (it reads every byte). A
+    record made before keys were kept (schema v7) is found as it was then: by the drafter id its sidecar names,
+    the Hub's LFS hashes of its files, or where it was recorded; but a record whose keys name other weights is
+    never the record of these. Where there is no registry nothing is created: looking up writes nothing."""
     try:
         with opened(registry, create=False) as store:
-            return _recorded_at(store, Path(path), uri, by_content)
+            return _recorded_at(store, Path(path), uri, drafter)
     except NoRegistry:
         return None
 
@@ -238,34 +265,51 @@ def record_of(drafter_id: str | None, registry: RegistryArg = None) -> DrafterRe
         return None
 
 
-def _recorded_at(store: RegistryStore, root: Path, uri: str | None, by_content: bool) -> DrafterRecord | None:
+def _readable(root: Path) -> Drafter | None:
+    try:
+        return read_source(str(root)).drafter
+    except Eagle3Error:
+        return None  # the command reading it reports why
+
+
+def _recorded_at(store: RegistryStore, root: Path, uri: str | None, drafter: Drafter | None) -> DrafterRecord | None:
+    drafter = drafter or _readable(root)
+    key = weights_key(drafter) if drafter is not None else None
+    if key is not None:
+        ids = store.keyed(key)
+        if len(ids) > 1:  # a sampled key shared by other weights: the full id decides
+            ids = [drafter_id(drafter, tensor_digests(drafter))]
+        for found in ids:
+            if (record := store.get(found)) is not None:
+                return record
+
+    def of_these(record: DrafterRecord | None) -> DrafterRecord | None:
+        """`record`, unless the keys it was recorded with name other weights than these."""
+        if record is None or key is None:
+            return record
+        return record if not store.keys_of(record.drafter_id) else None
+
     known = sidecar.read(root)[0] or {}  # its drafter id names the weights, whatever config.json says now
-    if isinstance(known.get("drafter_id"), str) and (record := store.get(known["drafter_id"])) is not None:
+    if isinstance(known.get("drafter_id"), str) and (record := of_these(store.get(known["drafter_id"]))):
         return record
     if uri and uri.startswith("hf://"):  # downloaded: its files' sha256 are the Hub's LFS hashes sync and publish keep
         owner = store.aliased(alias) if (alias := weights_alias(_file_hashes(root))) else None
-        if owner is not None and (record := store.get(owner)) is not None:
+        if owner is not None and (record := of_these(store.get(owner))) is not None:
             return record
     uris = {os.path.normpath(root.resolve()), uri}
-    here = [r for r in store.list() if any(location.uri in uris for location in r.locations)]
-    if here:
-        return max(here, key=lambda r: r.updated_at)
-    if by_content:
-        try:
-            source = read_source(str(root))
-        except Eagle3Error:
-            return None  # validate reports why it cannot be read
-        digests = tensor_digests(source.drafter)
-        return store.get(drafter_id(source.drafter, digests)) or store.get(
-            config_and_weights_id(source.drafter, digests))  # a record from before ids were the weights alone
-    return None
+    here = [r for r in store.list() if any(location.uri in uris for location in r.locations) and of_these(r)]
+    return max(here, key=lambda r: r.updated_at) if here else None
 
 
 def _file_hashes(root: Path) -> dict[str, str | None]:
-    """sha256 of each weight file in `root` (read in bounded chunks), by name."""
+    """sha256 of each weight file in `root`, by name: an HF-cache snapshot's link names its blob by that sha256
+    (LFS files), else the bytes are read in bounded chunks."""
     out: dict[str, str | None] = {}
     for path in sorted(root.iterdir()):
-        if path.name.endswith(WEIGHT_SUFFIXES) and path.is_file():
+        blob = os.path.basename(os.path.realpath(path))
+        if path.name.endswith(WEIGHT_SUFFIXES) and path.is_symlink() and _SHA256_NAME.fullmatch(blob):
+            out[path.name] = blob
+        elif path.name.endswith(WEIGHT_SUFFIXES) and path.is_file():
             digest = hashlib.sha256()
             with open(path, "rb") as f:
                 while chunk := f.read(1 << 24):
@@ -289,7 +333,7 @@ def record_publication(plan: Any, published: Any, registry: RegistryArg = None) 
     weights = weights_alias({f.path_in_repo: f.sha256 for f in plan.files})
     with opened(registry) as store, store.transaction():
         record, notes = record_facts(store, {**plan.facts, "lineage": lineage}, locations=[source, hub],
-                                     conflicts=conflicts)
+                                     conflicts=conflicts, weights_keys=[weights_key(plan.source.drafter)])
         if weights is not None:  # a copy of these bytes uploaded elsewhere without our sidecar joins this record
             store.add_alias(weights, record.drafter_id)
     return Recorded(record, hub, notes, conflicts)

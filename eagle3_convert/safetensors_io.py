@@ -40,7 +40,7 @@ INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
 COPY_CHUNK = 8 * 1024 * 1024
 
-_HINT_CORRUPT = "the file is damaged or not safetensors: download or copy it again"
+HINT_CORRUPT = "the file is damaged or not safetensors: download or copy it again"
 
 
 @dataclass(frozen=True)
@@ -135,14 +135,14 @@ def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> Safet
             prefix = f.read(8)
             if len(prefix) < 8:
                 raise FormatError(f"{path}: {size} bytes, too short for a safetensors header",
-                                  _HINT_CORRUPT, code="E-FILE-TRUNCATED")
+                                  HINT_CORRUPT, code="E-FILE-TRUNCATED")
             (n,) = struct.unpack("<Q", prefix)
             if n > MAX_HEADER_BYTES:
                 raise FormatError(f"{path}: header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit",
-                                  _HINT_CORRUPT, code="E-FILE-HEADER")
+                                  HINT_CORRUPT, code="E-FILE-HEADER")
             if n > size - 8:
                 raise FormatError(f"{path}: header length {n} runs past the end of the {size}-byte file",
-                                  _HINT_CORRUPT, code="E-FILE-TRUNCATED")
+                                  HINT_CORRUPT, code="E-FILE-TRUNCATED")
             raw = f.read(n)
     except OSError as exc:
         raise FormatError(f"{path}: cannot read ({exc.strerror or exc})",
@@ -150,12 +150,12 @@ def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> Safet
     try:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=reject_duplicate_keys)
     except UnicodeDecodeError:
-        raise FormatError(f"{path}: header is not UTF-8", _HINT_CORRUPT, code="E-FILE-HEADER") from None
+        raise FormatError(f"{path}: header is not UTF-8", HINT_CORRUPT, code="E-FILE-HEADER") from None
     except (ValueError, RecursionError) as exc:
-        raise FormatError(f"{path}: header is not valid JSON ({exc})", _HINT_CORRUPT,
+        raise FormatError(f"{path}: header is not valid JSON ({exc})", HINT_CORRUPT,
                           code="E-FILE-HEADER") from None
     if not isinstance(header, dict):
-        raise FormatError(f"{path}: header is not a JSON object", _HINT_CORRUPT, code="E-FILE-HEADER")
+        raise FormatError(f"{path}: header is not a JSON object", HINT_CORRUPT, code="E-FILE-HEADER")
 
     data_start = 8 + n
     data_size = size - data_start
@@ -163,7 +163,7 @@ def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> Safet
     if not isinstance(metadata, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
-        raise FormatError(f"{path}: __metadata__ must map strings to strings", _HINT_CORRUPT,
+        raise FormatError(f"{path}: __metadata__ must map strings to strings", HINT_CORRUPT,
                           code="E-FILE-HEADER")
 
     tensors: dict[str, TensorRef] = {}
@@ -171,39 +171,39 @@ def read_header(path: str | os.PathLike, allow_truncated: bool = False) -> Safet
     for name, entry in header.items():
         where = f"{path}: tensor {name!r}"
         if not isinstance(entry, dict):
-            raise FormatError(f"{where}: entry is not an object", _HINT_CORRUPT, code="E-FILE-HEADER")
+            raise FormatError(f"{where}: entry is not an object", HINT_CORRUPT, code="E-FILE-HEADER")
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
         if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
-            raise FormatError(f"{where}: unknown dtype {dtype!r}", _HINT_CORRUPT, code="E-FILE-DTYPE")
+            raise FormatError(f"{where}: unknown dtype {dtype!r}", HINT_CORRUPT, code="E-FILE-DTYPE")
         if not isinstance(shape, list) or not all(is_int(d) and d >= 0 for d in shape):
             raise FormatError(f"{where}: shape {shape!r} is not a list of non-negative integers",
-                              _HINT_CORRUPT, code="E-FILE-HEADER")
+                              HINT_CORRUPT, code="E-FILE-HEADER")
         if (not isinstance(offsets, list) or len(offsets) != 2 or not all(is_int(o) for o in offsets)):
-            raise FormatError(f"{where}: data_offsets {offsets!r} is not two integers", _HINT_CORRUPT,
+            raise FormatError(f"{where}: data_offsets {offsets!r} is not two integers", HINT_CORRUPT,
                               code="E-FILE-HEADER")
         begin, end = offsets
         if not 0 <= begin <= end:
-            raise FormatError(f"{where}: data_offsets {offsets} are negative or reversed", _HINT_CORRUPT,
+            raise FormatError(f"{where}: data_offsets {offsets} are negative or reversed", HINT_CORRUPT,
                               code="E-FILE-OFFSETS")
         if end > data_size and allow_truncated:
             cut.append(name)
         elif end > data_size:
             raise FormatError(
                 f"{where}: data ends at byte {end} but the file holds {data_size} data bytes (truncated?)",
-                _HINT_CORRUPT, code="E-FILE-TRUNCATED")
+                HINT_CORRUPT, code="E-FILE-TRUNCATED")
         numel = 1
         for d in shape:
             numel *= d
         if numel * DTYPE_SIZES[dtype] != end - begin:
             raise FormatError(
                 f"{where}: shape {shape} of {dtype} needs {numel * DTYPE_SIZES[dtype]} bytes, "
-                f"data_offsets span {end - begin}", _HINT_CORRUPT, code="E-FILE-OFFSETS")
+                f"data_offsets span {end - begin}", HINT_CORRUPT, code="E-FILE-OFFSETS")
         tensors[name] = TensorRef(path, name, dtype, tuple(shape), data_start + begin, data_start + end)
 
     spans = sorted((t.start, t.end, t.name) for t in tensors.values() if t.end > t.start)
     for (s0, e0, n0), (s1, e1, n1) in zip(spans, spans[1:]):
         if s1 < e0:
-            raise FormatError(f"{path}: tensors {n0!r} and {n1!r} overlap", _HINT_CORRUPT,
+            raise FormatError(f"{path}: tensors {n0!r} and {n1!r} overlap", HINT_CORRUPT,
                               code="E-FILE-OFFSETS")
     return SafetensorsHeader(path, tensors, dict(metadata), data_start, size, tuple(cut))
 
@@ -309,7 +309,7 @@ def read_tensor_bytes(src: TensorSource) -> bytes:
                           "check the file and its permissions", code="E-FILE-READ") from None
     if len(data) != src.nbytes:
         raise FormatError(f"{src.file}: tensor {src.name!r} is cut short (file truncated while reading)",
-                          _HINT_CORRUPT, code="E-FILE-TRUNCATED")
+                          HINT_CORRUPT, code="E-FILE-TRUNCATED")
     return data
 
 
@@ -331,7 +331,7 @@ def iter_tensor_chunks(src: TensorSource, chunk: int = COPY_CHUNK) -> Iterable[m
         while left:
             n = f.readinto(view[: min(left, len(buf))])
             if not n:
-                raise FormatError(f"{src.file}: tensor {src.name!r} is cut short", _HINT_CORRUPT,
+                raise FormatError(f"{src.file}: tensor {src.name!r} is cut short", HINT_CORRUPT,
                                   code="E-FILE-TRUNCATED")
             yield view[:n]
             left -= n
@@ -388,7 +388,7 @@ def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, src_name: str
                 _write_all(dst_fd, view[:n])
         if n == 0:
             raise FormatError(f"{src_name}: ended early while copying (truncated during conversion?)",
-                              _HINT_CORRUPT, code="E-FILE-TRUNCATED")
+                              HINT_CORRUPT, code="E-FILE-TRUNCATED")
         offset += n
         count -= n
         if wb is not None:

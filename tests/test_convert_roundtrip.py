@@ -229,8 +229,9 @@ def test_capture_boundaries_survive_any_chain(tmp_path_factory, data):
     root = tmp_path_factory.mktemp("chain")
     target = write_target_config(root / "target", depth)
     current = build(root / "step0", "speculators", boundaries, target_layers=depth)
-    for i, layout in enumerate(chain, 1):
-        result = run_cli("--to", layout, "--target", target, current, root / f"step{i}")
+    for i, layout in enumerate(chain, 1):  # a registry per example: examples share weights, not capture layers
+        result = run_cli("--to", layout, "--target", target, current, root / f"step{i}", "--registry",
+                         root / "registry.db")
         assert result.exit_code == 0, result.stderr
         current = root / f"step{i}"
         drafter = read_source(str(current), options=make_options(target=str(target))).drafter
@@ -254,8 +255,9 @@ def test_vocab_map_invariants_hold_after_every_write(tmp_path_factory, data):
     ids = sorted(data.draw(st.sets(st.integers(0, vocab_size - 1), min_size=1, max_size=vocab_size), label="ids"))
     root = tmp_path_factory.mktemp("vocab")
     current = build(root / "step0", "speculators", [2, 4, 5], vocab_ids=ids, vocab_size=vocab_size)
+    # a registry per example: examples share weights and draft vocabularies but not V, and a drafter is its weights
     for i, layout in enumerate(("sglang", "speculators", "sglang"), 1):
-        assert run_cli("--to", layout, current, root / f"step{i}").exit_code == 0
+        assert run_cli("--to", layout, current, root / f"step{i}", "--registry", root / "registry.db").exit_code == 0
         current = root / f"step{i}"
         tensors = read_tensor_table(current)[0]
         if len(ids) == vocab_size and layout == "speculators":

@@ -17,6 +17,7 @@ from eagle3_convert.capture_ids import training_boundaries
 from eagle3_convert.registry.store import open_registry
 from eagle3_convert.provenance import from_record
 from eagle3_convert.records import add_checkpoint, known_record, lineage, list_records, remove, show
+from eagle3_convert.target_identity import config_digest
 from eagle3_convert.safetensors_io import read_header
 
 PROVENANCE = "speculators 0.9.0, ultrachat 200k, run 7"
@@ -290,7 +291,8 @@ def test_add_states_the_training_capture_layers(example_dir: Path, tmp_path: Pat
                for note in added["notes"])
     assert added["record"]["target"] == {"name_or_path": "example-org/tiny-llama-target", "revision": None,
                                          "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 6,
-                                         "hidden_size": 64, "vocab_size": 512}
+                                         "hidden_size": 64, "vocab_size": 512, "aliases": [str(target.resolve())],
+                                         "config_sha256": config_digest(json.loads((target / "config.json").read_text()))}
     # A conversion that would write the config's ids against the training record is refused.
     refused = run_cli("--to", "sglang", example_dir, tmp_path / "sg", "--registry", registry)
     assert refused.exit_code == 1 and "E-CAPTURE-RECORD" in refused.stderr and not (tmp_path / "sg").exists()
@@ -363,10 +365,10 @@ def test_validate_reports_a_config_that_contradicts_the_training_record(chain: d
     assert [f for f in found if f["message"].count("eagle3-convert.json") == 1 and "[2, 4, 5]" in f["message"]]
 
 
-def recorded_capture(path: Path, registry, *, by_content: bool = False, target_depth: int | None = None):
+def recorded_capture(path: Path, registry, *, target_depth: int | None = None):
     """The capture boundaries the registry's record of the drafter in `path` says it was trained on, and the
     record's label, as validate and convert read them; None when it knows no record, or cannot say."""
-    record = known_record(path, registry, by_content=by_content)
+    record = known_record(path, registry)
     if record is None:
         return None
     known = from_record(record)
@@ -382,13 +384,12 @@ def test_recorded_capture_lookups(chain: dict, example_dir: Path, tmp_path: Path
     edit_ids(chain["vl"], [1, 3, 4])
     assert recorded_capture(chain["vl"], registry) == ([2, 4, 5], label)  # by its sidecar's id: the same weights
 
-    # Elsewhere and without a sidecar, only its bytes say which drafter it is.
+    # Elsewhere and without a sidecar, only its bytes say which drafter it is: found by them, always (issue 33).
     copy = tmp_path / "copy"
     copy.mkdir()
     for name in ("config.json", "model.safetensors"):
         (copy / name).write_bytes((chain["sg"] / name).read_bytes())
-    assert recorded_capture(copy, registry) is None
-    assert recorded_capture(copy, registry, by_content=True) == ([2, 4, 5], label)
+    assert recorded_capture(copy, registry) == ([2, 4, 5], label)
     (chain["vl"] / "eagle3-convert.json").unlink()
     assert recorded_capture(chain["vl"], registry) == ([2, 4, 5], label)  # by where it was recorded
 

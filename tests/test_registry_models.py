@@ -63,7 +63,7 @@ def test_the_target_is_a_target_identity_kept_as_the_registry_columns() -> None:
     assert isinstance(record.target, TargetIdentity) and record.target.model_type == "llama"
     assert list(record.model_dump(mode="json")["target"].items()) == [
         ("name_or_path", "org/t"), ("revision", None), ("architectures", []), ("num_hidden_layers", 32),
-        ("hidden_size", None), ("vocab_size", None)]
+        ("hidden_size", None), ("vocab_size", None), ("aliases", []), ("config_sha256", None)]
     with pytest.raises(ValidationError) as refused:
         models.DrafterRecord(**{**RECORD, "target": {"name_or_path": "org/t", "hidden_size": 0}})
     first = refused.value.errors()[0]

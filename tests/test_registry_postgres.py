@@ -44,9 +44,10 @@ def test_both_backends_end_with_the_same_tables_columns_and_indexes(pg, tmp_path
     open_registry(lite).close()
     open_registry(server).close()
     assert registry_columns(server) == registry_columns(lite)
-    assert set(registry_columns(lite)) == {"drafters", "locations", "lineage", "aliases", "acceptance"}
+    assert set(registry_columns(lite)) == {"drafters", "locations", "lineage", "aliases", "acceptance",
+                                           "weight_keys", "record_changes"}
     assert registry_indexes(server) == registry_indexes(lite) == {"lineage_edge", "drafters_target",
-                                                                  "acceptance_drafter"}
+                                                                  "acceptance_drafter", "record_changes_drafter"}
     assert schema_version(server) == schema_version(lite) == SCHEMA_VERSION
 
 

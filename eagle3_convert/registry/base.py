@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..drafter import TargetIdentity
+from ..target_identity import TargetIdentity
 from . import queries, writes
 from .errors import RegistryError
-from .models import Acceptance, DrafterRecord, LineageEdge, Location
+from .models import Acceptance, DrafterRecord, LineageEdge, Location, RecordChange
 
 
 class _Unset(enum.Enum):
@@ -113,8 +113,9 @@ class RegistryStore(ABC):
         """What `verify` measured of a drafter (an id or unique prefix), oldest first; [] if unknown."""
 
     @abstractmethod
-    def forget_location(self, uri: str, keep: str | None = None) -> int:
-        """A directory was overwritten: drop `uri` from every drafter but `keep`; how many were dropped."""
+    def forget_location(self, uri: str, keep: str | None = None, layout: str | None = None) -> int:
+        """A directory was overwritten: drop `uri` from every drafter but `keep` (and from `keep` too in any other
+        layout than `layout`, when given); how many drafters lost a copy."""
 
     @abstractmethod
     def holding(self, uri: str) -> list[str]:
@@ -130,6 +131,23 @@ class RegistryStore(ABC):
         """Remember that `alias` names the known `drafter_id`; False if it named a drafter already."""
 
     @abstractmethod
+    def add_weights_key(self, weights_key: str, drafter_id: str) -> bool:
+        """Remember that weights with this lookup key (fingerprint.weights_key) are the known `drafter_id`;
+        False if that pair was known."""
+
+    @abstractmethod
+    def keyed(self, weights_key: str) -> list[str]:
+        """The ids of the drafters whose weights have this lookup key (more than one only on a collision)."""
+
+    @abstractmethod
+    def keys_of(self, drafter_id: str) -> list[str]:
+        """The weights lookup keys recorded for a drafter (a full id); [] for a record made before schema v7."""
+
+    @abstractmethod
+    def add_change(self, drafter_id: str, change: RecordChange) -> None:
+        """Keep one change made to a recorded fact in the drafter's history."""
+
+    @abstractmethod
     def absorb(self, twin: str, into: str) -> None:
         """Merge the record `twin` into `into` (both full ids): its copies and lineage move to `into`, `twin`
         becomes an alias of it and is forgotten. Fields are the caller's to merge first (upsert_drafter)."""
@@ -140,7 +158,8 @@ class RegistryStore(ABC):
 
     @abstractmethod
     def list(self, target: str | None = None) -> list[DrafterRecord]:
-        """All drafters, oldest first; only those trained on `target` (compared ignoring case) if given."""
+        """All drafters, oldest first; only those whose target is known by the name `target` (its name or an
+        alias: target_identity's rule, a Hub repo id compared ignoring case) if given."""
 
     @abstractmethod
     def lineage(self, drafter_id: str) -> list[LineageEdge]:
@@ -207,9 +226,9 @@ class SQLStore(RegistryStore):
     def add_location(self, drafter_id: str, location: Location) -> bool:
         return self._add_to(drafter_id, Location, location, writes.insert_location)
 
-    def forget_location(self, uri: str, keep: str | None = None) -> int:
+    def forget_location(self, uri: str, keep: str | None = None, layout: str | None = None) -> int:
         with self._writing() as conn:
-            return writes.forget_location(conn, uri, keep)
+            return writes.forget_location(conn, uri, keep, layout)
 
     def add_lineage(self, drafter_id: str, edge: LineageEdge) -> bool:
         return self._add_to(drafter_id, LineageEdge, edge, writes.insert_edge)
@@ -247,6 +266,26 @@ class SQLStore(RegistryStore):
         with self._writing() as conn:
             return writes.add_alias(conn, alias.strip().lower(), queries.require(conn, drafter_id, self.path))
 
+    def add_weights_key(self, weights_key: str, drafter_id: str) -> bool:
+        with self._writing() as conn:
+            return writes.add_weights_key(conn, weights_key, queries.require(conn, drafter_id, self.path))
+
+    def keyed(self, weights_key: str) -> list[str]:
+        with self._reading() as conn:
+            return queries.keyed(conn, weights_key)
+
+    def keys_of(self, drafter_id: str) -> list[str]:
+        with self._reading() as conn:
+            return queries.keys_of(conn, drafter_id)
+
+    def add_change(self, drafter_id: str, change: RecordChange) -> None:
+        try:
+            change = RecordChange.model_validate(change)
+        except ValidationError as exc:
+            raise invalid(exc) from exc
+        with self._writing() as conn:
+            writes.insert_change(conn, queries.require(conn, drafter_id, self.path), change)
+
     def absorb(self, twin: str, into: str) -> None:
         with self._writing() as conn:
             twin, into = queries.require(conn, twin, self.path), queries.require(conn, into, self.path)
@@ -261,10 +300,8 @@ class SQLStore(RegistryStore):
 
     def list(self, target: str | None = None) -> list[DrafterRecord]:
         with self._reading() as conn:
-            if target is None:
-                return queries.load(conn, "", (), self.path)
-            # Hub repo ids are case-insensitive (the Hub redirects Meta-Llama/... to meta-llama/...).
-            return queries.load(conn, "WHERE lower(target_name_or_path) = lower(?)", (target,), self.path)
+            records = queries.load(conn, "", (), self.path)
+        return records if target is None else [r for r in records if r.target and r.target.known_as(target)]
 
     def lineage(self, drafter_id: str) -> list[LineageEdge]:
         with self._reading() as conn:

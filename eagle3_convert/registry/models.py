@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import datetime, timezone
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..drafter import TargetIdentity
+from ..target_identity import TargetIdentity
 
 HUB_SCHEME = "hf://"
 # A published sidecar names the uploader's local copies by directory name only (their paths stay private).
@@ -103,7 +103,8 @@ class _Model(BaseModel):
 
 # What the registry keeps of the target a drafter was trained against (a TargetIdentity): its columns, in the
 # order a record shows them. model_type has no column; depth and widths are kept only when positive.
-RECORDED_TARGET = ("name_or_path", "revision", "architectures", "num_hidden_layers", "hidden_size", "vocab_size")
+RECORDED_TARGET = ("name_or_path", "revision", "architectures", "num_hidden_layers", "hidden_size", "vocab_size",
+                   "aliases", "config_sha256")
 _TARGET_SHAPE = TypeAdapter(dict[str, PositiveInt | None])
 
 
@@ -221,6 +222,18 @@ class Acceptance(_Model):
         return self
 
 
+class RecordChange(_Model):
+    """One change made to a recorded fact: which, from what to what, why (the command that said so), by which
+    tool and when. A record changes only when the user says so; every change is kept."""
+
+    field: NonBlank
+    old: Any = None
+    new: Any = None
+    reason: NonBlank
+    tool: NonBlank
+    changed_at: UTCDateTime = Field(default_factory=utcnow)
+
+
 class DrafterRecord(_Model):
     """Everything the registry knows about one drafter.
 
@@ -249,13 +262,14 @@ class DrafterRecord(_Model):
     updated_at: UTCDateTime = Field(default_factory=utcnow)
     locations: list[Location] = Field(default_factory=list)
     lineage: list[LineageEdge] = Field(default_factory=list)
+    changes: list[RecordChange] = Field(default_factory=list)  # oldest first
 
     @field_validator("target")
     @classmethod
     def _target_shape_positive(cls, target: TargetIdentity | None) -> TargetIdentity | None:
         # pydantic's own error, under target.<field>, when a depth or width is not positive
         if target is not None:
-            _TARGET_SHAPE.validate_python({key: getattr(target, key) for key in RECORDED_TARGET[3:]})
+            _TARGET_SHAPE.validate_python({key: getattr(target, key) for key in RECORDED_TARGET[3:6]})
         return target
 
     @field_serializer("target")

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from .errors import RegistryError
 from .models import Acceptance, DrafterRecord, LineageEdge
-from .schema import acceptance_fields, edge_fields, to_record
+from .schema import acceptance_fields, change_fields, edge_fields, to_record
 
 MIN_PREFIX = 4  # as git: shorter prefixes are ambiguous too often to be useful
 
@@ -77,8 +77,14 @@ def load(conn: Any, where: str, params: tuple[Any, ...], path: str | Path) -> li
         f"SELECT * FROM lineage WHERE drafter_id IN ({selected}) ORDER BY created_at, id", params
     ):
         edges[row["drafter_id"]].append(edge_fields(row))
+    changes: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in conn.execute(
+        f"SELECT * FROM record_changes WHERE drafter_id IN ({selected}) ORDER BY changed_at, id", params
+    ):
+        changes[row["drafter_id"]].append(change_fields(row))
     try:
-        return [to_record(row, locations[row["drafter_id"]], edges[row["drafter_id"]]) for row in rows]
+        return [to_record(row, locations[row["drafter_id"]], edges[row["drafter_id"]], changes[row["drafter_id"]])
+                for row in rows]
     except (ValidationError, ValueError) as exc:  # a field that fails its model, or a JSON column that is not JSON
         why = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else f"a stored JSON value: {exc}"
         raise RegistryError(
@@ -111,6 +117,17 @@ def aliased(conn: Any, alias: str) -> str | None:
     """The drafter an alias names (a Hub fingerprint of a record merged into it), or None."""
     row = conn.execute("SELECT drafter_id FROM aliases WHERE alias = ?", (alias.strip().lower(),)).fetchone()
     return None if row is None else row[0]
+
+
+def keyed(conn: Any, weights_key: str) -> list[str]:
+    """The drafters recorded with this weights lookup key."""
+    rows = conn.execute("SELECT drafter_id FROM weight_keys WHERE weights_key = ? ORDER BY drafter_id", (weights_key,))
+    return [row[0] for row in rows]
+
+
+def keys_of(conn: Any, drafter_id: str) -> list[str]:
+    rows = conn.execute("SELECT weights_key FROM weight_keys WHERE drafter_id = ? ORDER BY weights_key", (drafter_id,))
+    return [row[0] for row in rows]
 
 
 def holding(conn: Any, uri: str) -> list[str]:

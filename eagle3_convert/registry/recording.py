@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..drafter import TargetIdentity
-from .models import RECORDED_TARGET, DrafterRecord, LineageEdge, Location
+from ..sidecar import tool_name
+from ..target_identity import TargetIdentity, compare
+from .models import RECORDED_TARGET, DrafterRecord, LineageEdge, Location, RecordChange
 from .base import RegistryStore
 
 CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (the weights: tensor bytes, draft vocab)
@@ -71,7 +72,7 @@ def disagreements(known: DrafterRecord, boundaries: list[int] | None, target: st
     if boundaries is not None and boundaries != known.capture_boundaries:
         out.append({"field": "capture_boundaries", "hub": boundaries, "registry": known.capture_boundaries})
     recorded = known.target.name_or_path if known.target else None
-    if target and recorded and target != recorded:
+    if target and recorded and not known.target.known_as(target):  # any name the record knows its target by
         out.append({"field": "target", "hub": target, "registry": recorded})
     return out
 
@@ -185,22 +186,45 @@ def adopt_former_ids(store: RegistryStore, drafter_id: str, former_ids: Iterable
     return notes
 
 
+def _target_learned(known: TargetIdentity, new: dict[str, Any], claimed: bool) -> tuple[dict[str, Any], list[str]]:
+    """The recorded target after a reading names `new`: its gaps filled, and the names `new` has learned where the
+    two are one target (target_identity.compare), or where the user claims `new` is the target (`claimed`): a
+    name of the recorded target when no fact tells them apart, a correction when facts differ. With the names
+    learned."""
+    try:
+        given = TargetIdentity.model_validate(new)
+    except ValidationError:
+        return known.model_dump(), []
+    found = compare(given, known)
+    if claimed and found.verdict == "differ":
+        return given.model_dump(), []
+    merged = TargetIdentity.merged(known, given)
+    assert merged is not None
+    if claimed and found.verdict == "untold":
+        merged = merged.named_also(*given.names)
+    learned = [name for name in merged.names if not known.known_as(name)]
+    return merged.model_dump(), learned
+
+
 def record_facts(store: RegistryStore, facts: dict[str, Any], *, locations: Iterable[Location] = (),
                  claimed: Iterable[str] = (), twins: Iterable[str] = (),
-                 conflicts: list[dict[str, Any]] | None = None,
-                 former_ids: Iterable[str] = ()) -> tuple[DrafterRecord, list[str]]:
-    """Record a drafter's facts, its copies at `locations` and the lineage the facts carry.
+                 conflicts: list[dict[str, Any]] | None = None, former_ids: Iterable[str] = (),
+                 weights_keys: Iterable[str] = (), reason: str = "recorded") -> tuple[DrafterRecord, list[str]]:
+    """Record a drafter's facts, its copies at `locations`, the lineage the facts carry and the lookup keys of its
+    weights (`weights_keys`: fingerprint.weights_key, by which every command finds the record again).
 
     Facts named in `claimed` (target, capture_boundaries, trained_with) are what the user
-    asserts: they replace recorded values. The others only fill what the registry does not
-    know. A content-identified drafter absorbs the Hub-fingerprint records of the same Hub
-    commits (merge_twins; a disagreement goes to `conflicts`), and the records of its `former_ids`
-    (adopt_former_ids). One transaction: a concurrent writer never sees half of it.
+    asserts (`reason`: the command that says so): they replace recorded values, and the record's history keeps
+    each change. The others only fill what the registry does not know; a target named otherwise adds its
+    names only when it is the recorded one (target_identity.compare). A content-identified drafter absorbs the
+    Hub-fingerprint records of the same Hub commits (merge_twins; a disagreement goes to `conflicts`), and the
+    records of its `former_ids` (adopt_former_ids). One transaction: a concurrent writer never sees half of it.
     """
     claimed = frozenset(claimed)
     locations = list(locations)
     fields = record_fields(facts)
     edges, notes = lineage_edges(facts.get("lineage"))
+    changes: list[RecordChange] = []
     with store.transaction():
         notes += adopt_former_ids(store, facts["drafter_id"], former_ids, conflicts)
         known = store.get(facts["drafter_id"])
@@ -209,10 +233,36 @@ def record_facts(store: RegistryStore, facts: dict[str, Any], *, locations: Iter
                 fields.pop("capture_boundaries")  # the recorded training truth stands
             if known.trained_with is not None and "trained_with" not in claimed:
                 fields.pop("trained_with", None)
-            if known.target is not None and "target" in fields and "target" not in claimed:
-                fields["target"] = _filled(known.target, fields["target"])
+            if known.target is not None and "target" in fields:
+                fields["target"], learned = _target_learned(known.target, fields["target"], "target" in claimed)
+                if learned:
+                    notes.append(f"the record of drafter {known.drafter_id[:12]} learned {', '.join(learned)} as "
+                                 f"{'names' if len(learned) > 1 else 'a name'} of its target "
+                                 f"{known.target.name_or_path or '(unnamed)'}")
+            changes = _changes(known, fields, claimed, reason)
         record = store.upsert_drafter(facts["drafter_id"], **fields, locations=locations, lineage=edges)
+        for change in changes:
+            store.add_change(record.drafter_id, change)
+        if changes:
+            record = store.get(record.drafter_id) or record
+        for key in weights_keys:
+            store.add_weights_key(key, record.drafter_id)
         if record.id_kind == CONTENT:
             record, merged = merge_twins(store, record, [loc.uri for loc in locations], twins, conflicts)
             notes += merged
     return record, notes
+
+
+def _changes(known: DrafterRecord, fields: dict[str, Any], claimed: frozenset[str], reason: str) -> list[RecordChange]:
+    """A history entry for each recorded fact the upsert replaces (a claim) and each name its target learns."""
+    out = []
+    for name in ("capture_boundaries", "trained_with"):
+        if name in claimed and name in fields and fields[name] != getattr(known, name):
+            out.append(RecordChange(field=name, old=getattr(known, name), new=fields[name], reason=reason,
+                                    tool=tool_name()))
+    if known.target is not None and "target" in fields:
+        old = {k: v for k, v in known.target.model_dump().items() if k in RECORDED_TARGET}
+        new = {k: v for k, v in fields["target"].items() if k in RECORDED_TARGET}
+        if old != new:
+            out.append(RecordChange(field="target", old=old, new=new, reason=reason, tool=tool_name()))
+    return out

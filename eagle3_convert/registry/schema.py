@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .models import Acceptance, DrafterRecord
+from .models import Acceptance, DrafterRecord, RecordChange
 
 # Forward migrations: step i takes PRAGMA user_version from i to i + 1, inside one
 # transaction with the version bump. Never edit a released step; append a new one.
@@ -116,6 +116,30 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX acceptance_drafter ON acceptance(drafter_id)",
     ),
+    # v7: a drafter is found by its weights and a target by its facts. Each record keeps the lookup keys of its
+    # weights (fingerprint.weights_key; a key may name more than one drafter: it is a sample, not an identity),
+    # the other names of its target and the digest of the target's config, and every change made to it.
+    (
+        "ALTER TABLE drafters ADD COLUMN target_aliases TEXT NOT NULL DEFAULT '[]'",  # JSON list
+        "ALTER TABLE drafters ADD COLUMN target_config_sha256 TEXT",
+        """CREATE TABLE weight_keys (
+            weights_key TEXT NOT NULL,
+            drafter_id  TEXT NOT NULL REFERENCES drafters(drafter_id) ON DELETE CASCADE,
+            added_at    TEXT NOT NULL,
+            PRIMARY KEY (weights_key, drafter_id)
+        )""",
+        """CREATE TABLE record_changes (
+            id            INTEGER PRIMARY KEY,
+            drafter_id  TEXT NOT NULL REFERENCES drafters(drafter_id) ON DELETE CASCADE,
+            field       TEXT NOT NULL,
+            old_value   TEXT,  -- JSON
+            new_value   TEXT,  -- JSON
+            reason      TEXT NOT NULL,
+            tool        TEXT NOT NULL,
+            changed_at  TEXT NOT NULL
+        )""",
+        "CREATE INDEX record_changes_drafter ON record_changes(drafter_id)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -150,8 +174,10 @@ DRAFTER_COLUMNS = (
     "drafter_kind",
     "created_at",
     "updated_at",
+    "target_aliases",
+    "target_config_sha256",
 )
-TARGET_COLUMNS = DRAFTER_COLUMNS[1:7]
+TARGET_COLUMNS = (*DRAFTER_COLUMNS[1:7], "target_config_sha256")
 
 
 def dumps(value: Any) -> str | None:
@@ -188,6 +214,8 @@ def to_row(record: DrafterRecord) -> dict[str, Any]:
         "drafter_kind": record.drafter_kind,
         "created_at": ts(record.created_at),
         "updated_at": ts(record.updated_at),
+        "target_aliases": dumps([] if target is None else target.aliases),
+        "target_config_sha256": None if target is None else target.config_sha256,
     }
 
 
@@ -216,7 +244,8 @@ def edge_fields(row: Any) -> dict[str, Any]:
     }
 
 
-def to_record(row: Any, locations: list[dict[str, Any]], lineage: list[dict[str, Any]]) -> DrafterRecord:
+def to_record(row: Any, locations: list[dict[str, Any]], lineage: list[dict[str, Any]],
+              changes: list[dict[str, Any]] = ()) -> DrafterRecord:
     target = None
     if any(row[column] is not None for column in TARGET_COLUMNS):
         target = {
@@ -226,6 +255,8 @@ def to_record(row: Any, locations: list[dict[str, Any]], lineage: list[dict[str,
             "num_hidden_layers": row["target_num_hidden_layers"],
             "hidden_size": row["target_hidden_size"],
             "vocab_size": row["target_vocab_size"],
+            "aliases": loads(row["target_aliases"]) or [],
+            "config_sha256": row["target_config_sha256"],
         }
     return DrafterRecord.model_validate(
         {
@@ -244,6 +275,7 @@ def to_record(row: Any, locations: list[dict[str, Any]], lineage: list[dict[str,
             "updated_at": row["updated_at"],
             "locations": locations,
             "lineage": lineage,
+            "changes": list(changes),
         }
     )
 
@@ -266,3 +298,18 @@ def acceptance_fields(row: Any) -> dict[str, Any]:
     data["capture_boundaries"], data["per_position"] = loads(data["capture_boundaries"]), loads(data["per_position"])
     data["measured_at"] = datetime.fromisoformat(data["measured_at"])
     return data
+
+
+CHANGE_COLUMNS = ("drafter_id", "field", "old_value", "new_value", "reason", "tool", "changed_at")
+INSERT_CHANGE = (f"INSERT INTO record_changes ({', '.join(CHANGE_COLUMNS)}) "
+                 f"VALUES ({', '.join('?' for _ in CHANGE_COLUMNS)})")
+
+
+def change_values(drafter_id: str, change: RecordChange) -> tuple[Any, ...]:
+    return (drafter_id, change.field, dumps(change.old), dumps(change.new), change.reason, change.tool,
+            ts(change.changed_at))
+
+
+def change_fields(row: Any) -> dict[str, Any]:
+    return {"field": row["field"], "old": loads(row["old_value"]), "new": loads(row["new_value"]),
+            "reason": row["reason"], "tool": row["tool"], "changed_at": row["changed_at"]}

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .models import Acceptance, DrafterRecord, LineageEdge, Location, utcnow
+from .models import Acceptance, DrafterRecord, LineageEdge, Location, RecordChange, utcnow
 from .queries import load_one
-from .schema import INSERT_ACCEPTANCE, UPSERT_ROW, acceptance_values, row_values, ts
+from .schema import INSERT_ACCEPTANCE, INSERT_CHANGE, UPSERT_ROW, acceptance_values, change_values, row_values, ts
 
 MERGED_DICTS = ("ids_as_written", "flags")
 
@@ -75,11 +75,14 @@ def touch(conn: Any, drafter_id: str) -> None:
     conn.execute("UPDATE drafters SET updated_at = ? WHERE drafter_id = ?", (ts(utcnow()), drafter_id))
 
 
-def forget_location(conn: Any, uri: str, keep: str | None) -> int:
+def forget_location(conn: Any, uri: str, keep: str | None, layout: str | None = None) -> int:
     spared = keep or ""  # no drafter id is empty
-    stale = [row[0] for row in conn.execute(
-        "SELECT DISTINCT drafter_id FROM locations WHERE uri = ? AND drafter_id <> ?", (uri, spared))]
-    conn.execute("DELETE FROM locations WHERE uri = ? AND drafter_id <> ?", (uri, spared))
+    if layout is None:  # every copy of `keep` at `uri` is spared
+        stale_rows, params = "uri = ? AND drafter_id <> ?", (uri, spared)
+    else:
+        stale_rows, params = "uri = ? AND (drafter_id <> ? OR layout <> ?)", (uri, spared, layout)
+    stale = [row[0] for row in conn.execute(f"SELECT DISTINCT drafter_id FROM locations WHERE {stale_rows}", params)]
+    conn.execute(f"DELETE FROM locations WHERE {stale_rows}", params)
     for drafter_id in stale:
         touch(conn, drafter_id)
     return len(stale)
@@ -102,6 +105,9 @@ def absorb(conn: Any, twin: str, into: str) -> None:
         " WHERE drafter_id = ? ORDER BY id ON CONFLICT DO NOTHING",
         "UPDATE aliases SET drafter_id = ? WHERE drafter_id = ?",
         "UPDATE acceptance SET drafter_id = ? WHERE drafter_id = ?",
+        "UPDATE record_changes SET drafter_id = ? WHERE drafter_id = ?",
+        "INSERT INTO weight_keys (weights_key, drafter_id, added_at) SELECT weights_key, ?, added_at FROM weight_keys"
+        " WHERE drafter_id = ? ON CONFLICT DO NOTHING",
     ):
         conn.execute(statement, (into, twin))
     add_alias(conn, twin, into)
@@ -115,3 +121,13 @@ def add_alias(conn: Any, alias: str, drafter_id: str) -> bool:
     cursor = conn.execute("INSERT INTO aliases (alias, drafter_id, added_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                           (alias, drafter_id, ts(utcnow())))
     return cursor.rowcount == 1
+
+
+def add_weights_key(conn: Any, weights_key: str, drafter_id: str) -> bool:
+    cursor = conn.execute("INSERT INTO weight_keys (weights_key, drafter_id, added_at) VALUES (?, ?, ?) "
+                          "ON CONFLICT DO NOTHING", (weights_key, drafter_id, ts(utcnow())))
+    return cursor.rowcount == 1
+
+
+def insert_change(conn: Any, drafter_id: str, change: RecordChange) -> None:
+    conn.execute(INSERT_CHANGE, change_values(drafter_id, change))
