@@ -24,7 +24,8 @@ from .converters.base import (
 from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family, training_boundaries
 from .converters.layout import drafter_kind, refuse_other_kind
 from .converters.registry import detect, get_layout, judge_explicit_from
-from .drafter import MATH_FLAGS, Drafter, DrafterConfig, TargetIdentity
+from .drafter import MATH_FLAGS, Drafter, DrafterConfig
+from .target_identity import TargetIdentity, compare
 from .engines import (REFUSES, SERVING, WRONG, Verdict, releases_of, releases_that_serve, serve_verdicts,
                       target_context)
 from .engines.vllm import local_verifier
@@ -68,7 +69,9 @@ class ConvertResult:
 
 
 def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetIdentity | None:
-    """`--verifier`: its architectures come from its config.json when it is reachable locally."""
+    """`--verifier`: the name the target is served by. Read from its config.json where it is a local copy; named
+    with `--target`, the two are one target (the user's word: `--verifier ORG/NAME --target DIR`), unless their
+    facts disagree."""
     if spec is None:
         return None
     local = Path(spec)
@@ -76,9 +79,16 @@ def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetI
         # vLLM refuses a speculators verifier that is a local path: name the repo the config says it came from.
         named = read_target_config(spec)[0].get("_name_or_path")
         repo = named if isinstance(named, str) and named and not local_verifier(named) else spec
-        return load_target(spec, name_or_path=repo)
-    archs = target.architectures if target else []
-    return TargetIdentity(name_or_path=spec, architectures=archs)
+        verifier = load_target(spec, name_or_path=repo)
+    else:
+        verifier = TargetIdentity(name_or_path=spec)
+    if target is None:
+        return verifier
+    found = compare(verifier, target)
+    if found.verdict == "differ":
+        raise UsageError(f"--verifier {spec} and --target name two different models ({found.said()})",
+                         "pass the target the drafter was trained on to both, or --verifier alone")
+    return verifier.joined(target)  # one target: the --verifier name serves it, --target's facts and names are its own
 
 
 def make_options(verifier: str | None = None, target: str | None = None, repair_d2t_absolute: bool = False, *,
@@ -141,9 +151,10 @@ def apply_training_capture(drafter: Drafter, options: ConvertOptions, beside: pr
     (options.training_capture, stated), the registry's record (options.known) and the sidecar (`beside`).
 
     A record fills a config that names none (SpecForge's export drops them), and says so. A config that
-    names other layers than a record is refused, never overridden in silence. --capture-layers settles it:
-    stating the record's layers writes them; stating the config's re-records them (the output's sidecar and
-    lineage keep the restatement); stating other layers than both is refused."""
+    names other layers than a record is refused, never overridden in silence. --capture-layers stating the
+    record's layers writes them (the output's sidecar and lineage keep the restatement); stating others than
+    a record is refused unless --correct-record says the record is being corrected (its history keeps the
+    change); stating others than config.json with no record to agree with is refused."""
     cfg = drafter.config
     known = [*options.known, *([beside] if beside is not None else [])]
     depth = capture_context(cfg.family, options.target, cfg.target)[1] or next(
@@ -152,17 +163,26 @@ def apply_training_capture(drafter: Drafter, options: ConvertOptions, beside: pr
     if options.training_capture is not None and options.capture_stated:
         boundaries, said_by = options.training_capture
         differs = written is not None and sorted(set(written)) != sorted(set(boundaries))
-        if differs and not any(sorted(set(k.boundaries(depth) or [])) == sorted(set(boundaries)) for k in known):
+        contradicted = [k for k in known if provenance.capture_contradiction(boundaries, k, depth)]
+        if contradicted and not options.correct_record:  # the record changes only when the user says so
+            record = contradicted[0].boundaries(depth)
+            raise RefusalError(f"{said_by} says the drafter was trained on boundaries {boundaries} but "
+                               f"{contradicted[0].label} says {record}",
+                               f"`--capture-layers {','.join(map(str, record))} --convention boundary` writes the "
+                               "recorded layers", code="E-CAPTURE-RECORD")
+        if differs and not contradicted and not any(
+                sorted(set(k.boundaries(depth) or [])) == sorted(set(boundaries)) for k in known):
             raise RefusalError(f"config.json captures boundaries {written} but {said_by} says the drafter was trained "
                                f"on {boundaries}", "drop --capture-layers if config.json is right (it already names "
                                "the layers); if it is wrong, fix the ids in a copy of config.json and convert that",
                                code="E-CAPTURE-RECORD")
-        overruled = [f"{written} of config.json"] * differs + [
-            f"{k.boundaries(depth)} of {k.label}" for k in known if provenance.capture_contradiction(boundaries, k, depth)]
+        overruled = [f"{written} of config.json"] * differs + [f"{k.boundaries(depth)} of {k.label}" for k in contradicted]
         options.capture_restated = overruled
         if overruled:
-            drafter.notes.append(f"{said_by} states the capture layers as boundaries {boundaries}, overruling "
-                                 f"{' and '.join(overruled)}: the output's sidecar and lineage keep the restatement")
+            drafter.notes.append(f"{said_by} states the capture layers as boundaries {boundaries}, "
+                                 f"{'correcting' if contradicted else 'overruling'} {' and '.join(overruled)}: the "
+                                 "output's sidecar and lineage keep the restatement"
+                                 + (", the registry's record its history" if contradicted else ""))
         _take_capture(drafter, boundaries, said_by, depth, replace=differs)
         return
     for k in known:
@@ -176,10 +196,8 @@ def apply_training_capture(drafter: Drafter, options: ConvertOptions, beside: pr
         mine, theirs = clash
         raise RefusalError(
             f"config.json captures boundaries {mine} but {k.label} says the drafter was trained on {theirs}",
-            f"`--capture-layers {','.join(map(str, theirs))} --convention boundary` writes the recorded layers; if "
-            f"config.json's are the trained ones, `--capture-layers {','.join(map(str, mine))} --convention boundary` "
-            "states them (the output's sidecar and lineage keep the restatement)"
-            + (", or leave it out with --no-registry" if k.in_registry else ""), code="E-CAPTURE-RECORD")
+            f"`--capture-layers {','.join(map(str, theirs))} --convention boundary` writes the recorded layers",
+            code="E-CAPTURE-RECORD")
 
 
 def _take_capture(drafter: Drafter, boundaries: list[int], said_by: str, depth: int | None, replace: bool = False
@@ -200,33 +218,50 @@ def _take_capture(drafter: Drafter, boundaries: list[int], said_by: str, depth: 
 
 def restore_target(source: Source, options: ConvertOptions) -> None:
     """The target the records name, where config.json names none (or less): a fact about the weights that an
-    edited config (or a layout that has no place for it) lost, restored and said so."""
+    edited config (or a layout that has no place for it) lost, restored and said so (unless --verifier names
+    the target: then the file names it so)."""
     cfg = source.drafter.config
     for k in [*options.known, *([source.known] if source.known is not None else [])]:
         merged = TargetIdentity.merged(cfg.target, k.target)
         if merged is not None and merged != cfg.target:
-            if k.target and k.target.name_or_path and not (cfg.target and cfg.target.name_or_path):
+            if k.target and k.target.name_or_path and not (cfg.target and cfg.target.name_or_path) and \
+                    options.verifier is None:
                 source.drafter.notes.append(f"target {k.target.name_or_path} taken from {k.label}")
             cfg = cfg.model_copy(update={"target": merged})
     source.drafter.config = cfg
 
 
+def command_target(cfg: DrafterConfig, options: ConvertOptions) -> TargetIdentity | None:
+    """Who this conversion says the target is: --verifier (one with --target when both are given), else the
+    config's own (the file names it), else --target (the file names none)."""
+    if options.verifier is not None:
+        return options.verifier
+    if cfg.target is not None and cfg.target.name_or_path:
+        return cfg.target
+    return TargetIdentity.merged(options.target, cfg.target)
+
+
 def check_known_facts(source: Source, options: ConvertOptions) -> None:
     """Every other fact the registry's record and the sidecar hold about these weights, against config.json:
-    the target, vocabulary, widths and norm flags. A contradiction is refused (E-RECORD-CONFLICT)."""
-    for k in [*options.known, *([source.known] if source.known is not None else [])]:
-        found = provenance.fact_contradictions(source.drafter.config, options.target,
-                                               provenance.verifier_named(source.stored_config), k)
-        if found:
-            raise RefusalError(found[0].message, provenance.way_out(found[0], str(source.path)),
+    the target, vocabulary, widths and norm flags. A contradiction is refused (E-RECORD-CONFLICT); a target
+    named otherwise that no fact tells apart is said (W-TARGET-UNTOLD), and its name written as given."""
+    named, named_by = (options.verifier, "--verifier") if options.verifier is not None else (
+        provenance.verifier_named(source.stored_config), "config.json")
+    for k in provenance.with_names_learned([*options.known, *([source.known] if source.known is not None else [])]):
+        found = provenance.fact_contradictions(source.drafter.config, named, options.target, k, named_by)
+        errors = [c for c in found if c.severity == "error"]
+        if errors:
+            raise RefusalError(errors[0].message, provenance.way_out(errors[0], str(source.path)),
                                code="E-RECORD-CONFLICT")
+        source.drafter.notes += [f"WARNING: {c.message} [W-TARGET-UNTOLD]; {provenance.way_out(c, str(source.path))}"
+                                 for c in found if c.message not in " ".join(source.drafter.notes)]
 
 
 def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | None, dest_layout: str | None = None,
                   trained_with: str | None = None) -> dict:
     cfg = drafter.config
     # Who the target is (name, revision), completed with what its config says (depth, width, family).
-    target = TargetIdentity.merged(TargetIdentity.merged(options.verifier or cfg.target, options.target), cfg.target)
+    target = TargetIdentity.merged(TargetIdentity.merged(command_target(cfg, options), options.target), cfg.target)
     for known in [*options.known, *([source.known] if source is not None and source.known else [])]:
         target = TargetIdentity.merged(target, known.target)  # what the records knew of it fills the gaps
     written_by = [name for name in (source.detection.layout if source else None, dest_layout) if name]
@@ -303,21 +338,21 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
             max_shard_bytes: int | None = None, endpoint: str | None = None, token: str | None = None,
             progress: Callable[[int], Callable[[int], None]] | None = None,
             on_source: Callable[[Source], None] | None = None, trained_with: str | None = None,
-            registry_facts: dict | None = None) -> ConvertResult:
+            registry_lookup: Callable[[Source], dict | None] | None = None) -> ConvertResult:
     """Convert the drafter at `src` (directory or Hub repo id) into layout `to` at `dest`.
 
     Writes `dest` and nothing else: it neither records in the registry (records.record_conversion does, as
-    the CLI does after every conversion) nor looks up its record of SRC (pass it in options.known: config.json
-    is checked against it, as against the sidecar beside SRC).
-
-    `registry_facts` (a registry.RegistryFact as a dict) names where `options.training_capture` came
-    from when the registry supplied it: the sidecar keeps it as `from_registry` when it was used.
+    the CLI does after every conversion) nor reads it: `registry_lookup(source)`, called once SRC is read, puts
+    the registry's record of its weights into options.known (config.json is checked against it, as against the
+    sidecar beside SRC) and returns the capture layers it states (a registry.RegistryFact as a dict), which the
+    sidecar keeps as `from_registry` when they were used.
     """
     options = options or ConvertOptions()
     layout = get_layout(to)
     source = read_source(src, from_layout, options, revision, endpoint, token)
     if on_source:
         on_source(source)
+    registry_facts = registry_lookup(source) if registry_lookup else None
     as_read = source.drafter.config.capture_boundaries
     plan, serves = plan_conversion(source, layout.name, options)
     on_progress = progress(total_bytes(plan)) if progress else None
@@ -327,7 +362,8 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     if options.capture_restated:
         facts["capture_restated"] = {"boundaries": source.drafter.config.capture_boundaries,
                                      "by": options.training_capture[1] if options.training_capture else None,
-                                     "overruled": options.capture_restated}
+                                     "overruled": options.capture_restated,
+                                     "corrects_record": options.correct_record}
     history_notes: list[str] = []
     ids: dict[str, str] = {}
     # the sidecar's history is handed on when it describes these weights, even over an edited config.json
@@ -343,6 +379,7 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
         def sidecar_files() -> dict[str, bytes]:
             ids["source"] = drafter_id(source.drafter, digests.result())
             ids["former"] = config_and_weights_id(source.drafter, digests.result())
+            refuse_other_weights_record(options.known, ids["source"], ids["former"])
             derived_from = None
             facts["drafter_id"] = ids["source"]
             if plan.cast:  # the output holds other bytes: a new drafter, derived from the source
@@ -365,6 +402,18 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
     return ConvertResult(source, Path(dest), layout.name, files, plan,
                          source.drafter.notes + plan.notes + history_notes, facts["drafter_id"], facts, serves, replaced,
                          ids["source"], [ids["former"]])
+
+
+def refuse_other_weights_record(known: list[provenance.Known], *ids: str) -> None:
+    """A registry record is found by a sample of the weights (fingerprint.weights_key) or where it was recorded;
+    whatever it gave this conversion must be of exactly these weights, checked once every byte is hashed and
+    before DST appears."""
+    for k in known:  # (a record `registry sync` made without the weights has no weights id to compare)
+        if k.in_registry and k.of_the_weights and k.drafter_id not in ids:
+            raise RefusalError(f"{k.label} was found for SRC, but SRC's weights are drafter {ids[0][:12]}, not that "
+                               "one: their lookup key or location matched another drafter's",
+                               f"record SRC as its own drafter first: `eagle3-convert registry add SRC`",
+                               code="E-RECORD-OTHER-WEIGHTS")
 
 
 def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[WritePlan, dict[str, Verdict]]:

@@ -41,9 +41,13 @@ class CaptureConflict(FormatError):
         self.readings = readings
         super().__init__(message, self.hint_with(lambda flags: f"add `{' '.join(flags)}`"), code="E-CAPTURE-CONFLICT")
 
-    def hint_with(self, command: Callable[[tuple[str, ...]], str]) -> str:
+    def hint_with(self, command: Callable[[tuple[str, ...]], str],
+                  refused: Callable[[list[int]], bool] = lambda ids: False) -> str:
+        """The way out, naming each reading but those `refused` (a training record contradicts them: stating them
+        is refused), unless that leaves none."""
+        readings = [(reader, ids) for reader, ids in self.readings if not refused(ids)] or self.readings
         ways = " or ".join(f"{command(('--capture-layers', ','.join(map(str, ids)), '--convention', 'boundary'))} "
-                           f"(the {reader} reading)" for reader, ids in self.readings)
+                           f"(the {reader} reading)" for reader, ids in readings)
         return (f"say which the drafter was trained on: {ways}; a file written for vLLM (boundaries in both "
                 "places) reads right with --from vllm")
 

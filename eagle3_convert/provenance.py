@@ -10,14 +10,16 @@ case worth catching). A contradiction is an error naming both sources; never a s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timezone
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from . import sidecar
 from .capture_ids import default_boundaries
-from .drafter import MATH_FLAGS, DrafterConfig, TargetIdentity
+from .drafter import MATH_FLAGS, DrafterConfig
+from .target_identity import TargetIdentity, compare
 
 SIDECAR_LABEL = "eagle3-convert.json"
 
@@ -100,17 +102,35 @@ def from_record(record: Any) -> Known:
                  record.drafter_id, in_registry=True, of_the_weights=record.id_kind != "hub-fingerprint")
 
 
-def verifier_named(config: dict[str, Any] | None) -> str | None:
-    """The target name a config states itself (speculators' verifier)."""
+def with_names_learned(known: list[Known]) -> list[Known]:
+    """`known` with each source's target knowing every name the others know it by, where they are one target: the
+    registry learns names (`registry add --verifier`), and a sidecar written before holds the old ones."""
+    out = []
+    for k in known:
+        target = k.target
+        for other in known:
+            if target is not None and other is not k and other.target is not None and compare(target, other.target).same:
+                target = target.named_also(*other.target.names)
+        out.append(replace(k, target=target))
+    return out
+
+
+def verifier_named(config: dict[str, Any] | None) -> TargetIdentity | None:
+    """The target a config names itself (speculators' verifier), by name and architectures."""
     spec = (config or {}).get("speculators_config")
     verifier = spec.get("verifier") if isinstance(spec, dict) else None
     name = verifier.get("name_or_path") if isinstance(verifier, dict) else None
-    return name if isinstance(name, str) and name else None
+    if not isinstance(name, str) or not name:
+        return None
+    archs = verifier.get("architectures")
+    return TargetIdentity(name_or_path=name, architectures=[a for a in archs if isinstance(a, str)]
+                          if isinstance(archs, list) else [])
 
 
 @dataclass(frozen=True)
 class Contradiction:
-    """config.json says `config` of `what`, `known` (a source) says `recorded`."""
+    """config.json says `config` of `what`, `known` (a source) says `recorded`. `severity` "warning": two names of
+    a target that no fact tells apart or together (target_identity.compare's "untold")."""
 
     what: str
     config: Any
@@ -118,12 +138,19 @@ class Contradiction:
     known: Known
     where: str | None = None  # the config field (JSON path), for findings
     other: Known | None = None  # set when `config` is what another record says, not config.json
+    severity: str = "error"
+    given: str = "config.json"  # whose value `config` is: config.json, --target, --verifier
+    of_target: bool = False  # `what` is a fact of the target (its name, depth, ...), not of the drafter
 
     @property
     def message(self) -> str:
         if self.other is not None:
-            return f"{self.other.label} says {self.what} {self.config}, {self.known.label} says {self.recorded}"
-        return f"config.json's {self.what} is {self.config}, {self.known.label} says {self.recorded}"
+            text = f"{self.other.label} says {self.what} {self.config}, {self.known.label} says {self.recorded}"
+        else:
+            text = f"{self.given}'s {self.what} is {self.config}, {self.known.label} says {self.recorded}"
+        if self.severity == "warning":
+            text += ": no fact of either tells whether they are one model"
+        return text
 
 
 def capture_contradiction(config_boundaries: list[int] | None, known: Known, depth: int | None
@@ -140,24 +167,32 @@ def capture_contradiction(config_boundaries: list[int] | None, known: Known, dep
     return mine, theirs
 
 
-def fact_contradictions(cfg: DrafterConfig, target: TargetIdentity | None, verifier: str | None,
-                        known: Known) -> list[Contradiction]:
-    """Every fact but the capture layers on which config.json (`cfg`; the target it is checked against, if one
-    is given; `verifier`, the target name the config itself states) contradicts `known`."""
+def _target_contradictions(mine: TargetIdentity | None, known: Known, given: str, where: str | None = None,
+                           other: Known | None = None) -> list[Contradiction]:
+    """Where the target `mine` (named by `given`) and the record's are two models (an error per fact that differs)
+    or two names nothing tells apart (one warning): target_identity.compare's rule."""
+    found = compare(mine, known.target)
+    if found.verdict == "differ":  # --target is a target: its depth, not its "target depth"
+        return [Contradiction(what if given == "--target" else f"target {what}", a, b, known, where, other,
+                              given=given, of_target=True) for what, a, b in found.differences]
+    if found.verdict == "untold":
+        return [Contradiction("target", repr(mine.name_or_path), repr(known.target.name_or_path), known, where,
+                              other, "warning", given, of_target=True)]
+    return []
+
+
+def fact_contradictions(cfg: DrafterConfig, named: TargetIdentity | None, given: TargetIdentity | None,
+                        known: Known, named_by: str = "config.json") -> list[Contradiction]:
+    """Every fact but the capture layers on which config.json (`cfg`), the target the command names (`named`,
+    by `named_by`: config.json's verifier, or --verifier) or the config passed for it (`given`, --target)
+    contradict `known`."""
     out: list[Contradiction] = []
     if not known.of_the_weights:
         return out
-    theirs = known.target
-    if theirs is not None:
-        if verifier and theirs.name_or_path and verifier.lower() != theirs.name_or_path.lower():
-            out.append(Contradiction("target", repr(verifier), repr(theirs.name_or_path), known,
-                                     "$.speculators_config.verifier.name_or_path"))
-        if target is not None:
-            for key, what in (("num_hidden_layers", "target depth"), ("hidden_size", "target hidden size"),
-                              ("vocab_size", "target vocabulary")):
-                given, recorded = getattr(target, key), getattr(theirs, key)
-                if given is not None and recorded is not None and given != recorded:
-                    out.append(Contradiction(f"{what} (--target)", given, recorded, known))
+    if known.target is not None:
+        out += _target_contradictions(named, known, named_by, _WHERE.get(named_by))
+        if given is not None and not (named is not None and named.shares_identity(given)):  # --verifier with it
+            out += _target_contradictions(given, known, "--target")
     for key in ("vocab_size", "draft_vocab_size", "hidden_size"):
         recorded = getattr(known, key)
         if recorded is not None and getattr(cfg, key) is not None and getattr(cfg, key) != recorded:
@@ -168,31 +203,33 @@ def fact_contradictions(cfg: DrafterConfig, target: TargetIdentity | None, verif
     return out
 
 
+_WHERE = {"config.json": "$.speculators_config.verifier.name_or_path"}
+
+
 def record_contradictions(sidecar: Known, record: Known) -> list[Contradiction]:
     """Where the sidecar and the registry's record of the same weights name other targets (config.json may hold
     no target to contradict either). Their capture layers are each compared with config.json's instead."""
-    out: list[Contradiction] = []
     if sidecar.target is None or record.target is None or not record.of_the_weights:
-        return out
-    for key, what in (("name_or_path", "target"), ("num_hidden_layers", "target depth"),
-                      ("hidden_size", "target hidden size"), ("vocab_size", "target vocabulary")):
-        mine, theirs = getattr(sidecar.target, key), getattr(record.target, key)
-        if mine and theirs and (mine.lower() != theirs.lower() if key == "name_or_path" else mine != theirs):
-            out.append(Contradiction(what, mine, theirs, record, other=sidecar))
-    return out
+        return []
+    return _target_contradictions(sidecar.target, record, sidecar.label, other=sidecar)
 
 
 def way_out(found: Contradiction, src: str) -> str:
-    """What to do about a contradiction other than the capture layers (those have convert's flags)."""
-    if found.other is not None:
-        return (f"check which target the drafter was trained on: if the record is wrong, `eagle3-convert registry add "
-                f"{src} --target TARGET` records the right one; if the sidecar is wrong, move {SIDECAR_LABEL} aside")
-    if found.what.endswith("(--target)"):
-        name = found.known.target.name_or_path if found.known.target else None
-        return f"check --target is the model the drafter was trained for{f' ({name})' if name else ''}"
-    if found.known.in_registry:
-        return (f"fix config.json's {found.what} to {found.recorded} if the record is right; if config.json is "
-                f"right, the record is not: `eagle3-convert registry remove {(found.known.drafter_id or '')[:12]}` "
-                "forgets it")
-    return (f"fix config.json's {found.what} to {found.recorded} if the sidecar is right; if config.json is right, "
-            f"{SIDECAR_LABEL} in {src} describes other weights: move it aside")
+    """What to do about a contradiction other than the capture layers (those have convert's flags): a way that
+    keeps the record; changing the record is the user's explicit word, never the first move."""
+    record = found.known
+    shown = f"`eagle3-convert registry show {record.drafter_id[:12]}` shows the record and its history; " if (
+        record.in_registry and record.drafter_id) else ""
+    if found.severity == "warning":
+        name, recorded = found.config.strip("'"), found.recorded.strip("'")
+        if found.given == "--target":  # a config of the target: its names and digest join the recorded name
+            return (f"{shown}if {name} is {recorded}, `eagle3-convert registry add {quote(src)} --verifier "
+                    f"{quote(recorded)} --target {quote(name)}` records them as one target")
+        return (f"{shown}if {name} names the model the drafter was trained on, `eagle3-convert registry add "
+                f"{quote(src)} --verifier {quote(name)}` records it as a name of that target")
+    if found.of_target:
+        named = record.target.name_or_path if record.target else None
+        given = found.other.label if found.other is not None else found.given
+        return (f"{shown}check that {given} names the model the drafter was trained on"
+                f"{f' ({named})' if named else ''}")
+    return f"{shown}fix config.json's {found.what} to {found.recorded}, as {record.label} says"

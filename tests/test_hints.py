@@ -36,9 +36,10 @@ VALIDATE_HINT_COMMANDS = {
     "E-CAPTURE-EMBEDDING": ("--to sglang",),
     "E-CAPTURE-FC-BYPASSED": ("--to vllm",),
     "E-CAPTURE-MISMATCH": ("--to sglang",),
-    "E-CAPTURE-RECORD": ("--capture-layers 2,4,5 --convention boundary --to sglang",  # the recorded layers
-                         "--capture-layers 2,4,6 --convention boundary --to sglang"),  # or the restatement
+    # the recorded layers, and only they: stating the config's against the record is refused (issue 33)
+    "E-CAPTURE-RECORD": ("--capture-layers 2,4,5 --convention boundary --to sglang",),
     "E-CAPTURE-UNREACHABLE": ("--target TARGET --to vllm",),
+    "W-TARGET-UNTOLD": ("--to modelopt", "--to sglang", "registry add --verifier org/other-model"),
     "E-CONFIG-TARGET-HIDDEN-NULL": ("--to modelopt", "--to vllm"),  # TensorRT-LLM refuses a null width too
     "E-DEEP-NONFINITE": ("--to vllm",),
     "E-DEEP-ZERO": ("--to vllm",),
@@ -207,7 +208,8 @@ def test_a_drafter_given_as_target_is_named_as_such(command: str, tmp_path: Path
 def test_capture_layers_that_contradict_the_config_name_the_way_out(tmp_path: Path):
     """--capture-layers against a config naming other layers is refused (convert never overrides the ids a config
     states); the hint says to drop the flag, and the same command without it converts. A registry record that
-    contradicts the config is refused with a hint naming --no-registry, which also converts."""
+    contradicts the config is refused with a hint that keeps the record (its layers), which converts; never one
+    that throws the record away (issue 33: no --no-registry, no --correct-record)."""
     example = EXAMPLE
     base = ["--to", "vllm", example]
     stated = run_cli(*base, tmp_path / "a", "--no-record", "--capture-layers", "1,3,6", "--convention", "speculators")
@@ -219,5 +221,8 @@ def test_capture_layers_that_contradict_the_config_name_the_way_out(tmp_path: Pa
                    "--convention", "speculators").exit_code == 0
     recorded = run_cli(*base, tmp_path / "b", "--registry", registry, "--no-record")
     assert recorded.exit_code == 1 and "[E-CAPTURE-RECORD]" in recorded.stderr
-    assert "or leave it out with --no-registry" in recorded.stderr and not (tmp_path / "b").exists()
-    assert run_cli(*base, tmp_path / "b", "--registry", registry, "--no-registry").exit_code == 0
+    assert "hint: `--capture-layers 1,3,6 --convention boundary` writes the recorded layers" in recorded.stderr
+    assert "--no-registry" not in recorded.stderr and "--correct-record" not in recorded.stderr
+    assert not (tmp_path / "b").exists()
+    assert run_cli(*base, tmp_path / "b", "--registry", registry, "--no-record", "--capture-layers", "1,3,6",
+                   "--convention", "boundary").exit_code == 0

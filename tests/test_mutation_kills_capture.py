@@ -84,9 +84,7 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
          'the config captures boundaries [2, 4, 6], eagle3-convert.json (written with another config.json) says '
          'the drafter was trained on [2, 4, 5]',
          "`eagle3-convert --capture-layers 2,4,5 --convention boundary --to sglang {tmp}/drafter drafter-sglang` "
-         "writes the recorded layers; if config.json's are the trained ones, `eagle3-convert --capture-layers 2,4,6 "
-         "--convention boundary --to sglang {tmp}/drafter drafter-sglang` states them (the new sidecar, its lineage "
-         "and the registry keep the restatement)",
+         "writes the recorded layers",
          '$.eagle_config.eagle_aux_hidden_state_layer_ids'),
     ],
     'E-CAPTURE-UNEXPRESSIBLE': [

@@ -121,7 +121,7 @@ COMMON = {"family": "qwen3", "hidden_size": 64, "intermediate_size": 96, "num_at
           "norm_output": False, "input_layernorm_on_hidden": False, "attention_bias": False, "mlp_bias": False,
           "tie_word_embeddings": False, "mask_token_id": MASK, "rope": {"rope_theta": 1000000, "rope_type": "default"}}
 NO_TARGET = {"name_or_path": None, "architectures": [], "revision": None, "model_type": None, "num_hidden_layers": None,
-             "hidden_size": None, "vocab_size": None}
+             "hidden_size": None, "vocab_size": None, "aliases": [], "config_sha256": None}
 READINGS = {
     "specforge dflash": ("flat", "dflash", "dflash", {"num_aux_hidden_states": 5,
                                                       "capture_boundaries": [2, 10, 18, 26, 34],

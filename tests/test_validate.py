@@ -360,8 +360,11 @@ CASES: dict[str, Case] = {
         lambda c: c["eagle_config"].__setitem__("use_aux_hidden_state", False))),
     # the sidecar our converter wrote beside it records the trained layers: what a CLI user has (issue 21)
     "E-CAPTURE-RECORD": Case(converted("sglang"), _ids(top=[2, 4, 6], nested=[1, 3, 5])),
-    # the sidecar beside it (written with the config before) names the verifier: a config naming another (issue 21)
+    # the sidecar beside it (written with the config before) records the norm flags: a config flipping one (issue 21)
     "E-RECORD-CONFLICT": Case(converted("speculators"), edit_config(
+        lambda c: c.update(norm_before_residual=not c.get("norm_before_residual", False)))),
+    # ... and names the verifier: a config naming another, that no fact tells apart from it (issue 33)
+    "W-TARGET-UNTOLD": Case(converted("speculators"), edit_config(
         lambda c: c["speculators_config"]["verifier"].update(name_or_path="org/other-model"))),
     # SGLang ignores a top-level list. (vLLM's V1 runner reading a nested block-output list one off is an error,
     # E-CAPTURE-MISMATCH: issue 22's one rule, tests/test_drafters_2026.py)

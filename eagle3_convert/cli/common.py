@@ -121,8 +121,7 @@ def registry_option(fn: Callable[..., Any]) -> Callable[..., Any]:
                              "$EAGLE3_CONVERT_REGISTRY, else $XDG_DATA_HOME/eagle3-convert/registry.db).")(fn)
 
 
-def registry_known(path: Any, registry_path: str | None, *, uri: str | None = None,
-                   by_content: bool = False) -> list[Any]:
+def registry_known(path: Any, registry_path: str | None, *, uri: str | None = None) -> list[Any]:
     """The registry's record of the drafter in `path`, as provenance.Known ([] when there is no registry or no
     record): validate and inspect check config.json against it. Where there is no registry nothing is opened."""
     if not registry_exists(registry_path):
@@ -130,7 +129,7 @@ def registry_known(path: Any, registry_path: str | None, *, uri: str | None = No
     from ..provenance import from_record
     from ..records import known_record
 
-    record = known_record(path, registry_path, uri=uri, by_content=by_content)
+    record = known_record(path, registry_path, uri=uri)
     return [from_record(record)] if record is not None else []
 
 

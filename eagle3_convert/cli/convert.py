@@ -154,25 +154,30 @@ def _open_registry(registry_path: str | None) -> Any:
         raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
 
 
-def _registry_capture(src: str, options: Any, store: Any, registry_path: str | None) -> dict[str, Any] | None:
-    """The registry's record of SRC, into `options.known` (convert checks config.json against it and restores the
-    capture layers a config lost from it); returned for the sidecar's from_registry when it states capture
-    layers (only ids the record states, never a default derived from what another conversion recorded)."""
-    if not Path(src).is_dir() or (store is None and not registry_exists(registry_path)):
-        return None  # none: nothing to ask, nothing imported for it
+def _registry_lookup(options: Any, store: Any, registry_path: str | None) -> Any:
+    """What convert asks the registry once SRC is read: its record of these weights (found by them, wherever SRC
+    lies), into `options.known` (config.json is checked against it, and the capture layers a config lost are
+    restored from it); returning, for the sidecar's from_registry, the layers it states (never a default derived
+    from what another conversion recorded). None where there is no registry: nothing to ask, nothing imported."""
+    if store is None and not registry_exists(registry_path):
+        return None
     from ..provenance import from_record
     from ..records import RegistryFact, known_record
 
-    try:
-        record = known_record(src, store if store is not None else registry_path)
-    except RegistryError as exc:
-        raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
-    if record is None:
-        return None
-    options.known.append(from_record(record))
-    if record.capture_boundaries is None or options.capture_stated:
-        return None
-    return RegistryFact.of(record).as_dict()
+    def look(source: Any) -> dict[str, Any] | None:
+        try:
+            record = known_record(source.path, store if store is not None else registry_path,
+                                  uri=source.uri if source.commit else None, drafter=source.drafter)
+        except RegistryError as exc:
+            raise RegistryError(exc.message, f"{exc.hint}; or convert with --no-registry") from exc
+        if record is None or record.id_kind == "hub-fingerprint":
+            return None  # sync's reading of a Hub copy, not a training record: recording says where they disagree
+        options.known.append(from_record(record))
+        if record.capture_boundaries is None or options.capture_stated:
+            return None
+        return RegistryFact.of(record).as_dict()
+
+    return look
 
 
 @main.command("convert")
@@ -197,6 +202,9 @@ def _registry_capture(src: str, options: Any, store: Any, registry_path: str | N
               "states (printed, and kept in the sidecar's from_registry).")
 @click.option("--convention", type=click.Choice(CAPTURE_CONVENTIONS),
               help="How --capture-layers counts: boundary, or the engine/trainer whose config they come from.")
+@click.option("--correct-record", is_flag=True, help="--capture-layers corrects the training record (the "
+              "registry's, the sidecar's) they contradict; without it such ids are refused. The record keeps the "
+              "change in its history.")
 @registry_option
 @click.option("--no-record", is_flag=True, help="Do not record the conversion in the registry.")
 @click.option("--no-registry", is_flag=True, help="Leave the registry out: take no fact from it (the output "
@@ -213,7 +221,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
                 revision: str | None, endpoint: str | None, token: str | None, force: bool,
                 max_shard_size: int | None, repair_d2t_absolute: bool, trained_with: str | None,
                 capture_layers: str | None, convention: str | None, registry_path: str | None, no_record: bool,
-                no_registry: bool, as_json: bool, quiet: bool, target_gguf: str | None = None,
+                no_registry: bool, as_json: bool, quiet: bool, correct_record: bool = False,
+                target_gguf: str | None = None,
                 outtype: str = "auto", engines: tuple[Any, ...] = ()) -> None:
     """Convert the drafter in SRC (directory or Hub repo id) to another layout in DST.
 
@@ -226,16 +235,18 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
 
     options = make_options(verifier, target, repair_d2t_absolute, endpoint=endpoint, token=token)
     state_capture(options, parse_ids(capture_layers), convention)
-    options.target_gguf, options.outtype = target_gguf, outtype
+    if correct_record and capture_layers is None:
+        raise UsageError("--correct-record corrects the record's capture layers with --capture-layers",
+                         "pass --capture-layers IDS --convention C with it")
+    options.target_gguf, options.outtype, options.correct_record = target_gguf, outtype, correct_record
     from ..engines import judged_releases
 
     options.releases = judged_releases(chosen_engines(engines))
     store = None if no_record or no_registry else _open_registry(registry_path)
-    from_registry = None if no_registry else _registry_capture(src, options, store, registry_path)
     result, recorded = _convert_and_record(
         src, dst, to_layout, from_layout, options, store, silent=quiet or as_json, revision=revision,
         endpoint=endpoint, token=token, force=force, max_shard_bytes=max_shard_size, trained_with=trained_with,
-        registry_facts=from_registry)
+        registry_lookup=None if no_registry else _registry_lookup(options, store, registry_path))
     summary = conversion_summary(result, recorded, store, options.target, target_gguf)
     if as_json:
         emit_json(summary)

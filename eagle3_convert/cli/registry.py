@@ -51,6 +51,10 @@ def print_record(record: Any) -> None:
             if value is not None)
         archs = f" {target.architectures}" if target.architectures else ""
         click.echo(f"target     {_target(record)}{archs}{f' ({shape})' if shape else ''}")
+        if target.aliases:
+            click.echo(f"  also     {', '.join(target.aliases)}")
+        if target.config_sha256:
+            click.echo(f"  config   sha256 {target.config_sha256[:16]} (its config.json, save-time keys aside)")
     click.echo(f"capture    boundaries {_boundaries(record.capture_boundaries)}")
     for layout, ids in sorted(record.ids_as_written.items()):
         click.echo(f"  {layout:<12} {ids}")
@@ -65,6 +69,17 @@ def print_record(record: Any) -> None:
     click.echo(f"lineage    {len(record.lineage)} conversion(s)")
     for edge in record.lineage:
         click.echo(f"  {_edge(edge)}")
+    click.echo(f"history    {len(record.changes)} change(s)")
+    for change in record.changes:
+        click.echo(f"  {change.changed_at:{TIME}} UTC  {change.field}: {_short(change.old)} -> {_short(change.new)}  "
+                   f"({change.reason}; {change.tool})")
+
+
+def _short(value: Any) -> str:
+    """A recorded value in a history line: a target by its names, anything else as stored."""
+    if isinstance(value, dict) and "name_or_path" in value:
+        return " = ".join(n for n in [value.get("name_or_path"), *(value.get("aliases") or [])] if n) or "(unnamed)"
+    return "engine default" if value is None else str(value)
 
 
 @main.group("registry")
@@ -79,6 +94,8 @@ def registry_group() -> None:
 @click.argument("src")
 @click.option("--target", metavar="CONFIG_OR_DIR_OR_REPO",
               help="The target model trained on: its config.json, its directory, or its Hub repo id.")
+@click.option("--verifier", metavar="NAME", help="The name the target is served by (its Hub repo id): with "
+              "--target, one target with both names; alone, a name of the recorded target.")
 @click.option("--capture-layers", metavar="IDS",
               help="Capture-layer ids the training used, e.g. 2,16,29 (with --convention).")
 @click.option("--convention", type=click.Choice(CAPTURE_CONVENTIONS),
@@ -92,7 +109,7 @@ def registry_group() -> None:
 @registry_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @run_guarded
-def add_cmd(src: str, target: str | None, capture_layers: str | None, convention: str | None,
+def add_cmd(src: str, target: str | None, verifier: str | None, capture_layers: str | None, convention: str | None,
             trained_with: str | None, from_layout: str, revision: str | None, endpoint: str | None,
             token: str | None, registry_path: str | None, as_json: bool) -> None:
     """Record the drafter in SRC (directory or Hub repo id).
@@ -104,7 +121,8 @@ def add_cmd(src: str, target: str | None, capture_layers: str | None, convention
     from ..records import add_checkpoint
 
     with hub_progress_bars(not as_json):  # a Hub SRC is downloaded: its bars only on a terminal
-        added = add_checkpoint(src, target=target, capture_layers=parse_ids(capture_layers), convention=convention,
+        added = add_checkpoint(src, target=target, verifier=verifier, capture_layers=parse_ids(capture_layers),
+                               convention=convention,
                                trained_with=trained_with, revision=revision, from_layout=from_layout,
                                registry=registry_path, endpoint=endpoint, token=token)
     doc = {"drafter_id": added.record.drafter_id, "location": added.location.model_dump(mode="json"),
@@ -126,7 +144,8 @@ def add_cmd(src: str, target: str | None, capture_layers: str | None, convention
 
 
 @registry_group.command("list")
-@click.option("--target", metavar="NAME_OR_PATH", help="Only drafters trained on this target (as recorded).")
+@click.option("--target", metavar="NAME_OR_PATH", help="Only drafters trained on this target: a name the record "
+              "knows it by (Hub repo id, path), or a local copy of it (its directory: any name or its config).")
 @registry_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @run_guarded

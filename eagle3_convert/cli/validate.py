@@ -60,7 +60,7 @@ def validate_cmd(src: str, engines: tuple[Any, ...], target: str | None, deep: b
     label = f"{src}@{commit}" if commit else src
     # The registry's record of these weights, when it knows them: config.json is checked against it (and against
     # the sidecar beside it). No registry, no lookup: asking whether there is one opens no store.
-    known = registry_known(path, registry_path, uri=f"hf://{src}@{commit}" if commit else None, by_content=deep)
+    known = registry_known(path, registry_path, uri=f"hf://{src}@{commit}" if commit else None)
     bars: list[Progress] = []
 
     def progress(total: int):

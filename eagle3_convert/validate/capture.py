@@ -247,6 +247,7 @@ def check_known(ctx: Context, known: list[provenance.Known]) -> None:
     mine, misplaced = trained_boundaries(ctx), _misplaced(ctx)
     where = LOCATIONS[ctx.home if misplaced is None else "nested" if ctx.home == "top" else "top"]
     reading = _reader_config(ctx)
+    known = provenance.with_names_learned(list(known))
     for k in known:
         if not names_ids or mine is not None:  # ids that name no boundaries cannot be compared
             clash = provenance.capture_contradiction(mine, k, ctx.depth)
@@ -257,12 +258,15 @@ def check_known(ctx: Context, known: list[provenance.Known]) -> None:
         if reading is None:
             continue
         given = ctx.given_target
-        for found in provenance.fact_contradictions(reading, given, provenance.verifier_named(ctx.config), k):
-            ctx.add("E-RECORD-CONFLICT", found.message, provenance.way_out(found, ctx.src), where=found.where)
+        for found in provenance.fact_contradictions(reading, provenance.verifier_named(ctx.config), given, k):
+            ctx.add(_CODE[found.severity], found.message, provenance.way_out(found, ctx.src), where=found.where)
     beside = [k for k in known if not k.in_registry]
     for record in (k for k in known if k.in_registry):
         for found in (c for side in beside for c in provenance.record_contradictions(side, record)):
-            ctx.add("E-RECORD-CONFLICT", found.message, provenance.way_out(found, ctx.src))
+            ctx.add(_CODE[found.severity], found.message, provenance.way_out(found, ctx.src))
+
+
+_CODE = {"error": "E-RECORD-CONFLICT", "warning": "W-TARGET-UNTOLD"}
 
 
 def _capture_way_out(ctx: Context, clash: tuple[list[int], list[int]], names_ids: bool, misplaced: bool) -> str:
@@ -272,11 +276,9 @@ def _capture_way_out(ctx: Context, clash: tuple[list[int], list[int]], names_ids
     if misplaced:  # moved first: the layout's reader takes a list kept there only with --capture-layers, or never
         return (f"keep one list, at {LOCATIONS[ctx.home][2:]} where the {ctx.layout.name} layout reads it: the "
                 f"recorded boundaries {theirs} in its convention, or config.json's {mine} if those are the trained ones")
-    spelled = (",".join(map(str, ids)) for ids in (theirs, mine))
-    record, config = (f"`{ctx.command(ctx.layout.name, '--capture-layers', ids, '--convention', 'boundary')}`"
-                      for ids in spelled)
-    return (f"{record} writes the recorded layers; if config.json's are the trained ones, {config} states them "
-            "(the new sidecar, its lineage and the registry keep the restatement)")
+    spelled = ",".join(map(str, theirs))
+    return (f"`{ctx.command(ctx.layout.name, '--capture-layers', spelled, '--convention', 'boundary')}` writes the "
+            "recorded layers")
 
 
 def _reader_config(ctx: Context) -> DrafterConfig | None:

@@ -91,6 +91,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-CAPTURE-FC-BYPASSED": ("error", "the engine passes one hidden state and skips fc"),
     "E-CAPTURE-RECORD": ("error", "the config's capture layers disagree with the sidecar's or the registry's record"),
     "E-RECORD-CONFLICT": ("error", "the config (or --target) contradicts what the sidecar or the registry records"),
+    "W-TARGET-UNTOLD": ("warning", "the target is named otherwise than the record names it, and no fact tells "
+                        "whether the two names are one model"),
     "W-CAPTURE-IDS-IGNORED": ("warning", "capture ids sit where the engine does not read them"),
     "W-CAPTURE-CONVENTION": ("warning", "one id list that two engines read as different layers"),
     "I-CAPTURE-DEFAULT": ("info", "no capture ids: the engine captures its default layers"),
