@@ -447,11 +447,11 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
          ('I-ENGINE-RELEASES', 'info', 'vLLM releases disagree on this file: served as trained on ≥ 0.22.0; refused '
           'loudly on 0.18.0–0.21.0 (vLLM builds no fc_norm and fails to load fc_norm.* (KeyError))', None, None,
           'vllm')]),
-    "an SGLang release we know nothing about": (
+    "an SGLang release this tool does not model: judged by the newest's rules": (
         dict(layout="sglang", engines=["sglang"], releases={"sglang": ["0.9.99"]}, codes=("ENGINE",)),
-        [('W-ENGINE-RELEASE-UNKNOWN', 'warning', 'SGLang 0.9.99 is a release we know nothing about (we know 0.5.9 to '
-          '0.5.23): no verdict', 'name a release we know (SGLang 0.5.23 is the newest), or judge the file on that '
-          'release yourself', None, 'sglang')]),
+        [('W-ENGINE-RELEASE-UNKNOWN', 'warning', "SGLang 0.9.99 is newer than the newest release this tool models "
+          "(0.5.23): judged by 0.5.23's rules", 'name the release this tool models that yours behaves as (0.5.9 to '
+          '0.5.23), or check the verdict on SGLang 0.9.99 itself', None, 'sglang')]),
     # validate/config.py
     "a capture list as a string, then unknown keys": (
         dict(layout="sglang", codes=("KEY", "CAPTURE-FIELD"), edit=lambda c: (

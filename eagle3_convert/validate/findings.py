@@ -55,7 +55,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "I-ENGINE-READING": ("info", "how an engine judged by its module alone (llama.cpp, mlx-vlm, LMDeploy) serves this "
                                  "file: the layers it captures"),
     "W-ENGINE-UNKNOWN": ("warning", "the engine's sources we read do not decide how it serves this file: no verdict"),
-    "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release we know nothing about: no verdict for it"),
+    "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release this tool does not model: judged by the "
+                                            "rules of the known release nearest below it (the oldest, for an older "
+                                            "one)"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
     "E-KEY-DROPPED": ("error", "the engine's name rules drop a tensor silently"),

@@ -141,9 +141,15 @@ def _block_diffusion(raw: RawCheckpoint, report: Report) -> list[Finding]:
                 found.append(finding("W-ENGINE-CAVEAT", f"{LABELS[runner]}: {verdict.why}", "serve it with vLLM's "
                                      "V2 runner (VLLM_USE_V2_MODEL_RUNNER=1)", CONFIG_NAME, "vllm"))
             continue  # (else the V2 runner's own finding says what it needs)
+        known_releases = releases_of(engine_of(runner))
+        if verdict.judged_by and not any(f.code == "W-ENGINE-RELEASE-UNKNOWN" and f.engine == engine_of(runner)
+                                         for f in found):  # a release newer than the one read (once for vLLM)
+            found.append(finding("W-ENGINE-RELEASE-UNKNOWN", known_releases.stand_in_why(verdict.release or ""),
+                                 f"check the verdict on {known_releases.label} {verdict.release} itself",
+                                 where=CONFIG_NAME, engine=engine_of(runner)))
         if verdict.verdict == UNKNOWN:  # as validate/engine.py says it of any other kind
-            known = releases_of(engine_of(runner)).knows(verdict.release or "")
-            found.append(finding("W-ENGINE-UNKNOWN" if known else "W-ENGINE-RELEASE-UNKNOWN", f"{LABELS[runner]}: "
+            read = verdict.judged_by or known_releases.knows(verdict.release or "")  # else: its readers were not
+            found.append(finding("W-ENGINE-UNKNOWN" if read else "W-ENGINE-RELEASE-UNKNOWN", f"{LABELS[runner]}: "
                                  f"{verdict.why}", "judge the file on the engine itself, or serve it with an engine "
                                  "whose reading is known", where=CONFIG_NAME, engine=engine_of(runner)))
         elif verdict.verdict in (REFUSES, WRONG):
