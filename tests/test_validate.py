@@ -325,6 +325,11 @@ CASES: dict[str, Case] = {
     "E-KEY-UNKNOWN": Case(built("speculators"), add_tensor("backdoor.weight", InMemoryTensor("BF16", (4,), b"\0" * 8))),
     "E-KEY-UNUSED": Case(built("speculators"), add_tensor("fc_norm.0.weight", InMemoryTensor("BF16", (32,),
                                                                                              b"\x80\x3f" * 32))),
+    # a SpecForge fork's layer >= 1: input_layernorm trained, hidden_norm never applied (all ones): a warning; vLLM
+    # applies the trained one (llama_eagle3.py), SGLang the untrained one (E-ENGINE-WRONG when judged, issue 34)
+    "W-KEY-UNTRAINED-TWIN": Case(built("sglang", num_layers=2, capture_boundaries=None), edit_tensors(
+        lambda t: t.__setitem__("layers.1.hidden_norm.weight", InMemoryTensor("BF16", (32,), b"\x80\x3f" * 32))),
+        with_engines("vllm")),
     "E-KEY-DUPLICATE": Case(built("sglang"), edit_tensors(
         lambda t: t.__setitem__("layers.0.input_layernorm.weight", t["midlayer.input_layernorm.weight"]))),
     "E-SHAPE": Case(built("speculators"), edit_header(

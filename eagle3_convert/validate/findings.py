@@ -67,6 +67,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-KEY-UNKNOWN": ("error", "a tensor that is no part of an EAGLE-3 drafter"),
     "E-KEY-UNUSED": ("error", "a drafter tensor the config does not use (a flag off, a layer too many)"),
     "E-KEY-DUPLICATE": ("error", "two stored names hold the same weight"),
+    "W-KEY-UNTRAINED-TWIN": ("warning", "a layer's two pre-attention norm names differ and one holds RMSNorm's "
+                                        "initial ones: the other is the trained one, which convert keeps"),
     "E-SHAPE": ("error", "a tensor's shape disagrees with the config"),
     "E-SHAPE-FC": ("error", "fc.weight's width is no multiple of the target hidden size"),
     "E-TARGET-HIDDEN-SIZE": ("error", "config.json's target_hidden_size is not the width of the states fc.weight fuses"),
