@@ -78,13 +78,18 @@ CASES: dict[str, tuple[str, dict[str, Any], Callable[[Path], None], list[dict[st
          "'layers.1.hidden_norm.weight' hold different weights: vLLM reads the first, SGLang and TensorRT-LLM the "
          "second, and they would serve different drafters", "hint": "keep the trained weight under both names, or "
          "one of them", "where": "layers.1.hidden_norm.weight"}]),
+    # issue 34: the trained twin is the drafter's (a warning); SGLang, judged here, applies the untrained one
     "later-norm-twins-differ, one at its initial ones": ("sglang", {"num_layers": 2}, edit_tensors(
         lambda t: t.__setitem__("layers.1.hidden_norm.weight", ones(32))), [
-        {"code": "E-KEY-DUPLICATE", "message": "tensors 'layers.1.input_layernorm.weight' and "
-         "'layers.1.hidden_norm.weight' hold different weights: vLLM reads the first, SGLang and TensorRT-LLM the "
-         "second, and they would serve different drafters; 'layers.1.hidden_norm.weight' holds RMSNorm's initial "
-         "ones, as a norm training never applied keeps them", "hint": "keep the trained weight under both names, or "
-         "one of them", "where": "layers.1.hidden_norm.weight"}]),
+        {"code": "E-ENGINE-WRONG", "message": "SGLang applies 'layers.1.hidden_norm.weight', RMSNorm's initial ones, "
+         "where the drafter was trained with 'layers.1.input_layernorm.weight': it would serve this file wrong",
+         "hint": "write the trained norm under both names: `eagle3-convert --to sglang {path} drafter-sglang`",
+         "where": "layers.1.hidden_norm.weight"},
+        {"code": "W-KEY-UNTRAINED-TWIN", "message": "tensor 'layers.1.hidden_norm.weight' holds RMSNorm's initial "
+         "ones, a norm training never applied, beside the trained 'layers.1.input_layernorm.weight': the drafter was "
+         "trained with the latter; convert keeps it under both names and drops the untrained copy",
+         "hint": "write the trained norm under both names: `eagle3-convert --to sglang {path} drafter-sglang`",
+         "where": "layers.1.hidden_norm.weight"}]),
     "one-weight-under-two-prefixes": ("sglang", {}, edit_tensors(
         lambda t: t.__setitem__("layers.0.input_layernorm.weight", t["midlayer.input_layernorm.weight"])), [
         {"code": "E-KEY-DUPLICATE", "message": "tensors 'layers.0.input_layernorm.weight' and "
