@@ -27,7 +27,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-FILE-PATH": ("error", "a weight file lies outside the checkpoint directory"),
     # layout and config
     "E-LAYOUT-UNKNOWN": ("error", "config.json is no known EAGLE-3 drafter layout"),
-    "W-LAYOUT-AMBIGUOUS": ("warning", "the config reads as more than one layout, and is checked as each"),
+    "E-LAYOUT-AMBIGUOUS": ("error", "the config reads as more than one layout, whose engines read it differently: "
+                                    "convert refuses it without --from; checked as each"),
     "E-SCHEMA": ("error", "config.json breaks its layout's JSON Schema"),
     "E-CONFIG-FIELD": ("error", "a config field the drafter needs is missing or invalid"),
     "E-FROM-MISMATCH": ("error", "--from names a layout that reads the file otherwise than the one it is in"),

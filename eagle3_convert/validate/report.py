@@ -99,13 +99,17 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
         if exc.code != "E-LAYOUT-AMBIGUOUS":
             report.findings.append(from_error(exc, where=CONFIG_NAME))
             return []
-        found = [d for d in (layout.detect(ckpt) for layout in layouts().values()) if d is not None and d.confident]
+        readings = [d for d in (layout.detect(ckpt) for layout in layouts().values()) if d is not None]
+        found = [d for d in readings if d.confident] or readings  # as detect() weighs them
         report.candidates = [d.layout for d in found]
         report.detected_by = "; ".join(f"{d.layout}: {d.reason}" for d in found)
+        # an error, as convert's refusal of the same file: the layouts' engines read it as different drafters, so
+        # whichever was meant, one of them serves it wrong (one file, one verdict; issue 34)
         report.findings.append(finding(
-            "W-LAYOUT-AMBIGUOUS", f"the config reads as more than one layout ({report.detected_by}); engines "
-            "disagree on what it means, so it is checked as each", "when converting, say which layout wrote it with "
-            f"--from ({' or '.join(d.layout for d in found)}); fix the findings below so the file says one thing",
+            "E-LAYOUT-AMBIGUOUS", f"the config reads as more than one layout ({report.detected_by}); engines "
+            "disagree on what it means, so it is checked as each, and convert refuses it without --from",
+            "say which layout wrote it with --from "
+            f"({' or '.join(d.layout for d in found)}); fix the findings below so the file says one thing",
             where=CONFIG_NAME))
         return [get_layout(d.layout) for d in found]
     report.detected_by = detection.reason
