@@ -448,19 +448,36 @@ def judge_output(plan: WritePlan, drafter: Drafter, options: ConvertOptions,
     ctx = target_context(drafter.config, options.target)
     serves = serve_verdicts(plan.config, plan.tensors, drafter.config, ctx, releases=options.releases)
     home = {e: serves[e] for e in home_engines}
-    plan.notes += older_release_warnings(home)
+    plan.notes += stand_in_notes(serves) + older_release_warnings(home)
     wrong = [v for v in home.values() if v.verdict == WRONG]
     if home and (wrong or all(v.verdict == REFUSES for v in home.values())):
         bad = wrong[0] if wrong else next(iter(home.values()))
         # where other releases serve it, say so first; `--to vllm` is no way out of the vllm layout itself
         fix = "convert to a layout whose engine serves the drafter as trained" + (
             " (`--to vllm` serves every variant)" if plan.layout != "vllm" else "")
+        stood_in = stand_in_notes({bad.engine: bad})  # the release refused is one this tool does not model
         raise RefusalError(f"the {plan.layout} layout is for {', '.join(LABELS[e] for e in home_engines)}, and "
                            f"{LABELS[bad.engine]} would {'serve this file wrong' if wrong else 'refuse it'}: "
-                           f"{bad.why}", releases_that_serve(bad.engine, bad.release, [
+                           f"{bad.why}" + "".join(f" ({line})" for line in stood_in),
+                           releases_that_serve(bad.engine, worst_release(bad), [
                                s for s in bad.across if s.verdict in SERVING], fix),
                            code="E-ENGINE-WRONG" if wrong else "E-ENGINE-REFUSES")
     return serves
+
+
+def worst_release(v: Verdict) -> str:
+    """The release whose verdict is `v`'s: of a fleet, the first named that reads the file as badly."""
+    return next((r for r, each in v.judged if each.verdict == v.verdict), v.release or "")
+
+
+def stand_in_notes(serves: dict[str, Verdict]) -> list[str]:
+    """Each release named that this tool does not model, and the known one whose rules judged it: once per engine."""
+    notes: dict[str, None] = {}
+    for engine, v in serves.items():
+        for release, each in v.judged or ((v.release, v),):
+            if each.judged_by and release:
+                notes[releases_of(engine).stand_in_why(release)] = None
+    return list(notes)
 
 
 def older_release_warnings(home: dict[str, Verdict]) -> list[str]:

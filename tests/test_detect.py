@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from builders import LAYOUTS, DrafterSpec, build_drafter, expected_refusal, write_target
-from conftest import run_cli
+from conftest import DATA, run_cli
 from eagle3_convert.cli.common import LAYOUT_HELP
 from eagle3_convert.converters.base import load_checkpoint
 from eagle3_convert import names
@@ -216,3 +216,19 @@ def test_inspect_resolves_a_repo_id_from_the_hf_cache_offline(tmp_path: Path):
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
     assert "[E-HUB-OFFLINE]" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
 
+
+
+def test_validate_and_convert_give_an_ambiguous_file_one_verdict(tmp_path: Path):
+    """Issue 34: validate said "OK: 0 errors, 3 warnings" of h8 (a SpecForge export whose ids sit only at the top
+    level, where vLLM reads them as boundaries and SGLang ignores them) while convert refused it,
+    E-LAYOUT-AMBIGUOUS. Whichever layout wrote it, one of the two engines serves it on other layers than the
+    other: an error in both, and --from settles it in both."""
+    src = DATA / "h8-sglang-ids-toplevel-only" / "checkpoint"
+    validated = run_cli("validate", src)
+    assert validated.exit_code == 1 and "E-LAYOUT-AMBIGUOUS:" in validated.stdout, validated.stdout
+    converted = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
+    assert converted.exit_code == 1 and "[E-LAYOUT-AMBIGUOUS]" in converted.stderr, converted.stderr
+    for given in ("sglang", "vllm"):  # --from settles the layout in both (the ids' meaning is another question)
+        assert "LAYOUT-AMBIGUOUS" not in run_cli("validate", "--from", given, src).stdout
+        done = run_cli("--no-record", "--from", given, "--to", "vllm", src, tmp_path / f"out-{given}")
+        assert "LAYOUT-AMBIGUOUS" not in done.stderr, done.stderr

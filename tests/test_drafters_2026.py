@@ -11,9 +11,12 @@ by tests/builders.py (independently of our writers), then edited as the producer
   "E-SCHEMA: 'eagle3' was expected"; now read, validated, recorded with its kind and written to speculators, and
   refused by every EAGLE-3 layout with the field that names it. DFlash and DSpark (SpecForge's real configs) are
   recognised by name and refused in one line, by validate as by convert.
-- E-KEY-DUPLICATE through multi-layer names: a layer >= 1 whose `input_layernorm` and `hidden_norm` differ (a
-  SpecForge fork applies the first and leaves the second all ones) is refused by convert as validate reports it;
-  identical twins are merged, and the output says so. (tests/test_caught_bugs.py covers two prefixes of one name.)
+- Multi-layer names: a layer >= 1 whose `input_layernorm` and `hidden_norm` differ, one at RMSNorm's initial ones
+  (a SpecForge fork applies the first and leaves the second all ones), is converted keeping the trained one and
+  saying so (issue 34: it was refused by every conversion, E-KEY-DUPLICATE, though the tool named the untrained
+  copy); validate warns, and errs only for an engine that applies the untrained copy. Identical twins are merged,
+  and the output says so; twins that differ otherwise are refused (tests/test_caught_bugs.py, with two prefixes of
+  one name).
 """
 
 from __future__ import annotations
@@ -180,7 +183,7 @@ def test_deepseek_v4_o_lora_rank_beside_q_lora_rank_is_known(tmp_path: Path, lay
     assert json.loads((tmp_path / "out" / "config.json").read_text())["o_lora_rank"] == 1024  # carried verbatim
 
 
-# ------------------------------------------------------------------ E-KEY-DUPLICATE: convert never picks one
+# ------------------------------------------------------------------ twin norms: the trained one is kept
 
 BF16_ONE = b"\x80\x3f"
 
@@ -202,29 +205,49 @@ def fork_drafter(dest: Path, layout: str, layers: int, unused_norm: str, identic
     return dest
 
 
-# (source layout, the all-ones twin, destination): the SGLang reader (drops input_layernorm) and the vLLM reader
-# (drops hidden_norm), each into the layouts that used to get the one it kept
+# (source layout, the all-ones twin, destination): the SGLang reader (reads hidden_norm) and the vLLM reader (reads
+# input_layernorm), each with either twin untrained, into the layouts that used to get one or the other
 DIVERGED = [("sglang", "hidden_norm", "vllm"), ("sglang", "hidden_norm", "speculators"),
-            ("sglang", "hidden_norm", "modelopt"), ("sglang", "input_layernorm", "vllm"),
-            ("vllm", "input_layernorm", "sglang"), ("vllm", "hidden_norm", "speculators")]
+            ("sglang", "hidden_norm", "modelopt"), ("sglang", "hidden_norm", "sglang"),
+            ("sglang", "input_layernorm", "vllm"), ("vllm", "input_layernorm", "sglang"),
+            ("vllm", "hidden_norm", "speculators")]
+# the engines that apply each name in layers >= 1 (vLLM: LlamaDecoderLayer.forward, llama_eagle3.py)
+APPLIES = {"hidden_norm": "sglang", "input_layernorm": "vllm"}
 
 
 @pytest.mark.parametrize("layout, unused, to", DIVERGED, ids=[f"{a}-{b}-to-{c}" for a, b, c in DIVERGED])
 @pytest.mark.parametrize("layers", [2, 3])
-def test_convert_refuses_diverged_later_norms(tmp_path: Path, layout: str, unused: str, to: str, layers: int):
-    """Before: convert dropped one of the two with a note (for SGLang's reader, the trained input_layernorm) while
-    validate said E-KEY-DUPLICATE. After: refused, both tensors named, nothing written, the source untouched."""
+def test_the_trained_later_norm_is_kept_and_the_untrained_one_dropped(tmp_path: Path, layout: str, unused: str,
+                                                                        to: str, layers: int):
+    """Before (issue 34): every conversion refused the file (E-KEY-DUPLICATE) although the untrained copy was named,
+    and validate said E-KEY-DUPLICATE whatever the engine. After: convert keeps the trained norm under every name
+    its layout writes, says which it dropped, and the output validates clean; validate of the source warns, and
+    errs only for the engine that applies the untrained copy."""
     src = fork_drafter(tmp_path / "src", layout, layers, unused)
-    before = tensor_hashes(src), (src / "config.json").read_text()
-    validated = run_cli("validate", "--json", src)
-    assert "E-KEY-DUPLICATE" in {f["code"] for f in json.loads(validated.stdout)["findings"]}
+    trained_name = "input_layernorm" if unused == "hidden_norm" else "hidden_norm"
+    source = tensor_hashes(src)
+    trained = {i: source[f"layers.{i}.{trained_name}.weight"] for i in range(1, layers)}
+    wrong_engine = APPLIES[unused]
+    other = next(e for e in APPLIES.values() if e != wrong_engine)
+    validated = json.loads(run_cli("validate", "--json", "--engine", "sglang", "--engine", "vllm", src).stdout)
+    got = {(f["code"], f["engine"]) for f in validated["findings"]}
+    assert "E-KEY-DUPLICATE" not in {c for c, _ in got} and ("W-KEY-UNTRAINED-TWIN", None) in got, got
+    assert ("E-ENGINE-WRONG", wrong_engine) in got and ("E-ENGINE-WRONG", other) not in got, got
+    served = run_cli("validate", "--json", "--engine", other, src)
+    assert "E-ENGINE-WRONG" not in served.stdout and "W-KEY-UNTRAINED-TWIN" in served.stdout, served.stdout
 
     result = run_cli("--no-record", "--verifier", "org/target", "--to", to, src, tmp_path / "out")
-    assert result.exit_code == 1, result.stdout
-    assert refusal_code(result.stderr) == "E-KEY-DUPLICATE"
-    assert "layers.1.input_layernorm.weight" in result.stderr and "layers.1.hidden_norm.weight" in result.stderr
-    assert nothing_written(tmp_path, "out")
-    assert (tensor_hashes(src), (src / "config.json").read_text()) == before
+    assert result.exit_code == 0, result.stderr
+    assert (f"kept layers.1.{trained_name}.weight, the trained pre-attention norm of its layer, and dropped "
+            f"layers.1.{unused}.weight") in result.stdout + result.stderr
+    out = tensor_hashes(tmp_path / "out")
+    for i in range(1, layers):
+        norms = {n: h for n, h in out.items() if re.fullmatch(rf"(model\.)?layers\.{i}\.(input_layernorm|hidden_norm)"
+                                                             r"\.weight", n)}
+        assert norms and set(norms.values()) == {trained[i]}, (i, norms)
+    again = json.loads(run_cli("validate", "--json", tmp_path / "out").stdout)
+    assert not {"W-KEY-UNTRAINED-TWIN", "E-ENGINE-WRONG", "E-KEY-DUPLICATE"} & {f["code"] for f in again[
+        "findings"]}, again
 
 
 @pytest.mark.parametrize("layout, to", [("sglang", "vllm"), ("vllm", "sglang")])

@@ -123,35 +123,47 @@ def test_trtllm_applies_hidden_norm_in_later_layers(tmp_path: Path):
     assert tensor_hashes(tmp_path / "back") == tensor_hashes(src)
 
 
-def test_modelopt_reader_refuses_diverged_later_norms(tmp_path: Path):
-    """E-KEY-DUPLICATE is never followed by a conversion that picks one: the ModelOpt reader too."""
+def test_modelopt_reader_keeps_the_trained_later_norm(tmp_path: Path):
+    """The ModelOpt reader, like the others, keeps the trained twin where the other holds RMSNorm's initial ones
+    (issue 34; it was refused, E-KEY-DUPLICATE), and still refuses twins that differ otherwise."""
     spec = DrafterSpec(num_layers=2)
     tensors = stored_tensors("modelopt", spec)
     old = tensors["layers.1.hidden_norm.weight"]
     tensors["layers.1.hidden_norm.weight"] = type(old)(old.dtype, old.shape, BF16_ONE * old.shape[0])
     src = write_checkpoint(tmp_path / "src", config_for("modelopt", spec), tensors)
     result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
-    assert result.exit_code == 1
-    assert "[E-KEY-DUPLICATE]" in result.stderr and "layers.1.hidden_norm.weight" in result.stderr
-    assert not (tmp_path / "out").exists()
+    assert result.exit_code == 0, result.stderr
+    out = tensor_hashes(tmp_path / "out")
+    assert out["layers.1.input_layernorm.weight"] == tensor_hashes(src)["layers.1.input_layernorm.weight"]
+    tensors["layers.1.hidden_norm.weight"] = type(old)(old.dtype, old.shape, bytes(b ^ 1 for b in old.data))
+    other = write_checkpoint(tmp_path / "other", config_for("modelopt", spec), tensors)
+    refused = run_cli("--no-record", "--to", "vllm", other, tmp_path / "out-other")
+    assert refused.exit_code == 1 and "[E-KEY-DUPLICATE]" in refused.stderr, refused.stderr
+    assert not (tmp_path / "out-other").exists()
 
 
-def test_the_forks_untrained_twin_is_named_in_the_refusal(tmp_path: Path):
-    """The SpecForge fork's layer 1: input_layernorm trained, hidden_norm never applied (all ones). convert still
-    picks neither, and says which of the two holds RMSNorm's initial ones."""
+def test_the_forks_untrained_twin_is_dropped_and_named(tmp_path: Path):
+    """The SpecForge fork's layer 1: input_layernorm trained, hidden_norm never applied (all ones). Before (issue 34):
+    convert refused it, E-KEY-DUPLICATE, naming the untrained twin; vLLM (llama_eagle3.py) applies input_layernorm
+    in layers >= 1, so the file is served as trained there. After: convert keeps the trained one and says so;
+    validate for vLLM warns, for SGLang (which applies hidden_norm there) it errs."""
     spec = DrafterSpec(num_layers=2)
     tensors = stored_tensors("sglang", spec)
     old = tensors["layers.1.hidden_norm.weight"]
     tensors["layers.1.hidden_norm.weight"] = type(old)(old.dtype, old.shape, BF16_ONE * old.shape[0])
     src = write_checkpoint(tmp_path / "src", config_for("sglang", spec), tensors)
     result = run_cli("--no-record", "--to", "vllm", src, tmp_path / "out")
-    assert result.exit_code == 1 and "[E-KEY-DUPLICATE]" in result.stderr
-    assert "'layers.1.hidden_norm.weight' holds RMSNorm's initial ones" in result.stderr
-    assert not (tmp_path / "out").exists()
-    code, found = findings(src)  # validate says the same
-    duplicate = [f for f in found if f["code"] == "E-KEY-DUPLICATE"]
-    assert code == 1 and len(duplicate) == 1, found
-    assert "'layers.1.hidden_norm.weight' holds RMSNorm's initial ones" in duplicate[0]["message"]
+    assert result.exit_code == 0, result.stderr
+    assert ("kept layers.1.input_layernorm.weight, the trained pre-attention norm of its layer, and dropped "
+            "layers.1.hidden_norm.weight: it holds RMSNorm's initial ones") in result.stdout + result.stderr
+    code, found = findings("--engine", "vllm", src)
+    [warning] = [f for f in found if f["code"] == "W-KEY-UNTRAINED-TWIN"]
+    assert "'layers.1.hidden_norm.weight' holds RMSNorm's initial ones" in warning["message"], warning
+    assert not [f for f in found if f["code"] in ("E-KEY-DUPLICATE", "E-ENGINE-WRONG")], found
+    code, found = findings("--engine", "sglang", src)
+    [wrong] = [f for f in found if f["code"] == "E-ENGINE-WRONG"]
+    assert code == 1 and wrong["engine"] == "sglang" and "applies 'layers.1.hidden_norm.weight'" in wrong["message"]
+    assert "--to sglang" in wrong["hint"], wrong
 
 
 def test_sglang_03d5a77_names_are_read_and_renamed_for_0_5_23(tmp_path: Path):

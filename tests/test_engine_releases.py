@@ -105,14 +105,58 @@ def test_a_release_that_cannot_load_the_file_refuses_it(tmp_path: Path) -> None:
     assert code == 0 and "E-ENGINE-REFUSES" not in codes(report), report
 
 
-def test_a_release_we_do_not_know_is_said_to_be_unknown(tmp_path: Path) -> None:
+@pytest.mark.parametrize("named,by,refused", [
+    ("0.5.5", "SGLang 0.5.5 is older than the oldest release this tool models (0.5.9): judged by 0.5.9's rules", True),
+    ("9.9.9", "SGLang 9.9.9 is newer than the newest release this tool models (0.5.23): judged by 0.5.23's rules",
+     False),
+    ("0.5.12rc1", "SGLang 0.5.12rc1 is not a release this tool models (it falls between 0.5.11 and 0.5.12): judged "
+                  "by 0.5.11's rules", True),
+    ("0.5.12+cu129", "SGLang 0.5.12+cu129 is not a release this tool models (it falls between 0.5.12 and "
+                     "0.5.12.post1): judged by 0.5.12's rules", False)])
+def test_a_release_this_tool_does_not_model_is_judged_by_the_nearest_and_says_so(
+        named: str, by: str, refused: bool, tmp_path: Path) -> None:
+    """Issue 34: a release outside the table (older, newer, between) was E-INTERNAL wherever the releases known
+    disagree on the file (releases_that_serve indexed the known tuple with it); SGLang builds two layers from 0.5.12
+    on, so each release named is refused or served as the known one below it reads the file, and says which."""
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec(target_layers=8, num_layers=2,
+                                                                capture_boundaries=(1, 3, 6)))
+    code, report = validate("--engine", f"sglang=={named}", src)
+    assert codes(report)["W-ENGINE-RELEASE-UNKNOWN"] == [by], report
+    assert report["releases"] == [f"SGLang {named}"] and code == (1 if refused else 0), report
+    assert ("E-ENGINE-REFUSES" in codes(report)) == refused, report
+    text = run_cli("--to", "sglang", "--no-record", "--engine", f"sglang=={named}", src, tmp_path / "out")
+    assert text.exit_code == (1 if refused else 0) and by in text.stdout + text.stderr, text.stderr
+    assert "Traceback" not in text.stderr and "E-INTERNAL" not in text.stderr
+    if not refused:
+        code, doc = convert(src, tmp_path / "out-json", "--engine", f"sglang=={named}")
+        assert doc["serves"]["sglang"]["release"] == named and doc["serves"]["sglang"]["judged_by"] == by.split(
+            "judged by ")[1].split("'")[0], doc["serves"]["sglang"]
+
+
+def test_vllm_releases_outside_the_table_were_an_internal_error(tmp_path: Path) -> None:
+    """vLLM's releases read an SGLang file's nested ids in two ways: any release outside the table hit the index."""
     src = build_drafter(tmp_path / "src", "sglang", DrafterSpec(target_layers=8, capture_boundaries=(1, 3, 6)))
-    code, report = validate("--engine", "sglang==0.7.0", src)
-    [message] = codes(report)["W-ENGINE-RELEASE-UNKNOWN"]
-    assert "SGLang 0.7.0" in message and "know nothing about" in message and "0.5.9 to 0.5.23" in message
-    assert report["releases"] == ["SGLang 0.7.0"] and "E-ENGINE-WRONG" not in codes(report)
+    for named in ("0.1.0", "99.0", "0.20.1rc1"):
+        done = run_cli("validate", "--engine", f"vllm=={named}", src)
+        assert done.exit_code in (0, 1) and "E-INTERNAL" not in done.stderr, done.stderr
+        assert f"vLLM {named} is " in done.stdout and "'s rules" in done.stdout, done.stdout
+
+
+def test_a_spelling_that_is_no_release_is_refused_with_the_known_range(tmp_path: Path) -> None:
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec(target_layers=8, capture_boundaries=(1, 3, 6)))
     bad = run_cli("validate", "--engine", "sglang==latest", src)
-    assert bad.exit_code == 2 and "'latest' is not a release number" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.exit_code == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    assert "'latest' is not a release number (the releases modelled: 0.5.9 to 0.5.23)" in bad.stderr, bad.stderr
+
+
+def test_convert_of_a_fleet_refused_names_the_release_that_refuses(tmp_path: Path) -> None:
+    """convert's refusal hint placed the fleet's joined releases ('0.5.11, 0.5.23') in the known tuple: E-INTERNAL."""
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec(target_layers=8, num_layers=2,
+                                                                capture_boundaries=(1, 3, 6)))
+    done = run_cli("--to", "sglang", "--no-record", "--engine", "sglang==0.5.11", "--engine", "sglang", src,
+                   tmp_path / "out")
+    assert done.exit_code == 1 and "[E-ENGINE-REFUSES]" in done.stderr, done.stderr
+    assert "hint: upgrade to SGLang ≥ 0.5.12, which serves this file as trained" in done.stderr, done.stderr
 
 
 def test_the_fleet_comes_from_eagle3_engines_when_no_engine_is_named(tmp_path: Path,

@@ -48,6 +48,8 @@ VALIDATE_HINT_COMMANDS = {
     "E-ENGINE-WRONG": ("--to vllm",),
     "E-KEY-UNAPPLIED": ("--to vllm",),
     "E-KEY-UNKNOWN": ("inspect",),
+    # the engines that apply the untrained twin (SGLang, TensorRT-LLM) and llama.cpp's multi-layer refusal
+    "W-KEY-UNTRAINED-TWIN": ("--to modelopt", "--to sglang", "--to vllm"),
     "E-SCHEMA": ("--to modelopt", "--to sglang"),
     "E-TARGET-HIDDEN": ("--target TARGET --to modelopt", "--target TARGET --to sglang"),
     "E-TARGET-VOCAB": ("--target TARGET --to modelopt", "--target TARGET --to sglang"),

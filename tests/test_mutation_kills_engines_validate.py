@@ -382,22 +382,28 @@ def test_a_llama_cpp_build_is_a_release_and_an_unknown_one_is_said_to_be(tmp_pat
         ("I-ENGINE-READING", "llama.cpp b11434: as-trained (captures [2, 4, 5], trained maths)", None)]
     code, report = validate_for(src, "llamacpp==b11500")
     assert (code, report["releases"]) == (0, ["llama.cpp b11500"])
-    assert findings(report) == [(
-        "W-ENGINE-RELEASE-UNKNOWN", "llama.cpp b11500 is a release we know nothing about (we know b11434): no verdict",
-        "name a release we know (llama.cpp b11434 is the newest), or judge the file on that release yourself")]
+    assert findings(report) == [  # judged by the one build read, and said to be (issue 34)
+        ("W-ENGINE-RELEASE-UNKNOWN", "llama.cpp b11500 is newer than the newest release this tool models (b11434): "
+         "judged by b11434's rules", "name the release this tool models that yours behaves as (b11434), or check the "
+         "verdict on llama.cpp b11500 itself"),
+        ("I-ENGINE-READING", "llama.cpp b11500: as-trained (captures [2, 4, 5], trained maths)", None)]
+    code, report = validate_for(src, "llamacpp==b100")
+    assert findings(report)[0][1] == ("llama.cpp b100 is older than the oldest release this tool models (b11434): "
+                                      "judged by b11434's rules")
 
 
 def test_a_tensorrt_llm_release_is_unknown_and_says_what_its_rules_rest_on(tmp_path: Path):
-    """TensorRT-LLM's one known 'release' is a source snapshot, no version: a numbered release is unknown (it was an
-    internal error: comparing 1.0 with the snapshot's name raised), and the warning says what the rules rest on."""
+    """TensorRT-LLM's one known 'release' is a source snapshot, no version: a numbered release is judged by its rules
+    (it was an internal error: comparing 1.0 with the snapshot's name raised), and the warning says what the rules
+    rest on."""
     src = build_drafter(tmp_path / "drafter", "modelopt", DrafterSpec())
     code, report = validate_for(src, "trtllm==1.0")
     assert (code, report["releases"]) == (0, ["TensorRT-LLM 1.0"])
     assert findings(report)[0] == (
-        "W-ENGINE-RELEASE-UNKNOWN", "TensorRT-LLM 1.0 is a release we know nothing about (we know 2026-sources; "
-        "TensorRT-LLM's rules come from a 2026 source snapshot, not from a numbered release): no verdict",
-        "name a release we know (TensorRT-LLM 2026-sources is the newest), or judge the file on that release "
-        "yourself")
+        "W-ENGINE-RELEASE-UNKNOWN", "TensorRT-LLM 1.0 is not a release this tool models (TensorRT-LLM's rules come "
+        "from a 2026 source snapshot, not from a numbered release): judged by 2026-sources's rules",
+        "name the release this tool models that yours behaves as (2026-sources; TensorRT-LLM's rules come from a "
+        "2026 source snapshot, not from a numbered release), or check the verdict on TensorRT-LLM 1.0 itself")
 
 
 def test_the_unknown_release_hint_works_the_snapshot_named_is_judged(tmp_path: Path, monkeypatch):
@@ -417,7 +423,8 @@ def test_an_engine_or_release_spelled_wrong_is_refused_naming_the_spellings(tmp_
             ("tgi", "'tgi' is not an engine (one of speculators, vllm, vllm-v1, vllm-v2, sglang, trtllm, llamacpp, "
                     "mlx-vlm, lmdeploy, optionally ==RELEASE)"),
             ("sglang==", "'sglang==' names no release after =="),
-            ("sglang==next", "'next' is not a release number")):
+            ("sglang==next", "'next' is not a release number (the releases modelled: 0.5.9 to 0.5.23)"),
+            ("trtllm==next", "'next' is not a release number (the release modelled: 2026-sources)")):
         done = run_cli("validate", src, "--engine", engine)
         assert (done.exit_code, done.stderr.split(" — hint")[0]) == (
             2, f"error: Invalid value for '--engine': {says} [E-USAGE]")

@@ -224,9 +224,9 @@ def ones(dtype: str, n: int) -> RawTensor:
 @pytest.mark.parametrize("hidden, input_, untrained", [
     ("random", "BF16", "input_layernorm"), ("F32", "random", "hidden_norm"), ("random", "F16", "input_layernorm"),
     ("F32", "BF16", None)], ids=["input_layernorm ones", "hidden_norm ones (F32)", "F16 ones", "both ones"])
-def test_differing_later_norm_twins_name_the_one_still_at_rmsnorms_initial_ones(tmp_path: Path, hidden, input_,
-                                                                               untrained):
-    """The untrained twin is told apart only when exactly one of the two is all ones (in its own dtype)."""
+def test_differing_later_norm_twins_keep_the_one_training_applied(tmp_path: Path, hidden, input_, untrained):
+    """The untrained twin is told apart only when exactly one of the two is all ones (in its own dtype): the other
+    is kept under every name written, and said (issue 34: it was refused); else no choice is made."""
     spec = DrafterSpec(num_layers=3)
     tensors = stored_tensors("sglang", spec)
     for norm, value in (("hidden_norm", hidden), ("input_layernorm", input_)):
@@ -234,13 +234,22 @@ def test_differing_later_norm_twins_name_the_one_still_at_rmsnorms_initial_ones(
             tensors[f"layers.1.{norm}.weight"] = ones(value, spec.hidden_size)
     src = built(tmp_path, "sglang", put(), spec)
     write_safetensors(src / "model.safetensors", tensors)
-    said = (f"; 'layers.1.{untrained}.weight' holds RMSNorm's initial ones, as a norm training never applied keeps "
-            "them") if untrained else ""
-    assert refused(tmp_path, "--from", "sglang", "--to", "vllm", src) == (
-        "error: tensors 'layers.1.hidden_norm.weight' and 'layers.1.input_layernorm.weight' hold different weights for "
-        f"one pre-attention norm: SGLang reads the first, the vllm layout's engine the second, and converting would "
-        f"keep one of them{said} [E-KEY-DUPLICATE] — hint: put the weight the drafter was trained to apply under both "
-        "names in a copy of the source, then convert")
+    if untrained is None:
+        assert refused(tmp_path, "--from", "sglang", "--to", "vllm", src) == (
+            "error: tensors 'layers.1.hidden_norm.weight' and 'layers.1.input_layernorm.weight' hold different weights "
+            "for one pre-attention norm: SGLang reads the first, the vllm layout's engine the second, and converting "
+            "would keep one of them [E-KEY-DUPLICATE] — hint: put the weight the drafter was trained to apply under "
+            "both names in a copy of the source, then convert")
+        return
+    trained = "hidden_norm" if untrained == "input_layernorm" else "input_layernorm"
+    result = run_cli("--no-record", "--from", "sglang", "--to", "vllm", src, tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert (f"note: kept layers.1.{trained}.weight, the trained pre-attention norm of its layer, and dropped "
+            f"layers.1.{untrained}.weight: it holds RMSNorm's initial ones, a norm training never applied"
+            ) in result.stdout.splitlines() + result.stderr.splitlines(), result.stdout + result.stderr
+    out = tensor_hashes(tmp_path / "out")
+    assert out["layers.1.hidden_norm.weight"] == out["layers.1.input_layernorm.weight"] == tensors[
+        f"layers.1.{trained}.weight"].sha256
 
 
 # ------------------------------------------------------------------ layout.py: the names SGLang only reads

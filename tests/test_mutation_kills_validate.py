@@ -78,13 +78,18 @@ CASES: dict[str, tuple[str, dict[str, Any], Callable[[Path], None], list[dict[st
          "'layers.1.hidden_norm.weight' hold different weights: vLLM reads the first, SGLang and TensorRT-LLM the "
          "second, and they would serve different drafters", "hint": "keep the trained weight under both names, or "
          "one of them", "where": "layers.1.hidden_norm.weight"}]),
+    # issue 34: the trained twin is the drafter's (a warning); SGLang, judged here, applies the untrained one
     "later-norm-twins-differ, one at its initial ones": ("sglang", {"num_layers": 2}, edit_tensors(
         lambda t: t.__setitem__("layers.1.hidden_norm.weight", ones(32))), [
-        {"code": "E-KEY-DUPLICATE", "message": "tensors 'layers.1.input_layernorm.weight' and "
-         "'layers.1.hidden_norm.weight' hold different weights: vLLM reads the first, SGLang and TensorRT-LLM the "
-         "second, and they would serve different drafters; 'layers.1.hidden_norm.weight' holds RMSNorm's initial "
-         "ones, as a norm training never applied keeps them", "hint": "keep the trained weight under both names, or "
-         "one of them", "where": "layers.1.hidden_norm.weight"}]),
+        {"code": "E-ENGINE-WRONG", "message": "SGLang applies 'layers.1.hidden_norm.weight', RMSNorm's initial ones, "
+         "where the drafter was trained with 'layers.1.input_layernorm.weight': it would serve this file wrong",
+         "hint": "write the trained norm under both names: `eagle3-convert --to sglang {path} drafter-sglang`",
+         "where": "layers.1.hidden_norm.weight"},
+        {"code": "W-KEY-UNTRAINED-TWIN", "message": "tensor 'layers.1.hidden_norm.weight' holds RMSNorm's initial "
+         "ones, a norm training never applied, beside the trained 'layers.1.input_layernorm.weight': the drafter was "
+         "trained with the latter; convert keeps it under both names and drops the untrained copy",
+         "hint": "write the trained norm under both names: `eagle3-convert --to sglang {path} drafter-sglang`",
+         "where": "layers.1.hidden_norm.weight"}]),
     "one-weight-under-two-prefixes": ("sglang", {}, edit_tensors(
         lambda t: t.__setitem__("layers.0.input_layernorm.weight", t["midlayer.input_layernorm.weight"])), [
         {"code": "E-KEY-DUPLICATE", "message": "tensors 'layers.0.input_layernorm.weight' and "
@@ -447,11 +452,11 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
          ('I-ENGINE-RELEASES', 'info', 'vLLM releases disagree on this file: served as trained on ≥ 0.22.0; refused '
           'loudly on 0.18.0–0.21.0 (vLLM builds no fc_norm and fails to load fc_norm.* (KeyError))', None, None,
           'vllm')]),
-    "an SGLang release we know nothing about": (
+    "an SGLang release this tool does not model: judged by the newest's rules": (
         dict(layout="sglang", engines=["sglang"], releases={"sglang": ["0.9.99"]}, codes=("ENGINE",)),
-        [('W-ENGINE-RELEASE-UNKNOWN', 'warning', 'SGLang 0.9.99 is a release we know nothing about (we know 0.5.9 to '
-          '0.5.23): no verdict', 'name a release we know (SGLang 0.5.23 is the newest), or judge the file on that '
-          'release yourself', None, 'sglang')]),
+        [('W-ENGINE-RELEASE-UNKNOWN', 'warning', "SGLang 0.9.99 is newer than the newest release this tool models "
+          "(0.5.23): judged by 0.5.23's rules", 'name the release this tool models that yours behaves as (0.5.9 to '
+          '0.5.23), or check the verdict on SGLang 0.9.99 itself', None, 'sglang')]),
     # validate/config.py
     "a capture list as a string, then unknown keys": (
         dict(layout="sglang", codes=("KEY", "CAPTURE-FIELD"), edit=lambda c: (

@@ -274,12 +274,14 @@ def test_a_kind_whose_serving_the_sources_do_not_decide(tmp_path: Path):
 
 def test_each_release_of_a_fleet(tmp_path: Path):
     """Releases named twice (or the newest, named and as None) are judged once; the worst verdict leads, each
-    release's own is kept; an unknown release has no verdict."""
+    release's own is kept; a release this tool does not model is judged by the nearest known one's rules (issue 34),
+    which its own verdict names (`judged_by`), never the fleet's."""
     found = judged(tmp_path, releases={"vllm": ["0.25.0", "9.9.9", "0.25.0"], "sglang": ["0.5.10", None, "0.5.23"]})
-    unknown = "vLLM 9.9.9 is a release we know nothing about (we know 0.18.0 to 0.33.0): no verdict"
-    fleet = v("unknown", None, f"0.25.0: as-trained ({TRAINED}); 9.9.9: unknown ({unknown})", release="0.25.0, 9.9.9",
+    fleet = v("as-trained", [2, 4, 5], f"0.25.0: as-trained ({TRAINED}); 9.9.9: as-trained ({TRAINED})",
+              release="0.25.0, 9.9.9",
               judged=[{"verdict": "as-trained", "captures": [2, 4, 5], "why": TRAINED, "release": "0.25.0"},
-                      {"verdict": "unknown", "captures": None, "why": unknown, "release": "9.9.9"}])
+                      {"verdict": "as-trained", "captures": [2, 4, 5], "why": TRAINED, "release": "9.9.9",
+                       "judged_by": "0.33.0"}])
     assert found == expect(
         speculators=v("refuses", None, FLAT_REFUSED), vllm_v1=fleet, vllm_v2=fleet,
         sglang=v("wrong", [3, 5, 6], f"0.5.10: wrong ({MIDLAYER_ONLY}); 0.5.23: wrong ({SGLANG_SHIFTED})",

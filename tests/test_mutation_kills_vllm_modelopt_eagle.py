@@ -547,7 +547,8 @@ def test_vllm_weak_readings_beside_another_weak_one_are_ambiguous(tmp_path: Path
     assert result.exit_code == 1
     assert last_line(result.stderr) == (
         f"error: {src}: the layout is ambiguous (speculators: config.json has speculators_config/transformer_layer_config;"
-        f" vllm: {vllm_reason}) [E-LAYOUT-AMBIGUOUS] — hint: pass --from to say which layout it is")
+        f" vllm: {vllm_reason}) [E-LAYOUT-AMBIGUOUS] — hint: say which layout wrote it with --from (speculators or "
+        "vllm); fix the findings below so the file says one thing")
 
 
 def test_eagle_refuses_a_tensor_of_no_drafter_naming_its_layout(tmp_path: Path):

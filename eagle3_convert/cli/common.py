@@ -247,8 +247,8 @@ def _known_releases(engine: str) -> tuple[str, ...]:
 
 
 ENGINE_HELP = ("ENGINE or ENGINE==RELEASE (repeatable: a fleet): the engine's newest release we know, or the one "
-               "named; an unknown release is said to be unknown. Without --engine, $EAGLE3_ENGINES (the same "
-               "spellings, comma-separated) names the fleet.")
+               "named (one this tool does not model: by the nearest known one's rules, said so). Without --engine, "
+               "$EAGLE3_ENGINES (the same spellings, comma-separated) names the fleet.")
 
 
 def engine_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -36,6 +36,11 @@ def search_cmd(target: str, engines: tuple[Any, ...], hub: bool, endpoint: str |
     if as_json:
         emit_json(found)
         return
+    from ..engines import releases_of
+
+    for line in dict.fromkeys(releases_of(c.spelling).stand_in_why(c.release) for c in choices
+                              if c.release and not releases_of(c.spelling).knows(c.release)):
+        click.echo(line)  # what every verdict below for that release rests on
     if found["no_registry"]:
         click.echo(found["no_registry"])
     if not found["drafters"] and (hub or not found["no_registry"]):

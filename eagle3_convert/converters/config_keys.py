@@ -16,6 +16,11 @@ Every key in a drafter config is one of:
 - UNKNOWN: none of the above: reported (with a did-you-mean when it is close to a known key)
   and carried verbatim.
 
+A key that one of transformers' model config classes defines (model_config_keys.txt, written by
+tools/model_config_keys.py: AngelSlim's Hunyuan drafter carries its family's `eod_token_id`) is
+no misspelling of a key we read, unless the key it resembles is one the decoder needs and the
+config lacks it (`hidden_sizes` without `hidden_size`): then it is as likely a typo, and an error.
+
 `key_issues(layout, config)` lists the findings; `refuse_key_errors` is what every reader calls
 first, so convert and validate judge a config the same way.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from importlib.resources import files
 from typing import Any, Callable, Iterable, Mapping
 
 from .. import schemas
@@ -391,6 +397,10 @@ def _judge_stray(layout: str, level: Level, obj: Mapping[str, Any], key: str, pa
     # A key already in this object is no misspelling's target: renaming to it would write a duplicate key, and a
     # producer that writes both means two things (issue 22).
     guess = near_miss(key, {k for k in level.all | semantic if k not in obj})
+    if key in model_config_keys() and guess not in NEEDED:  # a family's own field (eod_token_id): no typo of ours
+        return KeyIssue("W-CONFIG-KEY-UNKNOWN", path, f"{path[2:]} is a field of transformers' model configs (the "
+                        f"target family's), not one the {layout} layout reads: carried verbatim, and no engine reads "
+                        "it", "remove it if it is a leftover")
     if guess is not None and guess in semantic:
         return KeyIssue("E-CONFIG-KEY-TYPO", path, f"{path[2:]} is no {layout} config key: did you mean {guess!r}? "
                         f"The reader would take {guess} as absent and read another model",
@@ -400,6 +410,18 @@ def _judge_stray(layout: str, level: Level, obj: Mapping[str, Any], key: str, pa
                         f"{guess!r}?); carried verbatim", f"rename it to {guess}, or remove it")
     return KeyIssue("W-CONFIG-KEY-UNKNOWN", path, f"{path[2:]} is no key the {layout} layout's producers write; "
                     "carried verbatim, and no engine reads it", "remove it if it is a leftover")
+
+
+# The keys a reader needs to build the drafter at all (the decoder's, the class names): a near miss of one that the
+# config lacks is an error even when some model family defines the near-miss key.
+NEEDED = DECODER_SEMANTIC | {"architectures"}
+
+
+@cache
+def model_config_keys() -> frozenset[str]:
+    """Every attribute name of transformers' model config classes (the list shipped beside this module)."""
+    text = files(__package__).joinpath("model_config_keys.txt").read_text(encoding="utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
 
 
 def refuse_key_errors(layout: str, config: Mapping[str, Any], notes: list[str]) -> None:

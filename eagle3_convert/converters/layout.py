@@ -340,8 +340,10 @@ def with_both_later_norms(tensors: dict[str, TensorSource], num_layers: int) -> 
 def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: str, other_layout: str,
                             notes: list[str]) -> Checkpoint:
     """Layers >= 1 carry one pre-attention norm the engine reads (`used`) and one its class builds
-    but never reads (`unused`): drop the unread one with a note when both hold the same weight; refuse when
-    they differ (E-KEY-DUPLICATE, as validate says) or when only the unread one is there."""
+    but never reads (`unused`): drop the unread one with a note when both hold the same weight, or keep the trained
+    one when the other holds RMSNorm's initial ones (training never applied it: SpecForge forks' multi-layer
+    drafters train `input_layernorm` there, as vLLM applies it, and leave `hidden_norm` at its init); refuse when
+    they differ otherwise (E-KEY-DUPLICATE, as validate says) or when only the unread one is there."""
     pattern = re.compile(rf"^(model\.)?(layers\.[1-9]\d*|additional_layers\.\d+)\.{re.escape(unused)}\.")
     found = sorted(n for n in ckpt.tensors if pattern.match(n))
     if not found:
@@ -351,29 +353,39 @@ def drop_unused_layer_norms(ckpt: Checkpoint, unused: str, used: str, engine: st
         raise FormatError(f"{orphans[0]} has no {used} beside it: {engine} normalises layers >= 1 with {used} and "
                           "would leave it random", f"the names look like {other_layout}'s: convert with "
                           f"--from {other_layout}", code="E-KEY-MISSING")
-    for name in found:  # one canonical norm under two names: merged only when the two hold the same weight
+    tensors = dict(ckpt.tensors)
+    merged, untrained = [], []
+    for name in found:  # one canonical norm under two names: merged when the two hold the same weight
         twin = name.replace(f".{unused}.", f".{used}.")
         mine, theirs = ckpt.tensors[name], ckpt.tensors[twin]
-        if (mine.dtype, tuple(mine.shape), tensor_sha256(mine)) != (theirs.dtype, tuple(theirs.shape),
+        if (mine.dtype, tuple(mine.shape), tensor_sha256(mine)) == (theirs.dtype, tuple(theirs.shape),
                                                                       tensor_sha256(theirs)):
-            said = untrained_twin(twin, name, ckpt.tensors)
+            merged.append(name)
+        elif (init := untrained_of(twin, name, ckpt.tensors)) is not None:
+            tensors[twin] = ckpt.tensors[name if init == twin else twin]  # the trained weight, under the read name
+            untrained.append((name if init == twin else twin, init))
+        else:
             raise FormatError(f"tensors {twin!r} and {name!r} hold different weights for one pre-attention norm: "
                               f"{engine} reads the first, the {other_layout} layout's engine the second, and converting "
-                              f"would keep one of them{said}", f"put the weight the drafter was trained to apply under "
-                              "both names in a copy of the source, then convert", code="E-KEY-DUPLICATE")
-    notes.append(f"merged {', '.join(found)} into {used} (identical weights): {engine}'s layers >= 1 normalise with "
-                 f"{used} and never read {unused}")
-    return replace(ckpt, tensors={n: t for n, t in ckpt.tensors.items() if n not in found})
+                              "would keep one of them", "put the weight the drafter was trained to apply under both "
+                              "names in a copy of the source, then convert", code="E-KEY-DUPLICATE")
+        del tensors[name]
+    if merged:
+        notes.append(f"merged {', '.join(merged)} into {used} (identical weights): {engine}'s layers >= 1 normalise "
+                     f"with {used} and never read {unused}")
+    for trained, init in untrained:
+        notes.append(f"kept {trained}, the trained pre-attention norm of its layer, and dropped {init}: it holds "
+                     "RMSNorm's initial ones, a norm training never applied")
+    return replace(ckpt, tensors=tensors)
 
 
 _ONE = {"BF16": b"\x80\x3f", "F16": b"\x00\x3c", "F32": b"\x00\x00\x80\x3f"}  # 1.0, little-endian
 
 
-def untrained_twin(a: str, b: str, tensors: Mapping[str, TensorSource]) -> str:
-    """'; NAME holds RMSNorm's initial ones...' when exactly one of two differing twins is all ones, else ''."""
+def untrained_of(a: str, b: str, tensors: Mapping[str, TensorSource]) -> str | None:
+    """Of two twins that differ, the one holding RMSNorm's initial ones when exactly one does, else None."""
     untrained = [n for n in (a, b) if all_ones(tensors[n])]
-    return (f"; {untrained[0]!r} holds RMSNorm's initial ones, as a norm training never applied keeps them"
-            if len(untrained) == 1 else "")
+    return untrained[0] if len(untrained) == 1 else None
 
 
 def all_ones(src: TensorSource) -> bool:

@@ -7,7 +7,8 @@ capture boundaries it takes, the maths flags it applies, and what it drops witho
 layouts' choice of architecture names and validate's engine findings all ask these modules;
 the engine test tier (tests/engines/) checks them against the real engines.
 
-Every verdict is for a release (releases.py): the one the user names, else the newest we know. Where the
+Every verdict is for a release (releases.py): the one the user names (one this tool does not model: by the rules of
+the known one nearest below it, `Releases.stand_in`), else the newest we know. Where the
 releases we know read the file differently, the verdict also carries each run of releases and its verdict.
 """
 
@@ -55,6 +56,7 @@ class Verdict:
     release: str | None = None  # the release judged (several, comma-separated, for a fleet); None: unknown
     judged: tuple[tuple[str, "Verdict"], ...] = ()  # a fleet: each release named, and its own verdict
     across: tuple[Span, ...] = ()  # where the releases we know disagree on the file: each run of them
+    judged_by: str | None = None  # a release this tool does not model: the known one whose rules judged it
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"verdict": self.verdict, "captures": self.captures, "why": self.why,
@@ -63,6 +65,8 @@ class Verdict:
             out["judged"] = [v.to_dict() for _, v in self.judged]
         if self.across:
             out["releases"] = [span.to_dict() for span in self.across]
+        if self.judged_by:
+            out["judged_by"] = self.judged_by
         return out
 
     def disagreement(self) -> str | None:
@@ -108,17 +112,17 @@ def judged_releases(choices: Sequence[EngineChoice]) -> dict[str, list[str | Non
 
 
 def releases_that_serve(engine: str, release: str, serving: list[Span], fix: str) -> str:
-    """The hint for a release's fault: the newest releases that serve the file (newer or older than the one judged),
-    else `fix`."""
+    """The hint for a release's fault (any release named: it is placed by the known one whose rules judge it): the
+    newest releases that serve the file (newer or older than the one judged), else `fix`."""
     if not serving:
         return fix
     known = releases_of(engine)
-    move = "upgrade" if known.known.index(serving[0].first) > known.known.index(release) else "downgrade"
+    move = "upgrade" if known.known.index(serving[0].first) > known.known.index(known.stand_in(release)) else "downgrade"
     return f"{move} to {known.label} {serving[0].releases}, which serves this file as trained; or {fix}"
 
 
 def release_label(engine: str, releases: Sequence[str | None] | None = None) -> str:
-    """'SGLang 0.5.23', 'SGLang 0.5.10, 0.5.23': the releases a verdict is for (an unknown one as named)."""
+    """'SGLang 0.5.23', 'SGLang 0.5.10, 0.5.23': the releases a verdict is for (one not modelled as named)."""
     known = releases_of(engine)
     shown = [known.canonical(r) if r is None or known.knows(r) else r for r in (releases or [None])]
     return f"{known.label} {', '.join(dict.fromkeys(shown))}"
@@ -237,28 +241,31 @@ def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: Draft
         named = list(dict.fromkeys(known.canonical(r) if r is None or known.knows(r) else r
                                    for r in (releases or {}).get(engine_of(e)) or [None]))
         judged = [(known.canonical(r), replace(at(r), release=known.canonical(r))) if r is None or known.knows(r)
-                  else (r, Verdict(e, UNKNOWN, None, known.unknown_why(r), release=r)) for r in named]
+                  else (r, replace(at(known.stand_in(r)), release=r, judged_by=known.stand_in(r))) for r in named]
         worst = min(judged, key=lambda rv: WORST_FIRST.index(rv[1].verdict))[1]
         why = worst.why if len(judged) == 1 else "; ".join(f"{r}: {v.verdict} ({v.why})" for r, v in judged)
         out[e] = replace(worst, why=why, release=", ".join(r for r, _ in judged),
-                         judged=tuple(judged) if len(judged) > 1 else (), across=across)
+                         judged=tuple(judged) if len(judged) > 1 else (), across=across,
+                         judged_by=worst.judged_by if len(judged) == 1 else None)
     return out
 
 
 def _block_diffusion_verdicts(config: Mapping[str, Any], cfg: DrafterConfig, engines: Collection[str],
                               releases: Mapping[str, Sequence[str | None]] | None) -> dict[str, Verdict]:
     """A DFlash/DSpark file's verdicts, judged for the newest release we know (the only one its readers were read
-    in): any other release named is unknown."""
+    in), and for a newer one by its rules: any other release named is unknown."""
     out = {}
     for e in engines:
         known = releases_of(e)
-        other = next((r for r in (releases or {}).get(engine_of(e)) or () if r is not None and not (
-            known.knows(r) and known.canonical(r) == known.newest)), None)
+        named = (releases or {}).get(engine_of(e)) or ()
+        other = next((r for r in named if r is not None and known.stand_in(r) != known.newest), None)
         if other is not None:
             out[e] = Verdict(e, UNKNOWN, None, f"{block_diffusion.LABEL[cfg.kind]} drafters were read in "
                                                f"{known.label} {known.newest} only, not {other}", release=other)
-        else:
-            out[e] = Verdict(e, *block_diffusion.judge(e, config, cfg), release=known.newest)
+            continue
+        newer = next((r for r in named if r is not None and not known.knows(r)), None)
+        out[e] = Verdict(e, *block_diffusion.judge(e, config, cfg), release=newer or known.newest,
+                         judged_by=newer and known.newest)
     return out
 
 

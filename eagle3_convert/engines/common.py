@@ -19,7 +19,7 @@ DEFAULT_LAYERS = "default-layers"  # the file names no layers; the engine's defa
 RUNTIME_LAYERS = "runtime-layers"  # layers come from a serve-time argument: right when given the ids shown
 REFUSES = "refuses"  # the engine fails loudly on this file
 WRONG = "wrong"  # the engine loads it and serves something else, without a word
-UNKNOWN = "unknown"  # a release we know nothing about, or a file the sources read do not decide: no verdict
+UNKNOWN = "unknown"  # a file the sources read do not decide (or a release they were not read in): no verdict
 
 @dataclass(frozen=True)
 class TargetContext:

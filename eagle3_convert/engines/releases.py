@@ -10,7 +10,9 @@ How each boundary was found: the engines' wheels from the package index (`pip do
 changed file read in the releases on each side (each Change's source names them).
 
 The user names releases as `ENGINE`, `ENGINE==RELEASE`, or a fleet: repeated `--engine`, or
-$EAGLE3_ENGINES (the same spellings, separated by commas or spaces) when no --engine is given.
+$EAGLE3_ENGINES (the same spellings, separated by commas or spaces) when no --engine is given. A release named that
+the tables do not hold (the one shipped yesterday) is judged by the rules of the known release nearest below it, the
+oldest for an older one, and says so (`stand_in`, `stand_in_why`); a spelling that is no release number is refused.
 """
 
 from __future__ import annotations
@@ -35,13 +37,18 @@ class Change:
 
 
 def _key(release: str) -> Any:
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     build = re.fullmatch(r"b(\d+)", release)
     try:
         return Version(build.group(1)) if build else Version(release)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past Python's digit limit
         raise ValueError(f"{release!r} is not a release number") from None
+
+
+def _span_of(known: tuple[str, ...]) -> str:
+    """'0.5.9 to 0.5.23', or the one release known."""
+    return f"{known[0]} to {known[-1]}" if len(known) > 1 else known[0]
 
 
 def _key_or_none(release: str) -> Any:
@@ -110,10 +117,36 @@ class Releases:
         """The known releases from `first` to `last` (both known spellings)."""
         return list(self.known[self.known.index(first):self.known.index(last) + 1])
 
-    def unknown_why(self, release: str) -> str:
-        known = f"{self.known[0]} to {self.newest}" if len(self.known) > 1 else self.newest
-        return (f"{self.label} {release} is a release we know nothing about (we know {known}"
-                f"{'; ' + self.note if self.note else ''}): no verdict")
+    def modelled(self) -> str:
+        """'0.5.9 to 0.5.23': the releases this tool models (and what that rests on, where it is no release)."""
+        return _span_of(self.known) + (f"; {self.note}" if self.note else "")
+
+    def stand_in(self, release: str | None) -> str:
+        """The known release whose rules judge `release` (None: the newest): itself when known; else the newest
+        known one before it (a fact changes only at a release we read), the oldest for one older than them all,
+        and the one known for a release that cannot be ordered against it (TensorRT-LLM's snapshot)."""
+        if release is None or self.knows(release):
+            return self.canonical(release)
+        key = _key(release)
+        ordered = [k for k in self.known if _key_or_none(k) is not None]
+        if not ordered:
+            return self.newest
+        return ([k for k in ordered if _key(k) < key] or ordered[:1])[-1]
+
+    def stand_in_why(self, release: str) -> str:
+        """One line: which known release's rules judge `release`, one this tool does not model."""
+        by = self.stand_in(release)
+        ordered = [k for k in self.known if _key_or_none(k) is not None]
+        if not ordered:
+            where = f"not a release this tool models ({self.note or self.modelled()})"
+        elif _key(release) < _key(ordered[0]):
+            where = f"older than the oldest release this tool models ({by})"
+        elif by == ordered[-1]:
+            where = f"newer than the newest release this tool models ({by})"
+        else:
+            after = ordered[ordered.index(by) + 1]
+            where = f"not a release this tool models (it falls between {by} and {after})"
+        return f"{self.label} {release} is {where}: judged by {by}'s rules"
 
 
 @dataclass(frozen=True)
@@ -134,8 +167,14 @@ def parse_choice(text: str, spellings: tuple[str, ...],
         raise ValueError(f"{name!r} is not an engine (one of {', '.join(spellings)}, optionally ==RELEASE)")
     if sep and not release:
         raise ValueError(f"{text!r} names no release after ==")
-    if release and release not in known_of(name):
-        _key(release)  # a spelling that is no release number at all is refused; an unknown one is judged unknown
+    if release and release not in known_of(name):  # one not modelled is judged by the nearest's rules (stand_in)
+        try:
+            _key(release)
+        except ValueError:  # no release number at all: refused, naming what is modelled
+            known = known_of(name)
+            raise ValueError(f"{release!r} is not a release number" + (
+                f" (the release{'s' if len(known) > 1 else ''} modelled: {_span_of(known)})" if known else "")
+            ) from None
     return EngineChoice(name, release or None)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
-from ..engines import (MODULES, REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, release_label, releases_of,
+from ..engines import (MODULES, REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, releases_of,
                        releases_that_serve, serve_verdicts)
 from ..json_values import is_positive_int, short_repr
 from ..names import ENGINE_RUNNERS, LABELS, engine_of
@@ -60,6 +60,7 @@ def check_engine_verdicts(ctx: Context) -> None:
     if "W-CONFIG-DEFAULTS-DIFFER" in ctx.codes():
         said.add("vllm")  # the absent norm_before_residual: the warning says vLLM reads it otherwise
     said_of_release: set[tuple[str, str]] = set()  # (engine, release) said below: both vLLM runners often agree
+    stood_in: set[tuple[str, str]] = set()  # (engine, release) judged by another release's rules, said so
     profiled = engine_profiles()
     cautioned: set[str] = set()
     for reader, verdict in serves.items():
@@ -86,12 +87,19 @@ def check_engine_verdicts(ctx: Context) -> None:
             release_fix = releases_that_serve(engine, release, serving, fix)
             if (engine, release) in said_of_release:
                 continue
-            unsaid = engine not in said or release != newest  # the checks above judge the newest release only
+            if judged.judged_by and (engine, release) not in stood_in:  # once for both vLLM runners
+                stood_in.add((engine, release))
+                known = releases_of(engine)
+                ctx.add("W-ENGINE-RELEASE-UNKNOWN", known.stand_in_why(release), f"name the release this tool "
+                        f"models that yours behaves as ({known.modelled()}), or check the verdict on {known.label} "
+                        f"{release} itself", engine=engine)
+            rules = judged.judged_by or release  # the release whose rules judged it
+            unsaid = engine not in said or rules != newest  # the checks above judge the newest release only
             if judged.verdict == WRONG and unsaid:
                 ctx.add("E-ENGINE-WRONG", f"{label}: {judged.why}; it would serve this file wrong", release_fix,
                         engine=engine)
                 said_of_release.add((engine, release))
-            elif judged.verdict == REFUSES and release != newest:
+            elif judged.verdict == REFUSES and rules != newest:
                 ctx.add("E-ENGINE-REFUSES", f"{label} refuses this file: {judged.why}", release_fix, engine=engine)
                 said_of_release.add((engine, release))
             elif judged.verdict == REFUSES and unsaid:
@@ -102,16 +110,14 @@ def check_engine_verdicts(ctx: Context) -> None:
                         engine not in profiled else "add the field the engine names to a copy of config.json (for "
                         "P-EAGLE, the mask token the drafter was trained with)", engine=engine)
                 said_of_release.add((engine, release))
-            elif judged.verdict in SERVING and engine not in profiled and unsaid and release == newest:
+            elif judged.verdict in SERVING and engine not in profiled and unsaid and rules == newest:
                 # judged by its module alone: no check above says how it reads a file it serves
-                ctx.add("I-ENGINE-READING", f"{label} {release}: {judged.verdict} ({judged.why})", engine=engine)
-            elif judged.verdict == UNKNOWN and releases_of(engine).knows(release):
+                ctx.add("I-ENGINE-READING", f"{LABELS[reader]} {release}: {judged.verdict} ({judged.why})",
+                        engine=engine)
+            elif judged.verdict == UNKNOWN:
                 ctx.add("W-ENGINE-UNKNOWN", f"{LABELS[reader]}: {judged.why}", "judge the file on the engine itself, "
                         "or serve it with an engine whose reading is known (check one with validate --engine)",
                         engine=engine)
-            elif judged.verdict == UNKNOWN:
-                ctx.add("W-ENGINE-RELEASE-UNKNOWN", judged.why, f"name a release we know ({release_label(engine)} "
-                        "is the newest), or judge the file on that release yourself", engine=engine)
         _say_release_disagreement(ctx, reader, verdict)
 
 

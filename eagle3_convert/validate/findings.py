@@ -27,7 +27,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-FILE-PATH": ("error", "a weight file lies outside the checkpoint directory"),
     # layout and config
     "E-LAYOUT-UNKNOWN": ("error", "config.json is no known EAGLE-3 drafter layout"),
-    "W-LAYOUT-AMBIGUOUS": ("warning", "the config reads as more than one layout, and is checked as each"),
+    "E-LAYOUT-AMBIGUOUS": ("error", "the config reads as more than one layout, whose engines read it differently: "
+                                    "convert refuses it without --from; checked as each"),
     "E-SCHEMA": ("error", "config.json breaks its layout's JSON Schema"),
     "E-CONFIG-FIELD": ("error", "a config field the drafter needs is missing or invalid"),
     "E-FROM-MISMATCH": ("error", "--from names a layout that reads the file otherwise than the one it is in"),
@@ -55,7 +56,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "I-ENGINE-READING": ("info", "how an engine judged by its module alone (llama.cpp, mlx-vlm, LMDeploy) serves this "
                                  "file: the layers it captures"),
     "W-ENGINE-UNKNOWN": ("warning", "the engine's sources we read do not decide how it serves this file: no verdict"),
-    "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release we know nothing about: no verdict for it"),
+    "W-ENGINE-RELEASE-UNKNOWN": ("warning", "--engine names a release this tool does not model: judged by the "
+                                            "rules of the known release nearest below it (the oldest, for an older "
+                                            "one)"),
     # tensors
     "E-KEY-MISSING": ("error", "a tensor the config requires is absent"),
     "E-KEY-DROPPED": ("error", "the engine's name rules drop a tensor silently"),
@@ -65,6 +68,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-KEY-UNKNOWN": ("error", "a tensor that is no part of an EAGLE-3 drafter"),
     "E-KEY-UNUSED": ("error", "a drafter tensor the config does not use (a flag off, a layer too many)"),
     "E-KEY-DUPLICATE": ("error", "two stored names hold the same weight"),
+    "W-KEY-UNTRAINED-TWIN": ("warning", "a layer's two pre-attention norm names differ and one holds RMSNorm's "
+                                        "initial ones: the other is the trained one, which convert keeps"),
     "E-SHAPE": ("error", "a tensor's shape disagrees with the config"),
     "E-SHAPE-FC": ("error", "fc.weight's width is no multiple of the target hidden size"),
     "E-TARGET-HIDDEN-SIZE": ("error", "config.json's target_hidden_size is not the width of the states fc.weight fuses"),

@@ -100,13 +100,17 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
         if exc.code != "E-LAYOUT-AMBIGUOUS":
             report.findings.append(from_error(exc, where=CONFIG_NAME))
             return []
-        found = [d for d in (layout.detect(ckpt) for layout in layouts().values()) if d is not None and d.confident]
+        readings = [d for d in (layout.detect(ckpt) for layout in layouts().values()) if d is not None]
+        found = [d for d in readings if d.confident] or readings  # as detect() weighs them
         report.candidates = [d.layout for d in found]
         report.detected_by = "; ".join(f"{d.layout}: {d.reason}" for d in found)
+        # an error, as convert's refusal of the same file: the layouts' engines read it as different drafters, so
+        # whichever was meant, one of them serves it wrong (one file, one verdict; issue 34)
         report.findings.append(finding(
-            "W-LAYOUT-AMBIGUOUS", f"the config reads as more than one layout ({report.detected_by}); engines "
-            "disagree on what it means, so it is checked as each", "when converting, say which layout wrote it with "
-            f"--from ({' or '.join(d.layout for d in found)}); fix the findings below so the file says one thing",
+            "E-LAYOUT-AMBIGUOUS", f"the config reads as more than one layout ({report.detected_by}); engines "
+            "disagree on what it means, so it is checked as each, and convert refuses it without --from",
+            "say which layout wrote it with --from "
+            f"({' or '.join(d.layout for d in found)}); fix the findings below so the file says one thing",
             where=CONFIG_NAME))
         return [get_layout(d.layout) for d in found]
     report.detected_by = detection.reason
@@ -142,9 +146,15 @@ def _block_diffusion(raw: RawCheckpoint, report: Report) -> list[Finding]:
                 found.append(finding("W-ENGINE-CAVEAT", f"{LABELS[runner]}: {verdict.why}", "serve it with vLLM's "
                                      "V2 runner (VLLM_USE_V2_MODEL_RUNNER=1)", CONFIG_NAME, "vllm"))
             continue  # (else the V2 runner's own finding says what it needs)
+        known_releases = releases_of(engine_of(runner))
+        if verdict.judged_by and not any(f.code == "W-ENGINE-RELEASE-UNKNOWN" and f.engine == engine_of(runner)
+                                         for f in found):  # a release newer than the one read (once for vLLM)
+            found.append(finding("W-ENGINE-RELEASE-UNKNOWN", known_releases.stand_in_why(verdict.release or ""),
+                                 f"check the verdict on {known_releases.label} {verdict.release} itself",
+                                 where=CONFIG_NAME, engine=engine_of(runner)))
         if verdict.verdict == UNKNOWN:  # as validate/engine.py says it of any other kind
-            known = releases_of(engine_of(runner)).knows(verdict.release or "")
-            found.append(finding("W-ENGINE-UNKNOWN" if known else "W-ENGINE-RELEASE-UNKNOWN", f"{LABELS[runner]}: "
+            read = verdict.judged_by or known_releases.knows(verdict.release or "")  # else: its readers were not
+            found.append(finding("W-ENGINE-UNKNOWN" if read else "W-ENGINE-RELEASE-UNKNOWN", f"{LABELS[runner]}: "
                                  f"{verdict.why}", "judge the file on the engine itself, or serve it with an engine "
                                  "whose reading is known", where=CONFIG_NAME, engine=engine_of(runner)))
         elif verdict.verdict in (REFUSES, WRONG):

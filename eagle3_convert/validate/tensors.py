@@ -6,10 +6,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..converters.layout import untrained_twin
+from ..converters.layout import untrained_of
 from ..drafter import DrafterConfig, expected_shapes, layer_index, optional_shapes
 from ..safetensors_io import FLOAT_DTYPES, tensor_sha256
 from .context import Context
+from .profiles import engine_profiles
 
 
 def check_tensors(ctx: Context) -> None:
@@ -21,6 +22,7 @@ def check_tensors(ctx: Context) -> None:
         return
     expected, optional = expected_shapes(cfg), optional_shapes(cfg)
     seen: dict[str, str] = {}
+    untrained: list[tuple[str, str]] = []  # (trained, untrained) twin norms of layers >= 1
     fc_bad = any(f.code == "E-SHAPE-FC" for f in ctx.out)
     for stored, intent in sorted(ctx.intents.items()):
         src = ctx.raw.tensors[stored]
@@ -35,10 +37,13 @@ def check_tensors(ctx: Context) -> None:
         twin = _later_norm_twin(stored, ctx.raw.tensors)
         if twin is not None:  # one norm of a layer >= 1 under vLLM's and SGLang's names, as we write it
             if stored.endswith("hidden_norm.weight") and tensor_sha256(src) != tensor_sha256(ctx.raw.tensors[twin]):
-                ctx.add("E-KEY-DUPLICATE", f"tensors {twin!r} and {stored!r} hold different weights: vLLM "
-                        "reads the first, SGLang and TensorRT-LLM the second, and they would serve different drafters"
-                        + untrained_twin(twin, stored, ctx.raw.tensors),
-                        "keep the trained weight under both names, or one of them", where=stored)
+                init = untrained_of(twin, stored, ctx.raw.tensors)
+                if init is not None:  # the other one is the norm training applied: no choice to make
+                    untrained.append((stored if init == twin else twin, init))
+                else:
+                    ctx.add("E-KEY-DUPLICATE", f"tensors {twin!r} and {stored!r} hold different weights: vLLM "
+                            "reads the first, SGLang and TensorRT-LLM the second, and they would serve different "
+                            "drafters", "keep the trained weight under both names, or one of them", where=stored)
             if intent in seen or intent not in expected:
                 continue
         if intent in seen:
@@ -59,6 +64,8 @@ def check_tensors(ctx: Context) -> None:
             ctx.add("E-SHAPE", f"tensor {label} has shape {list(src.shape)}, the config implies {list(want)}",
                     "config.json and the weights disagree: fix the config field the shape depends on, or "
                     "re-export the weights", where=stored)
+    if untrained:
+        _untrained_twins(ctx, untrained)
     for name in sorted(set(expected) - set(seen)):
         extra = ""
         if name == "lm_head.weight" and cfg.draft_vocab_size < cfg.vocab_size:
@@ -67,6 +74,25 @@ def check_tensors(ctx: Context) -> None:
         ctx.add("E-KEY-MISSING", f"required tensor {name} {list(expected[name])} is missing{extra}",
                 "the checkpoint is incomplete: engines load it silently with random weights; re-export it "
                 "from the training run", where=name)
+
+
+def _untrained_twins(ctx: Context, pairs: list[tuple[str, str]]) -> None:
+    """Layers >= 1 whose two pre-attention norms differ, one at RMSNorm's initial ones (SpecForge forks' multi-layer
+    drafters: input_layernorm trained, hidden_norm never applied): the trained one is the drafter's, which convert
+    keeps under both names. Only an engine that applies the untrained name serves the file wrong."""
+    trained, init = pairs[0]
+    more = f" (and in {len(pairs) - 1} more layers)" if len(pairs) > 1 else ""
+    ctx.add("W-KEY-UNTRAINED-TWIN", f"tensor {init!r} holds RMSNorm's initial ones, a norm training never applied, "
+            f"beside the trained {trained!r}{more}: the drafter was trained with the latter; convert keeps it under "
+            "both names and drops the untrained copy", f"write the trained norm under both names: "
+            f"`{ctx.command(ctx.layout.name)}`", where=init)
+    norm = init.rsplit(".", 2)[-2]  # hidden_norm or input_layernorm
+    for name in ctx.engines:
+        p = engine_profiles().get(name)
+        if p is not None and p.later_norms_built and p.later_norm_applied == norm:
+            ctx.add("E-ENGINE-WRONG", f"{p.label} applies {init!r}, RMSNorm's initial ones, where the drafter was "
+                    f"trained with {trained!r}{more}: it would serve this file wrong",
+                    f"write the trained norm under both names: `{ctx.command(p.layout)}`", engine=name, where=init)
 
 
 def _later_norm_twin(stored: str, tensors: Mapping[str, Any]) -> str | None:
