@@ -219,14 +219,16 @@ def test_speculators_dflash_with_the_verifiers_head_converts_to_the_flat_layout_
     serves = [line.split() for line in result.stdout.splitlines() if line.startswith("  vLLM") or
               line.startswith("  SGLang")]
     assert len(serves) == 3 and all("serves as trained:" in " ".join(line) for line in serves), result.stdout
-    # vLLM turns speculators' sliding_window_non_causal into dflash_config.causal for every layer (update_dflash):
-    # the flat file says what vLLM read, and the way back restores the speculators spelling
-    assert written["dflash_config"]["causal"] is True and "sliding_window_non_causal" not in written["dflash_config"]
+    # speculators trains full-attention layers bidirectionally whatever sliding_window_non_causal says (attention.py),
+    # as vLLM and SGLang read a flat file's full layers: no causal override is written
+    assert not {"causal", "sliding_window_non_causal"} & set(written["dflash_config"])
     back = run_cli("--no-record", "--to", "speculators", tmp_path / "out", tmp_path / "back")
     assert back.exit_code == 0, back.stderr
     again = json.loads((tmp_path / "back" / "config.json").read_text())
     original = json.loads((src / "config.json").read_text())
-    nested = ("speculators_config", "transformer_layer_config")
+    # the way back writes the flag vLLM's update_dflash reads as these layers' causality (false: causal everywhere)
+    assert (original["sliding_window_non_causal"], again["sliding_window_non_causal"]) == (False, True)
+    nested = ("speculators_config", "transformer_layer_config", "sliding_window_non_causal")
     assert {k: again[k] for k in original if k not in nested} == {k: v for k, v in original.items() if k not in nested}
     # the decoder as saved, plus the defaults this tool writes out (attention_bias, mlp_bias false)
     assert original["transformer_layer_config"].items() <= again["transformer_layer_config"].items()

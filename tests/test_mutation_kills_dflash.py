@@ -18,7 +18,7 @@ import pytest
 
 from builders import RawTensor, write_safetensors
 from conftest import run_cli, tensor_hashes
-from test_drafters_2026_block import (HEADS, RANK, VOCAB, H, _tensor, body_tensors, specforge_drafter,
+from test_drafters_2026_block import (HEADS, LAYERS, RANK, VOCAB, H, _tensor, body_tensors, specforge_drafter,
                                       speculators_drafter)
 
 Edit = Callable[[dict[str, Any]], Any]
@@ -172,6 +172,10 @@ def expected_speculators_from_specforge(source: dict[str, Any], kind: str) -> di
     algorithm = {k: v for k, v in source["dflash_config"].items() if k not in ("mask_token_id", "target_layer_ids")}
     if kind == "dspark":
         algorithm["sample_from_anchor"] = True
+    # SpecForge's full-attention layers attend bidirectionally: update_dflash reads that from true (absent: true,
+    # and speculators' own reading of full layers is bidirectional whatever the flag); DSpark's update writes no
+    # causal, so the speculators library's default (false) is written
+    algorithm["sliding_window_non_causal"] = kind == "dflash"
     return {
         "architectures": [SPECULATORS_CLASS[kind]], "speculators_model_type": kind, "speculators_version": "0.9.0",
         **algorithm, "block_size": source["block_size"], "dtype": "bfloat16",
@@ -186,8 +190,9 @@ def expected_speculators_from_specforge(source: dict[str, Any], kind: str) -> di
 def expected_flat_from_speculators(source: dict[str, Any], kind: str) -> dict[str, Any]:
     out = {**source["transformer_layer_config"], "attention_bias": False, "mlp_bias": False,
            "architectures": [FLAT_CLASS[kind]], "block_size": 8,
-           # vLLM's update_dflash: causal = not sliding_window_non_causal
-           "dflash_config": {"causal": True, "mask_token_id": MASK, "sample_from_anchor": kind == "dspark",
+           # no causal: speculators trains full-attention layers bidirectionally whatever sliding_window_non_causal
+           # says (attention.py), which is what vLLM and SGLang read of a flat file's full layers (layer_types)
+           "dflash_config": {"mask_token_id": MASK, "sample_from_anchor": kind == "dspark",
                              "target_layer_ids": [1, 17, 33]}}
     if kind == "dspark":
         out["dflash_config"].update(DSPARK_HEADS)
@@ -196,15 +201,22 @@ def expected_flat_from_speculators(source: dict[str, Any], kind: str) -> dict[st
 
 
 def expected_speculators_from_speculators(source: dict[str, Any], kind: str) -> dict[str, Any]:
-    return {**source, "transformer_layer_config": {**source["transformer_layer_config"], "attention_bias": False,
-                                                   "mlp_bias": False}}
+    out = {**source, "transformer_layer_config": {**source["transformer_layer_config"], "attention_bias": False,
+                                                  "mlp_bias": False}}
+    if kind == "dflash":  # false would make update_dflash's causal true for these full-attention layers
+        out["sliding_window_non_causal"] = True
+    return out
+
+
+FLAG_NOTE = ("sliding_window_non_causal written as true, not false: vLLM's update_dflash applies it to every layer, "
+             "and these layers attend bidirectionally within the draft block as trained")
 
 
 WRITES = {  # source builder, destination -> (the config written, as a function of the source's; its notes)
     ("flat", "dflash"): (expected_flat_from_specforge, {"dflash": [], "dspark": [SAMPLE_NOTE, BOTH_PLACES_NOTE]}),
     ("flat", "speculators"): (expected_speculators_from_specforge, {"dflash": [], "dspark": [SAMPLE_NOTE]}),
     ("spec", "dflash"): (expected_flat_from_speculators, {"dflash": [], "dspark": [BOTH_PLACES_NOTE]}),
-    ("spec", "speculators"): (expected_speculators_from_speculators, {"dflash": [], "dspark": []}),
+    ("spec", "speculators"): (expected_speculators_from_speculators, {"dflash": [FLAG_NOTE], "dspark": []}),
 }
 
 
@@ -512,21 +524,23 @@ def test_without_a_block_size_neither_writer_names_one(tmp_path: Path):
 
 @pytest.mark.parametrize("builder", ["flat", "spec"])
 def test_causality_is_carried_in_each_layouts_spelling(tmp_path: Path, builder: str):
-    """vLLM reads a flat file's dflash_config.causal, and a speculators file's sliding_window_non_causal as its
-    negation (update_dflash): each writer spells the same causality its way."""
+    """vLLM reads a flat file's dflash_config.causal (SGLang its is_causal), and a speculators file's
+    sliding_window_non_causal as its negation (update_dflash): each writer spells the same causality its way."""
     if builder == "flat":
         src = flat(tmp_path, "dflash", nested(causal=False))
         out = convert(src, tmp_path / "out", "--to", "speculators", "--verifier", VERIFIER)
         assert out.exit_code == 0, out.stderr
         assert written(tmp_path / "out")["sliding_window_non_causal"] is True
         assert "causal" not in written(tmp_path / "out")
-    else:
-        src = spec(tmp_path, "dflash", top(sliding_window_non_causal=True))
+    else:  # sliding layers trained bidirectionally: layer_types alone would make them causal
+        src = spec(tmp_path, "dflash", top(sliding_window_non_causal=True), lambda c: c["transformer_layer_config"]
+                   .update(layer_types=["sliding_attention"] * LAYERS, sliding_window=64))
         out = convert(src, tmp_path / "out", "--to", "dflash")
         assert out.exit_code == 0, out.stderr
         assert written(tmp_path / "out")["dflash_config"] == {"causal": False, "mask_token_id": MASK,
                                                               "sample_from_anchor": False,
                                                               "target_layer_ids": [1, 17, 33]}
+        assert written(tmp_path / "out")["is_causal"] is False  # SGLang reads no dflash_config.causal
 
 
 def test_a_flat_causal_beside_a_speculators_spelling_is_kept(tmp_path: Path):

@@ -452,6 +452,10 @@ def sglang_refused(arch: str, *found: tuple[str, str, str]) -> list[tuple[str, s
 
 ENGINES = ("--engine", "vllm", "--engine", "sglang", "--engine", "speculators")
 # name -> (the file, validate's findings on it but I-KIND-BLOCK-DIFFUSION: (code, engine, message))
+# speculators saves sliding_window_non_causal false (its DFlash default) and trains full-attention layers
+# bidirectionally whatever it says (attention.py); vLLM's update_dflash makes every layer causal from it
+FULL_LAYERS_CAUSAL = tuple(("E-ENGINE-WRONG", "vllm", f"{v}builds DFlashQwen3ForCausalLM (speculators dflash), but "
+                            "attends with layers 0, 1 causal within the draft block, not as trained") for v in (V1, V2))
 BLOCK_FILES: dict[str, tuple[Callable[[Path], Path], list[tuple[str, str, str]]]] = {
     "SpecForge DFlash as published": (lambda d: specforge_drafter(d, "dflash"), flat_refused("DFlash")),
     "SpecForge DFlash, top-level EAGLE-3 ids vLLM reads first": (
@@ -488,14 +492,19 @@ BLOCK_FILES: dict[str, tuple[Callable[[Path], Path], list[tuple[str, str, str]]]
     "a Llama DSpark": (lambda d: llama_block_drafter(d, "dspark"), flat_refused(
         "DSpark", ("W-ENGINE-UNKNOWN", "vllm", V2 + LLAMA_UNREAD.format("DSpark")),
         ("W-ENGINE-UNKNOWN", "sglang", "SGLang: " + LLAMA_UNREAD.format("DSpark")))),
-    "speculators DFlash": (lambda d: speculators_drafter(d, "dflash", [2, 18, 34]), sglang_refused("DFlashSpeculator")),
+    "speculators DFlash": (lambda d: speculators_drafter(d, "dflash", [2, 18, 34]),
+                           sglang_refused("DFlashSpeculator", *FULL_LAYERS_CAUSAL)),
+    "speculators DFlash, sliding_window_non_causal true (bidirectional to vLLM too)": (
+        lambda d: edited(speculators_drafter(d, "dflash", [2, 18, 34]),
+                         lambda c: c.__setitem__("sliding_window_non_causal", True)),
+        sglang_refused("DFlashSpeculator")),
     "speculators DFlash, another class named": (
         lambda d: edited(speculators_drafter(d, "dflash", [2, 18, 34]), lambda c: c.__setitem__("architectures",
                                                                                                  ["X"])),
-        sglang_refused("X")),
+        sglang_refused("X", *FULL_LAYERS_CAUSAL)),
     **{f"speculators DFlash{how}": (make, sglang_refused("DFlashSpeculator", (
         "E-ENGINE-WRONG", "speculators", "speculators library: names no verifier: load_verifier_weights returns early "
-        "and the embedding and head it would fill stay NaN"))) for how, make in (
+        "and the embedding and head it would fill stay NaN"), *FULL_LAYERS_CAUSAL)) for how, make in (
         (" without a verifier", lambda d: speculators_drafter(d, "dflash", [2, 18, 34], verifier=None)),
         (", its speculators_config null", lambda d: edited(speculators_drafter(d, "dflash", [2, 18, 34]),
                                                            lambda c: c.__setitem__("speculators_config", None))),

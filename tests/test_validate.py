@@ -169,6 +169,12 @@ def replace_with(name: str) -> Callable[[Path], None]:
     return apply
 
 
+def _speculators_bidirectional(dest: Path) -> Path:
+    src = speculators_drafter(dest, "dflash", [2, 18, 34])
+    edit_config(lambda c: c.__setitem__("sliding_window_non_causal", True))(src)
+    return src
+
+
 def with_engines(*names: str) -> Callable[[Path], dict[str, Any]]:
     return lambda tmp: {"engines": list(names)}
 
@@ -297,8 +303,9 @@ CASES: dict[str, Case] = {
         lambda c: c["transformer_layer_config"].__setitem__("model_type", "mistral"))),
     "E-CONFIG-ARCH": Case(built("vllm", capture_boundaries=None), edit_config(
         lambda c: c.__setitem__("architectures", ["Eagle3Qwen3ForCausalLM"])), with_engines("sglang")),
-    # issue 22: a DFlash drafter as speculators saves it (what validate covers for the kind, said of every one)
-    "I-KIND-BLOCK-DIFFUSION": Case(lambda tmp: speculators_drafter(tmp / "drafter", "dflash", [2, 18, 34]),
+    # issue 22: a DFlash drafter as speculators saves it (what validate covers for the kind, said of every one),
+    # its full-attention layers bidirectional to vLLM too (false: update_dflash makes them causal, E-ENGINE-WRONG)
+    "I-KIND-BLOCK-DIFFUSION": Case(lambda tmp: _speculators_bidirectional(tmp / "drafter"),
                                    edit_config(lambda c: c.update(block_size=16))),
     # a P-EAGLE drafter (SpecForge's PEagleDraftModel) without the mask token vLLM's parallel drafting needs
     "E-ENGINE-REFUSES": Case(built("vllm", peagle_mask_token_id=7), edit_config(lambda c: c.pop("pard_token"))),

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from ..capture_ids import block_diffusion_boundaries, block_diffusion_ids
 from ..drafter import BLOCK_HEADS, BLOCK_KINDS, KIND_LABELS as LABEL, Drafter
+from ..engines.block_diffusion import FULL, SLIDING, by_type, layer_types, served_causality, trained_causality
 from ..target_identity import TargetIdentity
 from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
@@ -55,6 +56,9 @@ SPECULATORS_KEYS = {"architectures", "auto_map", "speculators_model_type", "spec
                     "transformer_layer_config", "draft_vocab_size", "target_hidden_size", "aux_hidden_state_layer_ids",
                     "mask_token_id", *TOP_KEYS}
 IDS = {"speculators": "aux_hidden_state_layer_ids", "dflash": "dflash_config.target_layer_ids"}
+# Each layout's spelling of the draft block's causality (engines/block_diffusion.py `trained_causality` reads both):
+# the flat `dflash_config.causal` holds for every layer, speculators' flag for the sliding ones
+CAUSALITY_KEYS = ("causal", "sliding_window_non_causal")
 # The lowest id each layout's list can hold, the embedding output: speculators' ids are boundaries (its converter
 # writes a flat id + 1), the flat ids one lower (hidden_states[-1] would be the last layer)
 LOWEST_ID = {"speculators": (0, "speculators ids are boundaries >= 0 (0: the embedding output)"),
@@ -113,6 +117,7 @@ def _read(ckpt: Checkpoint, options: ConvertOptions, kind: str, dec: Mapping[str
                           "the verifier's full head cannot stand in for a reduced one (vLLM refuses: "
                           "qwen3_dspark.py); add the drafter's lm_head", code="E-KEY-MISSING")
     _check_heads(kind, algorithm, tensors)
+    _check_attention(dec, algorithm, where, fields["num_layers"])
     fields.update(kind=kind, hf_extra=extra, draft_vocab_size=vd, target_hidden_size=ht, mask_token_id=mask_token_id,
                   capture_boundaries=boundaries, algorithm=algorithm, layout_extra=layout_extra,
                   top_extra={k: v for k, v in ckpt.config.items() if k in TOP_KEYS})
@@ -120,6 +125,24 @@ def _read(ckpt: Checkpoint, options: ConvertOptions, kind: str, dec: Mapping[str
     if target is not None:
         fields["target"] = target
     return build_drafter(ckpt, fields, tensors, options, notes)
+
+
+def _check_attention(dec: Mapping[str, Any], algorithm: Mapping[str, Any], where: str, layers: int) -> None:
+    """What decides each layer's window and causality, as every reader needs it (SpecForge's
+    `resolve_dflash_attention_layout`, vLLM's `_resolve_layer_attention`, SGLang's `get_dflash_layer_types`)."""
+    types = dec.get("layer_types")
+    if types is not None and not (isinstance(types, list) and len(types) == layers and set(types) <= {SLIDING, FULL}):
+        raise FormatError(f"{where}: layer_types is {types!r}", f"one \"{SLIDING}\" or \"{FULL}\" per layer "
+                          f"({layers}), as the drafter was trained", code="E-CONFIG-FIELD")
+    window = dec.get("sliding_window")
+    if types and SLIDING in types and not (is_int(window) and window > 0):
+        raise FormatError(f"{where}: layer_types has sliding layers but sliding_window is {window!r}", "write the "
+                          "trained window (vLLM, SGLang and SpecForge refuse a sliding layer without one)",
+                          code="E-CONFIG-FIELD")
+    for key, value in (("is_causal", dec.get("is_causal")), *((k, algorithm.get(k)) for k in CAUSALITY_KEYS)):
+        if value is not None and not isinstance(value, bool):
+            raise FormatError(f"{key} is {value!r}: it says which layers attend causally within the draft block",
+                              f"write {key} as true or false, as the drafter was trained", code="E-CONFIG-FIELD")
 
 
 def _check_heads(kind: str, algorithm: Mapping[str, Any], tensors: Mapping[str, Any]) -> None:
@@ -179,9 +202,8 @@ def plan_speculators(drafter: Drafter, options: ConvertOptions) -> WritePlan:
         raise RefusalError(f"the verifier would be written as {target.name_or_path!r}, a local path, and `vllm "
                            "serve` refuses a speculators verifier that is not a Hub repository id",
                            "pass --verifier ORG/NAME, the Hub repo id of the target model", code="E-VERIFIER-LOCAL")
-    algorithm = dict(cfg.algorithm)
-    if "causal" in algorithm:  # what update_dflash turns back into dflash_config.causal, for every layer
-        algorithm["sliding_window_non_causal"] = not algorithm.pop("causal")
+    algorithm = {k: v for k, v in cfg.algorithm.items() if k not in CAUSALITY_KEYS}
+    algorithm["sliding_window_non_causal"], notes = _speculators_non_causal(cfg)
     proposal = {"proposal_type": "greedy", "speculative_tokens": cfg.block_tokens(), "verifier_accept_k": 1,
                 "accept_tolerance": 0.0}
     spec_cfg: dict[str, Any] = {"default_proposal_method": "greedy", "proposal_methods": [proposal]}
@@ -201,7 +223,30 @@ def plan_speculators(drafter: Drafter, options: ConvertOptions) -> WritePlan:
         IDS["speculators"]: cfg.capture_boundaries,
         "mask_token_id": cfg.mask_token_id,
     }
-    return WritePlan("speculators", dict(sorted(config.items())), _tensors(drafter))
+    return WritePlan("speculators", dict(sorted(config.items())), _tensors(drafter), notes)
+
+
+def _speculators_non_causal(cfg: Any) -> tuple[bool, list[str]]:
+    """The sliding_window_non_causal that makes vLLM apply the trained causality (update_dflash turns a DFlash's
+    into every layer's), and the speculators library too where one does; the value read, where both do."""
+    trained, said = trained_causality(cfg), cfg.algorithm.get("sliding_window_non_causal")
+    probe = {"speculators_model_type": cfg.kind, "transformer_layer_config": decoder_dict(cfg)}
+    right = {runner: [v for v in (False, True) if served_causality(runner, {**probe, "sliding_window_non_causal": v})
+                      == trained] for runner in ("vllm-v2", "speculators")}
+    if not right["vllm-v2"]:
+        causal = [i for i, c in enumerate(trained) if c]
+        raise RefusalError(f"this {LABEL[cfg.kind]} drafter's layers {causal} were trained causal within the draft "
+                           f"block and the others bidirectional (layer_types), and vLLM reads a speculators config's "
+                           "one sliding_window_non_causal as every layer's causality (update_dflash)",
+                           "keep the flat layout, which says it per layer (`--to dflash`: vLLM's V2 runner and SGLang "
+                           "serve it as trained)", code="E-CAUSALITY-UNEXPRESSIBLE")
+    both = [v for v in right["vllm-v2"] if v in right["speculators"]] or right["vllm-v2"]
+    value = said if said in both else both[0]
+    if said is None or said == value:
+        return value, []
+    return value, [f"sliding_window_non_causal written as {str(value).lower()}, not {str(said).lower()}: vLLM's "
+                   f"update_dflash applies it to every layer, and these layers attend "
+                   f"{'causally' if trained[0] else 'bidirectionally'} within the draft block as trained"]
 
 
 def _tensors(drafter: Drafter) -> dict[str, Any]:
@@ -213,6 +258,19 @@ def _tensors(drafter: Drafter) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------- the flat layout
+
+def _flat_causal(cfg: Any) -> tuple[bool | None, bool]:
+    """(dflash_config.causal, whether `is_causal` says it too) of a flat file. Where layer_types alone (causal exactly
+    where a layer slides) gives the trained causality, nothing more is needed (a causal read is kept); else one value
+    holds for every layer (a speculators drafter's flag makes the sliding ones alike) and is written in both: vLLM
+    reads either, is_causal first, SGLang only is_causal."""
+    if isinstance(cfg.hf_extra.get("is_causal"), bool):
+        return None, False  # written with the decoder config, and read before dflash_config.causal
+    trained = trained_causality(cfg)
+    if trained == by_type(layer_types(cfg)):
+        return cfg.algorithm.get("causal"), False
+    return trained[0], True
+
 
 class DFlashLayout(Layout):
     name = "dflash"
@@ -264,9 +322,10 @@ class DFlashLayout(Layout):
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config
         boundaries = cfg.capture_boundaries or []
-        nested = {k: v for k, v in cfg.algorithm.items() if k != "block_size"}
-        if "sliding_window_non_causal" in nested:  # vLLM's update_dflash: dflash_config.causal, for every layer
-            nested.setdefault("causal", not nested.pop("sliding_window_non_causal"))
+        nested = {k: v for k, v in cfg.algorithm.items() if k not in ("block_size", *CAUSALITY_KEYS)}
+        causal, whole = _flat_causal(cfg)
+        if causal is not None:
+            nested["causal"] = causal
         nested.update(mask_token_id=cfg.mask_token_id, target_layer_ids=block_diffusion_ids(boundaries))
         config: dict[str, Any] = {
             **decoder_dict(cfg),
@@ -275,6 +334,8 @@ class DFlashLayout(Layout):
             "architectures": [FLAT_ARCHITECTURE[cfg.kind]],
             "dflash_config": dict(sorted(nested.items())),
         }
+        if whole:
+            config["is_causal"] = causal
         if "block_size" in cfg.algorithm:
             config["block_size"] = cfg.algorithm["block_size"]
         if cfg.draft_vocab_size != cfg.vocab_size:

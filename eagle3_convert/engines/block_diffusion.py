@@ -11,6 +11,15 @@ SGLang: `srt/models/dflash.py`, `srt/models/dspark.py` (`build_markov_head` read
 `lm_head.` skipped: the target's head), `spec_aux_hidden_state.py` / `qwen3.py` (`layers_to_capture =
 target_layer_ids + 1`); no speculators-config reader. speculators (@ c05b95b): `models/dflash/core.py`, `model.py`
 (`from_pretrained` calls `load_verifier_weights`).
+
+Causality within the draft block, per layer (docs/formats.md §2.8, "Causality"): vLLM 0.33.0 `_dflash_layer_causal`
+(qwen3_dflash.py: `is_causal`, then `dflash_config.causal` for every layer, then causal exactly where `layer_types`
+says "sliding_attention"), fed by `update_dflash` (`causal = not sliding_window_non_causal`, absent: true) for a
+speculators DFlash file (`update_dspark` writes none); mixed sliding/full layers run on the V2 runner only (config/vllm.py `_validate_v1_model_runner`,
+qwen3_dflash.py `_resolve_layer_attention`: NotImplementedError; PR #47914). SGLang 0.5.23 `_get_dflash_layer_attention_
+params` (srt/models/dflash.py): `is_causal`, else `layer_types` (no `dflash_config.causal`). speculators 0.9.0
+`models/dflash/attention.py`: full-attention layers bidirectional, sliding ones causal unless
+`sliding_window_non_causal` (default false).
 """
 
 from __future__ import annotations
@@ -25,6 +34,95 @@ from .common import AS_TRAINED, REFUSES, UNKNOWN, WRONG, architectures, id_list
 VLLM_CLASS = {"dflash": "DFlashQwen3ForCausalLM", "dspark": "Qwen3DSparkForCausalLM"}
 # The one vLLM runner a kind runs on (config/vllm.py: "DSpark is implemented only by the V2 GPU model runner")
 VLLM_RUNNER_ONLY = {"dspark": "vllm-v2"}
+SLIDING, FULL = "sliding_attention", "full_attention"
+MIXED_V1 = ("mixed sliding/full attention layers run on the V2 runner only (config/vllm.py: \"Model Runner V1 does "
+            "not support: mixed sliding/full dflash drafts\"; qwen3_dflash.py raises NotImplementedError)")
+
+
+def _decoder(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Where a file's decoder config sits: speculators nests it (vLLM builds its config from it)."""
+    dec = config.get("transformer_layer_config") if "speculators_model_type" in config else config
+    return dec if isinstance(dec, dict) else {}
+
+
+def _types(dec: Mapping[str, Any]) -> list[Any]:
+    types, n = dec.get("layer_types"), dec.get("num_hidden_layers")
+    if isinstance(types, list):
+        return types
+    return [FULL] * n if isinstance(n, int) and n > 0 else []
+
+
+def mixed_layers(dec: Mapping[str, Any]) -> bool:
+    """Sliding-window and full-attention layers both (vLLM's `_dflash_needs_multi_kv_group`)."""
+    sliding = sum(t == SLIDING for t in _types(dec))
+    return 0 < sliding < len(_types(dec))
+
+
+def vllm_runner_only(config: Mapping[str, Any], kind: str) -> tuple[str, str] | None:
+    """The one vLLM runner that runs this file, and why; None: both do."""
+    if kind in VLLM_RUNNER_ONLY:
+        return VLLM_RUNNER_ONLY[kind], (f"{LABEL[kind]} is implemented only by the V2 GPU model runner "
+                                        "(config/vllm.py refuses it)")
+    return ("vllm-v2", MIXED_V1) if mixed_layers(_decoder(config)) else None
+
+
+def by_type(types: list[Any], sliding_causal: bool = True) -> list[bool]:
+    """Causal exactly where a layer slides (vLLM's and SGLang's reading when no override is given)."""
+    return [t == SLIDING and sliding_causal for t in types]
+
+
+def layer_types(cfg: DrafterConfig) -> list[Any]:
+    types = cfg.hf_extra.get("layer_types")
+    return types if isinstance(types, list) else [FULL] * cfg.num_layers
+
+
+def _override(*values: Any) -> bool | None:
+    return next((v for v in values if isinstance(v, bool)), None)
+
+
+def trained_causality(cfg: DrafterConfig) -> list[bool]:
+    """Each layer's attention within the draft block as trained (True: causal). An explicit `is_causal` or a flat
+    `dflash_config.causal` holds for every layer; else a sliding layer is causal unless speculators'
+    `sliding_window_non_causal` says so, a full one bidirectional: SpecForge's masks (dflash_family_model.py
+    `create_dflash_sdpa_mask`: `kv_block_offset <= q_block_offset` where a window is set) and speculators'
+    (attention.py) alike."""
+    types = layer_types(cfg)
+    whole = _override(cfg.hf_extra.get("is_causal"), cfg.algorithm.get("causal"))
+    if whole is not None:
+        return [whole] * len(types)
+    return by_type(types, not cfg.algorithm.get("sliding_window_non_causal", False))
+
+
+def served_causality(runner: str, config: Mapping[str, Any]) -> list[bool]:
+    """Each layer's causality as the runner reads the file."""
+    dec = _decoder(config)
+    types = _types(dec)
+    if engine_of(runner) == "vllm":
+        if config.get("speculators_model_type") == "dflash":  # update_dflash: one value for every layer
+            whole = not config.get("sliding_window_non_causal", True)
+            return [_override(dec.get("is_causal"), whole)] * len(types)  # type: ignore[list-item]
+        # (update_dspark writes no causal: the decoder's own keys decide)
+        whole = _override(dec.get("is_causal"), _nested(dec).get("causal"))
+        return [whole] * len(types) if whole is not None else by_type(types, True)
+    if runner == "sglang":  # (no dflash_config.causal)
+        whole = _override(dec.get("is_causal"))
+        return [whole] * len(types) if whole is not None else by_type(types, True)
+    return by_type(types, not config.get("sliding_window_non_causal", False))  # speculators
+
+
+def _layers(indices: list[int]) -> str:
+    return f"layer{'s' if len(indices) > 1 else ''} {', '.join(map(str, indices))}"
+
+
+def causality_lost(served: list[bool], trained: list[bool]) -> str | None:
+    """Where the layers' causality differs from the trained, said; None where it does not."""
+    differ = [i for i, (s, t) in enumerate(zip(served, trained)) if s != t]
+    if not differ:
+        return None
+    causal = [i for i in differ if served[i]]
+    said = [f"{_layers(causal)} causal" if causal else "",
+            f"{_layers([i for i in differ if not served[i]])} bidirectional" if len(causal) < len(differ) else ""]
+    return f"attends with {' and '.join(x for x in said if x)} within the draft block, not as trained"
 
 
 def _nested(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -41,9 +139,9 @@ def _flat_ids(config: Mapping[str, Any], top_level_too: bool) -> list[int] | Non
 
 def _vllm(config: Mapping[str, Any], cfg: DrafterConfig, runner: str) -> tuple[str, list[int] | None, str]:
     kind = cfg.kind
-    if VLLM_RUNNER_ONLY.get(kind, runner) != runner:
-        return REFUSES, None, (f"{LABEL[kind]} is implemented only by the V2 GPU model runner (config/vllm.py "
-                               "refuses it)")
+    only = vllm_runner_only(config, kind)
+    if only is not None and only[0] != runner:
+        return REFUSES, None, only[1]
     if "speculators_model_type" in config:
         ids = id_list(config.get("aux_hidden_state_layer_ids"))
         if ids is None:
@@ -70,7 +168,7 @@ def _vllm(config: Mapping[str, Any], cfg: DrafterConfig, runner: str) -> tuple[s
                                  "(_init_parallel_drafting_params raises)")
     if kind == "dspark" and config.get("markov_rank") is None:
         return REFUSES, None, "Qwen3DSparkModel reads config.markov_rank at the top level (AttributeError)"
-    return _captures(ids, cfg, f"builds {builds}")
+    return _captures(ids, cfg, f"builds {builds}", served_causality(runner, config))
 
 
 def _sglang(config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, list[int] | None, str]:
@@ -91,7 +189,7 @@ def _sglang(config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, list[in
                                   f"the drafter's {cfg.draft_vocab_size} tokens")
     elif cfg.draft_vocab_size != cfg.vocab_size:
         return UNKNOWN, ids, "a reduced draft vocabulary in SGLang's DFlash reader was not read"
-    return _captures(ids, cfg, f"builds {sorted(archs)[0]}")
+    return _captures(ids, cfg, f"builds {sorted(archs)[0]}", served_causality("sglang", config))
 
 
 def _speculators(config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, list[int] | None, str]:
@@ -105,13 +203,18 @@ def _speculators(config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, li
         return WRONG, ids, ("names no verifier: load_verifier_weights returns early and the embedding and head it "
                               "would fill stay NaN")
     return _captures(ids, cfg, f"builds {LABEL[cfg.kind]}DraftModel; embedding and head from "
-                               f"{verifier['name_or_path']} where the file has none")
+                               f"{verifier['name_or_path']} where the file has none",
+                     served_causality("speculators", config))
 
 
-def _captures(ids: list[int] | None, cfg: DrafterConfig, builds: str) -> tuple[str, list[int] | None, str]:
+def _captures(ids: list[int] | None, cfg: DrafterConfig, builds: str,
+              causality: list[bool]) -> tuple[str, list[int] | None, str]:
     trained = cfg.capture_boundaries
     if ids is not None and trained is not None and sorted(set(ids)) != sorted(set(trained)):
         return WRONG, ids, f"{builds}, capturing boundaries {ids}, not the trained {trained}"
+    lost = causality_lost(causality, trained_causality(cfg))
+    if lost is not None:
+        return WRONG, ids, f"{builds}, but {lost}"
     return AS_TRAINED, ids, f"{builds}, capturing boundaries {ids}"
 
 

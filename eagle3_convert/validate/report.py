@@ -13,7 +13,7 @@ from ..converters.registry import detect, get_layout, judge_explicit_from, layou
 from ..drafter import BLOCK_KINDS, KIND_LABELS
 from ..target_identity import TargetIdentity
 from ..engines import REFUSES, SERVING, UNKNOWN, WRONG, releases_of, serve_verdicts, target_context
-from ..engines.block_diffusion import VLLM_RUNNER_ONLY
+from ..engines.block_diffusion import vllm_runner_only
 from ..names import ENGINE_RUNNERS, LABELS, engine_of, runners_of
 from ..errors import CaptureConflict, Eagle3Error, FormatError, UsageError
 from .. import provenance, schemas
@@ -139,7 +139,7 @@ def _block_diffusion(raw: RawCheckpoint, report: Report) -> list[Finding]:
                           "config.json", where=v.path) for v in schemas.violations("dflash", raw.config)]
     serves = serve_verdicts(raw.config, raw.tensors, cfg, target_context(cfg), [r for e in engines for r in
                                                                               runners_of(e)], report.releases)
-    only = VLLM_RUNNER_ONLY.get(cfg.kind)
+    only = (vllm_runner_only(raw.config, cfg.kind) or (None,))[0]
     for runner, verdict in serves.items():
         if engine_of(runner) == "vllm" and only not in (None, runner):
             if only in serves and serves[only].verdict in SERVING:  # said once, as a limit of the engine
