@@ -30,7 +30,7 @@ TO_FRAGMENT = re.compile(r"`(--to [a-z]+)`")
 # --target names it in each conversion (TARGET), so that the conversion reads the file as validate did.
 VALIDATE_HINT_COMMANDS = {
     "I-KIND-BLOCK-DIFFUSION": ("--to dflash",),  # SGLang reads no speculators DFlash config: the flat one it does
-    "I-ENGINE-RELEASES": ("--to vllm",),
+    "I-ENGINE-RELEASES": ("--engine vllm --to vllm", "--to vllm"),
     "I-ENGINE-READING": ("--to modelopt", "--to sglang"),
     "W-ENGINE-RELEASE-UNKNOWN": ("--to vllm",),
     "E-CAPTURE-EMBEDDING": ("--to sglang",),
@@ -38,14 +38,14 @@ VALIDATE_HINT_COMMANDS = {
     "E-CAPTURE-MISMATCH": ("--to sglang",),
     "E-CAPTURE-RECORD": ("--capture-layers 2,4,5 --convention boundary --to sglang",  # the recorded layers
                          "--capture-layers 2,4,6 --convention boundary --to sglang"),  # or the restatement
-    "E-CAPTURE-UNREACHABLE": ("--target TARGET --to vllm",),
-    "E-CONFIG-TARGET-HIDDEN-NULL": ("--to modelopt", "--to vllm"),  # TensorRT-LLM refuses a null width too
+    "E-CAPTURE-UNREACHABLE": ("--target TARGET --engine llamacpp --to vllm", "--target TARGET --to vllm"),
+    "E-CONFIG-TARGET-HIDDEN-NULL": ("--engine trtllm --to modelopt", "--to vllm"),  # TensorRT-LLM refuses a null width too
     "E-DEEP-NONFINITE": ("--to vllm",),
     "E-DEEP-ZERO": ("--to vllm",),
     "E-DTYPE": ("--to modelopt", "--to sglang"),
-    "E-ENGINE-UNSUPPORTED": ("--to vllm",),
-    "E-ENGINE-WRONG": ("--to vllm",),
-    "E-KEY-UNAPPLIED": ("--to vllm",),
+    "E-ENGINE-UNSUPPORTED": ("--engine vllm --to vllm",),  # another engine: named, so that it is judged
+    "E-ENGINE-WRONG": ("--engine llamacpp --to vllm", "--to vllm"),
+    "E-KEY-UNAPPLIED": ("--engine vllm --to vllm", "--to vllm"),
     "E-KEY-UNKNOWN": ("inspect",),
     "E-SCHEMA": ("--to modelopt", "--to sglang"),
     "E-TARGET-HIDDEN": ("--target TARGET --to modelopt", "--target TARGET --to sglang"),
@@ -62,7 +62,7 @@ VALIDATE_HINT_COMMANDS = {
     "W-CONFIG-KEY-FOREIGN": ("--to modelopt", "--to sglang"),
     "W-CONFIG-KEY-UNKNOWN": ("--to vllm",),
     "W-DEEP-INIT-NORMS": ("--to vllm",),
-    "W-ENGINE-CAVEAT": ("--to vllm",),
+    "W-ENGINE-CAVEAT": ("--engine vllm --to vllm",),
     "W-TARGET-FAMILY": ("--target TARGET --to modelopt", "--target TARGET --to sglang"),
 }
 HAZARD_HINT_COMMANDS = {
@@ -71,10 +71,10 @@ HAZARD_HINT_COMMANDS = {
     "h6-truncated": (),
     "h8-sglang-ids-toplevel-only": ("--from sglang --capture-layers 1,3,4 --convention sglang --to sglang",
                                     "--from sglang --capture-layers 1,3,4 --convention sglang --to vllm",
-                                    "--from vllm --to sglang"),
+                                    "--from vllm --engine sglang --to sglang", "--from vllm --to sglang"),
     "specforge-sglang": ("--to vllm",),
-    "speculators-trained": ("--to vllm",),
-    "speculators-fullvocab-qwen3": ("--to vllm",),
+    "speculators-trained": ("--engine vllm --to vllm",),
+    "speculators-fullvocab-qwen3": ("--engine vllm --to vllm",),
 }
 HOSTILE_HINT_COMMANDS = {"tensor-unknown": ("inspect",)}
 HOSTILE_REFUSED = {"src-is-file": "E-SRC-MISSING", "src-missing": "E-SRC-MISSING"}  # no findings: one error
