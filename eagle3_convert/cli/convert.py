@@ -10,8 +10,9 @@ from typing import Any
 import click
 
 from ..capture_ids import IDS_KEY, capture_context, convention_table
-from ..errors import UsageError
+from ..errors import Eagle3Error, UsageError
 from ..names import CAPTURE_CONVENTIONS, LABELS, LAYOUTS
+from ..vocab_map import REPAIR_COMMAND
 from ..registry.errors import RegistryError
 from ..registry.paths import registry_exists
 from . import main
@@ -232,15 +233,40 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     options.releases = judged_releases(chosen_engines(engines))
     store = None if no_record or no_registry else _open_registry(registry_path)
     from_registry = None if no_registry else _registry_capture(src, options, store, registry_path)
-    result, recorded = _convert_and_record(
-        src, dst, to_layout, from_layout, options, store, silent=quiet or as_json, revision=revision,
-        endpoint=endpoint, token=token, force=force, max_shard_bytes=max_shard_size, trained_with=trained_with,
-        registry_facts=from_registry)
+    try:
+        result, recorded = _convert_and_record(
+            src, dst, to_layout, from_layout, options, store, silent=quiet or as_json, revision=revision,
+            endpoint=endpoint, token=token, force=force, max_shard_bytes=max_shard_size, trained_with=trained_with,
+            registry_facts=from_registry)
+    except Eagle3Error as exc:
+        if exc.hint and REPAIR_COMMAND in exc.hint:  # the reader cannot know the command: this one, repaired
+            exc.hint = exc.hint.replace(REPAIR_COMMAND, typed_command("--repair-d2t-absolute"))
+        raise
     summary = conversion_summary(result, recorded, store, options.target, target_gguf)
     if as_json:
         emit_json(summary)
     else:
         print_summary(summary, result)
+
+
+def typed_command(*extra: str) -> str:
+    """This convert command as typed, `extra` flags first (what a hint tells the user to run instead); the token
+    is never repeated."""
+    ctx = click.get_current_context()
+    options, args = [], []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if param.name == "token" or ctx.get_parameter_source(param.name) is not click.core.ParameterSource.COMMANDLINE:
+            continue
+        if isinstance(param, click.Argument):
+            args.append(str(value))
+        elif getattr(param, "is_flag", False):
+            options += [param.opts[0]] * bool(value)
+        else:  # an --engine choice is spelled back as typed; any other value as itself
+            for one in value if getattr(param, "multiple", False) else (value,):
+                release = getattr(one, "release", None)
+                options += [param.opts[0], f"{one.spelling}=={release}" if release else getattr(one, "spelling", str(one))]
+    return shlex.join(["eagle3-convert", *extra, *options, *args])
 
 
 def _convert_and_record(src: str, dst: str, to_layout: str, from_layout: str, options: Any, store: Any, *,
