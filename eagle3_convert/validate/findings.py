@@ -27,6 +27,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-FILE-PATH": ("error", "a weight file lies outside the checkpoint directory"),
     # layout and config
     "E-LAYOUT-UNKNOWN": ("error", "config.json is no known EAGLE-3 drafter layout"),
+    "E-SRC-IS-TARGET": ("error", "SRC is a target model (a plain transformers model with no fc), not a drafter"),
     "W-LAYOUT-AMBIGUOUS": ("warning", "the config reads as more than one layout, and is checked as each"),
     "E-SCHEMA": ("error", "config.json breaks its layout's JSON Schema"),
     "E-CONFIG-FIELD": ("error", "a config field the drafter needs is missing or invalid"),
