@@ -208,7 +208,8 @@ def _registry_capture(src: str, options: Any, store: Any, registry_path: str | N
               help="--to gguf: dtype of the 2-D weights (auto keeps the source's; norms are F32, d2t I64).")
 @engine_option("Judge the per-engine lines for this release (engines not named: their newest).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no per-engine verdict table (an engine that "
+              "would serve the output wrong is still said).")
 @run_guarded
 def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: str | None, target: str | None,
                 revision: str | None, endpoint: str | None, token: str | None, force: bool,
@@ -246,7 +247,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
     if as_json:
         emit_json(summary)
     else:
-        print_summary(summary, result)
+        print_summary(summary, result, quiet)
 
 
 def typed_command(*extra: str) -> str:
@@ -327,8 +328,9 @@ def conversion_summary(result: Any, recorded: Any, store: Any, target: Any, targ
     }
 
 
-def print_summary(summary: dict[str, Any], result: Any) -> None:
-    """The text output: what was written, the capture layers, each engine's verdict, how to serve it, notes."""
+def print_summary(summary: dict[str, Any], result: Any, quiet: bool = False) -> None:
+    """The text output: what was written, the capture layers, each engine's verdict (under --quiet only a wrong one),
+    how to serve it, notes."""
     written = summary["llama_server"]["gguf"] if summary["llama_server"] else summary["dest"]
     click.echo(f"wrote {written} ({result.layout}): {summary['tensors']} tensors, {human_bytes(summary['bytes'])}")
     if result.replaced:
@@ -343,7 +345,10 @@ def print_summary(summary: dict[str, Any], result: Any) -> None:
 
     click.echo(capture_line(capture["boundaries"], result.source.detection.layout, result.layout, spelled,
                             holds_ids(result.source.stored_config or {}), holds_ids(result.plan.config)))
-    for line in serve_lines(result.serves):
+    from ..engines import WRONG
+
+    shown = {e: v for e, v in result.serves.items() if v.verdict == WRONG} if quiet else result.serves
+    for line in serve_lines(shown):
         click.echo(line)
     if summary["trtllm_serve"]:
         for line in trtllm_lines(summary["trtllm_serve"]):
