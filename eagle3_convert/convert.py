@@ -421,7 +421,7 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     layout's plan, and every engine's verdict on it. Raises what convert would refuse with."""
     layout = get_layout(to)
     kind_named = drafter_kind(source.stored_config or {})[1]
-    refuse_other_kind(source.drafter.config.kind, layout.name, layout.kinds, kind_named)
+    refuse_other_kind(source.drafter.config.kind, layout.name, layout.kinds, kind_named, source.detection.layout)
     apply_training_capture(source.drafter, options, source.known)
     check_known_facts(source, options)
     restore_target(source, options)

@@ -140,8 +140,12 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
             workdir = Path(tempfile.mkdtemp(prefix="eagle3-publish-"))
             # a GGUF is named after the directory it is written into: eagle3-<repo name>-<TYPE>.gguf
             staged = workdir / (repo_id.split("/")[-1] if layout == "gguf" else "staged")
-            result = convert(src, staged, layout, source.detection.layout, options=options, revision=commit,
-                             endpoint=endpoint, token=token)
+            try:
+                result = convert(src, staged, layout, source.detection.layout, options=options, revision=commit,
+                                 endpoint=endpoint, token=token)
+            except Eagle3Error as exc:
+                exc.message, exc.hint = (_publish_flags(text) for text in (exc.message, exc.hint))
+                raise
             notes = result.notes + (["the weights were pickles (.bin): published as model.safetensors"]
                                     if pickled else [])
             root, names = staged, [name for name in result.files if name != SIDECAR_NAME]
@@ -169,6 +173,12 @@ def prepared_publish(src: str, repo_id: str, *, layout: str | None = None, from_
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _publish_flags(text: str | None) -> str | None:
+    """A refusal of the conversion publish makes, in publish's words: `--to L` is `--layout L` here (a whole
+    `eagle3-convert ...` command it names is convert's, and keeps convert's flags)."""
+    return text and re.sub(r"`eagle3-convert [^`]*`|--to\b", lambda m: m[0] if m[0][0] == "`" else "--layout", text)
 
 
 def _validate(path: Path, label: str, from_layout: str, target: Any, registry: Any, uri: str | None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from difflib import get_close_matches
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
@@ -231,13 +232,32 @@ def resolve_source(spec: str, revision: str | None = None, *, endpoint: str | No
     on disk is asked of the Hub, and a failure says both readings, naming the spec as `label` (default: itself)."""
     if os.path.lexists(os.path.expanduser(spec)):
         return Path(os.path.expanduser(spec)), None
+    missing, typo = no_such_directory(spec)
     if not is_repo_id(spec):
-        raise FormatError(f"{spec}: no such directory", "check the path (a Hub repo id is written ORG/NAME)",
+        raise FormatError(f"{spec}: {missing}", "check the path (a Hub repo id is written ORG/NAME)",
                           code="E-SRC-MISSING")
     try:
         return download(spec, revision, endpoint=endpoint, token=token, files=files)
     except HubError as exc:
-        raise both_readings(label or spec, "no such directory", exc) from None
+        error = both_readings(label or spec, missing, exc)
+        if typo:  # its folder is here: a local path mistyped, far likelier than a repo the Hub could not give
+            error.code, error.hint = "E-SRC-MISSING", f"check the path (for the Hub repo: {exc.hint})"
+        raise error from None
+
+
+def no_such_directory(spec: str) -> tuple[str, bool]:
+    """'no such directory', naming the nearest directory beside it where its parent exists (then most likely a
+    mistyped local path: the second value)."""
+    path = Path(os.path.expanduser(spec.rstrip("/")))
+    parent = path.parent
+    if str(parent) in ("", ".") or not parent.is_dir():
+        return "no such directory", False
+    try:
+        beside = [p.name for p in parent.iterdir() if p.is_dir()]
+    except OSError:
+        return "no such directory", True
+    near = get_close_matches(path.name, beside, n=1)
+    return f"no such directory{f' (did you mean {parent / near[0]}?)' if near else f' in {parent}'}", True
 
 
 def both_readings(spec: str, local: str, exc: HubError) -> HubError:

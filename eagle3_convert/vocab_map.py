@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from .errors import FormatError
 from .safetensors_io import INT_DTYPES, InMemoryTensor, TensorSource, read_tensor_bytes
 
+# The repair, as hints that cannot know the whole command name it (convert's CLI spells it out in full).
+REPAIR_COMMAND = "eagle3-convert --repair-d2t-absolute ..."
 _INT_CODES = {"I64": "q", "I32": "i", "I16": "h", "I8": "b", "U64": "Q", "U32": "I", "U16": "H", "U8": "B"}
 
 
@@ -118,7 +120,7 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
                     "d2t holds absolute target ids, not offsets (target = draft + d2t): its values equal "
                     f"nonzero(t2d), and arange(Vd) + d2t{_overflow(from_d2t, vocab_size)}; every engine would "
                     "map draft tokens to the wrong target tokens",
-                    "repair with `eagle3-convert --repair-d2t-absolute ...` (d2t := d2t - arange(Vd))",
+                    f"repair with `{REPAIR_COMMAND}` (d2t := d2t - arange(Vd))",
                     code="E-VOCAB-ABSOLUTE")
             raise FormatError("d2t and t2d disagree: nonzero(t2d) != arange(Vd) + d2t",
                               "the vocab map is inconsistent: re-export it from the training run",
@@ -132,7 +134,7 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
                     "d2t looks like absolute target ids, not offsets: arange(Vd) + "
                     f"d2t{_overflow(from_d2t, vocab_size)}, "
                     "while d2t itself is a strictly increasing list of valid target ids",
-                    "if so, repair with `eagle3-convert --repair-d2t-absolute ...` (d2t := d2t - arange(Vd))",
+                    f"if so, repair with `{REPAIR_COMMAND}` (d2t := d2t - arange(Vd))",
                     code="E-VOCAB-ABSOLUTE")
             if bad:
                 raise FormatError(

@@ -1,7 +1,9 @@
 """Every hint is a way out: each `eagle3-convert ...` command a hint names, over the validate corpus (one
 broken thing per case), the hazard samples and the hostile corpus, is run for real and succeeds; a hint
 with no such command is a plain statement. Convert's own refusals are held to the same rule for the
-`--to LAYOUT` they suggest."""
+`--to LAYOUT` they suggest. Each conversion a validate hint names is validated again with the same options: the
+finding it was for is gone (tests/test_hints_rerun.py holds the samples, the real configs and the engine releases to
+the same rule)."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ TO_FRAGMENT = re.compile(r"`(--to [a-z]+)`")
 # --target names it in each conversion (TARGET), so that the conversion reads the file as validate did.
 VALIDATE_HINT_COMMANDS = {
     "I-KIND-BLOCK-DIFFUSION": ("--to dflash",),  # SGLang reads no speculators DFlash config: the flat one it does
-    "I-ENGINE-RELEASES": ("--to vllm",),
+    "I-ENGINE-RELEASES": ("--engine vllm --to vllm", "--to vllm"),
     "I-ENGINE-READING": ("--to modelopt", "--to sglang"),
     "W-ENGINE-RELEASE-UNKNOWN": ("--to vllm",),
     "E-CAPTURE-EMBEDDING": ("--to sglang",),
@@ -38,15 +40,15 @@ VALIDATE_HINT_COMMANDS = {
     "E-CAPTURE-MISMATCH": ("--to sglang",),
     # the recorded layers, and only they: stating the config's against the record is refused (issue 33)
     "E-CAPTURE-RECORD": ("--capture-layers 2,4,5 --convention boundary --to sglang",),
-    "E-CAPTURE-UNREACHABLE": ("--target TARGET --to vllm",),
+    "E-CAPTURE-UNREACHABLE": ("--target TARGET --engine llamacpp --to vllm", "--target TARGET --to vllm"),
     "W-TARGET-UNTOLD": ("--to modelopt", "--to sglang", "registry add --verifier org/other-model"),
-    "E-CONFIG-TARGET-HIDDEN-NULL": ("--to modelopt", "--to vllm"),  # TensorRT-LLM refuses a null width too
+    "E-CONFIG-TARGET-HIDDEN-NULL": ("--engine trtllm --to modelopt", "--to vllm"),  # TensorRT-LLM refuses a null width too
     "E-DEEP-NONFINITE": ("--to vllm",),
     "E-DEEP-ZERO": ("--to vllm",),
     "E-DTYPE": ("--to modelopt", "--to sglang"),
-    "E-ENGINE-UNSUPPORTED": ("--to vllm",),
-    "E-ENGINE-WRONG": ("--to vllm",),
-    "E-KEY-UNAPPLIED": ("--to vllm",),
+    "E-ENGINE-UNSUPPORTED": ("--engine vllm --to vllm",),  # another engine: named, so that it is judged
+    "E-ENGINE-WRONG": ("--engine llamacpp --to vllm", "--to vllm"),
+    "E-KEY-UNAPPLIED": ("--engine vllm --to vllm", "--to vllm"),
     "E-KEY-UNKNOWN": ("inspect",),
     # the engines that apply the untrained twin (SGLang, TensorRT-LLM) and llama.cpp's multi-layer refusal
     "W-KEY-UNTRAINED-TWIN": ("--to modelopt", "--to sglang", "--to vllm"),
@@ -65,7 +67,7 @@ VALIDATE_HINT_COMMANDS = {
     "W-CONFIG-KEY-FOREIGN": ("--to modelopt", "--to sglang"),
     "W-CONFIG-KEY-UNKNOWN": ("--to vllm",),
     "W-DEEP-INIT-NORMS": ("--to vllm",),
-    "W-ENGINE-CAVEAT": ("--to vllm",),
+    "W-ENGINE-CAVEAT": ("--engine vllm --to vllm",),
     "W-TARGET-FAMILY": ("--target TARGET --to modelopt", "--target TARGET --to sglang"),
 }
 HAZARD_HINT_COMMANDS = {
@@ -74,10 +76,10 @@ HAZARD_HINT_COMMANDS = {
     "h6-truncated": (),
     "h8-sglang-ids-toplevel-only": ("--from sglang --capture-layers 1,3,4 --convention sglang --to sglang",
                                     "--from sglang --capture-layers 1,3,4 --convention sglang --to vllm",
-                                    "--from vllm --to sglang"),
+                                    "--from vllm --engine sglang --to sglang", "--from vllm --to sglang"),
     "specforge-sglang": ("--to vllm",),
-    "speculators-trained": ("--to vllm",),
-    "speculators-fullvocab-qwen3": ("--to vllm",),
+    "speculators-trained": ("--engine vllm --to vllm",),
+    "speculators-fullvocab-qwen3": ("--engine vllm --to vllm",),
 }
 HOSTILE_HINT_COMMANDS = {"tensor-unknown": ("inspect",)}
 HOSTILE_REFUSED = {"src-is-file": "E-SRC-MISSING", "src-missing": "E-SRC-MISSING"}  # no findings: one error
@@ -106,6 +108,23 @@ def run_hint(command: str, src: Path, label: str, out: Path) -> tuple[int, str]:
     return result.exit_code, result.stderr
 
 
+def still_found(finding, command: str, out: Path, options: dict) -> list[str]:
+    """What the file `command` wrote (under `out`) still shows of `finding`, validated with the same options (for the
+    engine and release the command names, when it names one: a command leading to another engine is checked for
+    that engine's errors)."""
+    words = shlex.split(command)[1:]
+    if words[0] == "inspect":
+        return []
+    named = [e for flag, e in zip(words, words[1:]) if flag == "--engine"]
+    engines = sorted({e.split("==")[0] for e in named}) or ALL_ENGINES
+    releases = {e.split("==")[0]: [e.split("==")[1]] for e in named if "==" in e}
+    report = validate_checkpoint(out / Path(words[-1]).name, engines=engines, releases=releases,
+                                 **{k: v for k, v in options.items() if k not in ("from_layout", "engines", "releases")})
+    if any(e.split("==")[0] != finding.engine for e in named):
+        return [f.code for f in report.findings if f.severity == "error" and f.engine in engines]
+    return [f.code for f in report.findings if (f.code, f.engine) == (finding.code, finding.engine)]
+
+
 def run_hints(hints: list[str], path: Path, tmp_path: Path) -> tuple[str, ...]:
     """Run every command `hints` name on `path`; each must succeed. The commands run, without their paths."""
     commands = hint_commands(hints)
@@ -116,9 +135,14 @@ def run_hints(hints: list[str], path: Path, tmp_path: Path) -> tuple[str, ...]:
 
 
 def check_hints(path: Path, tmp_path: Path, **options) -> tuple[str, ...]:
-    """The commands run, the --target given (a path in tmp_path: its conversions read the file with it) as TARGET."""
+    """The commands run, the --target given (a path in tmp_path: its conversions read the file with it) as TARGET.
+    Each conversion's output is validated again with the same options: the finding its hint was for is gone."""
     report = validate_checkpoint(path, engines=ALL_ENGINES, source_label=str(path), **options)
     commands = run_hints([f.hint for f in report.findings], path, tmp_path)
+    ran = hint_commands([f.hint for f in report.findings])
+    for f in report.findings:
+        for command in hint_commands([f.hint]):
+            assert not still_found(f, command, tmp_path / f"hint{ran.index(command)}", options), (f.code, command)
     target = options.get("target")
     return tuple(c.replace(f"--target {target.name_or_path} ", "--target TARGET ") for c in commands) if target \
         else commands

@@ -53,7 +53,8 @@ FROM_HINT_COMMANDS = {
     "sglang": ("--from sglang --capture-layers 1,3,4 --convention sglang --to sglang",  # W-CAPTURE-IDS-IGNORED
                "--from sglang --capture-layers 1,3,4 --convention sglang --to vllm",  # E-CAPTURE-MISMATCH
                "--from vllm --to sglang"),  # W-CAPTURE-CONVENTION: the other reading, as such
-    "vllm": ("--from vllm --to sglang",),  # W-CAPTURE-IDS-IGNORED
+    "vllm": ("--from vllm --engine sglang --to sglang",  # E-ENGINE-WRONG: SGLang's reading, for SGLang
+             "--from vllm --to sglang"),  # W-CAPTURE-IDS-IGNORED
 }
 
 

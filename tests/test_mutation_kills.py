@@ -154,7 +154,8 @@ def without(*names: str) -> dict[str, RawTensor]:
     return {n: t for n, t in BASE.items() if n not in names}
 
 
-REPAIR = "repair with `eagle3-convert --repair-d2t-absolute ...` (d2t := d2t - arange(Vd))"
+# convert names the whole command to run instead: its own, repaired (SRC and OUT: the test's paths)
+REPAIR = "repair with `eagle3-convert --repair-d2t-absolute --to vllm SRC OUT` (d2t := d2t - arange(Vd))"
 REFUSALS = {  # case: (tensors, the one-line error convert ends with)
     "no-map": (without("d2t", "t2d"),
                "draft_vocab_size 32 differs from vocab_size 96 but the checkpoint has neither d2t nor t2d "
@@ -197,6 +198,7 @@ def test_each_vocab_refusal_says_what_is_wrong_and_what_to_do(tmp_path: Path, ca
     src = write_checkpoint(tmp_path / "src", "speculators", SPEC, tensors)
     result = run_cli("--to", "vllm", src, tmp_path / "out")
     assert result.exit_code == 1
+    error = error.replace("SRC OUT", f"{src} {tmp_path / 'out'}")
     assert result.stderr.splitlines()[-1] == f"error: {error}", result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
 

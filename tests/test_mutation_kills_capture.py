@@ -112,8 +112,8 @@ EXPECTED: dict[str, list[tuple[str, str, str, str | None, str | None]]] = {
         ('E-ENGINE-WRONG', 'error',
          'llama.cpp: captures its default layers {2, L//2, L-3}, never the trained [1, 4, 5]; it would '
          'serve this file wrong',
-         'write the file the engine reads right: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`; '
-         'or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf',
+         'write the file the engine reads right: `eagle3-convert --engine llamacpp --to vllm {tmp}/drafter '
+         'drafter-vllm` (or the GGUF itself: eagle3-convert --to gguf --target-gguf TARGET.gguf)',
          None),
     ],
     'I-CAPTURE-DEFAULT': [

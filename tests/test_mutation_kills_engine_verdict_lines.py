@@ -15,11 +15,17 @@ from builders import DrafterSpec, build_drafter, config_for, stored_tensors, wri
 from conftest import run_cli
 from test_mutation_kills_validate import judged
 
-TO_SGLANG = "write the file the engine reads right: `eagle3-convert --to sglang {tmp}/drafter drafter-sglang`"
-TO_VLLM = "write the file the engine reads right: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`"
-# judged with the target given: the conversion reads the file with it, as validate did
-TO_VLLM_TARGET = ("write the file the engine reads right: `eagle3-convert --target {tmp}/target --to vllm "
-                  "{tmp}/drafter drafter-vllm`")
+# each names the engine it is for (hints.py offers it only where that engine serves what it writes)
+TO_SGLANG = ("write the file the engine reads right: `eagle3-convert --engine sglang --to sglang {tmp}/drafter "
+             "drafter-sglang`")
+TO_VLLM = "write the file the engine reads right: `eagle3-convert --engine vllm --to vllm {tmp}/drafter drafter-vllm`"
+
+
+def to_vllm_target(release: str) -> str:
+    """Judged with the target given, for a release named: the conversion reads the file with it, as validate did,
+    and is judged for that release."""
+    return ("write the file the engine reads right: `eagle3-convert --target {tmp}/target --engine "
+            f"vllm=={release} --to vllm {{tmp}}/drafter drafter-vllm`")
 
 
 def without_nested_ids(config: dict[str, Any]) -> None:
@@ -94,9 +100,9 @@ def test_a_release_both_runners_serve_wrong_is_said_once_and_the_next_one_still_
     assert judged(tmp_path, **deepseek_sglang_file((1, 3, 5))) == [
         ('E-ENGINE-WRONG', 'error', 'vLLM (V1 runner) 0.21.0: captures its default layers [2, 4, 5], trained on '
          '[0, 2, 4]; it would serve this file wrong', 'upgrade to vLLM ≥ 0.22.0, which serves this file as trained; '
-         'or ' + TO_VLLM_TARGET, None, 'vllm'),
+         'or ' + to_vllm_target("0.21.0"), None, 'vllm'),
         ('E-ENGINE-WRONG', 'error', 'vLLM (V2 runner) 0.22.0: captures its default layers [2, 4, 5], trained on '
-         '[0, 2, 4]; it would serve this file wrong', TO_VLLM_TARGET, None, 'vllm')]
+         '[0, 2, 4]; it would serve this file wrong', to_vllm_target("0.22.0"), None, 'vllm')]
 
 
 def test_each_release_both_runners_serve_wrong_is_said_once(tmp_path: Path):
@@ -104,9 +110,9 @@ def test_each_release_both_runners_serve_wrong_is_said_once(tmp_path: Path):
     reads [1, 3, 5] as boundaries): one line a release, the V1 runner's."""
     assert judged(tmp_path, **deepseek_sglang_file((2, 4, 6))) == [
         ('E-ENGINE-WRONG', 'error', 'vLLM (V1 runner) 0.21.0: captures its default layers [2, 4, 5], trained on '
-         '[2, 4, 6]; it would serve this file wrong', TO_VLLM_TARGET, None, 'vllm'),
+         '[2, 4, 6]; it would serve this file wrong', to_vllm_target("0.21.0"), None, 'vllm'),
         ('E-ENGINE-WRONG', 'error', 'vLLM (V1 runner) 0.22.0: captures layers [1, 3, 5], trained on [2, 4, 6]; it '
-         'would serve this file wrong', TO_VLLM_TARGET, None, 'vllm')]
+         'would serve this file wrong', to_vllm_target("0.22.0"), None, 'vllm')]
 
 
 def test_the_releases_line_is_said_once_per_engine_though_its_runners_disagree_otherwise(tmp_path: Path):
@@ -136,8 +142,9 @@ def test_the_releases_line_is_said_once_per_engine_though_its_runners_disagree_o
 
 
 LMDEPLOY_WRONG = "norm_output True in training, False in LMDeploy; it would serve this file wrong"
-TO_LMDEPLOY = ('write the file the engine reads right: `eagle3-convert --to eagle {tmp}/drafter drafter-eagle`, then '
-               'set architectures to ["LlamaForCausalLM"], the name LMDeploy\'s docs load')
+# two steps, the second no command makes: the conversion is named, not quoted as a way out on its own
+TO_LMDEPLOY = ('write the eagle layout (eagle3-convert --to eagle {tmp}/drafter drafter-eagle), then set architectures '
+               'to ["LlamaForCausalLM"], the name LMDeploy\'s docs load')
 
 
 def test_an_older_release_said_first_does_not_silence_the_newest(tmp_path: Path):
@@ -194,4 +201,4 @@ def test_the_releases_that_serve_an_older_release_s_fault_are_named_upgrade_or_d
     assert got == [
         ('E-ENGINE-WRONG', 'error', 'vLLM (V1 runner) 0.22.0: captures layers [1, 3, 4], trained on [2, 4, 5]; it '
          'would serve this file wrong', 'downgrade to vLLM 0.18.0–0.21.0, which serves this file as trained; or '
-         + TO_VLLM_TARGET, None, 'vllm')]
+         + to_vllm_target("0.22.0"), None, 'vllm')]

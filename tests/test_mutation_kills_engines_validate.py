@@ -807,7 +807,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          'error',
          'SGLang has no qwen3 EAGLE-3 drafter class: it would serve different maths or drop weights',
          'no file makes SGLang serve this drafter as trained; serve it with vLLM, which supports every '
-         'variant: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`',
+         'variant: `eagle3-convert --engine vllm --to vllm {tmp}/drafter drafter-vllm`',
          None,
          'sglang'),
     ],
@@ -958,8 +958,8 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          'warning',
          'SGLang attends over the whole context where the drafter was trained with a 64-token sliding window: '
          'the maths differ past 64 tokens unless launched with --speculative-draft-window-size 64',
-         'serve it as the caveat says, or with an engine that reads the file in full: `eagle3-convert --to '
-         'vllm {tmp}/drafter drafter-vllm`',
+         'serve it as the caveat says, or with an engine that reads the file in full: `eagle3-convert --engine '
+         'vllm --to vllm {tmp}/drafter drafter-vllm`',
          None,
          'sglang'),
     ],
@@ -970,7 +970,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 '
          'more)) without a word; it would serve this file wrong',
          'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
-         'right: `eagle3-convert --target {tmp}/target --to sglang {tmp}/drafter drafter-sglang`',
+         'right: `eagle3-convert --target {tmp}/target --engine sglang==0.5.11 --to sglang {tmp}/drafter drafter-sglang`',
          None,
          'sglang'),
         ('I-ENGINE-RELEASES',
@@ -987,8 +987,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          'error',
          'SGLang 0.5.11 refuses this file: model architectures '
          "['Eagle3DeepseekV2ForCausalLM'] are not supported",
-         'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
-         'right: `eagle3-convert --target {tmp}/target --to sglang {tmp}/drafter drafter-sglang`',
+         'upgrade to SGLang ≥ 0.5.12, which serves this file as trained',  # no file of its own makes 0.5.11 build it
          None,
          'sglang'),
         ('I-ENGINE-RELEASES',
@@ -1007,7 +1006,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 '
          'more)) without a word; it would serve this file wrong',
          'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
-         'right: `eagle3-convert --target {tmp}/target --to sglang {tmp}/drafter drafter-sglang`',
+         'right: `eagle3-convert --target {tmp}/target --engine sglang==0.5.11 --to sglang {tmp}/drafter drafter-sglang`',
          None,
          'sglang'),
         ('E-ENGINE-WRONG',
@@ -1016,7 +1015,7 @@ ENGINE_FINDINGS: dict[str, list[tuple]] = {
          '(layers.0.hidden_norm.weight, layers.0.input_layernorm.weight, layers.0.mlp.down_proj.weight (+7 '
          'more)) without a word; it would serve this file wrong',
          'upgrade to SGLang ≥ 0.5.12, which serves this file as trained; or write the file the engine reads '
-         'right: `eagle3-convert --target {tmp}/target --to sglang {tmp}/drafter drafter-sglang`',
+         'right: `eagle3-convert --target {tmp}/target --engine sglang==0.5.10 --to sglang {tmp}/drafter drafter-sglang`',
          None,
          'sglang'),
         ('I-ENGINE-RELEASES',

@@ -366,27 +366,29 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         dict(layout="sglang", edit=lambda c: c["eagle_config"].update({IDS: [0, 3, 4]}), engines=["llamacpp"],
              codes=("ENGINE",)),
         [('E-ENGINE-WRONG', 'error', 'llama.cpp: captures its default layers {2, L//2, L-3}, never the trained '
-          '[1, 4, 5]; it would serve this file wrong', 'write the file the engine reads right: `eagle3-convert --to '
-          'vllm {tmp}/drafter drafter-vllm`; or write the GGUF itself with eagle3-convert --to gguf --target-gguf '
-          'TARGET.gguf', None, 'llamacpp')]),
+          '[1, 4, 5]; it would serve this file wrong', 'write the file the engine reads right: `eagle3-convert '
+          '--engine llamacpp --to vllm {tmp}/drafter drafter-vllm` (or the GGUF itself: eagle3-convert --to gguf '
+          '--target-gguf TARGET.gguf)', None, 'llamacpp')]),
     "a 2-layer drafter for llama.cpp": (
         dict(layout="vllm", spec={"num_layers": 2}, engines=["llamacpp"], codes=("ENGINE",)),
         [('E-ENGINE-REFUSES', 'error', "llama.cpp: llama.cpp's converter does not detect it as EAGLE-3 (one layer and "
           "draft_vocab_size needed) and fails on its tensor names", 'no file makes llama.cpp serve a 2-layer drafter '
-          '(it builds one layer); serve it with vLLM: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None,
+          '(it builds one layer); serve it with vLLM: `eagle3-convert --engine vllm --to vllm {tmp}/drafter '
+          'drafter-vllm`', None,
           'llamacpp')]),
     "a speculators file without embed_tokens for mlx-vlm": (
         dict(layout="speculators", engines=["mlx-vlm"], codes=("ENGINE",)),
         [('E-ENGINE-REFUSES', 'error', "mlx-vlm (from source): mlx-vlm's drafter embeds tokens with its own "
           "embed_tokens, which this checkpoint does not store: the module is dropped at load and the first draft step "
-          "fails", 'write the file the engine reads right: `eagle3-convert --to speculators {tmp}/drafter '
-          "drafter-speculators`, with the target's embed_tokens.weight added if the drafter stores none", None,
+          "fails", "write the speculators layout (eagle3-convert --to speculators {tmp}/drafter "
+          "drafter-speculators), then add the target's embed_tokens.weight if the drafter stores none", None,
           'mlx-vlm')]),
     "a speculators file with embed_tokens for mlx-vlm": (
         dict(layout="speculators", spec={"embed_tokens": True}, engines=["mlx-vlm"], codes=("ENGINE",)),
         [('W-ENGINE-CAVEAT', 'warning', 'mlx-vlm captures only on targets whose model takes its hooks (gemma4, '
           'gemma4_unified, lfm2, minimax_m3_vl, muse_glimmer, qwen3_5 at 0.6.15)', 'serve it as the caveat says, or '
-          'with an engine that reads the file in full: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None,
+          'with an engine that reads the file in full: `eagle3-convert --engine vllm --to vllm {tmp}/drafter '
+          'drafter-vllm`', None,
           'mlx-vlm'),
          ('I-ENGINE-READING', 'info', 'mlx-vlm (from source) 0.6.15: as-trained (captures [2, 4, 5], trained maths; '
           'mlx-vlm captures only on targets whose model takes its hooks (gemma4, gemma4_unified, lfm2, minimax_m3_vl, '
@@ -395,9 +397,9 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         dict(layout="eagle", engines=["lmdeploy"], codes=("ENGINE",)),
         [('E-ENGINE-REFUSES', 'error', "LMDeploy (from source): LMDeploy builds its EAGLE-3 drafter only from "
           "architectures[0] 'LlamaForCausalLM' (or a declared 'Eagle3LlamaForCausalLM'); ['LlamaForCausalLMEagle3'] "
-          "have no EAGLE-3 rewrite there", 'write the file the engine reads right: `eagle3-convert --to eagle '
-          '{tmp}/drafter drafter-eagle`, then set architectures to ["LlamaForCausalLM"], the name LMDeploy\'s docs '
-          'load', None, 'lmdeploy')]),
+          "have no EAGLE-3 rewrite there", 'write the eagle layout (eagle3-convert --to eagle {tmp}/drafter '
+          'drafter-eagle), then set architectures to ["LlamaForCausalLM"], the name LMDeploy\'s docs load', None,
+          'lmdeploy')]),
     "a P-EAGLE drafter for TensorRT-LLM, whose reading of it is not established": (
         dict(layout="vllm", spec={"peagle_mask_token_id": 5}, engines=["trtllm"], codes=("ENGINE",)),
         [('W-ENGINE-UNKNOWN', 'warning', "TensorRT-LLM (from source): TensorRT-LLM's sources read have no P-EAGLE mode "
@@ -433,7 +435,7 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
              codes=("ENGINE",)),
         [('W-ENGINE-CAVEAT', 'warning', '4 capture ids: some vLLM releases crash at start-up on 4 or more top-level '
           'ids (vLLM PR #54598, open)', 'serve it as the caveat says, or with an engine that reads the file in full: '
-          '`eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None, 'vllm')]),
+          '`eagle3-convert --engine vllm --to vllm {tmp}/drafter drafter-vllm`', None, 'vllm')]),
     "two caveats of mlx-vlm, in one line": (
         dict(layout="speculators", spec={"embed_tokens": True}, engines=["mlx-vlm"], codes=("W-ENGINE",),
              edit=lambda c: c["transformer_layer_config"].update(sliding_window=64,
@@ -441,14 +443,14 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         [('W-ENGINE-CAVEAT', 'warning', 'mlx-vlm captures only on targets whose model takes its hooks (gemma4, '
           'gemma4_unified, lfm2, minimax_m3_vl, muse_glimmer, qwen3_5 at 0.6.15); mlx-vlm attends over the whole '
           'context where the drafter was trained with a 64-token sliding window: the maths differ past 64 tokens',
-          'serve it as the caveat says, or with an engine that reads the file in full: `eagle3-convert --to vllm '
-          '{tmp}/drafter drafter-vllm`', None, 'mlx-vlm')]),
+          'serve it as the caveat says, or with an engine that reads the file in full: `eagle3-convert --engine '
+          'vllm --to vllm {tmp}/drafter drafter-vllm`', None, 'mlx-vlm')]),
     "fc_norm on vLLM 0.21.0: refused, said once for its two runners": (
         dict(layout="vllm", spec={"fc_norm": True}, engines=["vllm"], releases={"vllm": ["0.21.0"]},
              codes=("ENGINE",)),
         [('E-ENGINE-REFUSES', 'error', 'vLLM (V1 runner) 0.21.0 refuses this file: vLLM builds no fc_norm and fails to '
-          'load fc_norm.* (KeyError)', 'upgrade to vLLM ≥ 0.22.0, which serves this file as trained; or write the '
-          'file the engine reads right: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None, 'vllm'),
+          'load fc_norm.* (KeyError)', 'upgrade to vLLM ≥ 0.22.0, which serves this file as trained', None,
+          'vllm'),  # its own layout holds fc_norm as this file does: no file makes 0.21.0 load it
          ('I-ENGINE-RELEASES', 'info', 'vLLM releases disagree on this file: served as trained on ≥ 0.22.0; refused '
           'loudly on 0.18.0–0.21.0 (vLLM builds no fc_norm and fails to load fc_norm.* (KeyError))', None, None,
           'vllm')]),
@@ -520,12 +522,13 @@ CASES7: dict[str, tuple[dict[str, Any], list[tuple]]] = {
         dict(layout="vllm", spec={"norm_before_residual": True}, engines=["sglang"], codes=("UNSUPPORTED",)),
         [('E-ENGINE-UNSUPPORTED', 'error', 'norm_before_residual is true and SGLang has no such option: it would serve '
           'different maths or drop weights', 'no file makes SGLang serve this drafter as trained; serve it with vLLM, '
-          'which supports every variant: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`', None, 'sglang')]),
+          'which supports every variant: `eagle3-convert --engine vllm --to vllm {tmp}/drafter drafter-vllm`', None,
+          'sglang')]),
     "norm_output, which llama.cpp ignores": (
         dict(layout="vllm", spec={"norm_output": True}, engines=["llamacpp"], codes=("ENGINE",)),
         [('E-ENGINE-WRONG', 'error', 'llama.cpp: llama.cpp ignores norm_output; it would serve this file wrong',
-          'write the file the engine reads right: `eagle3-convert --to vllm {tmp}/drafter drafter-vllm`; or write the '
-          'GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf', None, 'llamacpp')]),
+          'no conversion fixes this: written in the vllm layout, llama.cpp b11434 would still serve it wrong: '
+          'llama.cpp ignores norm_output [E-ENGINE-WRONG]', None, 'llamacpp')]),
     "vLLM's top-level norm_before_fc": (dict(layout="vllm", spec={"norm_before_fc": True}, codes=CONFIG_CODES), []),
     "a target_hidden_size as a string: the drafter's own width": (
         dict(layout="vllm", edit=lambda c: c.update(target_hidden_size="40"), codes=CONFIG_CODES),

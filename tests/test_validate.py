@@ -260,6 +260,15 @@ def _index_outside(path: Path, index: dict[str, Any]) -> None:
     index["weight_map"] = {k: ("../outside.safetensors" if v == second else v) for k, v in index["weight_map"].items()}
 
 
+def _as_target_model(path: Path) -> None:
+    """A plain transformers model where the drafter was: its config names no drafter, its weights are a decoder stack
+    (model.layers.*) with no fc."""
+    edit_tensors(lambda t: [t.__setitem__(f"model.layers.0.{n}", t.pop(n)) for n in list(t) if n != "fc.weight"]
+                 and t.pop("fc.weight"))(path)
+    edit_config(lambda c: (c.clear(), c.update(architectures=["LlamaForCausalLM"], model_type="llama",
+                                               num_hidden_layers=8, hidden_size=32, vocab_size=96)))(path)
+
+
 def sharded(layout: str) -> Callable[[Path], Path]:
     def make(tmp: Path) -> Path:
         path = built(layout)(tmp)
@@ -281,6 +290,7 @@ CASES: dict[str, Case] = {
     "E-FILE-MISSING": Case(sharded("sglang"), edit_index(_index_missing_shard)),
     "E-FILE-PATH": Case(sharded("sglang"), edit_index(_index_outside)),
     # layout and config
+    "E-SRC-IS-TARGET": Case(built("sglang"), lambda p: _as_target_model(p)),
     "E-LAYOUT-UNKNOWN": Case(built("sglang"), edit_config(lambda c: c.__setitem__("architectures",
                                                                                     ["MistralForCausalLM"]))),
     # checked as SGLang too, which does not read the vLLM file's norm_before_residual

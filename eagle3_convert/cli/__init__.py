@@ -97,8 +97,18 @@ def _first_positional(args: list[str], convert: click.Command | None) -> str | N
     return None
 
 
+# The four ways a command is told of the target, one line each: which to pass, and why they are not one option.
+TARGET_HELP = "\n".join((
+    "--verifier NAME      the target's name, written into the drafter (speculators config, model card)",
+    "--target CONFIG      the target's config.json (file, dir, repo id): depth and family decide the capture ids",
+    "--target-model DIR   verify only: the target's weights, run in transformers to measure acceptance",
+    "--target-gguf FILE   --to gguf only: the target's GGUF, whose tokenizer llama.cpp reads from the drafter",
+))
+
+
 @click.group(cls=_ConvertByDefault, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog="Layouts (for --from/--to):\n\n\b\n" + LAYOUT_HELP)
+             epilog="Layouts (for --from/--to):\n\n\b\n" + LAYOUT_HELP + "\n\nThe target, four ways (a name, its "
+             "config, its weights, its GGUF: each command reads only what it needs):\n\n\b\n" + TARGET_HELP)
 @click.version_option(package_name="eagle3-convert", prog_name="eagle3-convert")
 def main() -> None:
     """Convert, validate, record and publish EAGLE-3 speculative-decoding drafters.

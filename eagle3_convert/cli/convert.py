@@ -10,8 +10,9 @@ from typing import Any
 import click
 
 from ..capture_ids import IDS_KEY, capture_context, convention_table
-from ..errors import UsageError
+from ..errors import Eagle3Error, UsageError
 from ..names import CAPTURE_CONVENTIONS, LABELS, LAYOUTS
+from ..vocab_map import REPAIR_COMMAND
 from ..registry.errors import RegistryError
 from ..registry.paths import registry_exists
 from . import main
@@ -215,7 +216,8 @@ def _registry_lookup(options: Any, store: Any, registry_path: str | None) -> Any
               help="--to gguf: dtype of the 2-D weights (auto keeps the source's; norms are F32, d2t I64).")
 @engine_option("Judge the per-engine lines for this release (engines not named: their newest).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no per-engine verdict table (an engine that "
+              "would serve the output wrong is still said).")
 @run_guarded
 def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: str | None, target: str | None,
                 revision: str | None, endpoint: str | None, token: str | None, force: bool,
@@ -243,15 +245,40 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
 
     options.releases = judged_releases(chosen_engines(engines))
     store = None if no_record or no_registry else _open_registry(registry_path)
-    result, recorded = _convert_and_record(
-        src, dst, to_layout, from_layout, options, store, silent=quiet or as_json, revision=revision,
-        endpoint=endpoint, token=token, force=force, max_shard_bytes=max_shard_size, trained_with=trained_with,
-        registry_lookup=None if no_registry else _registry_lookup(options, store, registry_path))
+    try:
+        result, recorded = _convert_and_record(
+            src, dst, to_layout, from_layout, options, store, silent=quiet or as_json, revision=revision,
+            endpoint=endpoint, token=token, force=force, max_shard_bytes=max_shard_size, trained_with=trained_with,
+            registry_lookup=None if no_registry else _registry_lookup(options, store, registry_path))
+    except Eagle3Error as exc:
+        if exc.hint and REPAIR_COMMAND in exc.hint:  # the reader cannot know the command: this one, repaired
+            exc.hint = exc.hint.replace(REPAIR_COMMAND, typed_command("--repair-d2t-absolute"))
+        raise
     summary = conversion_summary(result, recorded, store, options.target, target_gguf)
     if as_json:
         emit_json(summary)
     else:
-        print_summary(summary, result)
+        print_summary(summary, result, quiet)
+
+
+def typed_command(*extra: str) -> str:
+    """This convert command as typed, `extra` flags first (what a hint tells the user to run instead); the token
+    is never repeated."""
+    ctx = click.get_current_context()
+    options, args = [], []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if param.name == "token" or ctx.get_parameter_source(param.name) is not click.core.ParameterSource.COMMANDLINE:
+            continue
+        if isinstance(param, click.Argument):
+            args.append(str(value))
+        elif getattr(param, "is_flag", False):
+            options += [param.opts[0]] * bool(value)
+        else:  # an --engine choice is spelled back as typed; any other value as itself
+            for one in value if getattr(param, "multiple", False) else (value,):
+                release = getattr(one, "release", None)
+                options += [param.opts[0], f"{one.spelling}=={release}" if release else getattr(one, "spelling", str(one))]
+    return shlex.join(["eagle3-convert", *extra, *options, *args])
 
 
 def _convert_and_record(src: str, dst: str, to_layout: str, from_layout: str, options: Any, store: Any, *,
@@ -312,8 +339,9 @@ def conversion_summary(result: Any, recorded: Any, store: Any, target: Any, targ
     }
 
 
-def print_summary(summary: dict[str, Any], result: Any) -> None:
-    """The text output: what was written, the capture layers, each engine's verdict, how to serve it, notes."""
+def print_summary(summary: dict[str, Any], result: Any, quiet: bool = False) -> None:
+    """The text output: what was written, the capture layers, each engine's verdict (under --quiet only a wrong one),
+    how to serve it, notes."""
     written = summary["llama_server"]["gguf"] if summary["llama_server"] else summary["dest"]
     click.echo(f"wrote {written} ({result.layout}): {summary['tensors']} tensors, {human_bytes(summary['bytes'])}")
     if result.replaced:
@@ -328,7 +356,10 @@ def print_summary(summary: dict[str, Any], result: Any) -> None:
 
     click.echo(capture_line(capture["boundaries"], result.source.detection.layout, result.layout, spelled,
                             holds_ids(result.source.stored_config or {}), holds_ids(result.plan.config)))
-    for line in serve_lines(result.serves):
+    from ..engines import WRONG
+
+    shown = {e: v for e, v in result.serves.items() if v.verdict == WRONG} if quiet else result.serves
+    for line in serve_lines(shown):
         click.echo(line)
     if summary["trtllm_serve"]:
         for line in trtllm_lines(summary["trtllm_serve"]):

@@ -18,7 +18,8 @@ HUMAN_TENSOR_ROWS = 500  # a hostile header can name millions of tensors; --json
 
 @main.command("inspect")
 @click.argument("src")
-@click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True)
+@click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True,
+              help="Read SRC as this layout instead of detecting it (for a file detection cannot place).")
 @click.option("--target", metavar="CONFIG_OR_DIR", help="Target config, to show ids for its depth and family.")
 @click.option("--revision", help="Hub revision when SRC is a repo id.")
 @hub_options

@@ -357,7 +357,7 @@ def _refuse_what_llamacpp_cannot_build(cfg: DrafterConfig) -> None:
 
 def _target_gguf(options: ConvertOptions) -> TargetGGUF:
     if not options.target_gguf:
-        raise UsageError("--to gguf needs the target's GGUF: --target-gguf PATH", "llama.cpp reads the "
+        raise UsageError("the gguf layout needs the target's GGUF: --target-gguf PATH", "llama.cpp reads the "
                          "drafter's tokenizer from the file, so it is copied from the target's GGUF (made by "
                          "llama.cpp's convert_hf_to_gguf.py; a tokenizer directory would need llama.cpp's own "
                          "tokenizer conversion)", code="E-GGUF-TARGET")

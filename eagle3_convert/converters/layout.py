@@ -228,17 +228,20 @@ def drafter_kind(config: dict[str, Any]) -> tuple[str | None, str]:
     return "eagle3", "no kind named (EAGLE-3)"
 
 
-def refuse_other_kind(kind: str, layout: str, kinds: tuple[str, ...], where: str) -> None:
-    """A layout holds only the kinds its engines build: anything else is refused, naming the field."""
+def refuse_other_kind(kind: str, layout: str, kinds: tuple[str, ...], where: str, own: str) -> None:
+    """A layout holds only the kinds its engines build: anything else is refused, naming the field and the layouts
+    that hold it (`own`: the source's layout, which holds it as it is)."""
     if kind in kinds:
         return
-    homes, why = "its own layout", ""
+    homes, why = f"an EAGLE-3 layout: its own, {own} (`--to {own}`), or `--to vllm` (vLLM serves every variant)", ""
     if kind == "peagle":
         homes = "the speculators layout (`--to speculators`, served by vLLM)"
     elif kind in ("dflash", "dspark"):
         homes = "the speculators or dflash layout (`--to speculators`, `--to dflash`: vLLM and SGLang serve them)"
         why = ": a block-diffusion drafter (plain decoder layers over its own target layers, a masked block drafted " \
               "in one pass), which no EAGLE-3 class builds"
+    elif own in ("vllm", "nemo"):  # (nemo is read only)
+        homes = "the vllm layout (`--to vllm`): vLLM serves every variant"
     raise RefusalError(f"the drafter is a {kind} drafter ({where}), and the {layout} layout holds "
                        f"{' and '.join(kinds)} drafters only{why}", f"convert it to {homes}", code="E-KIND-UNSUPPORTED")
 

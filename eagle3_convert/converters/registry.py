@@ -81,6 +81,7 @@ def _detect(ckpt: Checkpoint) -> Detection:
     if not confident and len(found) == 1:
         return found[0]
     if not found:
+        refuse_target_model(ckpt)
         raise FormatError(f"{ckpt.path}: not a known EAGLE-3 drafter layout (config.json has neither "
                           "speculators_model_type nor an Eagle3 architecture)",
                           f"pass --from with one of: {', '.join(layouts())}", code="E-LAYOUT-UNKNOWN")
@@ -89,15 +90,34 @@ def _detect(ckpt: Checkpoint) -> Detection:
                       "pass --from to say which layout it is", code="E-LAYOUT-AMBIGUOUS")
 
 
+def refuse_target_model(ckpt: Checkpoint) -> None:
+    """A target model given as SRC: a plain transformers model (no drafter class or key) whose weights hold its
+    decoder stack and no fc, the layer every EAGLE-3 drafter fuses the captured states with."""
+    config = ckpt.config or {}
+    archs = [a for a in config.get("architectures") or () if isinstance(a, str)] \
+        if isinstance(config.get("architectures"), list) else []
+    names = list(ckpt.tensors)
+    decoder = [n for n in names if n.startswith(("model.layers.", "model.embed_tokens.", "model.language_model."))]
+    if not archs or not decoder or any(n.split(".")[-2:] == ["fc", "weight"] for n in names) or \
+            "speculators_model_type" in config or "draft_vocab_size" in config:
+        return
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    layers = text.get("num_hidden_layers")
+    raise FormatError(f"{ckpt.path}: this is a target model, not a drafter (architectures {archs}"
+                      + (f", {layers} layers" if isinstance(layers, int) else "") + ", no fc.weight)",
+                      "pass the EAGLE-3 drafter's directory as SRC; the target it drafts for goes to --target (its "
+                      "depth and family), and to the verify command as the model it runs", code="E-SRC-IS-TARGET")
+
+
 def judge_explicit_from(ckpt, given: str, options: ConvertOptions, drafter: Drafter | None = None,
-                        error: Exception | None = None) -> RefusalError | None:
+                        error: Exception | None = None) -> Eagle3Error | None:
     """The one judgement convert and validate make of an explicit --from (issue 12): where detection
     confidently prefers another layout, a --from whose reader fails, leaves keys of the file unread that the
     detected layout's engines read, or reads another drafter, is refused, naming the detected layout."""
     try:
         detected = detect(ckpt)
-    except Eagle3Error:
-        return None  # ambiguous or unknown: --from is how the user settles it
+    except Eagle3Error as exc:  # ambiguous or unknown: --from is how the user settles it; a target model it is not
+        return exc if exc.code == "E-SRC-IS-TARGET" else None
     if detected.layout == given or not detected.confident:
         return None
     this = f"the checkpoint is in the {detected.layout} layout ({detected.reason})"

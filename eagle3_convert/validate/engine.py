@@ -21,7 +21,7 @@ def check_engine(ctx: Context, p: EngineProfile) -> None:
     for reason in unsupported:
         ctx.add("E-ENGINE-UNSUPPORTED", f"{reason}: it would serve different maths or drop weights",
                 f"no file makes {p.label} serve this drafter as trained; serve it with vLLM, which supports "
-                f"every variant: `{ctx.command('vllm')}`", engine=p.name)
+                f"every variant: `{ctx.command('vllm', '--engine', 'vllm')}`", engine=p.name)
     if unsupported or not _engine_reads_config(ctx, p):
         return  # the real blocker is said; how this file is spelled for the engine is moot
     if cfg.family in p.families and ctx.raw.complete and ctx.layers_plausible():
@@ -70,20 +70,11 @@ def check_engine_verdicts(ctx: Context) -> None:
             cautioned.add(engine)
             ctx.add("W-ENGINE-CAVEAT", "; ".join(verdict.caveats),
                     "serve it as the caveat says, or with an engine that reads the file in full: "
-                    f"`{ctx.command('vllm')}`", engine=engine)
-        fix = f"write the file the engine reads right: `{ctx.command(ENGINE_LAYOUT[engine])}`"
-        if engine == "llamacpp":  # or skip its converter: the GGUF llama.cpp loads, with the target's GGUF
-            fix += "; or write the GGUF itself with eagle3-convert --to gguf --target-gguf TARGET.gguf"
-        if cfg.num_layers > getattr(MODULES[engine], "MAX_LAYERS", cfg.num_layers):
-            fix = (f"no file makes {releases_of(engine).label} serve a {cfg.num_layers}-layer drafter (it builds one "
-                   f"layer); serve it with vLLM: `{ctx.command('vllm')}`")
-        elif engine == "mlx-vlm":
-            fix += ", with the target's embed_tokens.weight added if the drafter stores none"
-        elif engine == "lmdeploy":
-            fix += ', then set architectures to ["LlamaForCausalLM"], the name LMDeploy\'s docs load'
+                    f"`{ctx.command('vllm', '--engine', 'vllm')}`", engine=engine)
         serving = [s for s in verdict.across if s.verdict in SERVING]  # newest first
         for release, judged in verdict.judged or ((verdict.release, verdict),):
             label = LABELS[reader] if release == newest else f"{LABELS[reader]} {release}"
+            fix = _engine_fix(ctx, engine, release, newest)
             release_fix = releases_that_serve(engine, release, serving, fix)
             if (engine, release) in said_of_release:
                 continue
@@ -119,6 +110,25 @@ def check_engine_verdicts(ctx: Context) -> None:
                         "or serve it with an engine whose reading is known (check one with validate --engine)",
                         engine=engine)
         _say_release_disagreement(ctx, reader, verdict)
+
+
+def _engine_fix(ctx: Context, engine: str, release: str, newest: str) -> str:
+    """The conversion that makes `engine` (at `release`) read the file right, named for it: hints.py then offers it only
+    where that engine serves what it writes."""
+    cfg = ctx.cfg
+    if cfg.num_layers > getattr(MODULES[engine], "MAX_LAYERS", cfg.num_layers):
+        return (f"no file makes {releases_of(engine).label} serve a {cfg.num_layers}-layer drafter (it builds one "
+                f"layer); serve it with vLLM: `{ctx.command('vllm', '--engine', 'vllm')}`")
+    layout = ENGINE_LAYOUT[engine]
+    if engine in ("mlx-vlm", "lmdeploy"):  # two steps: the conversion, then an edit no command makes
+        then = ("add the target's embed_tokens.weight if the drafter stores none" if engine == "mlx-vlm" else
+                'set architectures to ["LlamaForCausalLM"], the name LMDeploy\'s docs load')
+        return f"write the {layout} layout ({ctx.command(layout)}), then {then}"
+    named = engine if release == newest else f"{engine}=={release}"
+    fix = f"write the file the engine reads right: `{ctx.command(layout, '--engine', named)}`"
+    if engine == "llamacpp":  # or skip its converter (the GGUF holds what the file does: both work, or neither)
+        fix += " (or the GGUF itself: eagle3-convert --to gguf --target-gguf TARGET.gguf)"
+    return fix
 
 
 def _say_release_disagreement(ctx: Context, reader: str, verdict) -> None:

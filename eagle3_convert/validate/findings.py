@@ -27,6 +27,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-FILE-PATH": ("error", "a weight file lies outside the checkpoint directory"),
     # layout and config
     "E-LAYOUT-UNKNOWN": ("error", "config.json is no known EAGLE-3 drafter layout"),
+    "E-SRC-IS-TARGET": ("error", "SRC is a target model (a plain transformers model with no fc), not a drafter"),
     "E-LAYOUT-AMBIGUOUS": ("error", "the config reads as more than one layout, whose engines read it differently: "
                                     "convert refuses it without --from; checked as each"),
     "E-SCHEMA": ("error", "config.json breaks its layout's JSON Schema"),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..atomic import CONFIG_NAME
 from ..converters.layout import ConvertOptions, Layout, drafter_kind
-from ..converters.registry import detect, get_layout, judge_explicit_from, layouts
+from ..converters.registry import detect, get_layout, judge_explicit_from, layouts, refuse_target_model
 from ..drafter import BLOCK_KINDS, KIND_LABELS
 from ..target_identity import TargetIdentity
 from ..engines import REFUSES, SERVING, UNKNOWN, WRONG, releases_of, serve_verdicts, target_context
@@ -59,7 +59,7 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
     report = Report(label, None, None, list(engines or ()), findings, releases={k: list(v) for k, v in
                                                                                (releases or {}).items()})
     candidates = _layouts(raw, from_layout, report) if raw.config is not None else []
-    if from_layout != "auto" and raw.config is not None:
+    if from_layout != "auto" and candidates:
         findings.extend(_explicit_from(raw, from_layout, target))
     if len(candidates) == 1:
         report.layout = candidates[0].name
@@ -89,6 +89,11 @@ def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layou
     """The layout to check the checkpoint in; every confident candidate when detection cannot choose."""
     if from_layout != "auto":
         report.detected_by = "given with --from"
+        try:  # no layout's checks fit a target model: one finding says what it is
+            refuse_target_model(raw.checkpoint())
+        except FormatError as exc:
+            report.findings.append(from_error(exc, where=CONFIG_NAME))
+            return []
         return [get_layout(from_layout)]
     if drafter_kind(raw.config or {})[0] in BLOCK_KINDS:  # none of the EAGLE-3 checks below applies
         report.findings += _block_diffusion(raw, report)
