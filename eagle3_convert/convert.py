@@ -28,11 +28,10 @@ from .drafter import MATH_FLAGS, Drafter, DrafterConfig
 from .target_identity import TargetIdentity, compare
 from .engines import (REFUSES, SERVING, WRONG, Verdict, releases_of, releases_that_serve, serve_verdicts,
                       target_context)
-from .engines.vllm import local_verifier
-from .errors import Eagle3Error, RefusalError, UsageError
+from .errors import Eagle3Error, FormatError, RefusalError, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .names import LABELS
-from .sources import resolve_source
+from .sources import looks_local, resolve_source
 from .targets import load_target, read_target_config
 
 
@@ -76,10 +75,13 @@ def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetI
         return None
     local = Path(spec)
     if local.is_dir() and (local / "config.json").is_file() or local.is_file():
-        # vLLM refuses a speculators verifier that is a local path: name the repo the config says it came from.
-        named = read_target_config(spec)[0].get("_name_or_path")
-        repo = named if isinstance(named, str) and named and not local_verifier(named) else spec
-        verifier = load_target(spec, name_or_path=repo)
+        # named as the repo its config says it came from, else by its resolved path (targets.load_target); a path
+        # is served through --speculative-config only (engines/vllm.py SHORTCUT_REFUSES says how)
+        verifier = load_target(spec)
+    elif looks_local(spec):  # written as given, a path that is nowhere would name no model at all
+        raise FormatError(f"--verifier {spec}: no such directory, and no Hub repo id (ORG/NAME)",
+                          "pass the target's Hub repo id, or the directory that holds its config.json",
+                          code="E-TARGET-MISSING")
     else:
         verifier = TargetIdentity(name_or_path=spec)
     if target is None:

@@ -144,8 +144,10 @@ def test_norm_before_residual_drafter_written_for_vllm_is_refused_by_sglang(tmp_
     assert any("SGLang would load this file and serve it wrong" in n for n in doc["notes"])
 
 
-def test_speculators_verifier_is_a_repo_id_not_a_local_path(tmp_path: Path):
-    """Issue 11: `--verifier ./local-dir` wrote a name `vllm serve` refuses."""
+def test_speculators_verifier_is_a_repo_id_where_the_target_names_one(tmp_path: Path):
+    """Issue 11: `--verifier ./local-dir` wrote a name the `vllm serve DRAFTER` shortcut refuses. The repo id the
+    target's config names is written; a target that names none is written by its resolved path, which vLLM serves
+    through --speculative-config, and convert says so (issue 34: a file some way serves is no error)."""
     spec = DrafterSpec(verifier="meta-llama/Llama-3.1-8B-Instruct")
     src = build_drafter(tmp_path / "s", "sglang", spec)
     named = write_target(tmp_path / "named", spec)  # its config.json says _name_or_path, as transformers saves
@@ -158,9 +160,14 @@ def test_speculators_verifier_is_a_repo_id_not_a_local_path(tmp_path: Path):
     cfg = json.loads((anonymous / "config.json").read_text())
     del cfg["_name_or_path"]
     (anonymous / "config.json").write_text(json.dumps(cfg))
-    result = run_cli("--to", "speculators", "--verifier", anonymous, "--no-record", src, tmp_path / "b")
-    assert result.exit_code == 1 and "[E-VERIFIER-LOCAL]" in result.stderr and not (tmp_path / "b").exists()
-    assert "--verifier ORG/NAME" in result.stderr
+    result = run_cli("--to", "speculators", "--verifier", anonymous, "--no-record", "--json", src, tmp_path / "b")
+    assert result.exit_code == 0, result.stderr
+    config = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert config["speculators_config"]["verifier"]["name_or_path"] == str(anonymous.resolve())
+    serves = json.loads(result.stdout)["serves"]
+    for runner in ("vllm-v1", "vllm-v2"):
+        assert serves[runner]["verdict"] == "as-trained" and "vllm serve TARGET --speculative-config" in serves[
+            runner]["why"] and "the `vllm serve DRAFTER` shortcut" in serves[runner]["why"], serves[runner]
 
 
 def test_convert_prints_one_serve_line_per_engine(tmp_path: Path):

@@ -118,7 +118,7 @@ SAMPLE_EXPECTATIONS = {
                                     "eagle": "E-FAMILY-UNSUPPORTED", "modelopt": "E-FAMILY-UNSUPPORTED"},
 }
 TARGET = DATA / "targets" / "llama-tiny"
-VERIFIER = "org/llama-tiny"  # its Hub name: vLLM refuses a speculators verifier that is a local path
+VERIFIER = "org/llama-tiny"  # its Hub name: `vllm serve DRAFTER` refuses a speculators verifier that is a local path
 
 
 def manifest(sample_name: str) -> dict:

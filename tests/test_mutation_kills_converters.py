@@ -457,9 +457,8 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
         "is [E-VERIFIER-MISSING] — hint: pass --verifier ORG/TARGET_MODEL (the model it was trained against)"),
     "speculators: a relative verifier path": (
         "sglang", put(), None, "speculators", ("--verifier", "./here"),
-        "error: the verifier would be written as './here', a local path, and `vllm serve` refuses a speculators "
-        "verifier that is not a Hub repository id [E-VERIFIER-LOCAL] — hint: pass --verifier ORG/NAME, the Hub repo "
-        "id of the target model, and the local directory as --target"),
+        "error: --verifier ./here: no such directory, and no Hub repo id (ORG/NAME) [E-TARGET-MISSING] — hint: pass "
+        "the target's Hub repo id, or the directory that holds its config.json"),
     "speculators: a flat P-EAGLE source without its mask token": (
         "vllm", _pop("pard_token"), PEAGLE, "speculators", ("--verifier", "org/t"),
         f"error: mask_token_id is None: {_MASK_MISSING}"),

@@ -360,9 +360,8 @@ REFUSALS: dict[str, tuple[str, str, tuple[Edit, ...], Any, tuple[str, ...], str]
                                                 _no_verifier_line("dspark")),
     "flat: to speculators with a local verifier": (
         "flat", "dflash", (), None, ("--to", "speculators", "--verifier", "./qwen3"),
-        "error: the verifier would be written as './qwen3', a local path, and `vllm serve` refuses a speculators "
-        "verifier that is not a Hub repository id [E-VERIFIER-LOCAL] — hint: pass --verifier ORG/NAME, the Hub repo "
-        "id of the target model"),
+        "error: --verifier ./qwen3: no such directory, and no Hub repo id (ORG/NAME) [E-TARGET-MISSING] — hint: pass "
+        "the target's Hub repo id, or the directory that holds its config.json"),
     "speculators: no transformer_layer_config": (
         "spec", "dspark", (drop("transformer_layer_config"),), None, (),
         "error: speculators config has no transformer_layer_config object [E-CONFIG-FIELD] — hint: a speculators "
@@ -400,12 +399,6 @@ REFUSALS: dict[str, tuple[str, str, tuple[Edit, ...], Any, tuple[str, ...], str]
     "speculators: a verifier that is no object, to speculators": (
         "spec", "dflash", (lambda c: c["speculators_config"].update(verifier=VERIFIER),), None,
         ("--to", "speculators"), _no_verifier_line("dflash")),
-    "speculators: a local verifier, to speculators": (
-        "spec", "dflash", (lambda c: c["speculators_config"]["verifier"].update(name_or_path="/models/qwen3"),), None,
-        ("--to", "speculators"),
-        "error: the verifier would be written as '/models/qwen3', a local path, and `vllm serve` refuses a "
-        "speculators verifier that is not a Hub repository id [E-VERIFIER-LOCAL] — hint: pass --verifier ORG/NAME, "
-        "the Hub repo id of the target model"),
 }
 
 
@@ -774,3 +767,11 @@ def test_modelopts_fields_in_a_foreign_eagle_config_are_known_there(tmp_path: Pa
     report = json.loads(run_cli("validate", "--json", "--from", "eagle", src).stdout)
     assert [(f["code"], f["where"]) for f in report["findings"] if (f["where"] or "").startswith("$.eagle_config")] \
         == [("W-CONFIG-KEY-FOREIGN", "$.eagle_config"), ("W-CONFIG-KEY-UNKNOWN", "$.eagle_config.my_x")]
+
+
+def test_a_local_verifier_a_file_names_is_written_as_it_is(tmp_path: Path):
+    """A speculators DFlash file whose verifier is a local path: vLLM serves it through --speculative-config (only its
+    `vllm serve DRAFTER` shortcut refuses the name), so it is converted, the path kept (issue 34: no false alarm)."""
+    src = spec(tmp_path, "dflash", lambda c: c["speculators_config"]["verifier"].update(name_or_path="/models/qwen3"))
+    assert convert(src, tmp_path / "out", "--to", "speculators").exit_code == 0
+    assert written(tmp_path / "out")["speculators_config"]["verifier"]["name_or_path"] == "/models/qwen3"

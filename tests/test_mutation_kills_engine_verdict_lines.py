@@ -18,6 +18,8 @@ from test_mutation_kills_validate import judged
 # each names the engine it is for (hints.py offers it only where that engine serves what it writes)
 TO_SGLANG = ("write the file the engine reads right: `eagle3-convert --engine sglang --to sglang {tmp}/drafter "
              "drafter-sglang`")
+CAVEAT_HINT = ("serve it as the caveat says, or with an engine that reads the file in full: `eagle3-convert --engine "
+               "vllm --to vllm {tmp}/drafter drafter-vllm`")
 TO_VLLM = "write the file the engine reads right: `eagle3-convert --engine vllm --to vllm {tmp}/drafter drafter-vllm`"
 
 
@@ -65,15 +67,17 @@ def local_verifier(config: dict[str, Any]) -> None:
     config["speculators_config"]["verifier"]["name_or_path"] = "./target"
 
 
-def test_a_refusal_no_engine_profile_models_is_said_with_the_conversion_that_fixes_it(tmp_path: Path):
-    """vLLM refuses a speculators config whose verifier is a local path (`vllm serve`: Speculators verifier must name
-    a remote model repository). No validate check models it, and validate used to report such a file clean: the
-    refusal was said only for another kind than EAGLE-3 (P-EAGLE's mask token) or an engine without a profile. Said
-    once for the two runners, with the conversion that fixes it (the vllm layout names no verifier)."""
+def test_a_local_verifier_is_a_way_of_serving_not_a_refusal(tmp_path: Path):
+    """vLLM's `vllm serve DRAFTER` shortcut refuses a speculators config whose verifier is a local path (Speculators
+    verifier must name a remote model repository); `vllm serve TARGET --speculative-config` serves the file. It was
+    an error (E-ENGINE-REFUSES), a false alarm: now a caveat naming the command that serves it, said once for the
+    two runners (issue 34)."""
     got = judged(tmp_path, "speculators", edit=local_verifier)
     assert got == [
-        ('E-ENGINE-REFUSES', 'error', "vLLM (V1 runner): Speculators verifier must name a remote "
-         "model repository (name_or_path is './target')", TO_VLLM, None, 'vllm')]
+        ('W-ENGINE-CAVEAT', 'warning', "only as `vllm serve TARGET --speculative-config '{\"model\": \"DRAFTER\", "
+         "\"method\": \"eagle3\"}'`: the `vllm serve DRAFTER` shortcut takes its target from the verifier name "
+         "'./target', a local path where it runs (0.33.0 refuses it: Speculators verifier must name a remote model "
+         "repository; 0.24.0 loads that path)", CAVEAT_HINT, None, 'vllm')]
 
 
 def test_a_deepseek_mtp_model_type_vllm_refuses_is_said_with_the_conversion_that_fixes_it(tmp_path: Path):

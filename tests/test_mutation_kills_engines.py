@@ -14,6 +14,7 @@ import pytest
 from builders import DrafterSpec, config_for, stored_tensors
 
 from eagle3_convert.engines import TargetContext, read_all
+from eagle3_convert.engines.vllm import SHORTCUT_REFUSES
 
 NO_FLAGS = {"norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False}
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -191,9 +192,10 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
         refused("vLLM's speculators path has no Eagle3 class for model_type None")),
     "vllm: speculators, a qwen3 decoder": ("vllm-v2", file("speculators", family="qwen3"), L8,
                                            served([2, 4, 5], family="qwen3", norm_before_residual=False)),
-    **{f"vllm: verifier {value}": ("vllm-v2", file("speculators", verifier(value)), L8, refused(
-        f"Speculators verifier must name a remote model repository (name_or_path is {value!r})"))
-       for value in ("./model", "/model", "~/model", "org/model/sub")},
+    # a local verifier is a way of starting vLLM (its `vllm serve DRAFTER` shortcut), not a refusal of the file: a caveat
+    **{f"vllm: verifier {value}": ("vllm-v2", file("speculators", verifier(value)), L8, {**served([2, 4, 5]), "caveats": [
+        SHORTCUT_REFUSES.format(verifier=value, method="eagle3")]}) for value in ("./model", "/model", "~/model",
+                                                                                  "org/model/sub")},
     **{f"vllm: verifier {value!r} is no path": ("vllm-v2", file("speculators", verifier(value)), L8, served([2, 4, 5]))
        for value in ("org/model", "", 5, None)},
     "vllm: a verifier that is not a mapping": ("vllm-v2", file("speculators", lambda c, n: c[
@@ -353,13 +355,18 @@ def test_what_the_engine_reads_from_the_file(name: str):
 
 
 def test_vllm_refuses_a_verifier_that_names_a_directory_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """`org/model` is a Hub repo id, unless a directory of that name exists where vLLM runs: then it is a path."""
+    """`org/model` is a Hub repo id, unless a directory of that name exists where vLLM runs: then its `vllm serve
+    DRAFTER` shortcut refuses it as a path (0.33.0), and the verdict's caveat says so with the command that serves
+    it; the file itself is served (--speculative-config never reads the verifier)."""
     config, names = file("speculators", verifier("org/model"))()
     monkeypatch.chdir(tmp_path)
-    assert read_all(config, names, L8, engines=("vllm-v1",))["vllm-v1"].refusal is None
+    assert read_all(config, names, L8, engines=("vllm-v1",))["vllm-v1"].caveats == []
     (tmp_path / "org" / "model").mkdir(parents=True)
-    assert read_all(config, names, L8, engines=("vllm-v1",))["vllm-v1"].refusal == (
-        "Speculators verifier must name a remote model repository (name_or_path is 'org/model')")
+    reading = read_all(config, names, L8, engines=("vllm-v1",))["vllm-v1"]
+    assert reading.refusal is None and reading.caveats == [
+        "only as `vllm serve TARGET --speculative-config '{\"model\": \"DRAFTER\", \"method\": \"eagle3\"}'`: the "
+        "`vllm serve DRAFTER` shortcut takes its target from the verifier name 'org/model', a local path where it runs "
+        "(0.33.0 refuses it: Speculators verifier must name a remote model repository; 0.24.0 loads that path)"]
 
 
 @pytest.mark.parametrize("name", sorted(RELEASE_CASES))

@@ -21,7 +21,6 @@ from ..capture_ids import block_diffusion_boundaries, block_diffusion_ids
 from ..drafter import BLOCK_HEADS, BLOCK_KINDS, KIND_LABELS as LABEL, Drafter
 from ..engines.block_diffusion import FULL, SLIDING, by_type, layer_types, served_causality, trained_causality
 from ..target_identity import TargetIdentity
-from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from ..json_values import is_int
 from .base import (
@@ -198,10 +197,6 @@ def plan_speculators(drafter: Drafter, options: ConvertOptions) -> WritePlan:
                            f"{LABEL[cfg.kind]} drafter's embedding and head from it (load_verifier_weights), and this "
                            "drafter does not say which it is", "pass --verifier ORG/TARGET_MODEL (the model it was "
                            "trained against)", code="E-VERIFIER-MISSING")
-    if local_verifier(target.name_or_path):
-        raise RefusalError(f"the verifier would be written as {target.name_or_path!r}, a local path, and `vllm "
-                           "serve` refuses a speculators verifier that is not a Hub repository id",
-                           "pass --verifier ORG/NAME, the Hub repo id of the target model", code="E-VERIFIER-LOCAL")
     algorithm = {k: v for k, v in cfg.algorithm.items() if k not in CAUSALITY_KEYS}
     algorithm["sliding_window_non_causal"], notes = _speculators_non_causal(cfg)
     proposal = {"proposal_type": "greedy", "speculative_tokens": cfg.block_tokens(), "verifier_accept_k": 1,

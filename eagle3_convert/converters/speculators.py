@@ -11,7 +11,6 @@ from typing import Any
 from ..capture_ids import IDS_KEY, engine_boundaries
 from ..drafter import BLOCK_KINDS, NORM_FLAGS, Drafter
 from ..target_identity import TargetIdentity
-from ..engines.vllm import local_verifier
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
 from . import dflash
@@ -150,12 +149,6 @@ class SpeculatorsLayout(Layout):
             raise RefusalError("the speculators layout must name its verifier (target model) and this drafter "
                                "does not say which it is", "pass --verifier ORG/TARGET_MODEL (the model it was "
                                "trained against)", code="E-VERIFIER-MISSING")
-        if local_verifier(target.name_or_path):
-            raise RefusalError(f"the verifier would be written as {target.name_or_path!r}, a local path, and `vllm "
-                               "serve` refuses a speculators verifier that is not a Hub repository id",
-                               "pass --verifier ORG/NAME, the Hub repo id of the target model, and the local "
-                               "directory as --target",
-                               code="E-VERIFIER-LOCAL")
         if cfg.kind == "peagle":
             required_mask_token(cfg.mask_token_id)  # a flat source may name none
         own = dict(cfg.layout_extra.get(self.name, {}))

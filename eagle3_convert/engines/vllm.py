@@ -25,7 +25,12 @@ Facts (docs/formats.md §2.3, §6; checked by the engine tier):
   "sliding_attention" (`LlamaAttention.__init__`, models/llama.py, indexed from the draft's first layer
   through `target_layer_count`, set in llama_eagle3.py; the Qwen3 class likewise, qwen3_eagle3.py): the window
   speculators trains with (common.trained_window) is served as trained, no caveat.
-- `vllm serve` refuses a speculators verifier `name_or_path` that is a local path.
+- A speculators verifier `name_or_path` that is a local path is a matter of how the server is started, not of
+  the file: the `vllm serve DRAFTER` shortcut takes its target from that name (`maybe_override_with_speculators`,
+  transformers_utils/config.py, applied to `--model` only by engine/arg_utils.py): 0.33.0 refuses a name that is
+  no Hub repo id or exists as a path where it runs ("Speculators verifier must name a remote model repository");
+  0.24.0 loads the name as given. `vllm serve TARGET --speculative-config '{"model": DRAFTER, ...}'` never reads
+  it (SpeculativeConfig): the file is served, with a caveat naming that command (SHORTCUT_REFUSES).
 - `tie_word_embeddings` is not read: `Eagle3LlamaForCausalLM` always builds its own [Vd, H] `lm_head`
   (llama_eagle3.py), and the proposer shares the target's head only when the checkpoint stores none or an
   identical one (`_maybe_share_lm_head`, v1/spec_decode/llm_base_proposer.py, 0.33.0).
@@ -132,8 +137,16 @@ def served_family(archs: list[Any]) -> str | None:
     return None
 
 
+# How the file is served when its verifier is a local path (the module's doc: 0.33.0, transformers_utils/config.py).
+SHORTCUT_REFUSES = ("only as `vllm serve TARGET --speculative-config '{{\"model\": \"DRAFTER\", \"method\": "
+                    "\"{method}\"}}'`: the `vllm serve DRAFTER` shortcut takes its target from the verifier name "
+                    "{verifier!r}, a local path where it runs (0.33.0 refuses it: Speculators verifier must name a "
+                    "remote model repository; 0.24.0 loads that path)")
+
+
 def local_verifier(name: Any) -> bool:
-    """A verifier vLLM refuses: a path, not a Hub repo id."""
+    """A verifier name the `vllm serve DRAFTER` shortcut cannot take as a Hub repo id: a path, here (as vLLM checks
+    it, relative to where it runs)."""
     if not isinstance(name, str) or not name:
         return False
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.path.exists(name)
@@ -158,15 +171,13 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
         spec_cfg = config.get("speculators_config")
         verifier = spec_cfg.get("verifier") if isinstance(spec_cfg, dict) else None
         verifier = verifier.get("name_or_path") if isinstance(verifier, dict) else None
-        if local_verifier(verifier):
-            r.refusal = (f"Speculators verifier must name a remote model repository "
-                         f"(name_or_path is {verifier!r})")
-            return r
         named = config.get("speculators_model_type")
         r.kind = SPECULATORS_KINDS.get(named) if isinstance(named, str) else None  # (a list is no kind: no lookup)
         if r.kind is None:
             r.refusal = f"vLLM's speculators path builds no drafter for {config.get('speculators_model_type')!r} here"
             return r
+        if local_verifier(verifier):
+            r.caveats.append(SHORTCUT_REFUSES.format(verifier=verifier, method=r.kind))
         if r.kind == "peagle" and config.get("mask_token_id") is None:
             r.refusal = "vLLM fails to build the P-EAGLE config: update_peagle reads config_dict['mask_token_id']"
             return r

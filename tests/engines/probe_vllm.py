@@ -14,6 +14,9 @@ capture boundary; optionally fed_embeds [1, H], see _engine.fed_back). Per job i
   forward          per runner, the drafter's outputs on the states that runner captures, or the
                    error vLLM raised on them; with fed_embeds also its logits (compute_logits) and the
                    fed-back step's outputs and logits
+  shortcut         `vllm serve DRAFTER`'s own reading of the draft (maybe_override_with_speculators, what
+                   engine/arg_utils.py applies to --model): {"ok"} or {"error"}; the rest of the report is the
+                   --speculative-config way, which never reads the speculators verifier
 
 The engine path is vLLM's own: ModelConfig / SpeculativeConfig (which parse the draft config,
 speculators format included, and check the verifier), VllmConfig, init_distributed_environment
@@ -92,7 +95,7 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
     from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    report: dict = {}
+    report: dict = {"shortcut": shortcut(job["draft"])}
     stage("target config")
     target = ModelConfig(model=job["target"], tokenizer=None, skip_tokenizer_init=True, dtype=DTYPE)
     num_layers = target.hf_config.num_hidden_layers
@@ -152,6 +155,18 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
                 result["error"] = _engine.engine_error(exc)
             report["forward"][runner] = result
     return report
+
+
+def shortcut(draft: str) -> dict:
+    """What `vllm serve DRAFTER` makes of the draft before any model is built: the target it takes from a speculators
+    config's verifier, or vLLM's refusal of it (run where the probe runs: vLLM checks the name as a path there)."""
+    from vllm.transformers_utils.config import maybe_override_with_speculators
+
+    try:
+        model, _, _ = maybe_override_with_speculators(model=draft, tokenizer=None, trust_remote_code=False)
+    except Exception as exc:  # noqa: BLE001  (vLLM's own refusal is the finding)
+        return {"ok": False, "error": _engine.engine_error(exc)}
+    return {"ok": True, "model": model}
 
 
 def main(jobs_file: str, out_dir: str) -> None:
