@@ -90,6 +90,9 @@ def add_checkpoint(src: str, *, target: str | None = None, verifier: str | None 
     if options.target is not None and options.verifier is None and cfg.target is not None and \
             cfg.target.name_or_path and compare(cfg.target, options.target).verdict != "differ":
         options.verifier = cfg.target.joined(options.target)  # --target: the user's word that the file's target is it
+    beside = source.known.target if source.known is not None else None
+    if target is None and options.verifier is not None and compare(options.verifier, beside).verdict == "untold":
+        options.verifier = options.verifier.joined(beside)  # --verifier alone: a name of the target the sidecar knows
     facts = sidecar_facts(drafter, options, None, trained_with=trained_with)
     if options.target is not None:  # --target states the target's shape: it wins over what the files say
         shape = {key: value for key, value in options.target.model_dump().items()
@@ -120,7 +123,9 @@ def add_checkpoint(src: str, *, target: str | None = None, verifier: str | None 
     with opened(registry) as store:
         record, more = record_facts(store, facts, locations=[location], claimed=claimed, conflicts=conflicts,
                                     former_ids=[former], weights_keys=[weights_key(drafter)],
-                                    reason="registry add " + " ".join(f"--{name.replace('_', '-')}" for name in claimed))
+                                    reason="registry add " + " ".join(flag for flag, given in (
+                                        ("--target", target), ("--verifier", verifier), ("--capture-layers",
+                                        capture_layers), ("--trained-with", trained_with)) if given is not None))
     return Recorded(record, location, notes + more, conflicts)
 
 

@@ -409,7 +409,7 @@ def matrix(engines_python: Path, engines_dir: Path) -> dict:
         control["cell"] = cell
     for name, case in extras.items():
         case["vllm"] = probes["vllm"]["results"].get(name)
-    return {"cells": cells, "converted": converted, "probes": probes, "verifier_cases": extras,
+    return {"cells": cells, "converted": converted, "probes": probes, "verifier_cases": extras, "jobs": jobs,
             "controls": controls, "jobs": jobs, "inputs": inputs}
 
 
@@ -607,6 +607,64 @@ def test_our_serves_verdicts_agree_with_the_engines(matrix: dict):
             if not ok:
                 disagree.append(f"{cell.line()}  <- eagle3-convert says {verdict}")
     assert not disagree, "convert's `serves` verdicts disagree with the engines:\n" + "\n".join(disagree)
+
+
+# The codes under which validate says an engine refuses the file loudly (any other error for it: served wrong;
+# E-ENGINE-UNSUPPORTED is said only of a file the engine loads).
+LOUD_CODES = frozenset({"E-ENGINE-REFUSES", "E-CONFIG-ARCH"})
+
+
+def validate_says(draft: str, target: str, engine: str) -> str:
+    """validate --engine ENGINE's verdict on a file: LOUD (it says the engine refuses it), WRONG (another error for
+    that engine, or for the file) or SERVED; as the release tier reads it (test_engine_releases_tier.ours)."""
+    done = run_cli("validate", "--json", "--engine", engine, "--target", target, draft)
+    report = json.loads(done.stdout)
+    errors = [f for f in report["findings"] if f["severity"] == "error" and f["engine"] in (None, engine)]
+    if {f["code"] for f in errors} & LOUD_CODES:
+        return "LOUD"
+    return "WRONG" if errors else "SERVED"
+
+
+def test_validate_agrees_with_the_engines_on_every_file_they_load(matrix: dict, engines_dir: Path):
+    """Issue 34 item 4: every file the tier hands the real engines (our outputs in every layout, and the negative
+    controls: our output edited into a trap), judged by `validate --engine E` for each engine, against what E did.
+    A false alarm (validate says LOUD or WRONG, the engine serves it as trained) is a defect like a miss (validate
+    says SERVED, the engine refuses it or serves it wrong). Writes the table docs/engine-agreement.md holds."""
+    rows, off = [], []
+    for job in matrix["jobs"]:
+        for engine, readings in (("sglang", ("sglang",)), ("vllm", ("vllm-v1", "vllm-v2"))):
+            ours = validate_says(job["draft"], job["target"], engine)
+            for reading in readings:
+                if job["layout"] == "control":
+                    if reading != "sglang":
+                        continue
+                    cell = matrix["controls"][job["id"]]["cell"]
+                elif job["layout"] == "extra":
+                    continue  # the verifier cases: held to the shortcut in their own test
+                else:
+                    cell = matrix["cells"][(job["layout"], job["family"], reading)]
+                theirs = "WRONG" if cell.outcome == "SILENT-WRONG" else cell.outcome
+                rows.append((engine, reading, job["layout"], job["family"], theirs, ours))
+                if ours != theirs:
+                    off.append(f"{job['layout']}/{job['family']}/{reading}: the engine {theirs}, validate says {ours}"
+                               f" ({cell.line()})")
+    table = agreement_table(rows)
+    (engines_dir / "engine-agreement.md").write_text(table)
+    print("\n" + table)
+    assert not off, f"validate disagrees with the engines on {len(off)} of {len(rows)} cells:\n" + "\n".join(off)
+
+
+def agreement_table(rows: list[tuple[str, str, str, str, str, str]]) -> str:
+    """Per engine and release: cells, agreement, false alarms (we say LOUD/WRONG, it serves) and misses."""
+    out = ["| engine (runner) | release | cells | agree | false alarms | misses |", "|---|---|---:|---:|---:|---:|"]
+    for reading in READINGS:
+        mine = [r for r in rows if r[1] == reading]
+        alarms = sum(1 for r in mine if r[4] == "SERVED" and r[5] != "SERVED")
+        misses = sum(1 for r in mine if r[4] != "SERVED" and r[5] == "SERVED")
+        agree = sum(1 for r in mine if r[4] == r[5])
+        engine = mine[0][0] if mine else reading
+        out.append(f"| {reading} | {ENGINE_VERSIONS[engine]} | {len(mine)} | {agree} | {alarms} | {misses} |")
+    return "\n".join(out) + "\n"
 
 
 # --------------------------------------------------------------------------- issue 11's four cases

@@ -8,6 +8,7 @@ the same rule)."""
 from __future__ import annotations
 
 import re
+import json
 import shlex
 import shutil
 from pathlib import Path
@@ -51,7 +52,7 @@ VALIDATE_HINT_COMMANDS = {
     "E-KEY-UNAPPLIED": ("--engine vllm --to vllm", "--to vllm"),
     "E-KEY-UNKNOWN": ("inspect",),
     # the engines that apply the untrained twin (SGLang, TensorRT-LLM) and llama.cpp's multi-layer refusal
-    "W-KEY-UNTRAINED-TWIN": ("--to modelopt", "--to sglang", "--to vllm"),
+    "W-KEY-UNTRAINED-TWIN": ("--engine vllm --to vllm", "--to modelopt", "--to sglang"),
     "E-SCHEMA": ("--to modelopt", "--to sglang"),
     "E-TARGET-HIDDEN": ("--target TARGET --to modelopt", "--target TARGET --to sglang"),
     "E-TARGET-VOCAB": ("--target TARGET --to modelopt", "--target TARGET --to sglang"),
@@ -108,13 +109,18 @@ def run_hint(command: str, src: Path, label: str, out: Path) -> tuple[int, str]:
     return result.exit_code, result.stderr
 
 
-def still_found(finding, command: str, out: Path, options: dict) -> list[str]:
+def still_found(finding, command: str, out: Path, options: dict, src: Path) -> list[str]:
     """What the file `command` wrote (under `out`) still shows of `finding`, validated with the same options (for the
     engine and release the command names, when it names one: a command leading to another engine is checked for
-    that engine's errors)."""
+    that engine's errors). A `registry add` writes no file: SRC is validated again, against the registry it wrote."""
     words = shlex.split(command)[1:]
     if words[0] == "inspect":
         return []
+    if words[0] == "registry":
+        target = options.get("target")
+        again = json.loads(run_cli("validate", "--json", src, *(["--target", target.name_or_path] if target else []))
+                           .stdout)
+        return [f["code"] for f in again["findings"] if (f["code"], f["engine"]) == (finding.code, finding.engine)]
     named = [e for flag, e in zip(words, words[1:]) if flag == "--engine"]
     engines = sorted({e.split("==")[0] for e in named}) or ALL_ENGINES
     releases = {e.split("==")[0]: [e.split("==")[1]] for e in named if "==" in e}
@@ -142,7 +148,8 @@ def check_hints(path: Path, tmp_path: Path, **options) -> tuple[str, ...]:
     ran = hint_commands([f.hint for f in report.findings])
     for f in report.findings:
         for command in hint_commands([f.hint]):
-            assert not still_found(f, command, tmp_path / f"hint{ran.index(command)}", options), (f.code, command)
+            assert not still_found(f, command, tmp_path / f"hint{ran.index(command)}", options, path), (f.code,
+                                                                                                        command)
     target = options.get("target")
     return tuple(c.replace(f"--target {target.name_or_path} ", "--target TARGET ") for c in commands) if target \
         else commands

@@ -380,8 +380,9 @@ NOT_READ = "no DFlash reader of this engine was read"
 
 
 def test_a_block_diffusion_drafter_is_judged_for_the_newest_release_only(tmp_path: Path):
-    """DFlash/DSpark readers were read in the newest release of each engine: that one (however spelled) is judged,
-    any other (older, or unknown) is 'unknown' and named, with the release the verdict is for."""
+    """DFlash/DSpark readers were read in the newest release of each engine: that one (however spelled), and a newer
+    one judged by its rules (issue 34), are judged; an older one is 'unknown' and named, with the release the verdict
+    is for."""
     src = specforge_drafter(tmp_path / "src", "dflash")
     said = serves(src, tmp_path / "a", "vllm==0.33", "sglang==0.5.22", "speculators")
     assert said == {
@@ -400,7 +401,9 @@ def test_a_block_diffusion_drafter_is_judged_for_the_newest_release_only(tmp_pat
         "vllm-v1": ("unknown", "DFlash drafters were read in vLLM 0.33.0 only, not 0.31.0", "0.31.0"),
         "vllm-v2": ("unknown", "DFlash drafters were read in vLLM 0.33.0 only, not 0.31.0", "0.31.0"),
         "sglang": ("as-trained", "builds DFlashDraftModel, capturing boundaries [2, 10, 18, 26, 34]", "0.5.23"),
-        "speculators": ("unknown", "DFlash drafters were read in speculators 0.9.0 only, not 9.9", "9.9"),
+        # a release newer than any modelled: judged by the newest's rules (issue 34), which were read for DFlash
+        "speculators": ("refuses", "from_pretrained reads only a speculators config (speculators_model_type); "
+                        "`speculators convert` writes one from this DFlash file", "9.9"),
         "trtllm": ("unknown", NOT_READ, "2026-sources"), "llamacpp": ("unknown", NOT_READ, "b11434")}, fleet
 
 
@@ -604,16 +607,17 @@ def test_a_serving_verdict_carries_its_caveat_and_the_layers_it_captures(tmp_pat
 
 
 def test_each_release_of_a_fleet_is_judged_and_named(tmp_path: Path):
-    """--engine vllm==0.25.0 --engine vllm==9.9.9: the worst verdict, and each release's own, named by release (an
-    unknown release has no verdict)."""
+    """--engine vllm==0.25.0 --engine vllm==9.9.9: the worst verdict, and each release's own, named by release (a
+    release newer than any modelled is judged by the newest's rules and says which: issue 34)."""
     src = build_drafter(tmp_path / "src", "vllm", DrafterSpec())
-    unknown = "vLLM 9.9.9 is a release we know nothing about (we know 0.18.0 to 0.33.0): no verdict"
     assert convert_serves(src, tmp_path / "out", "--engine", "vllm==0.25.0", "--engine", "vllm==9.9.9")["vllm-v1"] == {
-        "verdict": "unknown", "captures": None, "release": "0.25.0, 9.9.9",
-        "why": f"0.25.0: as-trained (captures [2, 4, 5], trained maths); 9.9.9: unknown ({unknown})",
+        "verdict": "as-trained", "captures": [2, 4, 5], "release": "0.25.0, 9.9.9",
+        "why": "0.25.0: as-trained (captures [2, 4, 5], trained maths); 9.9.9: as-trained (captures [2, 4, 5], "
+               "trained maths)",
         "judged": [{"verdict": "as-trained", "captures": [2, 4, 5], "why": "captures [2, 4, 5], trained maths",
                     "release": "0.25.0"},
-                   {"verdict": "unknown", "captures": None, "why": unknown, "release": "9.9.9"}]}
+                   {"verdict": "as-trained", "captures": [2, 4, 5], "why": "captures [2, 4, 5], trained maths",
+                    "release": "9.9.9", "judged_by": "0.33.0"}]}
 
 
 def test_an_engine_building_another_kind_of_drafter_serves_it_wrong(tmp_path: Path):

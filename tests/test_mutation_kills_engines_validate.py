@@ -802,10 +802,10 @@ ENGINE_CODES = ("ENGINE", "E-CONFIG-ARCH", "E-CONFIG-DRAFT-VOCAB", "E-CONFIG-TAR
                 "W-CONFIG-DEFAULTS-DIFFER", "E-KEY-UNAPPLIED", "E-KEY-REFUSED", "E-KEY-DROPPED")
 # every finding of validate/engine.py's codes: code, severity, message, hint, where, engine ({tmp}: the test's dir)
 ENGINE_FINDINGS: dict[str, list[tuple]] = {
-    'a Qwen3 drafter for SGLang': [
-        ('E-ENGINE-UNSUPPORTED',
+    'a Qwen3 drafter for SGLang': [  # SGLang refuses its class loudly: no maths is served (issue 34's agreement)
+        ('E-ENGINE-REFUSES',
          'error',
-         'SGLang has no qwen3 EAGLE-3 drafter class: it would serve different maths or drop weights',
+         "SGLang: model architectures ['Eagle3Qwen3ForCausalLM'] are not supported",
          'no file makes SGLang serve this drafter as trained; serve it with vLLM, which supports every '
          'variant: `eagle3-convert --engine vllm --to vllm {tmp}/drafter drafter-vllm`',
          None,

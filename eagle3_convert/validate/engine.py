@@ -18,10 +18,11 @@ from .vocab import engine_vocab
 def check_engine(ctx: Context, p: EngineProfile) -> None:
     cfg, raw = ctx.cfg, ctx.config
     unsupported = p.unsupported(cfg)
+    if unsupported and _refuses_loudly(ctx, p.name):
+        return  # it never serves the maths it lacks: check_engine_verdicts says the refusal (E-ENGINE-REFUSES)
     for reason in unsupported:
         ctx.add("E-ENGINE-UNSUPPORTED", f"{reason}: it would serve different maths or drop weights",
-                f"no file makes {p.label} serve this drafter as trained; serve it with vLLM, which supports "
-                f"every variant: `{ctx.command('vllm', '--engine', 'vllm')}`", engine=p.name)
+                _to_vllm(ctx, p.label), engine=p.name)
     if unsupported or not _engine_reads_config(ctx, p):
         return  # the real blocker is said; how this file is spelled for the engine is moot
     if cfg.family in p.families and ctx.raw.complete and ctx.layers_plausible():
@@ -45,6 +46,19 @@ def check_engine(ctx: Context, p: EngineProfile) -> None:
                 "size", engine=p.name, where="$.target_hidden_size")
     engine_capture(ctx, p)
     fc_bypass(ctx, p)
+
+
+def _to_vllm(ctx: Context, label: str) -> str:
+    return (f"no file makes {label} serve this drafter as trained; serve it with vLLM, which supports every variant: "
+            f"`{ctx.command('vllm', '--engine', 'vllm')}`")
+
+
+def _refuses_loudly(ctx: Context, engine: str) -> bool:
+    """Whether every runner of `engine`, at its newest release, refuses this file (the engine modules' reading)."""
+    cfg = ctx.cfg.model_copy(update={"capture_boundaries": ctx.intended})
+    serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth),
+                            ENGINE_RUNNERS[engine], {})
+    return all(v.verdict == REFUSES for v in serves.values())
 
 
 def check_engine_verdicts(ctx: Context) -> None:
@@ -97,9 +111,11 @@ def check_engine_verdicts(ctx: Context) -> None:
                 # a refusal no check above names: what only a kind's own rules decide (P-EAGLE's mask token), an
                 # engine judged by its module alone (llama.cpp, mlx-vlm, LMDeploy), or one no EngineProfile models
                 # (vLLM's of a local verifier path, of a DeepSeek MTP model_type)
-                ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {judged.why}", fix if cfg.kind == "eagle3" or
-                        engine not in profiled else "add the field the engine names to a copy of config.json (for "
-                        "P-EAGLE, the mask token the drafter was trained with)", engine=engine)
+                lacks = engine in profiled and profiled[engine].unsupported(ctx.cfg)
+                ctx.add("E-ENGINE-REFUSES", f"{LABELS[reader]}: {judged.why}", _to_vllm(ctx, profiled[engine].label)
+                        if lacks else fix if cfg.kind == "eagle3" or engine not in profiled else "add the field the "
+                        "engine names to a copy of config.json (for P-EAGLE, the mask token the drafter was trained "
+                        "with)", engine=engine)
                 said_of_release.add((engine, release))
             elif judged.verdict in SERVING and engine not in profiled and unsaid and rules == newest:
                 # judged by its module alone: no check above says how it reads a file it serves

@@ -51,7 +51,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "I-ROPE-EXPORT-YARN": ("info", "a ModelOpt export carries the YaRN rope scaling its exporter injects"),
     "W-ENGINE-CAVEAT": ("warning", "the engine serves the file as trained only within a limit, or with a serve-time "
                                    "flag"),
-    "E-ENGINE-UNSUPPORTED": ("error", "the engine has no class or option for this drafter"),
+    "E-ENGINE-UNSUPPORTED": ("error", "the engine loads this drafter but has no option for one of its features: it "
+                                      "serves other maths or drops weights (one it refuses: E-ENGINE-REFUSES)"),
     "I-ENGINE-RELEASES": ("info", "the releases of the engine we know read this file differently (--engine "
                                   "ENGINE==RELEASE judges one)"),
     "I-ENGINE-READING": ("info", "how an engine judged by its module alone (llama.cpp, mlx-vlm, LMDeploy) serves this "
