@@ -8,10 +8,12 @@ Checked here (issue 34 item 6):
   target options names, for each, commands that take it;
 - every command the docs show on the shipped files runs as shown. The convention (docs/index.md, "Commands that run
   as shown"): a `bash` block that names a path under examples/, tests/data/ or build/ is runnable (but for
-  docs/architecture.md's sketches of a layout and an engine not written yet). Its `eagle3-convert` commands run with the real CLI, in order, page by page, in a temporary directory holding a copy of the files
-  named, with a registry of their own and no network; each must exit 0 (1 where a line it is shown printing starts
-  with FAIL or error:) and print every `# ` line shown under it. `pip install` is not run (the test extra installed
-  it); commands that need the Hub (publish without --dry-run, registry sync, search --hub) are skipped and counted.
+  docs/architecture.md's sketches of a layout and an engine not written yet). Its `eagle3-convert` commands run
+  with the real CLI, in order, page by page, in a temporary directory holding a copy of the files named, with a
+  registry of their own and no network; each must exit 0 (1 where a line it is shown printing starts with FAIL or
+  error:) and print every `# ` line shown under it; `export` sets a variable for the page's later commands.
+  `pip install` is not run (the test extra installed it); commands that need the Hub (publish without --dry-run,
+  registry sync, search --hub) are skipped and counted.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ SKETCHES = {"docs/architecture.md"}
 
 # Commands each page runs as shown, and Hub commands it shows but the test skips. A page that gains or loses a
 # runnable example changes these on purpose: a convention that silently stopped matching would run nothing.
-RUNS = {"README.md": (9, 1), "docs/validate.md": (7, 0)}
+RUNS = {"README.md": (9, 1), "docs/engines.md": (2, 0), "docs/validate.md": (7, 0)}
 
 
 # ------------------------------------------------------------------------------------------------ reading pages
@@ -242,6 +244,10 @@ def test_every_command_runs_as_shown(page: str, tmp_path: Path, monkeypatch: pyt
                 continue
             if words[0] == "cp":
                 shutil.copyfile(words[1], words[2])
+                continue
+            if words[0] == "export":  # for the commands after it on the page
+                assert not step.shown and len(words) == 2, step.line
+                monkeypatch.setenv(*words[1].split("=", 1))
                 continue
             assert words[0] == "eagle3-convert", f"{page}: `{step.line}` is no command the docs test can run"
             if needs_the_hub(words):
