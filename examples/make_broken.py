@@ -1,4 +1,4 @@
-"""Rebuild the two broken copies of examples/tiny-llama-speculators that the README's "Try the mistakes" uses,
+"""Rebuild the two broken copies of examples/tiny-llama-speculators that "Try the mistakes" (docs/validate.md) uses,
 each converted against examples/tiny-llama-target (its sidecar records capture boundaries [2, 4, 5]):
 
 - broken-ids-off-by-one (speculators): config.json's ids edited to [1, 3, 4], each one lower: the slip of a

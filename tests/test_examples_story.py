@@ -1,7 +1,7 @@
 """examples/ tells the story (issue 21): the tiny drafter, the tiny target it was trained for, and a copy whose
-capture ids are off by one, and an SGLang copy whose layer is stored as `layers.0.*`. The README's "Try the mistakes" commands run here as written (SRC paths in
-examples/, build/ in a temporary directory, a registry of their own), and each output line the README shows
-must be printed; validate catches the broken copy on its own, with or without --target and a registry."""
+capture ids are off by one, and an SGLang copy whose layer is stored as `layers.0.*`. The "Try the mistakes" commands
+(docs/validate.md) run here as written (SRC paths in examples/, build/ in a temporary directory, a registry of their
+own), and each output line the page shows must be printed (tests/test_docs_site.py runs every page's examples); validate catches the broken copy on its own, with or without --target and a registry."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ LAYERS0 = EXAMPLES / "broken-sglang-layers0"
 
 
 def readme_steps() -> list[tuple[str, list[str]]]:
-    """(command, the output lines the README shows under it) of the "Try the mistakes" block."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("### Try the mistakes", 1)[1]
+    """(command, the output lines the page shows under it) of the "Try the mistakes" block (docs/validate.md)."""
+    page = (REPO / "docs" / "validate.md").read_text()
+    section = page.split("## Try the mistakes", 1)[1]
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     steps: list[tuple[str, list[str]]] = []
     for line in block.splitlines():
@@ -38,11 +38,11 @@ def readme_steps() -> list[tuple[str, list[str]]]:
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EAGLE3_CONVERT_REGISTRY", str(tmp_path / "registry.db"))
     (tmp_path / "examples").symlink_to(EXAMPLES)
-    monkeypatch.chdir(tmp_path)  # the README's relative paths: examples/..., build/...
+    monkeypatch.chdir(tmp_path)  # the page's relative paths: examples/..., build/...
     return tmp_path
 
 
-def test_the_readme_commands_print_what_the_readme_shows(workdir: Path):
+def test_the_mistakes_commands_print_what_the_page_shows(workdir: Path):
     steps = readme_steps()
     assert len(steps) == 7 and sum(len(shown) for _, shown in steps) == 7
     for command, shown in steps:

@@ -303,15 +303,16 @@ def test_every_wrong_target_gguf_is_bad_input_with_its_own_line(hub: HubServer, 
 
 # -------------------------------------------------------------------- 6. the Python API and the CLI
 
-def _readme_api_example() -> list[str]:
+def _api_example() -> list[str]:
+    """The Python example of docs/api.md (it was the README's)."""
     from conftest import REPO
 
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "api.md").read_text()
     block = text.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     return block.splitlines()
 
 
-def test_the_readme_api_example_runs_and_records_only_when_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+def test_the_api_example_runs_and_records_only_when_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]):
     import shutil
 
@@ -321,7 +322,7 @@ def test_the_readme_api_example_runs_and_records_only_when_asked(monkeypatch: py
     monkeypatch.chdir(tmp_path)
     registry = tmp_path / "api-registry.db"
     monkeypatch.setenv("EAGLE3_CONVERT_REGISTRY", str(registry))
-    lines = _readme_api_example()
+    lines = _api_example()
     assert any(line.startswith("record_conversion(result)") for line in lines)  # said beside the example
     exec("\n".join(line for line in lines if not line.startswith("record_conversion")), {})
     assert (tmp_path / "build" / "api-sglang" / "config.json").is_file() and not registry.exists()  # no record
@@ -399,14 +400,14 @@ def test_sglang_gets_yarn_written_out_and_the_export_s_yarn_is_said(tmp_path: Pa
         **explicit, "mscale": 1.0, "mscale_all_dim": 0.0}
 
 
-# ------------------------------------------------------------------- 8. the README's benchmark command
+# ------------------------------------------------------ 8. the benchmark command (docs/benchmarks.md, once the README's)
 
-def test_the_readme_leads_with_the_quick_benchmark_and_says_what_the_full_one_costs(monkeypatch: pytest.MonkeyPatch):
+def test_the_benchmarks_page_leads_with_the_quick_benchmark_and_says_what_the_full_one_costs(monkeypatch: pytest.MonkeyPatch):
     import importlib
 
     from conftest import REPO
 
-    section = (REPO / "README.md").read_text().split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "benchmarks.md").read_text().split("# Benchmarks", 1)[1].split("\n## ", 1)[0]
     commands = section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
     assert commands[0].startswith("python benchmarks/run.py --quick ")
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))

@@ -435,7 +435,7 @@ TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
 # run, which runs them once, fails on them
 SUBPROCESS_ONLY = ["tests/test_validate.py::test_cli_validates_a_hub_repo_from_the_offline_cache"]
-ALSO_COPY = ["examples", "docs", "README.md"]  # what the tests read besides tests/ (mutmut copies those itself)
+ALSO_COPY = ["examples", "docs", "README.md", "mkdocs.yml"]  # what the tests read besides tests/ (mutmut copies those itself)
 OUTCOMES = ("killed", "survived", "no_tests", "timeout", "suspicious", "skipped", "segfault")
 
 
