@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 FLEET_ENV = "EAGLE3_ENGINES"  # the fleet's releases, when a command is given no --engine
@@ -36,6 +37,7 @@ class Change:
     source: str  # the PR (or file) that made the change, and where the boundary was read
 
 
+@lru_cache(maxsize=4096)  # a release string parsed once: verdicts across every release compare them thousands of times
 def _key(release: str) -> Any:
     from packaging.version import Version
 
