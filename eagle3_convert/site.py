@@ -148,12 +148,11 @@ def slug(name: str) -> str:
 
 def gather(store: RegistryStore, choices: Sequence[Any], hub: Any = None) -> SiteFacts:
     """Every drafter of the registry with what the site shows of it; `hub`: a HubReader to judge Hub copies by
-    (None: they are listed, not judged)."""
+    (None: they are listed, not judged). Each copy is judged for the newest release of every engine and the
+    releases named; across the releases modelled by the verdict's own runs (one judgement per era of releases)."""
     cols = columns(choices)
     engines = tuple(dict.fromkeys([*RUNNERS, *(c.engine for c in cols if engine_of(c.engine) in NAMED_ONLY)]))
-    releases: dict[str, list[str | None]] = {}
-    for e in engines:
-        releases.setdefault(engine_of(e), list(releases_of(e).known))
+    releases: dict[str, list[str | None]] = {engine_of(e): [releases_of(e).newest] for e in engines}
     for c in cols:
         if c.release not in releases[engine_of(c.engine)]:
             releases[engine_of(c.engine)].append(c.release)
@@ -192,14 +191,14 @@ def _copy(index: int, location: Location, record: DrafterRecord, engines: tuple[
     ctx = target_context(cfg, target)
     if cfg.kind in BLOCK_KINDS:  # judged one release at a time: a fleet of releases is one verdict for these
         for e in engines:
-            copy.verdicts[e] = {releases_of(e).canonical(r) if releases_of(e).knows(r) else r:
-                                serve_verdicts(config, names, cfg, ctx, (e,), {engine_of(e): [r]})[e]
-                                for r in releases[engine_of(e)] if r is not None}
+            by = {r: serve_verdicts(config, names, cfg, ctx, (e,), {engine_of(e): [r]})[e]
+                  for r in releases[engine_of(e)]}
+            copy.verdicts[e] = {str(r): v for r, v in by.items()}
+            copy.spans[e] = [Span(v.release or str(r), v.verdict, v.why) for r, v in by.items()]
     else:
         for runner, v in serve_verdicts(config, names, cfg, ctx, engines, releases).items():
             copy.verdicts[runner] = {release: verdict for release, verdict in v.judged} if v.judged else {v.release: v}
-    for runner, by_release in copy.verdicts.items():
-        copy.spans[runner] = _spans(releases_of(runner), by_release)
+            copy.spans[runner] = _spans(releases_of(runner), v, copy.verdicts[runner])
     newest = {runner: by[releases_of(runner).newest] for runner, by in copy.verdicts.items()
               if releases_of(runner).newest in by}
     serving = {runner: v for runner, v in newest.items() if v.verdict in SERVING}
@@ -240,21 +239,17 @@ def _read(location: Location, hub: Any) -> tuple[Any, ...] | str:
     return read.config or {}, read.names or [], cfg, read.target or cfg.target, sorted(read.repo.files)
 
 
-def _spans(known: Any, by_release: dict[str, Any]) -> list[Span]:
-    """Runs of the known releases (newest first) whose verdicts agree, with the releases named beyond them."""
-    runs: list[list[Any]] = []
-    for release in known.known:
-        v = by_release.get(release)
-        if v is None:
-            continue
-        if runs and (runs[-1][2].verdict, runs[-1][2].why) == (v.verdict, v.why):
-            runs[-1][1] = release
-        else:
-            runs.append([release, release, v])
-    spans = [Span(known.span(first, last) if first != last else first, v.verdict, v.why) for first, last, v in runs]
-    spans += [Span(f"{release} (by {known.stand_in(release)}'s rules)", v.verdict, v.why)
-              for release, v in by_release.items() if release not in known.known]
-    return spans[::-1]
+def _spans(known: Any, v: Any, named: dict[str, Any]) -> list[Span]:
+    """The verdict across the releases this tool models, newest first: the runs where they disagree (the verdict's
+    `across`, one judgement per era of releases), else one run of them all; then each release named that is not
+    modelled, judged by the rules of the one below it."""
+    if v.across:
+        spans = [Span(s.releases, s.verdict, s.why) for s in v.across]
+    else:
+        newest = named.get(known.newest) or next(iter(named.values()))
+        spans = [Span(known.span(known.known[0], known.newest), newest.verdict, newest.why)]
+    return spans + [Span(f"{release} (by {known.stand_in(release)}'s rules)", w.verdict, w.why)
+                    for release, w in named.items() if not known.knows(release)]
 
 
 def _blocks(lines: list[str]) -> list[dict[str, str]]:
