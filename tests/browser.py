@@ -37,6 +37,9 @@ class Browser:
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
 
+        for fd in (to_browser_r, from_browser_w):  # dup2 onto the same number keeps close-on-exec: clear it here
+            os.set_inheritable(fd, True)
+
         def fds() -> None:  # the browser reads commands on fd 3 and answers on fd 4
             os.dup2(to_browser_r, 3)
             os.dup2(from_browser_w, 4)
