@@ -109,7 +109,7 @@ def one_run(doc: Mapping[str, Any]) -> dict[str, Any]:
     scan = ranked([{"layers": c["boundaries"], "mean": c["mean_accepted_length"], "note": ", ".join(c["labels"])}
                    for c in doc["scan"]])
     return {"$schema": SCHEMA, "hconcat": [{k: v for k, v in part.items() if k != "$schema"} for part in (chart, scan)],
-            "config": chart["config"]}
+            "config": chart["config"], "resolve": {"scale": {"color": "independent"}}}  # a legend each
 
 
 def check_plot_path(path: str) -> Path:
@@ -121,7 +121,7 @@ def check_plot_path(path: str) -> Path:
     try:
         import vl_convert  # noqa: F401
     except ImportError:
-        raise Eagle3Error(f"--plot needs vl-convert-python, which is not installed", PLOT_HINT,
+        raise Eagle3Error("--plot needs vl-convert-python, which is not installed", PLOT_HINT,
                           code="E-PLOT-DEPS") from None
     return out
 
