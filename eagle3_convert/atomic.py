@@ -275,16 +275,19 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), str(b))
 
 
-def _swap_into_place(tmp: Path, dest: Path, force: bool) -> None:
+def _swap_into_place(tmp: Path, dest: Path, force: bool,
+                     strays_of: Callable[[Path], list[str]] = force_would_delete,
+                     refusal: Callable[[Path, list[str]], DestinationError] = _refuse_force) -> None:
     """Put the complete `tmp` at `dest`, replacing (under force) what is there; on failure dest is as it was.
+    `strays_of` names what in dest its writer did not write (and `refusal` refuses to delete it).
 
     Callers hold SIGINT back around this: it completes (old copy removed) or rolls back, never half.
     """
     old = None
     if dest.is_dir() and force and any(dest.iterdir()):
-        strays = force_would_delete(dest)  # again: something may have been put there since the check
+        strays = strays_of(dest)  # again: something may have been put there since the check
         if strays:
-            raise _refuse_force(dest, strays)
+            raise refusal(dest, strays)
         # One atomic exchange: a kill at any instant leaves either the old or the new output at dest. The old
         # one is then in our temp dir, unlocked, and the next writer's cleanup removes it if we die here.
         if _exchange(tmp, dest):
@@ -307,6 +310,60 @@ def _swap_into_place(tmp: Path, dest: Path, force: bool) -> None:
                                "another process wrote there at the same time, or it is not writable; retry") from None
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def write_tree(dest: Path, files: Mapping[str, bytes], *, force: bool,
+               strays_of: Callable[[Path], list[str]],
+               refusal: Callable[[Path, list[str]], DestinationError]) -> None:
+    """Write `files` (relative path -> bytes: a static site) as the directory `dest`, as a checkpoint is written: into
+    a locked temp dir beside it, every file fsynced, swapped into place in one step. A non-empty `dest` is replaced
+    only under `force`, and only when `strays_of(dest)` finds nothing in it that this writer did not write."""
+    dest = Path(dest)
+    dest_abs = dest.resolve()
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise DestinationError(f"destination {dest} exists and is not a directory", "choose a new directory name")
+    if dest.is_dir() and any(dest.iterdir()):
+        strays = strays_of(dest)
+        if strays:
+            raise refusal(dest, strays)
+        if not force:
+            raise DestinationError(f"destination {dest} is not empty", "pass --force to replace it, or choose a new "
+                                   "path")
+    parent = dest_abs.parent
+    tmp: Path | None = None
+    lock: int | None = None
+    try:
+        with interrupts_deferred():
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+                _remove_dead_temp_dirs(parent, dest_abs.name)
+                tmp = Path(tempfile.mkdtemp(prefix=f".{dest_abs.name}.tmp-", dir=parent))
+                lock = _lock_dir(tmp)
+                os.chmod(tmp, 0o777 & ~_umask())
+            except OSError as exc:
+                raise DestinationError(f"cannot write beside {dest}: {exc.strerror or exc}",
+                                       "check permissions and free space of the destination's parent") from None
+        folders = {tmp}
+        for name, data in files.items():
+            path = tmp / name
+            if path.parent not in folders:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                folders.add(path.parent)
+            write_durably(path, data)
+        for folder in sorted(folders, key=lambda p: -len(p.parts)):  # each folder's entries, deepest first
+            _fsync_dir(folder)
+        with interrupts_deferred():
+            _swap_into_place(tmp, dest_abs, force, strays_of, refusal)
+            tmp = None
+    except BaseException:
+        if tmp is not None:
+            with interrupts_deferred():
+                shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if lock is not None:
+            os.close(lock)
+    _fsync_dir(parent)
 
 
 def json_bytes(data: Any) -> bytes:

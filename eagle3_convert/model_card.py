@@ -59,7 +59,7 @@ def build_card(*, repo_id: str, layout: str, config: DrafterConfig, facts: dict[
         *_target_section(target, target_name, facts.get("from_registry")),
         *_capture_section(config, facts, target),
         *_drafter_section(config, facts),
-        *_serve_section(repo_id, layout, serves, target, target_name, drafter_revision, config, facts, files),
+        *serve_section(repo_id, layout, serves, target, target_name, drafter_revision, config, facts, files),
         *_acceptance_section(acceptance),
         *_lineage_section(facts, repo_id),
         *_validation_section(report),
@@ -179,7 +179,7 @@ def _drafter_section(config: DrafterConfig, facts: dict[str, Any]) -> list[str]:
     return ["## Drafter", "", *_table(("", ""), [(k, v) for k, v in rows if v is not None]), ""]
 
 
-def _serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target: TargetIdentity | None,
+def serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target: TargetIdentity | None,
                    target_name: str | None, drafter_revision: str | None, config: DrafterConfig,
                    facts: dict[str, Any], files: Sequence[str]) -> list[str]:
     """A serve command (or YAML) for every engine whose verdict on the published files is that it serves

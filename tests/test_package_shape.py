@@ -200,7 +200,7 @@ def test_the_registry_imports_no_pipeline():
 LAYERS = [
     ("cli", ("cli", "__main__")),
     ("pipelines", ("convert", "validate", "publish", "model_card", "sources", "targets", "records", "hints",
-                   "hub_read", "hub_index", "verify")),
+                   "hub_read", "hub_index", "verify", "site", "site_pages", "charts")),
     ("layouts / engines / registry", ("converters", "engines", "registry", "schemas", "sidecar", "fingerprint",
                                       "provenance")),
     ("model", ("drafter", "target_identity", "vocab_map", "capture_ids", "names")),
@@ -267,6 +267,9 @@ CLI_DEFERRED = {
     "eagle3_convert.records": "the registry's pipeline side: sqlite3 and " + PYDANTIC,
     "eagle3_convert.registry.recording": "the registry's recording rules: " + PYDANTIC,
     "eagle3_convert.registry.store": "the store: sqlite3 and the record models (pydantic)",
+    "eagle3_convert.site": "the site's facts, gathered from the registry and the engines: " + PYDANTIC,
+    "eagle3_convert.site_pages": "the site's pages: Jinja2",
+    "eagle3_convert.charts": "verify --plot's chart, drawn by vl-convert",
     "eagle3_convert.sources": "SRC resolved, a Hub repo downloaded: " + PYDANTIC,
     "eagle3_convert.validate": "the validate pipeline: " + PYDANTIC + " and jsonschema",
     "eagle3_convert.verify": "the acceptance measurement: torch and transformers",
@@ -319,7 +322,8 @@ def test_the_cli_defers_only_what_help_does_not_import():
 ADAPTERS = {"huggingface_hub": "eagle3_convert.hub_client",
             "jsonschema": "eagle3_convert.schemas", "referencing": "eagle3_convert.schemas",
             "gguf": "eagle3_convert.converters.gguf_file",
-            "packaging": "eagle3_convert.engines.releases"}
+            "packaging": "eagle3_convert.engines.releases",
+            "jinja2": "eagle3_convert.site_pages", "vl_convert": "eagle3_convert.charts"}
 
 
 def test_each_heavy_library_is_imported_by_its_adapter_alone():

@@ -221,7 +221,9 @@ def parse_ids(text: str | None) -> list[int] | None:
 
 
 class EngineSpelling(click.ParamType):
-    """`--engine sglang` (its newest release we know) or `--engine sglang==0.5.10` (that release)."""
+    """`--engine sglang` (its newest release we know), `--engine sglang==0.5.10` (that release), or a fleet in one
+    value, `--engine sglang==0.5.11,vllm==0.24.0` (as $EAGLE3_ENGINES spells it): a tuple, which chosen_engines
+    flattens."""
 
     name = "engine"
 
@@ -229,11 +231,13 @@ class EngineSpelling(click.ParamType):
         return "[" + "|".join(ENGINE_SPELLINGS) + "][==RELEASE]"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from ..engines.releases import EngineChoice, parse_choice
+        from ..engines.releases import EngineChoice, parse_choice, parse_fleet
 
-        if isinstance(value, EngineChoice):
+        if isinstance(value, (EngineChoice, tuple)):
             return value
         try:
+            if "," in value:
+                return parse_fleet(value, ENGINE_SPELLINGS, _known_releases)
             return parse_choice(value, ENGINE_SPELLINGS, _known_releases)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
@@ -257,9 +261,10 @@ def engine_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any
 
 
 def chosen_engines(given: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The --engine choices, else the fleet in $EAGLE3_ENGINES (E-USAGE naming a bad entry there)."""
+    """The --engine choices (a value naming several, flattened), else the fleet in $EAGLE3_ENGINES (E-USAGE naming a
+    bad entry there)."""
     if given:
-        return given
+        return tuple(c for value in given for c in (value if isinstance(value, tuple) else (value,)))
     from ..engines.releases import fleet_from_env
 
     try:

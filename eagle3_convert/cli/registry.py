@@ -6,11 +6,14 @@ from typing import Any
 
 import click
 
+from ..errors import UsageError
 from ..names import CAPTURE_CONVENTIONS
 from ..registry.errors import NoRegistry
 from . import main
 from .common import (
+    chosen_engines,
     emit_json,
+    engine_option,
     fail,
     hub_options,
     hub_progress_bars,
@@ -276,3 +279,75 @@ def sync_cmd(sources: tuple[str, ...], verify: bool, endpoint: str | None, token
              "--convention ...` states the training truth", "E-SYNC-CONFLICT", 1, **doc)
     if as_json:
         emit_json(doc)
+
+
+@registry_group.command("site")
+@click.argument("out_dir", required=False, type=click.Path(file_okay=False))
+@engine_option("A column of the index per engine runner and release (default: every runner's newest release).")
+@click.option("--hub", is_flag=True, help="Also judge the Hub copies (config.json and headers by HTTP Range; without "
+              "it they are listed, not judged).")
+@click.option("--force", is_flag=True, help="Replace OUT_DIR holding a site this command wrote before.")
+@click.option("--serve", is_flag=True, help="Then serve it on 127.0.0.1 for a quick look (without OUT_DIR: a "
+              "temporary directory, removed afterwards); stops on Ctrl-C or after --serve-for.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8037, show_default=True,
+              help="--serve's port (0: any free one).")
+@click.option("--serve-for", type=click.IntRange(1, 86400), default=3600, show_default=True, metavar="SECONDS",
+              help="--serve stops after this long.")
+@hub_options
+@registry_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@run_guarded
+def site_cmd(out_dir: str | None, engines: tuple[Any, ...], hub: bool, force: bool, serve: bool, port: int,
+             serve_for: int, endpoint: str | None, token: str | None, registry_path: str | None,
+             as_json: bool) -> None:
+    """Write the registry as a static site in OUT_DIR: an index of the drafters with each engine release's verdict,
+    a page per drafter (record, history, copies, lineage, verdicts across releases, serve commands, acceptance
+    charts) and a page per target. Publish the directory anywhere; nothing of ours runs to read it.
+
+    The directory is written whole or not at all. The pages read without JavaScript; it sorts, filters and draws
+    the charts (Vega, shipped in the site: no network)."""
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from ..engines import releases_of
+    from ..records import opened
+    from ..site import gather
+    from ..site_pages import render, serve as serve_site, write
+
+    if out_dir is None and not serve:
+        raise UsageError("registry site needs OUT_DIR (or --serve for a quick look)",
+                         "eagle3-convert registry site ./registry-site")
+    choices = chosen_engines(engines)
+    begun = time.monotonic()
+    with opened(registry_path, create=False) as store:
+        hub_reader = None
+        if hub:
+            from ..hub_index import reader
+
+            hub_reader = reader(endpoint, token)
+        facts = gather(store, choices, hub_reader)
+    files = render(facts)
+    scratch = tempfile.TemporaryDirectory(prefix="eagle3-site-") if out_dir is None else None
+    dest = Path(scratch.name) / "site" if scratch is not None else Path(out_dir)
+    try:
+        write(dest, files, force)
+        seconds = time.monotonic() - begun
+        doc = {"out_dir": str(dest), "drafters": len(facts.drafters), "targets": len(facts.targets()),
+               "files": len(files), "columns": [c.key for c in facts.columns], "seconds": round(seconds, 3)}
+        if as_json and not serve:
+            emit_json(doc)
+        else:
+            for line in dict.fromkeys(releases_of(c.engine).stand_in_why(c.release) for c in facts.columns
+                                      if c.judged_by):
+                click.echo(line)
+            click.echo(f"wrote {dest}: {doc['drafters']} drafter(s), {doc['targets']} target(s), {doc['files']} "
+                       f"files in {seconds:.1f} s; open {dest / 'index.html'}")
+        if serve:
+            try:
+                serve_site(dest, port, serve_for, lambda url: click.echo(f"serving {url} (Ctrl-C stops)"))
+            except KeyboardInterrupt:  # the way a quick look ends: no error
+                click.echo("stopped")
+    finally:
+        if scratch is not None:
+            scratch.cleanup()

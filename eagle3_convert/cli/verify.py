@@ -34,6 +34,8 @@ INSTALL_HINT = 'pip install "eagle3-convert[verify]" (torch and transformers)'
               help="Also measure the capture layers one off each way and the engine default, ranked: recovers lost "
                    "ids and confirms recorded ones.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
+@click.option("--plot", "plot_file", metavar="FILE", help="Also draw the acceptance chart (by draft position; with "
+              "--scan-layers, the layers ranked beside it) into FILE, a .png or .svg: the chart `registry site` shows.")
 @click.option("--revision", help="Hub revision when DRAFTER is a repo id.")
 @hub_options
 @registry_option
@@ -42,7 +44,8 @@ INSTALL_HINT = 'pip install "eagle3-convert[verify]" (torch and transformers)'
 @run_guarded
 def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, device: str, max_new_tokens: int,
                threads: int | None, scan_layers: bool, as_json: bool, revision: str | None, endpoint: str | None,
-               token: str | None, registry_path: str | None, no_record: bool, quiet: bool) -> None:
+               token: str | None, registry_path: str | None, no_record: bool, quiet: bool,
+               plot_file: str | None = None) -> None:
     """Measure the acceptance DRAFTER (any layout, a GGUF, or a Hub repo id) gets with its target.
 
     The target runs greedily over the prompts in transformers; the drafter drafts k tokens a round from the
@@ -56,6 +59,11 @@ def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, devi
     except ImportError as exc:
         fail(f"verify needs torch and transformers, which are not installed ({exc.name or exc})", INSTALL_HINT,
              "E-VERIFY-DEPS", 1)
+    plot = None
+    if plot_file is not None:  # a bad name or a missing renderer is said before minutes of measuring
+        from ..charts import check_plot_path
+
+        plot = check_plot_path(plot_file)
     if threads:
         torch.set_num_threads(threads)
     from ..verify import DEFAULT_PROMPTS, acceptance, prepare, read_prompts
@@ -77,6 +85,11 @@ def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, devi
         ranked = scan(measured, k, recorded=recorded)
     doc = _document(drafter, result, ranked)
     doc["recorded"] = None if no_record else _record(drafter, result, revision, registry_path, endpoint, token)
+    if plot is not None:
+        from ..charts import one_run, save
+
+        save(one_run(doc), plot)
+        doc["plot"] = str(plot)
     if as_json:
         emit_json(doc)
     else:

@@ -15,6 +15,7 @@ releases we know read the file differently, the verdict also carries each run of
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Collection, Mapping, Sequence
 
 from ..capture_ids import a_layer_target, as_captured, capture_context, default_boundaries, depth_defaults
@@ -132,6 +133,13 @@ def _same(a: list[int], b: list[int]) -> bool:
     return sorted(set(a)) == sorted(set(b))  # engines sort and dedupe; fc columns follow ascending order
 
 
+@lru_cache(maxsize=1024)
+def _default_depths(boundaries: tuple[int, ...]) -> list[int]:
+    """The target depths whose default layers {2, L//2, L-3} are `boundaries` (a thousand depths tried: cached, as
+    `registry site` asks it for every engine, release and copy)."""
+    return [d for d in range(4, 1024) if _same(default_boundaries(d), list(boundaries))]
+
+
 def verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdict:
     """Whether the engine, reading the file as `reading` says, serves the drafter `cfg` as trained; a serving
     verdict names the reading's caveats (a limit, or a serve-time flag it needs)."""
@@ -170,7 +178,7 @@ def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdic
     if reading.captures is None or trained is None:
         if cfg.capture_boundaries is None:
             return Verdict(name, DEFAULT_LAYERS, None, "captures its default layers {2, L//2, L-3}, as in training")
-        depths = [d for d in range(4, 1024) if _same(default_boundaries(d), cfg.capture_boundaries)]
+        depths = _default_depths(tuple(cfg.capture_boundaries))
         if depths:  # the target's depth decides: say on which target the defaults are the trained layers
             return Verdict(name, DEFAULT_LAYERS, None, f"captures its default layers {{2, L//2, L-3}}: the trained "
                                                        f"{cfg.capture_boundaries} only on {a_layer_target(depths[0])} "

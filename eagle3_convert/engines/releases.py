@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 FLEET_ENV = "EAGLE3_ENGINES"  # the fleet's releases, when a command is given no --engine
@@ -36,6 +37,7 @@ class Change:
     source: str  # the PR (or file) that made the change, and where the boundary was read
 
 
+@lru_cache(maxsize=4096)  # a release string parsed once: verdicts across every release compare them thousands of times
 def _key(release: str) -> Any:
     from packaging.version import Version
 
@@ -178,15 +180,17 @@ def parse_choice(text: str, spellings: tuple[str, ...],
     return EngineChoice(name, release or None)
 
 
+def parse_fleet(text: str, spellings: tuple[str, ...],
+                known_of: Callable[[str], tuple[str, ...]] = lambda _engine: ()) -> tuple[EngineChoice, ...]:
+    """`sglang==0.5.10, sglang==0.5.23 vllm==0.24.0`: a fleet, separated by commas or spaces (one --engine value or
+    $EAGLE3_ENGINES); ValueError naming the bad entry."""
+    return tuple(parse_choice(item, spellings, known_of) for item in re.split(r"[,\s]+", text.strip()) if item)
+
+
 def fleet_from_env(spellings: tuple[str, ...],
                    known_of: Callable[[str], tuple[str, ...]] = lambda _engine: ()) -> tuple[EngineChoice, ...]:
     """$EAGLE3_ENGINES: `sglang==0.5.10, sglang==0.5.23 vllm==0.24.0`; ValueError naming the bad entry."""
-    text = os.environ.get(FLEET_ENV, "")
-    choices = []
-    for item in re.split(r"[,\s]+", text.strip()):
-        if item:
-            try:
-                choices.append(parse_choice(item, spellings, known_of))
-            except ValueError as exc:
-                raise ValueError(f"${FLEET_ENV}: {exc}") from None
-    return tuple(choices)
+    try:
+        return parse_fleet(os.environ.get(FLEET_ENV, ""), spellings, known_of)
+    except ValueError as exc:
+        raise ValueError(f"${FLEET_ENV}: {exc}") from None
