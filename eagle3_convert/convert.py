@@ -10,7 +10,6 @@ from typing import Callable
 
 from pydantic import ValidationError
 
-
 from . import provenance, sidecar
 from .atomic import force_replaces, json_bytes, write_directory
 from .converters.base import (
@@ -31,7 +30,7 @@ from .engines import (REFUSES, SERVING, WRONG, Verdict, releases_of, releases_th
 from .errors import Eagle3Error, FormatError, RefusalError, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .names import LABELS
-from .sources import looks_local, resolve_source
+from .sources import resolve_source
 from .targets import load_target, read_target_config
 
 
@@ -78,7 +77,7 @@ def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetI
         # named as the repo its config says it came from, else by its resolved path (targets.load_target); a path
         # is served through --speculative-config only (engines/vllm.py SHORTCUT_REFUSES says how)
         verifier = load_target(spec)
-    elif looks_local(spec):  # written as given, a path that is nowhere would name no model at all
+    elif spec.startswith((".", "/", "~")):  # written as given, a path that is nowhere would name no model at all
         raise FormatError(f"--verifier {spec}: no such directory, and no Hub repo id (ORG/NAME)",
                           "pass the target's Hub repo id, or the directory that holds its config.json",
                           code="E-TARGET-MISSING")
