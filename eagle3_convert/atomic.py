@@ -160,6 +160,22 @@ def written_destinations() -> list[Path]:
     return list(_written)
 
 
+def _locked_temp_beside(dest: Path, dest_abs: Path) -> tuple[Path, int]:
+    """A new temp dir beside `dest`, locked (dead ones of earlier runs removed first), with the mode the result
+    should have (mkdtemp makes it private)."""
+    parent = dest_abs.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        _remove_dead_temp_dirs(parent, dest_abs.name)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest_abs.name}.tmp-", dir=parent))
+        lock = _lock_dir(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())
+    except OSError as exc:
+        raise DestinationError(f"cannot write beside {dest}: {exc.strerror or exc}",
+                               "check permissions and free space of the destination's parent") from None
+    return tmp, lock
+
+
 def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str, TensorSource],
                     extra_files: Mapping[str, bytes] | Callable[[], Mapping[str, bytes]], *,
                     src: Path | None, force: bool,
@@ -181,15 +197,7 @@ def write_directory(dest: Path, config: Mapping[str, Any], tensors: Mapping[str,
         # SIGINT is held back from mkdtemp until the lock is taken (an interrupt there left an empty temp
         # dir behind), and over the swap (it completes, or rolls back, and then the old copy is removed).
         with interrupts_deferred():
-            try:
-                parent.mkdir(parents=True, exist_ok=True)
-                _remove_dead_temp_dirs(parent, dest_abs.name)
-                tmp = Path(tempfile.mkdtemp(prefix=f".{dest_abs.name}.tmp-", dir=parent))
-                lock = _lock_dir(tmp)
-                os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result should not be
-            except OSError as exc:
-                raise DestinationError(f"cannot write beside {dest}: {exc.strerror or exc}",
-                                       "check permissions and free space of the destination's parent") from None
+            tmp, lock = _locked_temp_beside(dest, dest_abs)
         if writer is not None:  # a single-file format (GGUF): its metadata is inside the file, no config.json
             files = writer(tmp, dest_abs, on_progress)
         else:
@@ -334,15 +342,7 @@ def write_tree(dest: Path, files: Mapping[str, bytes], *, force: bool,
     lock: int | None = None
     try:
         with interrupts_deferred():
-            try:
-                parent.mkdir(parents=True, exist_ok=True)
-                _remove_dead_temp_dirs(parent, dest_abs.name)
-                tmp = Path(tempfile.mkdtemp(prefix=f".{dest_abs.name}.tmp-", dir=parent))
-                lock = _lock_dir(tmp)
-                os.chmod(tmp, 0o777 & ~_umask())
-            except OSError as exc:
-                raise DestinationError(f"cannot write beside {dest}: {exc.strerror or exc}",
-                                       "check permissions and free space of the destination's parent") from None
+            tmp, lock = _locked_temp_beside(dest, dest_abs)
         folders = {tmp}
         for name, data in files.items():
             path = tmp / name
