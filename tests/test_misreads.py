@@ -6,6 +6,9 @@
   assumes of a file with no d2t: NeMo Automodel before #2447, whose acceptance collapsed), even beside a t2d[:Vd] of
   True; verl-SpeCo's default d2t = arange(Vd) (before its #67) maps draft i to target 2i. validate warns
   (W-VOCAB-DEFAULT) naming the map; convert says so and writes the map as read.
+- Activations: a Gemma-4 draft (NeMo Automodel #3071) trains with hidden_act gelu_pytorch_tanh. SGLang's and vLLM's
+  MLP classes raise "Unsupported activation: X. Only silu is supported for now." (engines/sglang.py, engines/vllm.py,
+  per release read); llama.cpp's eagle3 graph applies silu whatever the drafter trained (engines/llamacpp.py).
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from builders import DrafterSpec, build_drafter
-from conftest import run_cli, tensor_hashes
+from conftest import nothing_written, run_cli, serve_line, tensor_hashes
+from test_drafters_2026 import nemo_drafter
 from test_validate import edit_tensors, i64
 
 VD, V = 32, 96  # DrafterSpec's draft and target vocabularies
@@ -73,3 +79,50 @@ def test_a_selected_vocabulary_is_not_warned(tmp_path: Path):
     src = build_drafter(tmp_path / "selected", "sglang", DrafterSpec())
     result = run_cli("validate", src)
     assert result.exit_code == 0 and "W-VOCAB-DEFAULT" not in result.stdout
+
+
+# ------------------------------------------------------------ activations
+
+def gemma4_draft(dest: Path) -> Path:
+    """A Gemma-4 draft as NeMo Automodel's Gemma4Eagle3DraftModel saves it (#3071): LlamaEagle3DraftModel, Gemma's
+    GeGLU as hidden_act gelu_pytorch_tanh, the global RoPE flattened to rope_theta 1e6."""
+    src = nemo_drafter(dest, DrafterSpec(capture_boundaries=None))
+    config = json.loads((src / "config.json").read_text())
+    config.update(hidden_act="gelu_pytorch_tanh", rope_theta=1000000.0)
+    (src / "config.json").write_text(json.dumps(config, indent=2))
+    return src
+
+
+ACT_REFUSAL = "Unsupported activation: gelu_pytorch_tanh. Only silu is supported for now."
+
+
+@pytest.mark.parametrize("to", ["sglang", "vllm"])
+def test_a_gemma4_draft_is_refused_for_the_engines_whose_mlp_takes_only_silu(tmp_path: Path, to: str):
+    result = run_cli("--no-record", "--to", to, gemma4_draft(tmp_path / "src"), tmp_path / "out")
+    assert result.exit_code == 1 and result.stderr.count("error: ") == 1 and "Traceback" not in result.stderr
+    assert ACT_REFUSAL in result.stderr and "[E-ENGINE-REFUSES]" in result.stderr
+    assert "--to vllm" not in result.stderr  # vLLM refuses it alike: no way out to offer
+    assert nothing_written(tmp_path, "out")
+
+
+def test_a_gemma4_draft_is_judged_per_engine_and_release(tmp_path: Path):
+    out = tmp_path / "out"
+    result = run_cli("--no-record", "--verifier", "org/gemma-4-target", "--to", "speculators",
+                     gemma4_draft(tmp_path / "src"), out)
+    assert result.exit_code == 0, result.stderr
+    assert ACT_REFUSAL in serve_line(result.stdout, "vLLM (V1 runner)")
+    assert "serves it WRONG: llama.cpp's eagle3 graph applies silu" in serve_line(result.stdout, "llama.cpp")
+    for engine in ("vllm==0.24.0", "vllm==0.33.0"):
+        found = findings(run_cli("validate", "--json", "--engine", engine, out).stdout)
+        assert ACT_REFUSAL in found["E-ENGINE-REFUSES"]["message"], found
+    found = findings(run_cli("validate", "--json", "--engine", "llamacpp", out).stdout)
+    assert "trained with hidden_act gelu_pytorch_tanh" in found["E-ENGINE-WRONG"]["message"]
+
+
+@pytest.mark.parametrize("release", ["0.5.11", "0.5.23"])
+def test_sglang_refuses_a_gelu_draft_in_every_release_read(tmp_path: Path, release: str):
+    src = build_drafter(tmp_path / "src", "sglang", DrafterSpec())
+    config = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**config, "hidden_act": "gelu_pytorch_tanh"}))
+    found = findings(run_cli("validate", "--json", "--engine", f"sglang=={release}", src).stdout)
+    assert ACT_REFUSAL in found["E-ENGINE-REFUSES"]["message"], found
