@@ -456,7 +456,8 @@ def judge_output(plan: WritePlan, drafter: Drafter, options: ConvertOptions,
         bad = wrong[0] if wrong else next(iter(home.values()))
         # where other releases serve it, say so first; `--to vllm` is no way out of the vllm layout itself, nor of
         # what vLLM refuses alike (a hidden_act its MLP does not build)
-        alike = any(v.verdict == REFUSES and v.why == bad.why for e, v in serves.items() if e.startswith("vllm"))
+        alike = plan.layout != "vllm" and any(v.verdict == REFUSES and v.why == bad.why
+                                              for e, v in serves.items() if e.startswith("vllm"))
         fix = "vLLM refuses it alike, in every layout it reads" if alike else "convert to a layout whose engine " \
             "serves the drafter as trained" + (" (`--to vllm` serves every variant)" if plan.layout != "vllm" else "")
         stood_in = stand_in_notes({bad.engine: bad})  # the release refused is one this tool does not model
