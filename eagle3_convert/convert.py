@@ -453,9 +453,12 @@ def judge_output(plan: WritePlan, drafter: Drafter, options: ConvertOptions,
     wrong = [v for v in home.values() if v.verdict == WRONG]
     if home and (wrong or all(v.verdict == REFUSES for v in home.values())):
         bad = wrong[0] if wrong else next(iter(home.values()))
-        # where other releases serve it, say so first; `--to vllm` is no way out of the vllm layout itself
-        fix = "convert to a layout whose engine serves the drafter as trained" + (
-            " (`--to vllm` serves every variant)" if plan.layout != "vllm" else "")
+        # where other releases serve it, say so first; `--to vllm` is no way out of the vllm layout itself, nor of
+        # what vLLM refuses alike (a hidden_act its MLP does not build)
+        alike = plan.layout != "vllm" and any(v.verdict == REFUSES and v.why == bad.why
+                                              for e, v in serves.items() if e.startswith("vllm"))
+        fix = "vLLM refuses it alike, in every layout it reads" if alike else "convert to a layout whose engine " \
+            "serves the drafter as trained" + (" (`--to vllm` serves every variant)" if plan.layout != "vllm" else "")
         stood_in = stand_in_notes({bad.engine: bad})  # the release refused is one this tool does not model
         raise RefusalError(f"the {plan.layout} layout is for {', '.join(LABELS[e] for e in home_engines)}, and "
                            f"{LABELS[bad.engine]} would {'serve this file wrong' if wrong else 'refuse it'}: "
@@ -473,12 +476,8 @@ def worst_release(v: Verdict) -> str:
 
 def stand_in_notes(serves: dict[str, Verdict]) -> list[str]:
     """Each release named that this tool does not model, and the known one whose rules judged it: once per engine."""
-    notes: dict[str, None] = {}
-    for engine, v in serves.items():
-        for release, each in v.judged or ((v.release, v),):
-            if each.judged_by and release:
-                notes[releases_of(engine).stand_in_why(release)] = None
-    return list(notes)
+    return list(dict.fromkeys(releases_of(engine).stand_in_why(release) for engine, v in serves.items()
+                              for release, each in v.judged or ((v.release, v),) if each.judged_by and release))
 
 
 def older_release_warnings(home: dict[str, Verdict]) -> list[str]:

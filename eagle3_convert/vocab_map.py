@@ -150,6 +150,32 @@ def read_vocab_map(d2t: TensorSource | None, t2d: TensorSource | None,
     return VocabMap(tuple(from_t2d), vocab_size, None, t2d)
 
 
+# A trainer that never loaded a selected vocabulary saves its default buffers, and every engine serves them as
+# offsets, silently (docs/formats.md §3): all zero is "the first Vd target ids" (what vLLM assumes of a file with no
+# d2t: NeMo Automodel before #2447), arange(Vd) is verl-SpeCo's default before its #67 (draft i -> target 2i).
+SERVED_AS = ("vLLM, SGLang, TensorRT-LLM and speculators add d2t to the draft id, and --to gguf writes the same "
+             "ids for llama.cpp")
+
+
+def default_map(vocab: VocabMap | None) -> str | None:
+    """What a trainer's default d2t implies (None: a map of selected ids, or the full vocabulary)."""
+    if vocab is None or vocab.is_identity:
+        return None
+    vd = vocab.draft_vocab_size
+    if vocab.target_ids == tuple(range(vd)):
+        return (f"d2t is all zero with draft_vocab_size {vd} < vocab_size {vocab.vocab_size}: the map implies the "
+                f"first {vd} target ids (0..{vd - 1}), a trainer's default rather than the tokens it selected; "
+                f"{SERVED_AS}: each proposes draft token i as target token i")
+    if vocab.target_ids == tuple(range(0, 2 * vd, 2)):
+        return (f"d2t is arange({vd}), a trainer's default buffer: as offsets it maps draft token i to target token "
+                f"2i (0, 2, .., {2 * vd - 2}); {SERVED_AS}: each proposes draft token i as target token 2i")
+    return None
+
+
+DEFAULT_MAP_WAY_OUT = ("unless the drafter was trained on exactly these ids, re-export d2t (selected ids - arange(Vd)) "
+                       "and t2d from the trainer's selected token ids")
+
+
 def _overflow(target_ids: list[int], vocab_size: int) -> str:
     over = sum(1 for t in target_ids if t >= vocab_size)
     return f" exceeds the target vocab ({over} of {len(target_ids)} entries >= {vocab_size})" if over else \

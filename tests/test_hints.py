@@ -58,6 +58,7 @@ VALIDATE_HINT_COMMANDS = {
     "E-TARGET-VOCAB": ("--target TARGET --to modelopt", "--target TARGET --to sglang"),
     "E-VOCAB-ABSOLUTE": ("--repair-d2t-absolute --to modelopt",),
     "E-VOCAB-NO-D2T": ("--to modelopt", "--to sglang", "--to vllm"),
+    "W-VOCAB-DEFAULT": ("--to modelopt", "--to sglang"),  # the base's E-CONFIG-ARCH; its own hint is a statement
     "E-VOCAB-NO-T2D": ("--to modelopt", "--to sglang", "--to speculators"),
     "I-CAPTURE-DEFAULT": ("--to modelopt", "--to sglang"),
     "I-CAPTURE-RUNTIME": ("--to vllm",),

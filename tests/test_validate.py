@@ -223,6 +223,13 @@ def _t2d_move_one(tensors: dict[str, InMemoryTensor]) -> None:
     tensors["t2d"] = InMemoryTensor("BOOL", tensors["t2d"].shape, bytes(mask))
 
 
+def _default_map(tensors: dict[str, InMemoryTensor]) -> None:
+    """A trainer's default buffers: all-zero d2t beside t2d[:Vd] (the first Vd target ids)."""
+    vd, v = tensors["d2t"].shape[0], tensors["t2d"].shape[0]
+    tensors["d2t"] = i64([0] * vd)
+    tensors["t2d"] = InMemoryTensor("BOOL", (v,), b"\x01" * vd + b"\x00" * (v - vd))
+
+
 def _t2d_all_true(tensors: dict[str, InMemoryTensor]) -> None:
     tensors["t2d"] = InMemoryTensor("BOOL", tensors["t2d"].shape, b"\x01" * tensors["t2d"].nbytes)
 
@@ -363,6 +370,7 @@ CASES: dict[str, Case] = {
     "E-VOCAB-MISMATCH": Case(built("speculators"), edit_tensors(_t2d_move_one)),
     "E-VOCAB-RANGE": Case(built("modelopt"), edit_tensors(_d2t_last_past_vocab), with_engines("trtllm")),
     "E-VOCAB-ORDER": Case(built("modelopt"), edit_tensors(_d2t_repeat_first), with_engines("trtllm")),
+    "W-VOCAB-DEFAULT": Case(built("speculators"), edit_tensors(_default_map)),
     "E-VOCAB-NO-T2D": Case(built("speculators"), drop_tensor("t2d")),
     "E-VOCAB-NO-D2T": Case(built("sglang"), drop_tensor("d2t")),
     # capture layers

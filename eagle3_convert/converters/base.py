@@ -18,7 +18,7 @@ from ..engines.vllm import MTP_MODEL_TYPES
 from ..errors import CaptureConflict, FormatError, RefusalError, UsageError
 from ..json_values import is_int, is_positive_int, short_repr
 from ..safetensors_io import TensorSource
-from ..vocab_map import VocabMap, read_vocab_map, repair_absolute_d2t
+from ..vocab_map import DEFAULT_MAP_WAY_OUT, VocabMap, default_map, read_vocab_map, repair_absolute_d2t
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
 from .config_keys import DECODER_SEMANTIC, NEVER_CARRIED, decoder_type_checks
 from .layout import (  # noqa: F401 (re-exported)
@@ -325,7 +325,11 @@ def build_drafter(ckpt: Checkpoint, fields: dict[str, Any], tensors: dict[str, T
         notes.append("tie_word_embeddings is true but lm_head.weight is the drafter's own trained tensor: "
                      "written false (a drafter never trains tied; SGLang would serve embed_tokens as its head)")
     cfg = DrafterConfig(**fields)
-    drafter = Drafter(cfg, tensors, read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options), notes)
+    vocab = read_vocab(ckpt, cfg.vocab_size, cfg.draft_vocab_size, options)
+    implied = default_map(vocab)
+    if implied:  # carried as it is: only the trainer knows the ids it selected
+        notes.append(f"WARNING: {implied} [W-VOCAB-DEFAULT]; the map is written as read: {DEFAULT_MAP_WAY_OUT}")
+    drafter = Drafter(cfg, tensors, vocab, notes)
     check_tensor_table(drafter)
     return drafter
 

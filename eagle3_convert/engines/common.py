@@ -102,6 +102,16 @@ def unread_later_norms(names: Collection[str], stored: str, read: str) -> list[s
         other.endswith(f"layers.{m.group(1)}.{read}.weight") for other in names))
 
 
+def unsupported_activation(config: Mapping[str, Any], supported: tuple[str, ...]) -> str | None:
+    """The engine's own refusal of the decoder's `hidden_act` (a speculators config nests it in
+    transformer_layer_config; absent, it is transformers' LlamaConfig default, silu), or None."""
+    layer_cfg = config.get("transformer_layer_config")
+    act = (layer_cfg if isinstance(layer_cfg, dict) else config).get("hidden_act", "silu")
+    if act in supported:
+        return None
+    return f"Unsupported activation: {act}. Only {' or '.join(supported)} is supported for now."
+
+
 def trained_window(config: Mapping[str, Any]) -> int | None:
     """The sliding window the drafter was trained with, from its decoder config (speculators nests it in
     transformer_layer_config): `sliding_window` where `layer_types` marks a layer "sliding_attention", the only

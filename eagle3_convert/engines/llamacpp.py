@@ -11,6 +11,10 @@ Sliding window: the eagle3 graph (`src/models/eagle3.cpp`, read at ggml-org/llam
 pre-merge 0274f0fc) builds its attention input with `build_attn_inp_kv()`, not the sliding-window
 `build_attn_inp_kv_iswa()`, and `load_arch_hparams` reads no window key: the drafter attends over the whole
 context, whatever window it was trained with (a GGUF cannot say one either).
+
+Activation: the same graph's MLP is `build_ffn(..., LLM_FFN_SILU, LLM_FFN_PAR, il)` (src/models/eagle3.cpp at
+8002c4ce) and no GGUF key names another: a drafter trained with another `hidden_act` (a Gemma-4 draft's
+gelu_pytorch_tanh, NVIDIA-NeMo/Automodel #3071) is served with silu, without a word.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ CONFIG_IDS = Change(
     "PR 25794 (merged 2026-07; in b11434; its first build is not established here: unknown)")
 RELEASES = Releases("llamacpp", "llama.cpp", ("b11434",), (CONFIG_IDS,))  # the one build read
 # llama-server's flags for an EAGLE-3 drafter (b11434; -md is --model-draft; the draft flags from PR #24593).
+ACTIVATIONS = ("silu",)  # the eagle3 graph's one MLP activation (module doc)
 SERVE_FLAGS = ("--spec-type", "draft-eagle3", "--spec-draft-n-max", "3", "--spec-draft-p-min", "0.0", "-np", "1",
                "-fa", "on")
 
@@ -74,12 +79,18 @@ def read_gguf(meta: Mapping[str, Any], names: Collection[str], record: Any = Non
     window = trained_window(_recorded_decoder(record))
     if window:
         r.caveats.append(window_ignored("llama.cpp", window))
+    r.silent += _activation_ignored(_recorded_drafter(record))
     return r
 
 
-def _recorded_decoder(record: Any) -> Mapping[str, Any]:
-    """The decoder keys our GGUF record carries (eagle3_convert.record: the drafter's hf_extra, where a trained
-    window's sliding_window and layer_types ride): a plan's dict, or the JSON text stored in the file."""
+def _activation_ignored(config: Mapping[str, Any]) -> list[str]:
+    act = config.get("hidden_act", "silu")
+    return [] if act in ACTIVATIONS else [f"llama.cpp's eagle3 graph applies silu where the drafter was trained "
+                                          f"with hidden_act {act}"]
+
+
+def _recorded_drafter(record: Any) -> Mapping[str, Any]:
+    """The canonical drafter config our GGUF record carries: a plan's dict, or the JSON text stored in the file."""
     if isinstance(record, str):
         try:
             record = json.loads(record)
@@ -87,7 +98,13 @@ def _recorded_decoder(record: Any) -> Mapping[str, Any]:
             return {}
         record = record.get(RECORD_KEY) if isinstance(record, dict) else None
     drafter = record.get("drafter") if isinstance(record, dict) else None
-    extra = drafter.get("hf_extra") if isinstance(drafter, dict) else None
+    return drafter if isinstance(drafter, dict) else {}
+
+
+def _recorded_decoder(record: Any) -> Mapping[str, Any]:
+    """The decoder keys our GGUF record carries (eagle3_convert.record: the drafter's hf_extra, where a trained
+    window's sliding_window and layer_types ride)."""
+    extra = _recorded_drafter(record).get("hf_extra")
     return extra if isinstance(extra, dict) else {}
 
 
@@ -134,4 +151,5 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
     if flag(flat, "norm_output"):
         r.silent.append("llama.cpp ignores norm_output")
         r.flags["norm_output"] = True  # said once, in silent
+    r.silent += _activation_ignored(flat)
     return r

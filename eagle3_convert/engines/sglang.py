@@ -20,6 +20,10 @@ Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
   (mapping `midlayer` to `layers.0`), where sgl-project/sglang at 03d5a77 built layer 0 as `model.midlayer`
   (a stored `layers.0.*` matched nothing there) and layers >= 1 as `model.additional_layers.{i-1}`
   (`BasicDecoderLayer`: hidden_norm applied, no input_layernorm). The sglang layout reads those names.
+- Activation: only `hidden_act: silu` builds. `LlamaMLP.__init__` (models/llama.py, used by llama_eagle3.py) and
+  `DeepseekV2MLP.__init__` (deepseek_v2.py, used by kimi_k25_eagle3.py) raise "Unsupported activation: X. Only
+  silu is supported for now." (read in the 0.5.11 and 0.5.23 wheels): a Gemma-4 draft's `gelu_pytorch_tanh`
+  (NVIDIA-NeMo/Automodel #3071) fails at start-up.
 - Sliding window: `LlamaForCausalLMEagle3` takes its window only from the server flag
   `--speculative-draft-window-size` (`_draft_window_size`, llama_eagle3.py in 0.5.23), never from config.json.
 - `tie_word_embeddings: true` makes both classes set `self.lm_head = self.model.embed_tokens`
@@ -34,7 +38,7 @@ from typing import Any, Collection, Mapping
 
 from ..capture_ids import capturable, engine_boundaries
 from .common import (IDS_KEY, Reading, TargetContext, architectures, dropped, flag, has, id_list, nested, num_layers,
-                     trained_window, unread_later_norms, window_ignored)
+                     trained_window, unread_later_norms, unsupported_activation, window_ignored)
 from .releases import Change, Releases
 
 LABEL = "SGLang"
@@ -84,7 +88,7 @@ MLA_MAX_LAYERS = 1
 # Layers >= 1: the pre-attention norm applied, and the norms built (LlamaDecoderLayer, llama_eagle3.py).
 LATER_NORM_APPLIED = "hidden_norm"
 LATER_NORMS_BUILT = ("input_layernorm", "hidden_norm")
-
+ACTIVATIONS = ("silu",)  # read in two wheels (module doc), taken for every release we know
 
 
 # What validate's replay needs (validate.profiles.EngineProfile is built from these).
@@ -105,6 +109,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         return r
     if "draft_vocab_size" not in config:
         r.refusal = "SGLang fails to construct the drafter: config.json has no draft_vocab_size"
+        return r
+    r.refusal = unsupported_activation(config, ACTIVATIONS)
+    if r.refusal:
         return r
     if "target_hidden_size" in config and config["target_hidden_size"] is None:
         r.refusal = "SGLang fails to construct fc: target_hidden_size is null"

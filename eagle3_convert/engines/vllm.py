@@ -21,6 +21,10 @@ Facts (docs/formats.md §2.3, §6; checked by the engine tier):
   into a norm never applied while `input_layernorm` keeps its initial ones. Missing weights load silently
   (completeness check off); an unknown name fails loudly (AutoWeightsLoader), a stored `model.` prefix too
   (`Eagle3LlamaForCausalLM.load_weights` prepends `model.` itself). d2t offsets, t2d skipped.
+- Activation: only `hidden_act: silu` builds, in every Eagle3 class: `LlamaMLP.__init__` (models/llama.py, built
+  by llama_eagle3.py's decoder layer), `Qwen2MLP` (qwen2.py, Qwen3's MLP) and `DeepseekV2MLP` (deepseek_v2.py,
+  deepseek_eagle3.py) raise "Unsupported activation: X. Only silu is supported for now." (read in the 0.24.0 and
+  0.33.0 wheels; the speculators path builds the same classes from transformer_layer_config).
 - Sliding window: a Llama drafter attends in a window only in the layers its `layer_types` marks
   "sliding_attention" (`LlamaAttention.__init__`, models/llama.py, indexed from the draft's first layer
   through `target_layer_count`, set in llama_eagle3.py; the Qwen3 class likewise, qwen3_eagle3.py): the window
@@ -42,7 +46,7 @@ import os
 from typing import Any, Collection, Mapping
 
 from .common import (FLAGS, IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested,
-                     num_layers, unread_later_norms)
+                     num_layers, unread_later_norms, unsupported_activation)
 from .releases import Change, Releases
 
 LABEL = "vLLM"
@@ -112,6 +116,7 @@ MLA_FLAGS = ("norm_before_residual", "fc_norm", "norm_output")
 # Layers >= 1: the pre-attention norm applied, and the norms built (LlamaDecoderLayer, llama_eagle3.py).
 LATER_NORM_APPLIED = "input_layernorm"
 LATER_NORMS_BUILT = ("input_layernorm", "hidden_norm")
+ACTIVATIONS = ("silu",)  # read in two wheels (module doc), taken for every release we know
 # AutoWeightsLoader raises on a name that matches no module or parameter (`.bias` aside), and load_weights prepends
 # `model.` to every name but lm_head's, so a stored `model.` prefix is such a name (llama_eagle3.py, models/utils.py;
 # checked with vLLM's own AutoWeightsLoader): loud, never a silent drop.
@@ -201,6 +206,9 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
                 r.refusal = ("for parallel drafting, the draft model config must have "
                              "`pard_token` or `ptd_token_id`")
                 return r
+    r.refusal = unsupported_activation(config, ACTIVATIONS)
+    if r.refusal:
+        return r
     eagle31 = RELEASES.reads(EAGLE31_FLAGS, release) and (
         not speculators or RELEASES.reads(SPECULATORS_EAGLE31_FLAGS, release))
     if flag(config, "fc_norm") and not eagle31 and family != "deepseek_mla" and has(names, r"^fc_norm\."):

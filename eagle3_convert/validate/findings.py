@@ -85,6 +85,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-VOCAB-MISMATCH": ("error", "nonzero(t2d) != arange(Vd) + d2t"),
     "E-VOCAB-RANGE": ("error", "arange(Vd) + d2t leaves [0, V)"),
     "E-VOCAB-ORDER": ("error", "arange(Vd) + d2t is not strictly increasing"),
+    "W-VOCAB-DEFAULT": ("warning", "d2t is a trainer's default buffer (all zero, or arange(Vd)) with Vd < V: every "
+                                   "engine serves the map it implies, silently"),
     "E-VOCAB-NO-T2D": ("error", "the engine needs t2d and only d2t is present"),
     "E-VOCAB-NO-D2T": ("error", "the engine needs d2t and only t2d is present"),
     # capture layers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import FormatError
+from ..vocab_map import DEFAULT_MAP_WAY_OUT, default_map
 from .context import Context
 from .findings import Finding, from_error
 from .profiles import EngineProfile
@@ -14,7 +15,7 @@ def check_vocab(ctx: Context) -> None:
     if {"d2t", "t2d"} & ctx.raw.cut:
         return  # reported as truncation
     try:
-        ctx.raw.checkpoint().vocab_map(cfg.vocab_size, cfg.draft_vocab_size)
+        vocab = ctx.raw.checkpoint().vocab_map(cfg.vocab_size, cfg.draft_vocab_size)
     except FormatError as exc:
         about_t2d = exc.code == "E-VOCAB-T2D" or exc.message.startswith("t2d") or d2t is None
         found = from_error(exc, where="t2d" if about_t2d else "d2t")
@@ -24,6 +25,10 @@ def check_vocab(ctx: Context) -> None:
                             + ctx.command(ctx.layout.name, "--repair-d2t-absolute") +
                             "` (d2t := d2t - arange(Vd))", "d2t")
         ctx.out.append(found)
+        return
+    implied = default_map(vocab)
+    if implied:
+        ctx.add("W-VOCAB-DEFAULT", implied, DEFAULT_MAP_WAY_OUT, where="d2t")
 
 
 def engine_vocab(ctx: Context, p: EngineProfile) -> None:
