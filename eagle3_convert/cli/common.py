@@ -84,6 +84,10 @@ def run_guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}",
                  "check the path, free space and permissions", "E-OS", 1)
         except Exception as exc:  # a bug in this tool, not bad input
+            if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+                # Ctrl-C while a class was being built (an import): Python wraps it in a RuntimeError
+                click.echo(f"interrupted: {_interrupt_message()}", err=True)
+                sys.exit(130)
             if os.environ.get("EAGLE3_CONVERT_DEBUG"):
                 raise
             fail(f"internal error: {type(exc).__name__}: {str(exc)[:200]}",
