@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -67,9 +68,8 @@ class ConvertResult:
 
 
 def resolve_verifier(spec: str | None, target: TargetIdentity | None) -> TargetIdentity | None:
-    """`--verifier`: the name the target is served by. Read from its config.json where it is a local copy; named
-    with `--target`, the two are one target (the user's word: `--verifier ORG/NAME --target DIR`), unless their
-    facts disagree."""
+    """`--verifier`: the name the target is served by (a local copy: read); with `--target`, one target by the user's
+    word (`--verifier ORG/NAME --target DIR`), unless their facts disagree."""
     if spec is None:
         return None
     local = Path(spec)
@@ -218,9 +218,8 @@ def _take_capture(drafter: Drafter, boundaries: list[int], said_by: str, depth: 
 
 
 def restore_target(source: Source, options: ConvertOptions) -> None:
-    """The target the records name, where config.json names none (or less): a fact about the weights that an
-    edited config (or a layout that has no place for it) lost, restored and said so (unless --verifier names
-    the target: then the file names it so)."""
+    """The target the records name, where config.json names none (or less): a fact an edited config (or a layout
+    with no place for it) lost, restored and said so (unless --verifier names it: the file names it so)."""
     cfg = source.drafter.config
     for k in [*options.known, *([source.known] if source.known is not None else [])]:
         merged = TargetIdentity.merged(cfg.target, k.target)
@@ -233,29 +232,32 @@ def restore_target(source: Source, options: ConvertOptions) -> None:
 
 
 def command_target(cfg: DrafterConfig, options: ConvertOptions) -> TargetIdentity | None:
-    """Who this conversion says the target is: --verifier (one with --target when both are given), else the
-    config's own (the file names it), else --target (the file names none)."""
+    """Who a conversion (or `registry add`) records the target as: --verifier (one with --target when both are
+    given), else the config's name, one with the --target passed for it unless facts differ, else --target."""
     if options.verifier is not None:
         return options.verifier
     if cfg.target is not None and cfg.target.name_or_path:
+        if options.target is not None and compare(cfg.target, options.target).verdict != "differ":
+            return cfg.target.joined(options.target)
         return cfg.target
     return TargetIdentity.merged(options.target, cfg.target)
 
 
 def check_known_facts(source: Source, options: ConvertOptions) -> None:
-    """Every other fact the registry's record and the sidecar hold about these weights, against config.json:
-    the target, vocabulary, widths and norm flags. A contradiction is refused (E-RECORD-CONFLICT); a target
-    named otherwise that no fact tells apart is said (W-TARGET-UNTOLD), and its name written as given."""
+    """The target, vocabulary, widths and norm flags the records of these weights hold, against config.json: a
+    contradiction is refused (E-RECORD-CONFLICT), a target name no fact ties or parts said (W-TARGET-UNTOLD)."""
     named, named_by = (options.verifier, "--verifier") if options.verifier is not None else (
         provenance.verifier_named(source.stored_config), "config.json")
+    # SRC as a command takes it (a Hub copy: its repo at the commit read)
+    src = shlex.quote(str(source.path)) if source.commit is None else source.uri[5:].replace("@", " --revision ", 1)
     for k in provenance.with_names_learned([*options.known, *([source.known] if source.known is not None else [])]):
         found = provenance.fact_contradictions(source.drafter.config, named, options.target, k, named_by)
         errors = [c for c in found if c.severity == "error"]
         if errors:
-            raise RefusalError(errors[0].message, provenance.way_out(errors[0], str(source.path)),
-                               code="E-RECORD-CONFLICT")
-        source.drafter.notes += [f"WARNING: {c.message} [W-TARGET-UNTOLD]; {provenance.way_out(c, str(source.path))}"
-                                 for c in found if c.message not in " ".join(source.drafter.notes)]
+            raise RefusalError(errors[0].message, provenance.way_out(errors[0], src), code="E-RECORD-CONFLICT")
+        said = " ".join(source.drafter.notes)
+        source.drafter.notes += [f"WARNING: {c.message} [W-TARGET-UNTOLD]; {provenance.way_out(c, src)}" for c in found
+                                 if c.message not in said]
 
 
 def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | None, dest_layout: str | None = None,
@@ -406,9 +408,8 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
 
 
 def refuse_other_weights_record(known: list[provenance.Known], *ids: str) -> None:
-    """A registry record is found by a sample of the weights (fingerprint.weights_key) or where it was recorded;
-    whatever it gave this conversion must be of exactly these weights, checked once every byte is hashed and
-    before DST appears."""
+    """A record found by a sample of the weights (fingerprint.weights_key) or by where it was recorded must be of
+    exactly these weights: checked once every byte is hashed, before DST appears."""
     for k in known:  # (a record `registry sync` made without the weights has no weights id to compare)
         if k.in_registry and k.of_the_weights and k.drafter_id not in ids:
             raise RefusalError(f"{k.label} was found for SRC, but SRC's weights are drafter {ids[0][:12]}, not that "

@@ -216,17 +216,18 @@ def record_contradictions(sidecar: Known, record: Known) -> list[Contradiction]:
 
 def way_out(found: Contradiction, src: str) -> str:
     """What to do about a contradiction other than the capture layers (those have convert's flags): a way that
-    keeps the record; changing the record is the user's explicit word, never the first move."""
+    keeps the record; changing the record is the user's explicit word, never the first move. `src`: SRC as a
+    command takes it, quoted for the shell."""
     record = found.known
     shown = f"`eagle3-convert registry show {record.drafter_id[:12]}` shows the record and its history; " if (
         record.in_registry and record.drafter_id) else ""
     if found.severity == "warning":
         name, recorded = found.config.strip("'"), found.recorded.strip("'")
         if found.given == "--target":  # a config of the target: its names and digest join the recorded name
-            return (f"{shown}if {name} is {recorded}, `eagle3-convert registry add {quote(src)} --verifier "
+            return (f"{shown}if {name} is {recorded}, `eagle3-convert registry add {src} --verifier "
                     f"{quote(recorded)} --target {quote(name)}` records them as one target")
         return (f"{shown}if {name} names the model the drafter was trained on, `eagle3-convert registry add "
-                f"{quote(src)} --verifier {quote(name)}` records it as a name of that target")
+                f"{src} --verifier {quote(name)}` records it as a name of that target")
     if found.of_target:
         named = record.target.name_or_path if record.target else None
         given = found.other.label if found.other is not None else found.given

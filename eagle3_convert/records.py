@@ -87,9 +87,6 @@ def add_checkpoint(src: str, *, target: str | None = None, verifier: str | None 
     source = read_source(src, from_layout, options, revision, endpoint, token)
     drafter = source.drafter
     cfg = drafter.config
-    if options.target is not None and options.verifier is None and cfg.target is not None and \
-            cfg.target.name_or_path and compare(cfg.target, options.target).verdict != "differ":
-        options.verifier = cfg.target.joined(options.target)  # --target: the user's word that the file's target is it
     beside = source.known.target if source.known is not None else None
     if target is None and options.verifier is not None and compare(options.verifier, beside).verdict == "untold":
         options.verifier = options.verifier.joined(beside)  # --verifier alone: a name of the target the sidecar knows

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 from itertools import cycle
 from pathlib import Path
@@ -172,3 +174,27 @@ def test_another_target_of_other_facts_is_named_against_the_record(story, tmp_pa
     assert result.exit_code == 1 and "E-RECORD-CONFLICT" in said(result) and "depth" in said(result)
     refused = cli("--to", "vllm", "--target", other, src, tmp_path / "out")
     assert refused.exit_code == 1 and "E-RECORD-CONFLICT" in refused.stderr and not (tmp_path / "out").exists()
+
+
+def test_the_issue_s_own_commands_give_no_error(hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Issue 33's report, command for command: `--to vllm --target DIR` (the drafter's config names its target
+    `targets/llama-tiny`), `publish OUT me/tiny --verifier bars-org/llama-tiny`, `validate me/tiny --target DIR`
+    failed with E-RECORD-CONFLICT on the tool's own publication. Names that no fact ties (the publish names a repo the
+    record never saw) are a warning with the command that ties them; once run, nothing is said."""
+    monkeypatch.chdir(tmp_path)
+    registry = tmp_path / "registry.db"
+    src, target = tmp_path / "src", tmp_path / "models" / "llama-tiny"
+    shutil.copytree(DATA / "speculators-trained" / "checkpoint", src)
+    shutil.copytree(DATA / "targets" / "llama-tiny", target)
+    hub_args = ["--endpoint", hub.url, "--token", TOKEN, "--registry", registry]
+    assert run_cli("--to", "vllm", "--target", target, src, tmp_path / "out", "--registry", registry).exit_code == 0
+    published = run_cli("publish", tmp_path / "out", "me/tiny", "--verifier", "bars-org/llama-tiny", *hub_args)
+    assert published.exit_code == 0, said(published)
+    checked = run_cli("validate", "me/tiny", "--target", target, *hub_args)
+    assert checked.exit_code == 0 and not re.search(r"\bE-[A-Z]", said(checked)), said(checked)
+    if "W-TARGET-UNTOLD" in said(checked):  # the warning's own way out ties the names; then nothing is said
+        hint = next(line for line in said(checked).splitlines() if "registry add" in line)
+        command = hint[hint.index("`eagle3-convert ") + len("`eagle3-convert "):hint.rindex("`")]
+        assert run_cli(*shlex.split(command), *hub_args).exit_code == 0, command
+        again = run_cli("validate", "me/tiny", "--target", target, *hub_args)
+        assert again.exit_code == 0 and "W-TARGET-UNTOLD" not in said(again), said(again)

@@ -259,11 +259,11 @@ def check_known(ctx: Context, known: list[provenance.Known]) -> None:
             continue
         given = ctx.given_target
         for found in provenance.fact_contradictions(reading, provenance.verifier_named(ctx.config), given, k):
-            ctx.add(_CODE[found.severity], found.message, provenance.way_out(found, ctx.src), where=found.where)
+            ctx.add(_CODE[found.severity], found.message, provenance.way_out(found, ctx.src_args), where=found.where)
     beside = [k for k in known if not k.in_registry]
     for record in (k for k in known if k.in_registry):
         for found in (c for side in beside for c in provenance.record_contradictions(side, record)):
-            ctx.add(_CODE[found.severity], found.message, provenance.way_out(found, ctx.src))
+            ctx.add(_CODE[found.severity], found.message, provenance.way_out(found, ctx.src_args))
 
 
 _CODE = {"error": "E-RECORD-CONFLICT", "warning": "W-TARGET-UNTOLD"}

@@ -19,6 +19,7 @@ from ..drafter import DrafterConfig
 from ..target_identity import TargetIdentity
 from ..names import BOUNDARY_CONVENTIONS
 from ..safetensors_io import TensorSource
+from ..sources import has_repo_id_shape
 from .findings import Finding, finding
 from .raw import RawCheckpoint
 
@@ -78,20 +79,30 @@ class Context:
     def extend(self, findings: list[Finding]) -> None:
         self.out.extend(findings)
 
+    @property
+    def src_args(self) -> str:
+        """SRC as a command takes it, quoted for the shell: a Hub copy read at a commit (labelled `org/name@commit`)
+        is `org/name --revision commit`."""
+        repo, at, commit = self.src.partition("@")
+        if at and has_repo_id_shape(repo) and not Path(self.src).exists():
+            return f"{shlex.quote(repo)} --revision {shlex.quote(commit)}"
+        return shlex.quote(self.src)
+
     def command(self, to: str, *flags: str) -> str:
         """The exact conversion that fixes a finding: the source read as validate read it (this layout, named
         when detection could not choose or --from chose it; the --target given, which sets depth and family); every
         path quoted for the shell, as a user pastes it."""
-        dest = shlex.quote(f"{Path(self.src).name or 'drafter'}-{to}")
+        hub = self.src_args != shlex.quote(self.src)  # a Hub copy at a commit: named after its repo
+        dest = shlex.quote(f"{Path(self.src.partition('@')[0] if hub else self.src).name or 'drafter'}-{to}")
         read = ("--from", self.layout.name) if self.name_layout and "--from" not in flags else ()
         named = self.given_target.name_or_path if self.given_target else None
         if named:
             read += ("--target", shlex.quote(named))
-        return " ".join(["eagle3-convert", *read, *flags, "--to", to, shlex.quote(self.src), dest])
+        return " ".join(["eagle3-convert", *read, *flags, "--to", to, self.src_args, dest])
 
     def command_inspect(self) -> str:
         return " ".join(["eagle3-convert", "inspect", *(("--from", self.layout.name) if self.name_layout else ()),
-                         shlex.quote(self.src)])
+                         self.src_args])
 
     @property
     def depth(self) -> int | None:
