@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +36,10 @@ DEFAULT_PROMPTS = (
 MODEL_FILES = ("*.json", "*.safetensors", "tokenizer*", "*.model", "*.tiktoken", "*.txt", "*.py")
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
 TOKENIZER = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json", "*.tiktoken")
-# The thread rule: below this many weights a token (the target's blocks), a matrix product is over before torch's
-# threads have shared it out, and on a busy machine each step waits for the slowest thread (benchmarks/RESULTS-verify.md)
-ONE_THREAD_BELOW = 100_000_000
+# The thread rule (benchmarks/RESULTS-verify.md): under this many weights a token (the target's blocks), a forward is
+# over before torch's threads have shared it out; above, a thread a core other jobs leave idle, since each parallel
+# step waits for its slowest thread
+ONE_THREAD_BELOW = 200_000_000
 INSTALL_HINT = 'pip install "eagle3-convert[verify]" (torch and transformers)'
 
 
@@ -202,8 +204,13 @@ def check_device(device: str) -> None:
 
 def default_threads(inputs: Inputs) -> int | None:
     """The torch threads verify uses when --threads is not given: 1 for a target under ONE_THREAD_BELOW block weights
-    a token, else None (torch's own: one a core)."""
-    return 1 if inputs.weights_per_token < ONE_THREAD_BELOW else None
+    a token; else the cores this process may use less the 1-minute load average (at least 1), or None (torch's own:
+    one a core) where none of them is busy."""
+    if inputs.weights_per_token < ONE_THREAD_BELOW:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    idle = cores - round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else cores
+    return None if idle >= cores else max(1, idle)
 
 
 def check_k(k: int) -> None:

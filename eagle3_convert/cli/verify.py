@@ -25,9 +25,9 @@ from .common import emit_json, hub_options, registry_known, registry_option, run
 @click.option("--max-new-tokens", type=click.IntRange(1, 100000), default=64, show_default=True,
               help="Tokens the target generates for each prompt.")
 @click.option("--threads", type=click.IntRange(1, 1024), metavar="N",
-              help="CPU threads torch may use. Default: 1 for a target under 100 M block weights a token (its "
-                   "products are too small to share out, and on a busy machine each parallel step waits for its "
-                   "slowest thread), else torch's own (one a core).")
+              help="CPU threads torch may use. Default: 1 for a target under 200 M block weights a token (too "
+                   "little work a token to share out); above, one a core other jobs leave idle (the cores less the "
+                   "1-minute load average, at least 1): each parallel step waits for its slowest thread.")
 @click.option("--scan-layers", is_flag=True,
               help="Also measure the capture layers one off each way and the engine default, ranked: recovers lost "
                    "ids and confirms recorded ones.")
