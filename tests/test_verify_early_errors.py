@@ -22,8 +22,8 @@ from conftest import DATA
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = DATA / "verify-tiny"
 SHOW_MODULES_AT_EXIT = ("import atexit, sys\n"
-                        "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
-                        "from eagle3_convert.cli import main\nmain()\n")
+                        "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules))"
+                        " + '\\n'))\nfrom eagle3_convert.cli import main\nmain()\n")
 
 
 def verify_in_a_fresh_process(*args: object, cwd: Path) -> tuple[int, str, set[str]]:

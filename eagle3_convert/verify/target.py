@@ -11,6 +11,7 @@ hands back after the final norm.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -157,7 +158,10 @@ def decode(target: LoadedTarget, drafts: Drafts, prompt: str, k: int, max_new_to
     accepted: dict[int, int] = {}
     drafting = 0.0
     try:
-        out = target.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        # the prompt's logits but the last are never read: not computed, where the model lets us (as generate does)
+        keeps = "logits_to_keep" in inspect.signature(target.model.forward).parameters
+        last_only = {"logits_to_keep": 1} if keeps else {}
+        out = target.model(input_ids=ids, use_cache=True, **last_only)
         cache, forwards = out.past_key_values, 1
         tokens[n] = out.logits[0, -1].argmax()
         length, p = n + 1, n - 1
