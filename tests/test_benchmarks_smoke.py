@@ -80,7 +80,8 @@ def test_the_verify_benchmark_runs_on_a_toy_target(tmp_path: Path) -> None:
         cells = [c.strip() for c in row.split("|")]
         assert cells[2] == "1" and cells[3] == "2 × 8" and cells[4] == "3"  # the thread rule: 1 for a toy target
         greedy, verify, ratio = float(cells[5]), float(cells[6]), float(cells[7])
-        assert greedy > 0 and verify > 0 and ratio == pytest.approx(verify / greedy, abs=0.01)
+        rounding = 0.005 * (1 + ratio) / greedy + 0.005  # the cells are rounded to hundredths
+        assert greedy > 0 and verify > 0 and abs(ratio - verify / greedy) <= rounding, row
         assert float(cells[8]) == length  # random weights accept nothing; --agree, everything
         verify_forwards, greedy_forwards = map(int, cells[10].split(" / "))
         # one greedy forward a token; verify: the prompt's, then a round a token, or two rounds (4, then 3 to the limit)
