@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,14 +67,24 @@ def test_benchmark_never_writes_the_tracked_results_by_default(tmp_path: Path) -
 
 
 def test_the_verify_benchmark_runs_on_a_toy_target(tmp_path: Path) -> None:
-    """Issue 24: benchmarks/verify.py builds its target and drafter, times `verify` and prints its row."""
+    """Issues 24 and 36: benchmarks/verify.py builds its target and drafter, times plain greedy generation and verify's
+    decoding of the same tokens in one process, and prints their ratio; --agree makes every draft accepted."""
     pytest.importorskip("transformers")
-    done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "verify.py"), "--size", "tiny", "--prompts", "2",
-         "--max-new-tokens", "4", "--work", str(tmp_path / "work")], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    [row] = [line for line in done.stdout.splitlines() if line.startswith("| tiny-shaped, 8/8 layers | cpu |")]
-    cells = [c.strip() for c in row.split("|")]
-    assert cells[3] == "2 × 4" and float(cells[5]) > 0 and float(cells[6]) > 0  # wall seconds, peak RSS MiB
-    assert int(cells[7]) == 8 and float(cells[8]) > 0 and float(cells[9]) >= 1.0  # tokens, tokens/s, accepted
-    assert not (tmp_path / "work").exists()  # removed without --keep
+    for agree, length in (((), 1.0), (("--agree",), 4.0)):
+        done = subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / "verify.py"), "--size", "tiny", "--prompts", "2",
+             "--max-new-tokens", "8", "--work", str(tmp_path / "work"), *agree], capture_output=True, text=True,
+            timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode == 0, done.stderr
+        [row] = [line for line in done.stdout.splitlines() if line.startswith("| tiny-shaped, 8/8 layers")]
+        cells = [c.strip() for c in row.split("|")]
+        assert cells[2] == "1" and cells[3] == "2 × 8" and cells[4] == "3"  # the thread rule: 1 for a toy target
+        greedy, verify, ratio = float(cells[5]), float(cells[6]), float(cells[7])
+        rounding = 0.005 * (1 + ratio) / greedy + 0.005  # the cells are rounded to hundredths
+        assert greedy > 0 and verify > 0 and abs(ratio - verify / greedy) <= rounding, row
+        assert float(cells[8]) == length  # random weights accept nothing; --agree, everything
+        verify_forwards, greedy_forwards = map(int, cells[10].split(" / "))
+        # one greedy forward a token; verify: the prompt's, then a round a token, or two rounds (4, then 3 to the limit)
+        assert greedy_forwards == 16 and verify_forwards == (16 if length == 1 else 2 * 3)
+        assert float(cells[11]) > 0 and cells[12].endswith("%")  # a verify forward over a greedy one; the drafter's share
+        assert not (tmp_path / "work").exists()  # removed without --keep

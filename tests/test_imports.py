@@ -143,6 +143,7 @@ NOT_ON_THE_HEADER_PATH = {
     "eagle3_convert.bin_reader": "a pytorch_model.bin",
     "eagle3_convert.torch_zip": "a pytorch_model.bin",
     "eagle3_convert.verify": "verify",
+    "eagle3_convert.verify_inputs": "verify",
 }
 SHOW_MODULES_AT_EXIT = ("import atexit, sys\n"
                         "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"

@@ -200,7 +200,7 @@ def test_the_registry_imports_no_pipeline():
 LAYERS = [
     ("cli", ("cli", "__main__")),
     ("pipelines", ("convert", "validate", "publish", "model_card", "sources", "targets", "records", "hints",
-                   "hub_read", "hub_index", "verify", "site", "site_pages", "charts")),
+                   "hub_read", "hub_index", "verify", "site", "site_pages", "charts", "verify_inputs")),
     ("layouts / engines / registry", ("converters", "engines", "registry", "schemas", "sidecar", "fingerprint",
                                       "provenance")),
     ("model", ("drafter", "target_identity", "vocab_map", "capture_ids", "names")),
@@ -273,6 +273,8 @@ CLI_DEFERRED = {
     "eagle3_convert.sources": "SRC resolved, a Hub repo downloaded: " + PYDANTIC,
     "eagle3_convert.validate": "the validate pipeline: " + PYDANTIC + " and jsonschema",
     "eagle3_convert.verify": "the acceptance measurement: torch and transformers",
+    "eagle3_convert.verify_inputs": "verify's inputs checked before torch loads: the convert pipeline's reader, "
+                                    + PYDANTIC,
 }
 
 

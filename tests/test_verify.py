@@ -189,15 +189,32 @@ def test_mla_attention_is_transformers_deepseek_v3(tmp_path: Path):
     assert torch.allclose(got.transpose(0, 1).reshape(10, -1), want, atol=1e-5, rtol=1e-4)
 
 
+def load(target: Path, drafter: Path, k: int = 3):
+    """The target loaded as verify loads it, and the drafter's side of its decoding (rounds.Drafting)."""
+    from eagle3_convert.verify import bind
+    from eagle3_convert.verify.rounds import Drafting
+    from eagle3_convert.verify.target import load_target_model
+    from eagle3_convert.verify_inputs import check_inputs
+
+    inputs = check_inputs(drafter, target, k=k, device="cpu")
+    loaded = load_target_model(inputs)
+    maths, embed = bind(inputs.source.drafter, loaded)
+    return loaded, lambda: Drafting(maths, inputs.boundaries, embed)
+
+
 def test_the_target_run_keeps_each_boundary_before_the_final_norm(tmp_path: Path):
     """Boundary b < L is transformers' output_hidden_states[b]; boundary L is the last block's output BEFORE the
     final norm, which output_hidden_states[L] is not (transformers 5 norms it): verify's hooks read what engines
-    capture. And the greedy tokens are the target's own argmax, one state per token but the last."""
-    from eagle3_convert.verify.target import load_target_model, run_target
+    capture, through rounds of k+1 positions and the cache cropped back. And the greedy tokens are the target's own
+    argmax, one state per token but the last."""
+    from eagle3_convert.verify.target import decode
 
-    loaded = load_target_model(str(write_tiny_target(tmp_path / "target", layers=4)), "cpu")
-    run = run_target(loaded, "hello", 6)
+    drafter = well_scaled(build_drafter(tmp_path / "d", "speculators", DrafterSpec(target_layers=4,
+                                                                                    capture_boundaries=(1, 2, 3))), 4)
+    loaded, drafting = load(write_tiny_target(tmp_path / "target", layers=4), drafter)
+    run = decode(loaded, drafting(), "hello", 3, 6)
     assert run.prompt_length == 5 and run.tokens.shape[0] == 11
+    assert 2 <= run.forwards <= 1 + 6  # the prompt's, then a round for each token at most
     with torch.no_grad():
         full = loaded.model(input_ids=run.tokens[None], output_hidden_states=True)
     assert torch.equal(full.logits[0, 4:-1].argmax(-1), run.tokens[5:])
@@ -209,15 +226,21 @@ def test_the_target_run_keeps_each_boundary_before_the_final_norm(tmp_path: Path
     assert torch.allclose(loaded.model.model.norm(run.states[4]), hidden[4], atol=1e-5)  # ...ours is not
 
 
-def test_the_text_ends_at_any_end_of_text_id(constant_target: Path):
-    """Generation stops at an id the generation config lists as eos (Llama 3 lists three), as serving does."""
-    from eagle3_convert.verify.target import load_target_model, run_target
+def test_the_text_ends_at_any_end_of_text_id(constant_target: Path, tmp_path: Path):
+    """Generation stops at an id the generation config lists as eos (Llama 3 lists three), as serving does, even
+    inside a round that accepted drafts past it."""
+    from eagle3_convert.verify.target import decode
 
-    loaded = load_target_model(str(constant_target), "cpu")
-    assert run_target(loaded, "abc", 5).tokens.shape[0] == 3 + 5
+    always0 = well_scaled(build_drafter(tmp_path / "always0", "speculators",
+                                        DrafterSpec(vocab_ids=tuple(range(0, 96, 3)))), seed=3, zero=("lm_head.weight",))
+    loaded, drafting = load(constant_target, always0)
+    whole = decode(loaded, drafting(), "abc", 3, 5)
+    # the prompt's forward gives one token, a round of 3 drafts all accepted 4 more: two forwards for 5 tokens
+    assert whole.tokens.shape[0] == 3 + 5 and whole.forwards == 2 and whole.accepted == {2: 3}
     loaded.model.generation_config.eos_token_id = [7, 0]  # the constant target's one token
-    ended = run_target(loaded, "abc", 5)
+    ended = decode(loaded, drafting(), "abc", 3, 5)
     assert ended.tokens.tolist()[3:] == [0] and all(state.shape[0] == 3 for state in ended.states)
+    assert ended.forwards == 1
 
 
 def test_modelopt_s_first_layer_normalises_the_hidden_state_twice(tmp_path: Path):

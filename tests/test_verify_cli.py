@@ -167,7 +167,7 @@ def test_a_target_of_another_width_is_refused_naming_both(target: Path, tmp_path
     ({"vocab_size": 128, "vocab_ids": None}, (), "E-VERIFY-VOCAB", "has 96 tokens but the drafter's has 128"),
     ({"capture_boundaries": (2, 5, 9), "target_layers": 10}, (), "E-VERIFY-CAPTURE",
      "boundaries [9] lie outside the 8-layer target"),
-    ({}, ("--device", "cuda"), "E-VERIFY-DEVICE", "torch sees no CUDA device"),
+    ({}, ("--device", "cuda"), "E-VERIFY-DEVICE", "--device cuda: "),  # a CPU build of torch, or no driver, or none seen
 ])
 def test_a_drafter_that_cannot_run_on_this_target_is_refused(target: Path, tmp_path: Path, spec: dict, args: tuple,
                                                              code: str, says: str):

@@ -49,3 +49,28 @@ def well_scaled(path: Path, seed: int, zero: tuple[str, ...] = ()) -> Path:
         tensors[name] = (torch.zeros(value.shape) if name.endswith(zero) else drawn).to(value.dtype)
     save_file(tensors, file, metadata={"format": "pt"})
     return path
+
+
+@torch.no_grad()
+def greedy_run(target, prompt: str, max_new_tokens: int):
+    """verify's token-by-token measurement before issue 36, kept as the reference the speculative decoding is held
+    to (tests/test_verify_speculative.py): one target forward a token through the KV cache, every boundary's state
+    kept by the same hooks. Returns (the TargetRun, the logits of each greedy choice [new tokens, V])."""
+    from eagle3_convert.verify.target import Capture, TargetRun, end_of_text, tokenize
+
+    ids = tokenize(target, prompt)
+    n = ids.shape[1]
+    capture, eos, tokens, logits = Capture(target, n + max_new_tokens), end_of_text(target), [ids[0]], []
+    try:
+        out = target.model(input_ids=ids, use_cache=True)
+        for made in range(1, max_new_tokens + 1):
+            logits.append(out.logits[0, -1])
+            tokens.append(out.logits[0, -1].argmax().view(1))
+            if made == max_new_tokens or int(tokens[-1]) in eos:
+                break  # the last token's own states would serve no draft: no forward for it
+            capture.at = n + made - 1
+            out = target.model(input_ids=tokens[-1].view(1, 1), past_key_values=out.past_key_values, use_cache=True)
+    finally:
+        capture.close()
+    text = torch.cat(tokens)
+    return TargetRun(text, n, [state[: text.shape[0] - 1] for state in capture.states], 0.0), torch.stack(logits)

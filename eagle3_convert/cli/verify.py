@@ -9,9 +9,7 @@ import click
 
 from ..errors import Eagle3Error
 from . import main
-from .common import emit_json, fail, hub_options, registry_known, registry_option, run_guarded
-
-INSTALL_HINT = 'pip install "eagle3-convert[verify]" (torch and transformers)'
+from .common import emit_json, hub_options, registry_known, registry_option, run_guarded
 
 
 @main.command("verify")
@@ -27,9 +25,9 @@ INSTALL_HINT = 'pip install "eagle3-convert[verify]" (torch and transformers)'
 @click.option("--max-new-tokens", type=click.IntRange(1, 100000), default=64, show_default=True,
               help="Tokens the target generates for each prompt.")
 @click.option("--threads", type=click.IntRange(1, 1024), metavar="N",
-              help="CPU threads torch may use (default: torch's own, one a core). On a machine other jobs keep busy, "
-                   "or for a small target, 1 can be many times faster: each parallel step waits for its slowest "
-                   "thread.")
+              help="CPU threads torch may use. Default: 1 for a target under 200 M block weights a token (too "
+                   "little work a token to share out); above, one a core other jobs leave idle (the cores less the "
+                   "1-minute load average, at least 1): each parallel step waits for its slowest thread.")
 @click.option("--scan-layers", is_flag=True,
               help="Also measure the capture layers one off each way and the engine default, ranked: recovers lost "
                    "ids and confirms recorded ones.")
@@ -48,32 +46,33 @@ def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, devi
                plot_file: str | None = None) -> None:
     """Measure the acceptance DRAFTER (any layout, a GGUF, or a Hub repo id) gets with its target.
 
-    The target runs greedily over the prompts in transformers; the drafter drafts k tokens a round from the
-    target's hidden states at its capture layers, with this tool's reference maths, as SGLang and vLLM draft.
+    The target decodes the prompts greedily in transformers as a serving engine decodes speculatively: each round
+    the drafter drafts k tokens from the target's hidden states at its capture layers (this tool's reference maths,
+    as SGLang and vLLM draft), and the target checks them in one forward.
     Reports the mean accepted length (tokens per target forward, the bonus token counted: 1 = nothing accepted,
     k+1 = everything) and the acceptance at each draft position, and records them in the registry.
     """
-    try:
-        import torch
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        fail(f"verify needs torch and transformers, which are not installed ({exc.name or exc})", INSTALL_HINT,
-             "E-VERIFY-DEPS", 1)
     plot = None
     if plot_file is not None:  # a bad name or a missing renderer is said before minutes of measuring
         from ..charts import check_plot_path
 
         plot = check_plot_path(plot_file)
+    from ..verify_inputs import check_inputs, default_threads, read_prompts
+
+    # everything given is checked before torch and transformers load (seconds): a mistake is told at once
+    inputs = check_inputs(drafter, target, read_prompts(prompts_file) if prompts_file else None, k=k, device=device,
+                          endpoint=endpoint, token=token, revision=revision)
+    import torch
+
+    threads = threads or default_threads(inputs)
     if threads:
         torch.set_num_threads(threads)
-    from ..verify import DEFAULT_PROMPTS, acceptance, prepare, read_prompts
+    from ..verify import acceptance, run
     from ..verify import scan_layers as scan
 
-    prompts = read_prompts(prompts_file) if prompts_file else list(DEFAULT_PROMPTS)
-    bar = _bar(len(prompts) * max_new_tokens, quiet or not sys.stderr.isatty())
+    bar = _bar(len(inputs.prompts) * max_new_tokens, quiet or not sys.stderr.isatty())
     try:
-        measured = prepare(drafter, target, prompts, device=device, max_new_tokens=max_new_tokens,
-                           endpoint=endpoint, token=token, revision=revision, progress=bar.update if bar else None)
+        measured = run(inputs, max_new_tokens, bar.update if bar else None)
     finally:
         if bar is not None:
             bar.close()

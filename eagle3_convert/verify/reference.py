@@ -12,8 +12,9 @@ norm_output). Computed in float32 whatever the stored dtype.
 Drafting is a chain (top-1), as SGLang and vLLM run it: a draft-extend step over every verified position, each
 pairing the token at i+1 with the target's states at i (its keys and values stay in the drafter's cache), then
 k-1 decode steps, each feeding the drafted token and the drafter's own state back at the next position.
-`Chain.extend` runs the first; `Chain.step` runs one decode step for many starting positions at once, each
-attending to the verified cache up to its start and to its own drafted positions only.
+`Chain.extend` runs the first (over the whole text, or over each round's newly verified positions); `Chain.step`
+runs one decode step for many starting positions at once, each attending to the verified cache up to its start and
+to its own drafted positions only.
 """
 
 from __future__ import annotations
@@ -203,23 +204,38 @@ class DrafterMaths:
 
 
 class Chain:
-    """Top-1 chain drafting over one verified sequence, every starting position at once."""
+    """Top-1 chain drafting over one verified sequence: every starting position at once after one extend over the
+    whole text, or round by round (speculative decoding) with an extend over each round's newly verified positions."""
 
     def __init__(self, maths: DrafterMaths):
         self.maths = maths
         self.cache: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer: the verified positions' keys, values
         self.drafted: list[list[tuple[torch.Tensor, torch.Tensor]]] = []  # per layer: each decode step's k, v
 
+    @property
+    def verified(self) -> int:
+        """Positions in the cache: the next extend starts there."""
+        return self.cache[0][0].shape[0] if self.cache else 0
+
     def extend(self, embeds: torch.Tensor, fused: torch.Tensor) -> torch.Tensor:
-        """The draft-extend step over positions 0..T-1 (embeds of tokens 1..T, the fused target states at 0..T-1):
-        each position's pre-norm sum (DrafterMaths.head: the first drafted token and the state handed on)."""
-        positions = torch.arange(embeds.shape[0], device=embeds.device)
+        """The draft-extend step over the next N verified positions s..s+N-1 (embeds of tokens s+1..s+N, the fused
+        target states at s..s+N-1), appended to the cache; a new round's decode steps start from it. Each
+        position's pre-norm sum (DrafterMaths.head: the first drafted token and the state handed on)."""
+        start = self.verified
+        positions = torch.arange(start, start + embeds.shape[0], device=embeds.device)
+        # a later extend's queries see the earlier positions too: is_causal aligns its mask top-left, so it is spelled
+        mask = None if start == 0 else (torch.arange(start + embeds.shape[0], device=embeds.device)[None, :]
+                                        <= positions[:, None])
 
         def attend(i, q, k, v):
-            self.cache.append((k, v))
-            self.drafted.append([])
+            if start:
+                k, v = torch.cat([self.cache[i][0], k]), torch.cat([self.cache[i][1], v])
+                self.cache[i], self.drafted[i] = (k, v), []
+            else:
+                self.cache.append((k, v))
+                self.drafted.append([])
             out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
-                                                 is_causal=True, scale=self.maths.scale)
+                                                 attn_mask=mask, is_causal=mask is None, scale=self.maths.scale)
             return out.transpose(0, 1)
 
         return self.maths.layers(embeds, fused, positions, attend)

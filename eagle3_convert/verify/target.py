@@ -1,4 +1,7 @@
-"""The target model run greedily with transformers, its hidden state kept at every capture boundary.
+"""The target model run in transformers as speculative decoding: each round the drafter proposes k tokens, the
+target checks the k+1 positions in ONE forward through its KV cache (a DynamicCache, cropped back past the rejected
+drafts), and the greedy prefix is accepted. The text is the target's own greedy text; its hidden state is kept at
+every capture boundary.
 
 Boundaries are this tool's canonical capture ids (docs/formats.md §4): b = 0 is the input of the first decoder
 block (the embedding output), b = j the output of block j-1, b = L the last block's output BEFORE the final norm.
@@ -8,19 +11,19 @@ hands back after the final norm.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from ..errors import FormatError, UsageError
-from ..sources import is_repo_id, resolve_source
-from ..targets import load_target
+from ..verify_inputs import Inputs
 
-# What a target needs to run: config, weights and tokenizer (no .bin when safetensors exist: the Hub decides).
-MODEL_FILES = ("*.json", "*.safetensors", "tokenizer*", "*.model", "*.tiktoken", "*.txt", "*.py")
+# drafts(tokens, states, p, k): the k tokens the drafter proposes after the verified token p+1, from the tokens
+# 0..p+1 and the states at every boundary of positions 0..p (rounds.Drafting)
+Drafts = Callable[[torch.Tensor, list[torch.Tensor], int, int], torch.Tensor]
 
 
 @dataclass
@@ -40,26 +43,22 @@ class LoadedTarget:
 class TargetRun:
     """One prompt and the target's greedy continuation: `tokens` [T] (prompt first), and the hidden state at every
     boundary 0..L, `states[b]` [T-1, Ht] float32: row i is what the target computed at position i (the last
-    token's own states are never computed: no draft starts there)."""
+    token's own states are never computed: no draft starts there). `accepted`: the drafts each judged round of the
+    decoding accepted, by its start p (the round after the verified token p+1; judged: last_start)."""
 
     tokens: torch.Tensor
     prompt_length: int
     states: list[torch.Tensor]
-    seconds: float
+    seconds: float  # the whole decoding, drafting included
+    accepted: dict[int, int] = field(default_factory=dict)
+    forwards: int = 0  # the target's forwards: the prompt's, then one a round
+    drafting_seconds: float = 0.0
 
 
-def resolve_target(spec: str, revision: str | None, endpoint: str | None, token: str | None
-                   ) -> tuple[Path, str | None]:
-    """A local model directory as is, or a Hub repo id snapshotted (weights and tokenizer) into the HF cache."""
-    local = Path(spec).expanduser()
-    if local.is_dir() and not (local / "config.json").is_file():
-        raise FormatError(f"target {spec}: no config.json", "pass the target model's directory (config.json, "
-                          "weights and tokenizer) or its Hub repo id", code="E-TARGET-MISSING")
-    if not local.is_dir() and not is_repo_id(spec):
-        raise FormatError(f"target {spec}: no such directory", "pass the target model's directory or its Hub repo "
-                          "id (e.g. meta-llama/Llama-3.1-8B-Instruct)", code="E-TARGET-MISSING")
-    return resolve_source(spec, revision, endpoint=endpoint, token=token, files=MODEL_FILES,
-                          label=f"target {spec}")
+def last_start(length: int, k: int) -> int:
+    """The last start whose round can be judged in a text of `length` tokens: its k drafts (tokens p+2..p+k+1) are
+    all in the text. The rounds a text cut short at max_new_tokens or an end of text ends with are not counted."""
+    return length - k - 2
 
 
 def pick_device(device: str) -> torch.device:
@@ -81,30 +80,27 @@ def decoder_blocks(model: Any, num_layers: int) -> Any:
                       code="E-VERIFY-TARGET")
 
 
-def load_target_model(spec: str, device: str = "auto", *, revision: str | None = None, endpoint: str | None = None,
-                      token: str | None = None) -> LoadedTarget:
+def load_target_model(inputs: Inputs) -> LoadedTarget:
     """The target with transformers (AutoModelForCausalLM, in the dtype it was saved in) and its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.set_verbosity_error()  # its notes and load bars are not this command's output
     transformers_logging.disable_progress_bar()
-    path, commit = resolve_target(spec, revision, endpoint, token)
-    chosen = pick_device(device)
+    chosen = pick_device(inputs.device)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype="auto").to(chosen).eval()
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(inputs.target_path, dtype="auto").to(chosen).eval()
+        tokenizer = AutoTokenizer.from_pretrained(inputs.target_path)
     except (OSError, ValueError, KeyError) as exc:
-        raise FormatError(f"target {spec}: transformers cannot load it ({str(exc).splitlines()[0][:200]})",
+        raise FormatError(f"target {inputs.target_name}: transformers cannot load it "
+                          f"({str(exc).splitlines()[0][:200]})",
                           "pass a causal LM's directory holding config.json, its weights and its tokenizer",
                           code="E-VERIFY-TARGET") from None
     text = model.config.get_text_config()
     layers = int(text.num_hidden_layers)
-    # a local copy is named as the registry names targets: the Hub repo its config came from, else its absolute path
-    name = spec if commit is not None else load_target(str(path)).name_or_path
     return LoadedTarget(model, tokenizer, chosen, layers, int(text.hidden_size),
-                        int(model.get_input_embeddings().weight.shape[0]), name, commit,
-                        decoder_blocks(model, layers))
+                        int(model.get_input_embeddings().weight.shape[0]), inputs.target_name,
+                        inputs.target_revision, decoder_blocks(model, layers))
 
 
 def end_of_text(target: LoadedTarget) -> set[int]:
@@ -116,38 +112,86 @@ def end_of_text(target: LoadedTarget) -> set[int]:
     return {i for i in ids if isinstance(i, int)}
 
 
-@torch.no_grad()
-def run_target(target: LoadedTarget, prompt: str, max_new_tokens: int,
-               progress: Callable[[int], None] | None = None) -> TargetRun:
-    """The prompt and `max_new_tokens` greedy tokens (fewer if the target ends the text), with every boundary's
-    state. One token at a time through the KV cache, as a serving engine decodes."""
-    start = time.perf_counter()
+def tokenize(target: LoadedTarget, prompt: str) -> torch.Tensor:
     ids = target.tokenizer(prompt, return_tensors="pt").input_ids.to(target.device)
     if ids.shape[1] == 0:
         raise UsageError(f"the prompt {prompt[:40]!r} is no token to the target's tokenizer",
                          "give prompts of at least one token")
-    captured: list[list[torch.Tensor]] = [[] for _ in range(target.num_layers + 1)]
+    return ids
 
-    def keep(b: int, value: Any) -> None:
-        captured[b].append((value[0] if isinstance(value, tuple) else value)[0].to(torch.float32))
 
-    hooks = [target.blocks[0].register_forward_pre_hook(lambda _m, args, *_: keep(0, args[0]))]
-    hooks += [block.register_forward_hook(lambda _m, _a, out, b=j + 1: keep(b, out))
-              for j, block in enumerate(target.blocks)]
-    eos = end_of_text(target)
-    tokens = [ids[0]]
-    try:
-        out = target.model(input_ids=ids, use_cache=True)
-        for made in range(1, max_new_tokens + 1):
-            nxt = out.logits[0, -1].argmax()
-            tokens.append(nxt.view(1))
-            if progress is not None:
-                progress(1)
-            if made == max_new_tokens or int(nxt) in eos:
-                break  # the last token's own states would serve no draft: no forward for it
-            out = target.model(input_ids=nxt.view(1, 1), past_key_values=out.past_key_values, use_cache=True)
-    finally:
-        for hook in hooks:
+class Capture:
+    """Hooks on the decoder blocks writing each forward's hidden states at every boundary into `states[b]`, from the
+    forward's first position `at` on (a round's rejected positions are written over by the next round's)."""
+
+    def __init__(self, target: LoadedTarget, positions: int):
+        self.at = 0
+        self.states = [torch.empty((positions, target.hidden_size), dtype=torch.float32, device=target.device)
+                       for _ in range(target.num_layers + 1)]
+        self.hooks = [target.blocks[0].register_forward_pre_hook(lambda _m, args, *_: self.keep(0, args[0]))]
+        self.hooks += [block.register_forward_hook(lambda _m, _a, out, b=j + 1: self.keep(b, out))
+                       for j, block in enumerate(target.blocks)]
+
+    def keep(self, b: int, value: Any) -> None:
+        rows = (value[0] if isinstance(value, tuple) else value)[0]
+        self.states[b][self.at: self.at + rows.shape[0]] = rows
+
+    def close(self) -> None:
+        for hook in self.hooks:
             hook.remove()
-    return TargetRun(torch.cat(tokens), ids.shape[1], [torch.cat(parts) for parts in captured],
-                     time.perf_counter() - start)
+
+
+@torch.no_grad()
+def decode(target: LoadedTarget, drafts: Drafts, prompt: str, k: int, max_new_tokens: int,
+           progress: Callable[[int], None] | None = None) -> TargetRun:
+    """The prompt and `max_new_tokens` greedy tokens (fewer if the target ends the text), with every boundary's
+    state, decoded speculatively: a round from start p feeds the verified token p+1 and k drafts, and keeps the
+    drafts up to the first the target disagrees with, then the target's own token there (the bonus)."""
+    start = time.perf_counter()
+    ids = tokenize(target, prompt)
+    n = ids.shape[1]
+    limit = n + max_new_tokens
+    eos = end_of_text(target)
+    tokens = torch.empty(limit, dtype=torch.long, device=target.device)
+    tokens[:n] = ids[0]
+    capture = Capture(target, limit)
+    accepted: dict[int, int] = {}
+    drafting = 0.0
+    try:
+        # the prompt's logits but the last are never read: not computed, where the model lets us (as generate does)
+        keeps = "logits_to_keep" in inspect.signature(target.model.forward).parameters
+        last_only = {"logits_to_keep": 1} if keeps else {}
+        out = target.model(input_ids=ids, use_cache=True, **last_only)
+        cache, forwards = out.past_key_values, 1
+        tokens[n] = out.logits[0, -1].argmax()
+        length, p = n + 1, n - 1
+        if progress is not None:
+            progress(1)
+        while length < limit and int(tokens[length - 1]) not in eos:
+            width = min(k, limit - length)  # near max_new_tokens a round drafts no token past it
+            began = time.perf_counter()
+            proposed = drafts(tokens[:length], capture.states, p, width)
+            drafting += time.perf_counter() - began
+            capture.at = p + 1
+            logits = target.model(input_ids=torch.cat([tokens[p + 1: p + 2], proposed])[None],
+                                  past_key_values=cache, use_cache=True).logits[0]
+            forwards += 1
+            own = logits.argmax(-1)  # the target's token after each fed position: p+2 .. p+2+width
+            took = int((proposed == own[:width]).long().cumprod(0).sum())
+            if width == k:
+                accepted[p] = took
+            new = own[: took + 1].tolist()[: limit - length]
+            ended = next((i for i, t in enumerate(new) if t in eos), None)
+            new = new if ended is None else new[: ended + 1]
+            tokens[length: length + len(new)] = torch.tensor(new, device=target.device)
+            length += len(new)
+            if width > took:
+                cache.crop(took - width)  # the rejected drafts' positions
+            p += took + 1
+            if progress is not None:
+                progress(len(new))
+    finally:
+        capture.close()
+    judged = {s: a for s, a in accepted.items() if s <= last_start(length, k)}
+    return TargetRun(tokens[:length], n, [state[: length - 1] for state in capture.states],
+                     time.perf_counter() - start, judged, forwards, drafting)
