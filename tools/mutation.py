@@ -61,6 +61,10 @@ _ENGINE_READER_TESTS = ["tests/test_mutation_kills_engine_readers.py", "tests/te
 # configs written for them (session 6)
 _FLAT_LAYOUT_TESTS = ["tests/test_mutation_kills_vllm_modelopt_eagle.py", "tests/test_mutation_kills_converters.py",
                       *_LAYOUT_TESTS]
+# The provenance path's own tests: its kill tests (cheapest to fail), the corpus, the registry CLI, the identity story
+_PROVENANCE_TESTS = ["tests/test_mutation_kills_provenance.py", "tests/test_provenance.py",
+                     "tests/test_mutation_kills_capture_records.py", "tests/test_registry_cli.py",
+                     "tests/test_identity_story.py"]
 # module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
 # reach the mutated function)
 MODULES: dict[str, list[str]] = {
@@ -142,6 +146,21 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/registry/writes.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py",
                                           "tests/test_registry_store.py", "tests/test_registry_cli.py",
                                           "tests/test_registry_merge.py"],
+    # The provenance path (issue 33 item 6). The registry tests on SQLite only (the PostgreSQL twins start a server and
+    # decide the same lines), and without the identity story's every-name test (12 s a mutant; its commands are the
+    # ones the story's other tests and test_provenance run)
+    **{module: [*tests, "-k", "not postgresql and not every_name_of_the_target"] for module, tests in {
+        "eagle3_convert/provenance.py": _PROVENANCE_TESTS,
+        "eagle3_convert/registry/recording.py": [*_PROVENANCE_TESTS, "tests/test_registry_merge.py",
+                                                 "tests/test_hub_lineage.py"],
+        "eagle3_convert/target_identity.py": _PROVENANCE_TESTS,
+        "eagle3_convert/records.py": [*_PROVENANCE_TESTS, "tests/test_registry_merge.py", "tests/test_hub_lineage.py",
+                                      "tests/test_publish.py"],
+        "eagle3_convert/sidecar.py": [*_PROVENANCE_TESTS, "tests/test_publish.py"],
+        "eagle3_convert/cli/common.py": _PROVENANCE_TESTS,
+        "eagle3_convert/sources.py": ["tests/test_sources.py", "tests/test_hub_lineage.py", "tests/test_publish.py"],
+        "eagle3_convert/fingerprint.py": [*_PROVENANCE_TESTS, "tests/test_determinism.py"],
+    }.items()},
 }
 # Survivors that are equivalent to the original (no behaviour differs), with the reason: the report lists them
 # apart, and the score counts them neither way. Every other survivor is a missing test.
