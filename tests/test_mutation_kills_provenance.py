@@ -4,3 +4,447 @@ tools/mutation.py. Real files (tests/data, builder-written checkpoints), the rea
 registry on SQLite, or direct calls of the module's functions with real data: no mock of our code."""
 
 from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from eagle3_convert.target_identity import CONFIG_NOISE, Sameness, TargetIdentity, compare, config_digest, local_names
+
+# ---------------------------------------------------------------------------------------------------------------
+# target_identity.py: who a target is
+
+LLAMA = dict(architectures=["LlamaForCausalLM"], model_type="llama", num_hidden_layers=8, hidden_size=64,
+             vocab_size=512)
+
+
+def T(name=None, **kw) -> TargetIdentity:
+    return TargetIdentity(name_or_path=name, **kw)
+
+
+def test_names_serving_name_first_each_once_and_no_empty_name():
+    assert T("org/a", aliases=["/x/a", "org/a", "", "/x/a", "b"]).names == ["org/a", "/x/a", "b"]
+    assert T(None, aliases=["/x/a", "b"]).names == ["/x/a", "b"]
+    assert T("").names == [] and T().names == []
+
+
+def test_a_hub_id_is_known_ignoring_case_a_path_only_as_written():
+    t = T("Org/Model", aliases=["/models/Tiny"])
+    assert t.known_as("org/model") and t.known_as("ORG/MODEL") and t.known_as("Org/Model")
+    assert t.known_as("/models/Tiny")
+    assert not t.known_as("/models/tiny") and not t.known_as("models/tiny") and not t.known_as("org/other")
+    assert not T("/Models/Tiny").known_as("/models/tiny")
+    assert not T().known_as("org/model")
+
+
+def test_shares_identity_by_a_name_or_the_same_digest():
+    assert T("org/a").shares_identity(T("ORG/A"))
+    assert T("org/a", aliases=["/p"]).shares_identity(T("/q", aliases=["/p"]))
+    assert T("/p").shares_identity(T("x", aliases=["/p"])) and T("x", aliases=["/p"]).shares_identity(T("/p"))
+    assert not T("org/a").shares_identity(T("org/b"))
+    assert T("org/a", config_sha256="d1").shares_identity(T("org/b", config_sha256="d1"))
+    assert not T("org/a", config_sha256="d1").shares_identity(T("org/b", config_sha256="d2"))
+    assert not T("org/a").shares_identity(T("org/b"))  # both digests None: no identity shared
+    assert not T("org/a", config_sha256="d1").shares_identity(T("org/b"))
+    assert not T(config_sha256="").shares_identity(T(config_sha256=""))
+
+
+def test_serving_keeps_the_context_out_of_the_identity():
+    t = T("org/a")
+    assert t.context_length is None
+    assert t.serving(4096) is t and t.context_length == 4096
+    assert "context_length" not in t.model_dump() and "_context_length" not in t.model_dump()
+
+
+def test_merged_fills_facts_and_learns_names_only_of_one_target():
+    assert TargetIdentity.merged(None, None) is None
+    one = T("org/a", **LLAMA)
+    assert TargetIdentity.merged(one, None) is one and TargetIdentity.merged(None, one) is one
+    # facts copied, names learned: the same digest makes them one
+    got = TargetIdentity.merged(T("org/a", architectures=[], config_sha256="d", aliases=["x"]),
+                                T("/p/a", aliases=["org/a-2"], config_sha256="d", revision="r1", **LLAMA))
+    assert got.model_dump() == {**T("org/a", revision="r1", **LLAMA).model_dump(), "aliases": ["x", "/p/a", "org/a-2"],
+                                "config_sha256": "d"}
+    # the recorded values win over the other's
+    got = TargetIdentity.merged(T("org/a", num_hidden_layers=8, architectures=["A"]),
+                                T("org/a", num_hidden_layers=8, architectures=["B"], hidden_size=64))
+    assert got.architectures == ["A"] and got.hidden_size == 64
+    # names differ and nothing tells: facts filled, no name learned, no digest taken
+    got = TargetIdentity.merged(T("org/a"), T("org/b", config_sha256="d", hidden_size=64))
+    assert got.model_dump() == T("org/a", hidden_size=64).model_dump()
+    # one target without a serving name: the other's is taken, and not kept again as an alias
+    got = TargetIdentity.merged(T(None, config_sha256="d"), T("org/b", aliases=["ORG/B", "/p"], config_sha256="d2"))
+    assert got.name_or_path == "org/b" and got.aliases == ["/p"] and got.config_sha256 == "d"
+    got = TargetIdentity.merged(T(None), T("org/b", config_sha256="d2"))
+    assert got.config_sha256 == "d2" and got.name_or_path == "org/b" and got.aliases == []
+    # the serving name spelled otherwise by the other is not an alias of itself
+    got = TargetIdentity.merged(T("Org/A"), T("org/a", aliases=["/p"]))
+    assert got.name_or_path == "Org/A" and got.aliases == ["/p"]
+
+
+def test_joined_is_the_verifier_name_with_the_target_config_facts_and_names():
+    given = T("/models/tiny", config_sha256="d", **LLAMA)
+    assert T("org/tiny").joined(None).model_dump() == T("org/tiny").model_dump()
+    got = T("org/tiny", aliases=["tiny-alias"]).joined(given)
+    assert got.name_or_path == "org/tiny" and got.aliases == ["/models/tiny", "tiny-alias"]
+    assert got.config_sha256 == "d" and got.num_hidden_layers == 8 and got.architectures == ["LlamaForCausalLM"]
+    got = T(None).joined(given)
+    assert got.name_or_path == "/models/tiny" and got.aliases == [] and got.hidden_size == 64
+
+
+def test_named_also_learns_each_new_name_once():
+    t = T("org/a", aliases=["/p"])
+    assert t.named_also() is t and t.named_also(None, "", "ORG/A", "/p") is t
+    got = t.named_also("/q", None, "/q", "org/b", "Org/A")
+    assert got.aliases == ["/p", "/q", "org/b"] and t.aliases == ["/p"]
+
+
+def test_config_digest_leaves_out_what_a_save_rewrites():
+    config = {"b": 1, "a": [1, 2], "model_type": "llama"}
+    want = hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert config_digest(config) == want
+    assert config_digest({"a": [1, 2], "model_type": "llama", "b": 1}) == want
+    noisy = {**config, **{k: "anything" for k in CONFIG_NOISE}}
+    assert config_digest(noisy) == want
+    assert CONFIG_NOISE == {"_name_or_path", "transformers_version", "_commit_hash", "torch_dtype", "dtype",
+                            "use_cache", "_attn_implementation", "attn_implementation", "_attn_implementation_autoset"}
+    assert config_digest({**config, "b": 2}) != want
+
+
+def test_local_names_are_the_resolved_path_and_a_snapshot_repo_id(tmp_path: Path, monkeypatch):
+    real = tmp_path / "models" / "tiny"
+    real.mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    monkeypatch.chdir(tmp_path)
+    assert local_names("models/tiny") == ([str(real.resolve())], None)
+    assert local_names(str(link)) == ([str(real.resolve())], None)
+    snap = tmp_path / "hub" / "models--Org--Tiny-Model" / "snapshots" / "abc123"
+    (snap / "sub").mkdir(parents=True)
+    assert local_names(str(snap)) == ([str(snap.resolve()), "Org/Tiny-Model"], "abc123")
+    assert local_names(str(snap / "sub")) == ([str((snap / "sub").resolve()), "Org/Tiny-Model"], "abc123")
+    # a symlink named like a snapshot is found by the name given; one to a snapshot by where it points
+    fake = tmp_path / "x" / "models--a--b" / "snapshots" / "r1"
+    fake.parent.mkdir(parents=True)
+    fake.symlink_to(real)
+    assert local_names(str(fake)) == ([str(real.resolve()), "a/b"], "r1")
+    to_snap = tmp_path / "to-snap"
+    to_snap.symlink_to(snap)
+    assert local_names(str(to_snap)) == ([str(snap.resolve()), "Org/Tiny-Model"], "abc123")
+    # both say a snapshot: the name given wins, once
+    both = tmp_path / "y" / "models--c--d" / "snapshots" / "r2"
+    both.parent.mkdir(parents=True)
+    both.symlink_to(snap)
+    assert local_names(str(both)) == ([str(snap.resolve()), "c/d"], "r2")
+    # not a snapshot: no repo id, whatever looks like one
+    for path in ("models--a--b/snapshot/r", "xmodels--a--b/snapshots/r", "models--ab/snapshots/r"):
+        (tmp_path / path).mkdir(parents=True)
+        assert local_names(str(tmp_path / path)) == ([str((tmp_path / path).resolve())], None)
+    rel = Path("models--e--f") / "snapshots" / "r3"
+    (tmp_path / rel).mkdir(parents=True)
+    assert local_names(str(rel)) == ([str((tmp_path / rel).resolve()), "e/f"], "r3")
+
+
+def test_compare_the_facts_then_the_names():
+    assert compare(None, None) == Sameness("same") and compare(T("a"), None).same and compare(None, T("b")).same
+    a = T("org/a", **LLAMA)
+    assert compare(a, T("org/b", **{**LLAMA, "architectures": ["LlamaForCausalLM", "LlamaForCausalLM"]})).verdict \
+        == "untold"
+    two = compare(a, T("org/a", **{**LLAMA, "num_hidden_layers": 9, "vocab_size": 1000, "model_type": "qwen3",
+                                  "hidden_size": 32, "architectures": ["Qwen3ForCausalLM", "X"]}))
+    assert two == Sameness("differ", (("architectures", ["LlamaForCausalLM"], ["Qwen3ForCausalLM", "X"]),
+                                      ("model_type", "llama", "qwen3"), ("depth", 8, 9), ("hidden size", 64, 32),
+                                      ("vocabulary", 512, 1000)))
+    assert not two.same
+    assert two.said() == ("architectures ['LlamaForCausalLM'] vs ['Qwen3ForCausalLM', 'X'], model_type llama vs "
+                          "qwen3, depth 8 vs 9, hidden size 64 vs 32, vocabulary 512 vs 1000")
+    assert compare(T("org/a", architectures=["B", "A"]), T("org/a", architectures=["A", "B", "A"])).same
+    # a fact one side does not know tells nothing
+    assert compare(T("org/a", architectures=[], num_hidden_layers=None), T("org/a", architectures=["A"],
+                                                                         num_hidden_layers=3)).same
+    assert compare(T("org/a", num_hidden_layers=3), T("org/a")).verdict == "same"
+    # no facts differ: a shared name or digest is one target, a side with no name is one, else untold
+    assert compare(T("org/a"), T("ORG/A")).verdict == "same"
+    assert compare(T("org/a", config_sha256="d"), T("org/b", config_sha256="d")).verdict == "same"
+    assert compare(T(None, **LLAMA), T("org/b")).verdict == "same"
+    assert compare(T("org/a"), T(None, hidden_size=3)).verdict == "same"
+    untold = compare(T("org/a"), T("org/b"))
+    assert untold == Sameness("untold") and not untold.same and untold.said() == ""
+    assert compare(T("org/a", config_sha256="d"), T("org/b", config_sha256="e")).verdict == "untold"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# provenance.py: what a sidecar and a record say, and where config.json contradicts them
+
+from datetime import datetime, timedelta, timezone  # noqa: E402
+
+from eagle3_convert import provenance as prov  # noqa: E402
+from eagle3_convert.drafter import MATH_FLAGS, DrafterConfig  # noqa: E402
+from eagle3_convert.registry.models import DrafterRecord  # noqa: E402
+
+DID = "ab" * 32
+SIDECAR = "eagle3-convert.json"
+
+
+def cfg(**kw) -> DrafterConfig:
+    return DrafterConfig(**{"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+                            "num_key_value_heads": 2, "vocab_size": 512, "draft_vocab_size": 256, **kw})
+
+
+def K(label="rec", boundaries=None, target=None, **kw) -> prov.Known:
+    return prov.Known(label, boundaries, target, **kw)
+
+
+def test_known_boundaries_spell_the_default_on_the_recorded_target():
+    assert K().depth is None and K(target=T("x")).depth is None and K(target=T("x", num_hidden_layers=8)).depth == 8
+    recorded = [1, 3, 6]
+    k = K(boundaries=recorded)
+    assert k.boundaries(8) == [1, 3, 6] and k.boundaries(8) is not recorded and k.boundaries(None) == [1, 3, 6]
+    assert K().boundaries(None) is None and K().boundaries(0) is None
+    assert K().boundaries(8) == [2, 4, 5] and K().boundaries(32) == [2, 16, 29]
+    assert K(target=T("x", num_hidden_layers=32)).boundaries(8) == [2, 16, 29]  # the recorded target's depth wins
+
+
+def sidecar_data(**kw):
+    return {"drafter_id": DID, "capture_boundaries": [1, 3, 6], "target": {"name_or_path": "org/t", **LLAMA},
+            "vocab_size": 512, "draft_vocab_size": 256, "hidden_size": 64,
+            "flags": {"norm_before_fc": True, "fc_norm": "yes", "norm_output": False}, **kw}
+
+
+def test_from_sidecar_reads_every_fact_it_can_use():
+    got = prov.from_sidecar(sidecar_data(), True)
+    assert got == prov.Known(SIDECAR, [1, 3, 6], T("org/t", **LLAMA), 512, 256, 64,
+                             {"norm_before_fc": True, "norm_output": False}, DID)
+    assert got.in_registry is False and got.of_the_weights is True
+    assert prov.from_sidecar(sidecar_data(), False).label == "eagle3-convert.json (written with another config.json)"
+    # what it cannot use is left out; a sidecar without a drafter id or with unreadable layers holds nothing
+    got = prov.from_sidecar(sidecar_data(capture_boundaries=None, target={"name_or_path": 3}, vocab_size=0,
+                                         draft_vocab_size=True, hidden_size="64", flags=["x"]), True)
+    assert got == prov.Known(SIDECAR, None, None, None, None, None, {}, DID)
+    assert prov.from_sidecar(sidecar_data(target="org/t", vocab_size=1.0, hidden_size=-1), True).target is None
+    assert prov.from_sidecar(sidecar_data(vocab_size=1), True).vocab_size == 1
+    for bad in ([], [1, -1], [1, True], [1.0], "1,3,6", {"a": 1}):
+        assert prov.from_sidecar(sidecar_data(capture_boundaries=bad), True) is None, bad
+    assert prov.from_sidecar(sidecar_data(capture_boundaries=[0]), True).capture_boundaries == [0]
+    assert prov.from_sidecar(sidecar_data(drafter_id=None), True) is None
+    assert prov.from_sidecar({k: v for k, v in sidecar_data().items() if k != "drafter_id"}, True) is None
+    assert prov.from_sidecar(None, True) is None and prov.from_sidecar([sidecar_data()], True) is None
+
+
+def test_sidecar_known_reads_the_file_unless_given_it(tmp_path: Path):
+    from eagle3_convert import sidecar
+    assert prov.sidecar_known(tmp_path, None) is None
+    (tmp_path / "config.json").write_bytes(b'{"a": 1}')
+    (tmp_path / SIDECAR).write_bytes(sidecar.build(layout="speculators", config_bytes=b'{"a": 1}',
+                                                   facts=sidecar_data()))
+    assert prov.sidecar_known(tmp_path, None).label == SIDECAR
+    (tmp_path / "config.json").write_bytes(b'{"a": 2}')
+    assert prov.sidecar_known(tmp_path, None).label == f"{SIDECAR} (written with another config.json)"
+    assert prov.sidecar_known(tmp_path, sidecar_data(capture_boundaries=[7])) == prov.from_sidecar(
+        sidecar_data(capture_boundaries=[7]), True)
+
+
+def record(**kw) -> DrafterRecord:
+    when = datetime(2026, 3, 4, 23, 30, tzinfo=timezone(timedelta(hours=-2)))
+    return DrafterRecord(**{"drafter_id": DID, "capture_boundaries": [1, 3, 6], "vocab_size": 512,
+                            "draft_vocab_size": 256, "hidden_size": 64, "flags": {"fc_norm": True},
+                            "target": T("org/t", **LLAMA), "created_at": when, "updated_at": when, **kw})
+
+
+def test_from_record_names_the_record_and_its_time_in_utc():
+    got = prov.from_record(record())
+    assert got == prov.Known("the registry's record of drafter abababababab (recorded 2026-03-05 01:30 UTC)",
+                             [1, 3, 6], T("org/t", **LLAMA), 512, 256, 64, {"fc_norm": True}, DID, True, True)
+    assert prov.from_record(record(target=None)).target is None
+    assert prov.from_record(record(id_kind="hub-fingerprint")).of_the_weights is False
+    assert prov.from_record(record(id_kind="config-and-weights")).of_the_weights is True
+
+
+def test_with_names_learned_only_between_one_target():
+    a = K("a", target=T("org/t", config_sha256="d", **LLAMA))
+    b = K("b", target=T("/models/t", config_sha256="d"))
+    c = K("c", target=T("org/other"))
+    d = K("d")
+    got = prov.with_names_learned([a, b, c, d])
+    assert [k.label for k in got] == ["a", "b", "c", "d"]
+    assert got[0].target.names == ["org/t", "/models/t"]
+    assert got[1].target.names == ["/models/t", "org/t"]
+    assert got[2].target.names == ["org/other"] and got[3].target is None
+    assert prov.with_names_learned([a]) == [a]
+
+
+def test_verifier_named_by_a_speculators_config():
+    spec = lambda v: {"speculators_config": {"verifier": v}}  # noqa: E731
+    assert prov.verifier_named(spec({"name_or_path": "org/t", "architectures": ["A", 3, "B"]})) == T(
+        "org/t", architectures=["A", "B"])
+    assert prov.verifier_named(spec({"name_or_path": "org/t", "architectures": "A"})) == T("org/t")
+    assert prov.verifier_named(spec({"name_or_path": "org/t"})) == T("org/t")
+    for nothing in (None, {}, {"speculators_config": None}, {"speculators_config": []}, spec(None), spec([]),
+                    spec({"name_or_path": ""}), spec({"name_or_path": 3}), spec({})):
+        assert prov.verifier_named(nothing) is None, nothing
+
+
+def test_contradiction_messages():
+    rec = K("the record")
+    assert prov.Contradiction("x", 1, 2, rec).message == "config.json's x is 1, the record says 2"
+    assert prov.Contradiction("x", 1, 2, rec, given="--target").message == "--target's x is 1, the record says 2"
+    assert prov.Contradiction("x", 1, 2, rec, other=K("the sidecar")).message == \
+        "the sidecar says x 1, the record says 2"
+    assert prov.Contradiction("target", "'a'", "'b'", rec, severity="warning").message == \
+        "config.json's target is 'a', the record says 'b': no fact of either tells whether they are one model"
+    c = prov.Contradiction("x", 1, 2, rec)
+    assert (c.where, c.other, c.severity, c.given, c.of_target) == (None, None, "error", "config.json", False)
+
+
+def test_capture_contradiction_compares_layers_as_sets():
+    rec = K(boundaries=[1, 3, 6])
+    assert prov.capture_contradiction([6, 3, 1, 1], rec, 8) is None
+    assert prov.capture_contradiction([1, 3, 5], rec, 8) == ([1, 3, 5], [1, 3, 6])
+    assert prov.capture_contradiction(None, rec, 8) == ([2, 4, 5], [1, 3, 6])
+    assert prov.capture_contradiction(None, rec, None) is None  # the default of an unknown depth
+    assert prov.capture_contradiction(None, K(boundaries=[1, 3, 6], target=T(num_hidden_layers=8)), None) == (
+        [2, 4, 5], [1, 3, 6])
+    assert prov.capture_contradiction(None, K(), 8) is None and prov.capture_contradiction([2, 4, 5], K(), 8) is None
+    assert prov.capture_contradiction([2, 4, 6], K(), 8) == ([2, 4, 6], [2, 4, 5])
+    assert prov.capture_contradiction([2, 4, 6], K(), None) is None
+    mine = [1, 3, 5]
+    got = prov.capture_contradiction(mine, rec, 8)
+    assert got[0] is not mine
+
+
+def test_fact_contradictions_each_fact_named():
+    known = K("rec", [1, 3, 6], T("org/t", **LLAMA), vocab_size=512, draft_vocab_size=256, hidden_size=64,
+              flags={"norm_before_fc": True, "fc_norm": False})
+    assert prov.fact_contradictions(cfg(norm_before_fc=True), T("org/t"), None, known) == []
+    got = prov.fact_contradictions(cfg(vocab_size=1000, draft_vocab_size=128, hidden_size=32), None, None, known)
+    assert [(c.what, c.config, c.recorded, c.severity, c.of_target) for c in got] == [
+        ("vocab_size", 1000, 512, "error", False), ("draft_vocab_size", 128, 256, "error", False),
+        ("hidden_size", 32, 64, "error", False), ("norm_before_fc", False, True, "error", False)]
+    assert all(c.known is known and c.given == "config.json" and c.where is None for c in got)
+    got = prov.fact_contradictions(cfg(norm_before_fc=True, fc_norm=True), None, None, known)
+    assert [(c.what, c.config, c.recorded) for c in got] == [("fc_norm", True, False)]
+    # a record that knows nothing of a fact contradicts nothing
+    assert prov.fact_contradictions(cfg(fc_norm=True, vocab_size=3), T("org/x"), T("/p"), K("rec")) == []
+    # not of the weights: nothing but the capture layers is held against config.json
+    assert prov.fact_contradictions(cfg(vocab_size=3), T("org/x"), None,
+                                    K("rec", target=T("org/t"), vocab_size=512, of_the_weights=False)) == []
+    # the target config.json names, and the one --target passes
+    got = prov.fact_contradictions(cfg(norm_before_fc=True), T("org/t", num_hidden_layers=9), T("/p", num_hidden_layers=7), known)
+    assert [(c.what, c.config, c.recorded, c.given, c.where, c.of_target) for c in got] == [
+        ("target depth", 9, 8, "config.json", "$.speculators_config.verifier.name_or_path", True),
+        ("depth", 7, 8, "--target", None, True)]
+    got = prov.fact_contradictions(cfg(norm_before_fc=True), T("org/u", num_hidden_layers=9), None, known, named_by="--verifier")
+    assert [(c.what, c.given, c.where) for c in got] == [("target depth", "--verifier", None)]
+    got = prov.fact_contradictions(cfg(norm_before_fc=True), T("org/u"), T("/p"), known)
+    assert [(c.what, c.config, c.recorded, c.severity, c.given, c.of_target) for c in got] == [
+        ("target", "'org/u'", "'org/t'", "warning", "config.json", True),
+        ("target", "'/p'", "'org/t'", "warning", "--target", True)]
+    # --verifier with the --target of the same model: the target is checked once, by its name
+    got = prov.fact_contradictions(cfg(norm_before_fc=True), T("org/u", aliases=["/p"]), T("/p", num_hidden_layers=7), known)
+    assert [(c.what, c.given) for c in got] == [("target", "config.json")]
+    got = prov.fact_contradictions(cfg(norm_before_fc=True), None, T("/p", num_hidden_layers=7), known)
+    assert [(c.what, c.given) for c in got] == [("depth", "--target")]
+    assert prov.fact_contradictions(cfg(norm_before_fc=True), T("org/u"), T("/p"), K("rec", vocab_size=512)) == []
+
+
+def test_record_contradictions_of_sidecar_and_record():
+    sc = K("the sidecar", target=T("org/t", num_hidden_layers=8))
+    rec = K("the record", target=T("org/t", num_hidden_layers=9))
+    got = prov.record_contradictions(sc, rec)
+    assert [(c.message, c.other, c.given, c.of_target) for c in got] == [
+        ("the sidecar says target depth 8, the record says 9", sc, "the sidecar", True)]
+    assert prov.record_contradictions(K("s"), rec) == [] and prov.record_contradictions(sc, K("r")) == []
+    assert prov.record_contradictions(sc, K("r", target=T("org/t", num_hidden_layers=9), of_the_weights=False)) == []
+    assert prov.record_contradictions(sc, K("r", target=T("org/t", num_hidden_layers=8))) == []
+
+
+def test_way_out_keeps_the_record():
+    rec = K("the record", target=T("org/t"), drafter_id=DID, in_registry=True)
+    shown = "`eagle3-convert registry show abababababab` shows the record and its history; "
+    warn = prov.Contradiction("target", "'org/u'", "'org/t'", rec, severity="warning")
+    assert prov.way_out(warn, "my dir") == (shown + "if org/u names the model the drafter was trained on, "
+                                            "`eagle3-convert registry add 'my dir' --verifier org/u` records it as "
+                                            "a name of that target")
+    warn = prov.Contradiction("target", "'/p q'", "'org/t'", rec, severity="warning", given="--target")
+    assert prov.way_out(warn, "src") == (shown + "if /p q is org/t, `eagle3-convert registry add src --verifier "
+                                         "org/t --target '/p q'` records them as one target")
+    fact = prov.Contradiction("target depth", 9, 8, rec, of_target=True)
+    assert prov.way_out(fact, "src") == shown + "check that config.json names the model the drafter was trained on " \
+                                                "(org/t)"
+    fact = prov.Contradiction("target depth", 9, 8, rec, other=K("the sidecar"), of_target=True)
+    assert prov.way_out(fact, "src") == shown + "check that the sidecar names the model the drafter was trained on " \
+                                                "(org/t)"
+    untargeted = K("the sidecar", drafter_id=DID)
+    fact = prov.Contradiction("depth", 9, 8, untargeted, given="--target", of_target=True)
+    assert prov.way_out(fact, "src") == "check that --target names the model the drafter was trained on"
+    fact = prov.Contradiction("depth", 9, 8, K("s", target=T(None)), given="--target", of_target=True)
+    assert prov.way_out(fact, "src") == "check that --target names the model the drafter was trained on"
+    plain = prov.Contradiction("vocab_size", 1000, 512, rec)
+    assert prov.way_out(plain, "src") == shown + "fix config.json's vocab_size to 512, as the record says"
+    assert prov.way_out(prov.Contradiction("vocab_size", 1000, 512, K("the sidecar", drafter_id=DID)), "src") == \
+        "fix config.json's vocab_size to 512, as the sidecar says"
+    assert prov.way_out(prov.Contradiction("vocab_size", 1000, 512, K("r", in_registry=True)), "src") == \
+        "fix config.json's vocab_size to 512, as r says"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# sidecar.py: the file beside config.json
+
+from eagle3_convert import __version__, sidecar  # noqa: E402
+
+
+def test_sidecar_build_writes_its_header_then_the_facts():
+    text = sidecar.build(layout="sglang", config_bytes=b'{"x": 1}', facts={"drafter_id": DID, "b": [1, 2]})
+    digest = hashlib.sha256(b'{"x": 1}').hexdigest()
+    assert sidecar.config_digest(b'{"x": 1}') == digest
+    assert text == (json.dumps({"sidecar_version": 1, "tool": f"eagle3-convert {__version__}", "layout": "sglang",
+                                "config_sha256": digest, "drafter_id": DID, "b": [1, 2]}, indent=2) + "\n").encode()
+    assert sidecar.tool_name() == f"eagle3-convert {__version__}"
+    assert sidecar.SIDECAR_VERSION == 1 and sidecar.MAX_SIDECAR_BYTES == 4 * 1024 * 1024
+
+
+def test_sidecar_read_trusts_it_only_with_its_own_config(tmp_path: Path):
+    config = b'{"x": 1}'
+    path = tmp_path / SIDECAR
+    assert sidecar.read(tmp_path) == (None, False)
+    path.write_bytes(sidecar.build(layout="sglang", config_bytes=config, facts={"drafter_id": DID}))
+    data = json.loads(path.read_text())
+    assert sidecar.read(tmp_path) == (data, False)  # no config.json beside it
+    (tmp_path / "config.json").mkdir()
+    assert sidecar.read(tmp_path) == (data, False)  # a directory named config.json
+    (tmp_path / "config.json").rmdir()
+    (tmp_path / "config.json").write_bytes(config)
+    assert sidecar.read(tmp_path) == (data, True)
+    assert sidecar.read(tmp_path, config) == (data, True) and sidecar.read(tmp_path, b'{"x": 2}') == (data, False)
+    other = tmp_path / "other.json"
+    other.write_bytes(b'{"x": 2}')
+    assert sidecar.read(tmp_path, other) == (data, False)
+    other.write_bytes(config)
+    assert sidecar.read(tmp_path, other) == (data, True)
+    assert sidecar.read(tmp_path, tmp_path / "missing.json") == (data, False)
+    (tmp_path / "config.json").write_bytes(b'{"x": 2}')
+    assert sidecar.read(tmp_path) == (data, False)
+    (tmp_path / "config.json").chmod(0)
+    if os.geteuid() != 0:
+        assert sidecar.read(tmp_path) == (data, False)  # unreadable config
+    (tmp_path / "config.json").chmod(0o644)
+    # what is not a sidecar of ours is none
+    for text in (b"[1]", b"{}", b'{"sidecar_version": 2}', b'{"sidecar_version": "1"}', b"{", b"\xff\xfe",
+                 b"[" * 100000 + b"]" * 100000):
+        path.write_bytes(text)
+        assert sidecar.read(tmp_path) == (None, False), text[:20]
+    path.write_bytes(b'{"sidecar_version": 1}')
+    assert sidecar.read(tmp_path, b"") == ({"sidecar_version": 1}, False)
+    path.unlink()
+    path.mkdir()
+    assert sidecar.read(tmp_path) == (None, False)
+    path.rmdir()
+    # the size limit: exactly the limit is read, one byte more is not
+    body = b'{"sidecar_version": 1, "pad": "'
+    for size, read in ((sidecar.MAX_SIDECAR_BYTES, True), (sidecar.MAX_SIDECAR_BYTES + 1, False)):
+        path.write_bytes(body + b"x" * (size - len(body) - 2) + b'"}')
+        assert path.stat().st_size == size
+        assert (sidecar.read(tmp_path)[0] is not None) is read
