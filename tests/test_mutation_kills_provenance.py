@@ -448,3 +448,272 @@ def test_sidecar_read_trusts_it_only_with_its_own_config(tmp_path: Path):
         path.write_bytes(body + b"x" * (size - len(body) - 2) + b'"}')
         assert path.stat().st_size == size
         assert (sidecar.read(tmp_path)[0] is not None) is read
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# registry/recording.py: from a checkpoint's facts to the record (direct calls on a real SQLite registry)
+
+from eagle3_convert.registry import recording  # noqa: E402
+from eagle3_convert.registry.models import LineageEdge, Location  # noqa: E402
+from eagle3_convert.registry.store import open_registry  # noqa: E402
+
+ID2 = "cd" * 32
+ID3 = "ef" * 32
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = open_registry(tmp_path / "registry.db")
+    yield s
+    s.close()
+
+
+def test_record_fields_keep_what_the_facts_know():
+    assert recording.record_fields({}) == {"capture_boundaries": None, "ids_as_written": {}, "flags": {}}
+    facts = {"capture_boundaries": [1, 3, 6], "ids_as_written": {"sglang": [1, 3, 5]}, "flags": {"fc_norm": True},
+             "hidden_size": 64, "draft_vocab_size": 256, "vocab_size": 512, "trained_with": "specforge",
+             "id_kind": "content", "drafter_kind": "eagle3", "model_type": "x", "drafter_id": DID,
+             "target": {"name_or_path": "org/t", "model_type": "llama", "num_hidden_layers": 8, "aliases": []}}
+    assert recording.record_fields(facts) == {
+        "capture_boundaries": [1, 3, 6], "ids_as_written": {"sglang": [1, 3, 5]}, "flags": {"fc_norm": True},
+        "hidden_size": 64, "draft_vocab_size": 256, "vocab_size": 512, "trained_with": "specforge",
+        "id_kind": "content", "drafter_kind": "eagle3",
+        "target": {"name_or_path": "org/t", "num_hidden_layers": 8, "aliases": []}}
+    assert recording.record_fields({"hidden_size": None, "ids_as_written": None, "flags": None,
+                                    "target": {"name_or_path": None, "aliases": []}}) == {
+        "capture_boundaries": None, "ids_as_written": {}, "flags": {}}
+    assert "target" not in recording.record_fields({"target": "org/t"})
+    assert recording.record_fields({"target": {"aliases": ["x"]}})["target"] == {"aliases": ["x"]}
+
+
+def test_lineage_edges_note_each_entry_they_leave_out():
+    good = LineageEdge(source=Location.local("/a", "sglang"), dest=Location.local("/b", "vllm"),
+                       tool="t").model_dump(mode="json")
+    edges, notes = recording.lineage_edges([good, {"source": 3}, good, "x"])
+    assert [e.model_dump(mode="json") for e in edges] == [good, good]
+    assert len(notes) == 2
+    assert notes[0].startswith("lineage entry 1 of eagle3-convert.json was not recorded: ")
+    assert notes[1].startswith("lineage entry 3 of eagle3-convert.json was not recorded: ")
+    assert recording.lineage_edges({"a": good}) == ([], []) and recording.lineage_edges(None) == ([], [])
+
+
+def test_disagreements_and_their_message():
+    known = record(capture_boundaries=[1, 3, 6], target=T("org/t", aliases=["/models/t"]))
+    assert recording.disagreements(known, None, None) == []
+    assert recording.disagreements(known, [1, 3, 6], "ORG/T") == []
+    assert recording.disagreements(known, [1, 3, 6], "/models/t") == []
+    found = recording.disagreements(known, [2, 4, 5], "org/u")
+    assert found == [{"field": "capture_boundaries", "hub": [2, 4, 5], "registry": [1, 3, 6]},
+                     {"field": "target", "hub": "org/u", "registry": "org/t"}]
+    assert recording.conflict_message(found) == ("the Hub says capture_boundaries [2, 4, 5], the registry [1, 3, 6]; "
+                                                 "the Hub says target org/u, the registry org/t")
+    assert recording.disagreements(record(capture_boundaries=None, target=None), [2, 4, 5], "org/u") == [
+        {"field": "capture_boundaries", "hub": [2, 4, 5], "registry": None}]
+    assert recording.disagreements(record(target=T(None, num_hidden_layers=8)), None, "org/u") == []
+    assert recording.disagreements(known, None, "") == []
+
+
+def test_hub_uri_is_the_first_hub_copy():
+    assert recording.hub_uri(record()) == "the Hub"
+    assert recording.hub_uri(record(locations=[Location.local("/a", "sglang"), Location.hub("o/r", "sglang", "c1"),
+                                               Location.hub("o/s", "sglang", "c2")])) == "hf://o/r@c1"
+
+
+def fingerprint_twin(store, twin_id=ID2, repo="org/d", commit="c1", **kw):
+    return store.upsert_drafter(twin_id, id_kind="hub-fingerprint", locations=[Location.hub(repo, "speculators",
+                                                                                          commit)], **kw)
+
+
+def test_merge_twins_fills_the_gaps_and_absorbs(store):
+    rec = store.upsert_drafter(DID, capture_boundaries=[1, 3, 6], hidden_size=64, flags={"fc_norm": True},
+                               ids_as_written={"sglang": [1, 3, 5]}, target=T("org/t", num_hidden_layers=8))
+    fingerprint_twin(store, capture_boundaries=[1, 3, 6], hidden_size=32, vocab_size=512, draft_vocab_size=256,
+                     trained_with="specforge", flags={"fc_norm": False, "norm_output": True},
+                     ids_as_written={"sglang": [9], "speculators": [1, 3, 6]},
+                     target=T("org/t", hidden_size=64, aliases=["/x"]),
+                     lineage=[LineageEdge(source=Location.local("/a", "sglang"), dest=Location.hub("org/d", "x", "c1"),
+                                          tool="t")])
+    got, notes = recording.merge_twins(store, rec, ["/local", "hf://org/d@c1", "hf://org/d"])
+    assert notes == [f"merged the record registry sync made of hf://org/d@c1 (hub fingerprint {ID2[:12]}) into this "
+                     "one: 1 location(s), 1 lineage edge(s), filled draft_vocab_size, flags, ids_as_written, target, "
+                     "trained_with, vocab_size"]
+    assert got.drafter_id == DID and got.hidden_size == 64 and got.vocab_size == 512 and got.draft_vocab_size == 256
+    assert got.trained_with == "specforge" and got.flags == {"fc_norm": True, "norm_output": True}
+    assert got.ids_as_written == {"sglang": [1, 3, 5], "speculators": [1, 3, 6]}
+    assert got.target.num_hidden_layers == 8 and got.target.hidden_size == 64 and got.target.name_or_path == "org/t"
+    assert [loc.uri for loc in got.locations] == ["hf://org/d@c1"] and len(got.lineage) == 1
+    assert store.get(ID2).drafter_id == DID  # the twin's id is an alias now
+    # nothing to fill: merged without "filled"
+    fingerprint_twin(store, ID3, commit="c2", capture_boundaries=[1, 3, 6])
+    got, notes = recording.merge_twins(store, got, ["hf://org/d@c2"])
+    assert notes == [f"merged the record registry sync made of hf://org/d@c2 (hub fingerprint {ID3[:12]}) into this "
+                     "one: 1 location(s), 0 lineage edge(s)"]
+    assert len(got.locations) == 2
+
+
+def test_merge_twins_keeps_a_contradicting_twin_apart(store):
+    rec = store.upsert_drafter(DID, capture_boundaries=[1, 3, 6], target=T("org/t"))
+    fingerprint_twin(store, capture_boundaries=[2, 4, 5], target=T("org/u"))
+    conflicts: list = []
+    got, notes = recording.merge_twins(store, rec, ["hf://org/d@c1"], conflicts=conflicts)
+    message = "the Hub says capture_boundaries [2, 4, 5], the registry [1, 3, 6]; the Hub says target org/u, the " \
+              "registry org/t"
+    assert conflicts == [{"drafter_id": ID2, "uri": "hf://org/d@c1", "code": "E-SYNC-CONFLICT", "message": message,
+                          "conflicts": recording.disagreements(rec, [2, 4, 5], "org/u")}]
+    assert notes == [f"NOT merged: the record registry sync made of hf://org/d@c1 (hub fingerprint {ID2[:12]}) is this "
+                     f"drafter, but {message}; both records kept [E-SYNC-CONFLICT]"]
+    assert got == rec and store.get(ID2).drafter_id == ID2
+    assert recording.merge_twins(store, rec, ["hf://org/d@c1"]) == (rec, notes)  # conflicts not asked for
+
+
+def test_merge_twins_only_fingerprint_records_of_those_commits(store):
+    rec = store.upsert_drafter(DID, capture_boundaries=[1, 3, 6])
+    store.upsert_drafter(ID2, capture_boundaries=[1, 3, 6], locations=[Location.hub("org/d", "x", "c1")])  # content
+    fingerprint_twin(store, ID3, repo="org/e", commit="c9", capture_boundaries=[1, 3, 6])
+    store.add_location(DID, Location.hub("org/own", "x", "c0"))
+    rec = store.get(DID)
+    assert recording.merge_twins(store, rec, ["hf://org/d@c1", "hf://org/e", "/org/e@c9", "hf://org/own@c0"])[1] == []
+    assert recording.merge_twins(store, rec, [], twins=[DID, "00" * 32])[1] == []
+    got, notes = recording.merge_twins(store, rec, ["hf://org/e@c9", "hf://org/e@c9"], twins=[ID3])
+    assert len(notes) == 1 and store.get(ID3).drafter_id == DID
+    # an id that is an alias now (merged already) is not merged again
+    assert recording.merge_twins(store, got, [], twins=[ID3])[1] == []
+
+
+def test_gaps_fill_only_what_the_record_does_not_know():
+    rec = record(hidden_size=None, vocab_size=None, target=None, flags={"a": True}, ids_as_written={"x": [1]})
+    twin = record(hidden_size=32, vocab_size=None, draft_vocab_size=100, trained_with="t",
+                  target=T("org/t", hidden_size=32), flags={"a": False, "b": True}, ids_as_written={"x": [2], "y": [3]})
+    assert recording._gaps(rec, twin) == {"hidden_size": 32, "trained_with": "t", "target": T("org/t", hidden_size=32).model_dump(),
+                                          "flags": {"b": True}, "ids_as_written": {"y": [3]}}
+    same = record(trained_with="t")
+    assert recording._gaps(same, record(trained_with="u")) == {}
+    assert recording._gaps(record(target=T("org/t", hidden_size=8)), record(target=T("org/u", num_hidden_layers=4))) \
+        == {"target": T("org/t", hidden_size=8, num_hidden_layers=4).model_dump()}
+    assert recording._gaps(record(target=T("org/t")), record(target=None)) == {}
+
+
+def test_adopt_former_ids(store):
+    old = "12" * 32
+    store.upsert_drafter(old, id_kind="config-and-weights", capture_boundaries=[1, 3, 6], hidden_size=64,
+                         ids_as_written={"sglang": [1, 3, 5]}, vocab_size=512, draft_vocab_size=256,
+                         flags={"fc_norm": True}, trained_with="specforge", target=T("org/t"),
+                         locations=[Location.local("/old", "sglang")])
+    notes = recording.adopt_former_ids(store, DID, [old, old, DID, "34" * 32])
+    assert notes == [f"merged the record {old[:12]} (its id from before drafter ids were the weights alone) into "
+                     f"{DID[:12]}; the old id still finds it"]
+    got = store.get(old)
+    assert got.drafter_id == DID and got.id_kind == "content" and got.capture_boundaries == [1, 3, 6]
+    assert (got.hidden_size, got.vocab_size, got.draft_vocab_size, got.trained_with) == (64, 512, 256, "specforge")
+    assert got.flags == {"fc_norm": True} and got.ids_as_written == {"sglang": [1, 3, 5]}
+    assert got.target.name_or_path == "org/t" and [loc.uri for loc in got.locations] == ["/old"]
+    assert recording.adopt_former_ids(store, DID, [old]) == []  # an alias now
+    # into a known record: gaps filled; a content record is no former one
+    older = "56" * 32
+    store.upsert_drafter(older, id_kind="config-and-weights", capture_boundaries=[1, 3, 6], hidden_size=32,
+                         drafter_kind="peagle", flags={"norm_output": False}, target=T("org/t", num_hidden_layers=8))
+    store.upsert_drafter(ID3, capture_boundaries=[1, 3, 6])
+    assert len(recording.adopt_former_ids(store, DID, [older, ID3])) == 1
+    got = store.get(DID)
+    assert got.hidden_size == 64 and got.flags == {"fc_norm": True, "norm_output": False}
+    assert got.target.num_hidden_layers == 8 and store.get(ID3).drafter_id == ID3
+
+
+def test_adopt_former_ids_keeps_a_contradicting_one_apart(store):
+    old = "12" * 32
+    store.upsert_drafter(DID, capture_boundaries=[1, 3, 6], target=T("org/t"))
+    store.upsert_drafter(old, id_kind="config-and-weights", capture_boundaries=[2, 4, 5], target=T("org/u"),
+                         locations=[Location.local("/old", "sglang"), Location.local("/old2", "vllm")])
+    conflicts: list = []
+    notes = recording.adopt_former_ids(store, DID, [old], conflicts)
+    message = (f"the record {old[:12]} (before schema v5) says capture_boundaries [2, 4, 5], the record {DID[:12]} "
+               f"[1, 3, 6]; the record {old[:12]} (before schema v5) says target org/u, the record {DID[:12]} org/t")
+    assert notes == [f"NOT merged: {message}; both records kept [E-RECORD-CONFLICT]"]
+    assert conflicts == [{"drafter_id": old, "uri": "/old", "code": "E-RECORD-CONFLICT", "message": message,
+                          "conflicts": [{"field": "capture_boundaries", "hub": [2, 4, 5], "registry": [1, 3, 6]},
+                                        {"field": "target", "hub": "org/u", "registry": "org/t"}]}]
+    assert store.get(old).drafter_id == old
+    store.upsert_drafter("78" * 32, id_kind="config-and-weights", capture_boundaries=[2, 4, 5])
+    conflicts = []
+    assert len(recording.adopt_former_ids(store, DID, ["78" * 32], conflicts)) == 1 and conflicts[0]["uri"] == ""
+    assert recording.adopt_former_ids(store, DID, [old])[0].startswith("NOT merged")  # conflicts not asked for
+
+
+def test_target_learned():
+    known = T("org/t", num_hidden_layers=8, config_sha256="d")
+    # one target (the digest): names learned, gaps filled
+    got, learned = recording._target_learned(known, {"name_or_path": "/m/t", "config_sha256": "d", "hidden_size": 64},
+                                             False)
+    assert learned == ["/m/t"] and got == T("org/t", num_hidden_layers=8, hidden_size=64, config_sha256="d",
+                                            aliases=["/m/t"]).model_dump()
+    # untold: gaps filled, no name, unless the user claims it
+    got, learned = recording._target_learned(known, {"name_or_path": "org/u", "hidden_size": 64}, False)
+    assert learned == [] and got == T("org/t", num_hidden_layers=8, hidden_size=64, config_sha256="d").model_dump()
+    got, learned = recording._target_learned(known, {"name_or_path": "org/u", "aliases": ["/u"]}, True)
+    assert learned == ["org/u", "/u"] and got["aliases"] == ["org/u", "/u"] and got["name_or_path"] == "org/t"
+    # facts differ: the claim replaces it; without a claim the recorded target stands
+    new = {"name_or_path": "org/u", "num_hidden_layers": 9}
+    assert recording._target_learned(known, new, True) == (T("org/u", num_hidden_layers=9).model_dump(), [])
+    assert recording._target_learned(known, new, False) == (known.model_dump(), [])
+    assert recording._target_learned(known, {"name_or_path": 3}, True) == (known.model_dump(), [])
+
+
+def test_record_facts_fills_claims_and_keeps_history(store):
+    facts = {"drafter_id": DID, "capture_boundaries": [1, 3, 6], "trained_with": "specforge", "hidden_size": 64,
+             "target": {"name_or_path": "org/t", "num_hidden_layers": 8, "config_sha256": "d"}}
+    rec, notes = recording.record_facts(store, facts, locations=[Location.local("/a", "sglang")],
+                                        weights_keys=["k1", "k2"])
+    assert notes == [] and rec.changes == [] and rec.capture_boundaries == [1, 3, 6]
+    assert store.keyed("k1") == [DID] and store.keyed("k2") == [DID]
+    # a later reading: the recorded training truth stands; a new name of the same target is learned, once
+    again = {**facts, "capture_boundaries": [2, 4, 5], "trained_with": "other", "vocab_size": 512,
+             "target": {"name_or_path": "/m/t", "config_sha256": "d"}}
+    rec, notes = recording.record_facts(store, again)
+    assert rec.capture_boundaries == [1, 3, 6] and rec.trained_with == "specforge" and rec.vocab_size == 512
+    assert notes == [f"the record of drafter {DID[:12]} learned /m/t as a name of its target org/t"]
+    assert [(c.field, c.old, c.new, c.reason) for c in rec.changes] == [
+        ("target", {"name_or_path": "org/t", "revision": None, "architectures": [], "num_hidden_layers": 8,
+                    "hidden_size": None, "vocab_size": None, "aliases": [], "config_sha256": "d"},
+         {"name_or_path": "org/t", "revision": None, "architectures": [], "num_hidden_layers": 8, "hidden_size": None,
+          "vocab_size": None, "aliases": ["/m/t"], "config_sha256": "d"}, "recorded")]
+    assert recording.record_facts(store, again)[1] == []
+    # the user's word replaces, and the history says why
+    claim = {**facts, "capture_boundaries": [2, 4, 5], "trained_with": "other",
+             "target": {"name_or_path": "org/u", "aliases": ["/u"]}}
+    rec, notes = recording.record_facts(store, claim, claimed=["capture_boundaries", "trained_with", "target"],
+                                        reason="registry add --target")
+    assert notes == [f"the record of drafter {DID[:12]} learned org/u, /u as names of its target org/t"]
+    assert rec.capture_boundaries == [2, 4, 5] and rec.trained_with == "other"
+    assert [(c.field, c.old, c.new, c.reason, c.tool) for c in rec.changes[1:3]] == [
+        ("capture_boundaries", [1, 3, 6], [2, 4, 5], "registry add --target", sidecar.tool_name()),
+        ("trained_with", "specforge", "other", "registry add --target", sidecar.tool_name())]
+    assert rec.changes[3].field == "target" and len(rec.changes) == 4
+    # a claim of what is already recorded changes nothing
+    rec, notes = recording.record_facts(store, claim, claimed=["capture_boundaries", "trained_with", "target"])
+    assert notes == [] and len(rec.changes) == 4
+
+
+def test_record_facts_on_an_unnamed_target_and_a_new_trained_with(store):
+    store.upsert_drafter(DID, target=T(None, num_hidden_layers=8, config_sha256="d"))
+    rec, notes = recording.record_facts(store, {"drafter_id": DID, "trained_with": "t",
+                                                "target": {"name_or_path": "/m/t", "config_sha256": "d"}})
+    assert notes == [f"the record of drafter {DID[:12]} learned /m/t as a name of its target (unnamed)"]
+    assert rec.trained_with == "t" and rec.target.name_or_path == "/m/t"
+
+
+def test_record_facts_merges_former_ids_and_twins(store):
+    old = "12" * 32
+    store.upsert_drafter(old, id_kind="config-and-weights", capture_boundaries=[1, 3, 6])
+    fingerprint_twin(store, capture_boundaries=[2, 4, 5])
+    conflicts: list = []
+    rec, notes = recording.record_facts(store, {"drafter_id": DID, "capture_boundaries": [1, 3, 6]},
+                                        locations=[Location.hub("org/d", "sglang", "c1")], former_ids=[old],
+                                        conflicts=conflicts)
+    assert notes[0].startswith(f"merged the record {old[:12]}") and notes[1].startswith("NOT merged: the record "
+                                                                                          "registry sync made")
+    assert conflicts[0]["code"] == "E-SYNC-CONFLICT" and store.get(old).drafter_id == DID
+    # a Hub-fingerprint record merges no twins of its own
+    rec, notes = recording.record_facts(store, {"drafter_id": ID3, "id_kind": "hub-fingerprint",
+                                                "capture_boundaries": [2, 4, 5]},
+                                        locations=[Location.hub("org/d", "sglang", "c1")])
+    assert notes == [] and store.get(ID2).drafter_id == ID2
