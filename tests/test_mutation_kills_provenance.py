@@ -717,3 +717,95 @@ def test_record_facts_merges_former_ids_and_twins(store):
                                                 "capture_boundaries": [2, 4, 5]},
                                         locations=[Location.hub("org/d", "sglang", "c1")])
     assert notes == [] and store.get(ID2).drafter_id == ID2
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# records.py: recording and asking the registry about a checkpoint
+
+from conftest import EXAMPLE, run_cli  # noqa: E402
+
+from eagle3_convert import records  # noqa: E402
+from eagle3_convert.errors import UsageError  # noqa: E402
+from eagle3_convert.registry.errors import NoRegistry, RegistryError  # noqa: E402
+
+
+def test_registry_fact_of_a_record_in_utc_seconds():
+    fact = records.RegistryFact.of(record(capture_boundaries=None))
+    assert fact == records.RegistryFact([], DID, "2026-03-05T01:30:00")
+    assert records.RegistryFact.of(record()).as_dict() == {"capture_boundaries": [1, 3, 6], "drafter_id": DID,
+                                                           "recorded_at": "2026-03-05T01:30:00"}
+
+
+def test_publication_edges_helpers():
+    assert records._names_a_private_copy({"source": {"uri": "local:me/x"}, "dest": {"uri": "hf://o/r"}})
+    assert records._names_a_private_copy({"source": {"uri": "/a"}, "dest": {"uri": "local:x"}})
+    assert not records._names_a_private_copy({"source": {"uri": "/a"}, "dest": {"uri": "hf://o/r"}})
+    assert not records._names_a_private_copy({"source": "local:x", "dest": None})
+    assert not records._names_a_private_copy({})
+    edge = {"source": {"uri": "/a"}, "dest": {"uri": "hf://o/r", "layout": "sglang"}, "tool": "t"}
+    assert records._at_commit(edge, "hf://o/r", "hf://o/r@c1") == {**edge, "dest": {"uri": "hf://o/r@c1",
+                                                                                     "layout": "sglang"}}
+    assert records._at_commit(edge, "hf://o/s", "hf://o/s@c1") is edge
+    assert records._at_commit({"dest": "hf://o/r"}, "hf://o/r", "x") == {"dest": "hf://o/r"}
+
+
+def test_file_hashes_of_weight_files_and_cache_blobs(tmp_path: Path):
+    (tmp_path / "model.safetensors").write_bytes(b"abc")
+    (tmp_path / "config.json").write_bytes(b"{}")
+    (tmp_path / "x.bin").mkdir()
+    blob_name = hashlib.sha256(b"other").hexdigest()
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    (blobs / blob_name).write_bytes(b"whatever: the blob's name is trusted")
+    (tmp_path / "b.bin").symlink_to(blobs / blob_name)
+    (blobs / "notahash").write_bytes(b"linked")
+    (tmp_path / "c.gguf").symlink_to(blobs / "notahash")
+    (tmp_path / "d.safetensors").symlink_to(blobs / (blob_name.upper()))  # dangling, no sha256 name
+    assert records._file_hashes(tmp_path) == {"b.bin": blob_name, "c.gguf": hashlib.sha256(b"linked").hexdigest(),
+                                              "model.safetensors": hashlib.sha256(b"abc").hexdigest()}
+    big = tmp_path / "big" / "model.safetensors"
+    big.parent.mkdir()
+    data = os.urandom((1 << 24) + 5)
+    big.write_bytes(data)
+    assert records._file_hashes(big.parent) == {"model.safetensors": hashlib.sha256(data).hexdigest()}
+
+
+def test_lookups_never_create_a_registry(tmp_path: Path):
+    missing = tmp_path / "none.db"
+    assert records.record_of(DID, missing) is None and records.acceptance_of(DID, missing) == []
+    assert records.known_record(EXAMPLE, missing) is None and not missing.exists()
+    assert records.record_of(None, missing) is None and records.record_of("", missing) is None
+    for ask in (records.show, records.lineage, records.remove):
+        with pytest.raises(NoRegistry):
+            ask(DID, missing)
+    with pytest.raises(NoRegistry):
+        records.list_records(None, missing)
+    assert not missing.exists()
+
+
+def test_show_lineage_remove_name_what_is_unknown(tmp_path: Path):
+    path = tmp_path / "r.db"
+    with open_registry(path) as s:
+        s.upsert_drafter(DID, capture_boundaries=[1, 3, 6], lineage=[LineageEdge(
+            source=Location.local("/a", "sglang"), dest=Location.local("/b", "vllm"), tool="t")])
+    assert records.show(DID[:8], path).drafter_id == DID and len(records.lineage(DID, path)) == 1
+    assert records.record_of(DID, path).drafter_id == DID and records.acceptance_of(DID, path) == []
+    for ask in (records.show, records.lineage, records.remove):
+        with pytest.raises(RegistryError) as err:
+            ask(ID2, path)
+        assert str(err.value) == f"no drafter {ID2} in the registry {path}"
+        assert err.value.hint == "check the id against `eagle3-convert registry list`, or --registry"
+    assert records.remove(DID[:10], path) == DID and records.record_of(DID, path) is None
+    with open_registry(path) as s:  # an open store is used, and left open
+        assert records.record_of(DID, s) is None and records.list_records(None, s) == []
+        s.upsert_drafter(ID2)
+    assert [r.drafter_id for r in records.list_records(None, path)] == [ID2]
+
+
+def test_add_checkpoint_needs_layers_and_convention_together():
+    for layers, convention in (([1, 3, 6], None), (None, "boundary")):
+        with pytest.raises(UsageError) as err:
+            records.add_checkpoint(str(EXAMPLE), capture_layers=layers, convention=convention)
+        assert str(err.value) == "capture layers need their convention, and a convention needs capture layers"
+        assert err.value.hint == ("pass --capture-layers and --convention together, e.g. --capture-layers 1,3,4 "
+                                  "--convention sglang")
