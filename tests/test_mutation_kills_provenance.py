@@ -809,3 +809,78 @@ def test_add_checkpoint_needs_layers_and_convention_together():
         assert str(err.value) == "capture layers need their convention, and a convention needs capture layers"
         assert err.value.hint == ("pass --capture-layers and --convention together, e.g. --capture-layers 1,3,4 "
                                   "--convention sglang")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fingerprint.py: the weights key (a sample of each tensor's bytes)
+
+from eagle3_convert import fingerprint  # noqa: E402
+from eagle3_convert.convert import read_source  # noqa: E402
+from eagle3_convert.converters.gguf_tensors import StreamedTensor  # noqa: E402
+from eagle3_convert.errors import FormatError  # noqa: E402
+from eagle3_convert.safetensors_io import InMemoryTensor, TensorRef, read_tensor_bytes  # noqa: E402
+
+
+def test_sample_spans_first_and_last_byte_evenly():
+    assert (fingerprint.KEY_WINDOWS, fingerprint.KEY_WIDTH) == (8, 64)
+    assert fingerprint.sample_spans(512, 8, 64) == [(0, 512)] and fingerprint.sample_spans(0, 8, 64) == [(0, 0)]
+    assert fingerprint.sample_spans(1000, 8, 64) == [(0, 64), (134, 198), (267, 331), (401, 465), (535, 599),
+                                                     (669, 733), (802, 866), (936, 1000)]
+    assert fingerprint.sample_spans(513, 8, 64) == [(0, 64), (64, 128), (128, 192), (192, 256), (257, 321),
+                                                    (321, 385), (385, 449), (449, 513)]
+    assert fingerprint.sample_spans(10, 2, 3) == [(0, 3), (7, 10)]
+
+
+def expected_sample(data: bytes, windows=8, width=64) -> bytes:
+    return b"".join(data[a:b] for a, b in fingerprint.sample_spans(len(data), windows, width))
+
+
+@pytest.mark.parametrize("size", [100, 5000, 9 * 1024 * 1024 + 8])
+def test_tensor_sample_is_the_same_bytes_however_the_tensor_is_held(tmp_path: Path, size: int):
+    data = os.urandom(size)
+    path = tmp_path / "t.bin"
+    path.write_bytes(b"H" * 13 + data + b"T" * 5)
+    ref = TensorRef(path, "w", "F32", (size // 4,), 13, 13 + size)
+    want = expected_sample(data)
+    assert fingerprint.tensor_sample(ref, 8, 64) == want
+    assert fingerprint.tensor_sample(InMemoryTensor("F32", (size // 4,), data), 8, 64) == want
+    assert fingerprint.tensor_sample(StreamedTensor(ref, "F32", (size // 4,)), 8, 64) == want
+
+
+def test_tensor_sample_streamed_across_chunks(tmp_path: Path):
+    rows, row = 1024, 9 * 1024  # 9 MiB: three 4-MiB chunks cut inside the sampled windows' spread
+    data = os.urandom(rows * row)
+    path = tmp_path / "t.bin"
+    path.write_bytes(data)
+    ref = TensorRef(path, "w", "F32", (rows, row // 4), 0, len(data))
+    streamed = StreamedTensor(ref, "F32", (rows, row // 4))
+    assert len(list(streamed.chunks())) > 1
+    for windows, width in ((8, 64), (64, 4096), (3, 5 * 1024 * 1024)):
+        assert fingerprint.tensor_sample(streamed, windows, width) == expected_sample(data, windows, width)
+
+
+def test_tensor_sample_of_a_short_or_unreadable_file(tmp_path: Path):
+    path = tmp_path / "t.bin"
+    path.write_bytes(b"x" * 1000)
+    with pytest.raises(FormatError) as err:
+        fingerprint.tensor_sample(TensorRef(path, "w", "F32", (500,), 0, 2000), 8, 64)
+    assert (str(err.value), err.value.hint, err.value.code) == (
+        f"{path}: tensor 'w' is cut short", "the file is damaged or not safetensors: download or copy it again",
+        "E-FILE-TRUNCATED")
+    with pytest.raises(FormatError) as err:
+        fingerprint.tensor_sample(TensorRef(tmp_path, "w", "F32", (500,), 0, 2000), 8, 64)
+    assert (str(err.value), err.value.hint, err.value.code) == (
+        f"{tmp_path}: cannot read tensor 'w' (Is a directory)", "check the file and its permissions", "E-FILE-READ")
+    with pytest.raises(FormatError) as err:
+        fingerprint.tensor_sample(TensorRef(tmp_path / "gone", "w", "F32", (500,), 0, 2000), 8, 64)
+    assert str(err.value) == f"{tmp_path / 'gone'}: cannot read tensor 'w' (No such file or directory)"
+
+
+def test_weights_key_digests_headers_samples_and_vocabulary():
+    drafter = read_source(str(EXAMPLE)).drafter
+    sample = {name: [src.dtype, list(src.shape),
+                     hashlib.sha256(expected_sample(read_tensor_bytes(src))).hexdigest()]
+              for name, src in sorted(drafter.tensors.items())}
+    payload = {"key": 1, "tensors": sample, "draft_vocab": list(drafter.vocab.target_ids)}
+    assert fingerprint.weights_key(drafter) == hashlib.sha256(
+        json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
