@@ -884,3 +884,119 @@ def test_weights_key_digests_headers_samples_and_vocabulary():
     payload = {"key": 1, "tensors": sample, "draft_vocab": list(drafter.vocab.target_ids)}
     assert fingerprint.weights_key(drafter) == hashlib.sha256(
         json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# sources.py: what is a repo id, which files a drafter needs, how a Hub failure reads
+
+from eagle3_convert import sources  # noqa: E402
+
+
+def test_repo_id_shapes(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ok = ["org/name", "O/n", "a1/B-2.c_d", "a" + "b" * 95 + "/x", "x/" + "y" * 96]
+    bad = ["org", "org/name/x", "/org/name", "./org/name", "~org/x", ".org/name", "org/.name", "org/na..me",
+           "a" + "b" * 96 + "/x", "org/", "/name", "org\\name", "org/na me", "-org/name", "org/-name", ""]
+    for spec in ok:
+        assert sources.has_repo_id_shape(spec) and sources.is_repo_id(spec) and not sources.looks_local(spec), spec
+        assert sources.check_repo_id(spec) == spec
+    for spec in bad:
+        assert not sources.has_repo_id_shape(spec) and sources.looks_local(spec) and not sources.is_repo_id(spec), spec
+        with pytest.raises(UsageError) as err:
+            sources.check_repo_id(spec)
+        assert (str(err.value), err.value.hint) == (f"{spec!r} is not a Hub repo id", "give the destination as "
+                                                    "ORG/NAME, e.g. my-org/Llama-3.1-8B-eagle3")
+    (tmp_path / "org").mkdir()
+    (tmp_path / "org" / "name").symlink_to(tmp_path / "nowhere")  # a dangling link is a local path too
+    assert sources.looks_local("org/name") and not sources.is_repo_id("org/name")
+
+
+def test_chosen_files_of_a_drafter_repo():
+    assert sources.chosen_gguf(["eagle3-x-F32.gguf", "eagle3-x-F16.gguf", "eagle3-x-BF16.gguf", "eagle3-a-BF16.gguf",
+                                "README.md"]) == "eagle3-a-BF16.gguf"
+    assert sources.chosen_gguf(["eagle3-x-F32.gguf", "eagle3-x-F16.gguf"]) == "eagle3-x-F16.gguf"
+    assert sources.chosen_gguf(["eagle3-x-F32.gguf", "other.gguf"]) == "eagle3-x-F32.gguf"
+    assert sources.chosen_gguf(["only.gguf", "sub/eagle3-x-BF16.gguf"]) == "only.gguf"
+    assert sources.chosen_gguf(["a.gguf", "b.gguf"]) is None and sources.chosen_gguf([]) is None
+    assert sources.chosen_gguf(["eagle3-x-BF16.gguf", "config.json"]) is None
+    assert sources.chosen_gguf(["eagle3-x-BF16.gguf", "model.safetensors"]) is None
+    assert sources.chosen_gguf(["eagle3-x-BF16.gguf", "sub/config.json", "sub/m.safetensors"]) == "eagle3-x-BF16.gguf"
+    assert sources._choose_files(["eagle3-x-BF16.gguf", "README.md", "eagle3-convert.json", "x.txt"]) == [
+        "eagle3-x-BF16.gguf", "README.md", "eagle3-convert.json"]
+    siblings = ["config.json", "model-00001-of-00002.safetensors", "model.safetensors.index.json",
+                "eagle3-convert.json", "generation_config.json", "hf_quant_config.json", "README.md",
+                "pytorch_model.bin", "optimizer.pt", "sub/model.safetensors", "training_args.bin"]
+    assert sources._choose_files(siblings) == siblings[:7]
+    bins = ["config.json", "pytorch_model.bin", "pytorch_model-00001-of-00002.bin", "pytorch_model.bin.index.json",
+            "optimizer.bin", "sub/pytorch_model.bin"]
+    assert sources._choose_files(bins) == bins[:4]
+
+
+def test_hub_settings_from_the_environment(monkeypatch):
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    assert sources.endpoint_from_env("http://a") == "http://a" and sources.endpoint_from_env(None) is None
+    monkeypatch.setenv("HF_ENDPOINT", "http://env/")
+    assert sources.endpoint_from_env(None) == "http://env/" and sources.endpoint_from_env("http://a") == "http://a"
+    assert sources.hub_url(None) == "http://env" and sources.hub_url("http://b//") == "http://b"
+    monkeypatch.setenv("HF_ENDPOINT", "")
+    assert sources.endpoint_from_env("") is None
+    for value, offline in (("1", True), ("TRUE", True), ("yes", True), ("On", True), ("0", False), ("", False),
+                           ("no", False)):
+        monkeypatch.setenv("HF_HUB_OFFLINE", value)
+        assert sources.hub_offline() is offline, value
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    assert sources.hub_offline() is False
+
+
+def test_no_such_directory_names_the_nearest(tmp_path: Path):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "file").write_text("")
+    assert sources.no_such_directory(str(tmp_path / "checkpoint")) == (
+        f"no such directory (did you mean {tmp_path / 'checkpoints'}?)", True)
+    assert sources.no_such_directory(str(tmp_path / "checkpoint") + "/") == (
+        f"no such directory (did you mean {tmp_path / 'checkpoints'}?)", True)
+    assert sources.no_such_directory(str(tmp_path / "zzzzzz")) == (f"no such directory in {tmp_path}", True)
+    assert sources.no_such_directory(str(tmp_path / "fil")) == (f"no such directory in {tmp_path}", True)
+    assert sources.no_such_directory(str(tmp_path / "nope" / "x")) == ("no such directory", False)
+    assert sources.no_such_directory("org/name") == ("no such directory", False)
+    assert sources.no_such_directory("name") == ("no such directory", False)
+    assert sources.no_such_directory(str(tmp_path / "file" / "x")) == ("no such directory", False)
+
+
+def test_both_readings_and_the_error_line():
+    first = sources._hub_error("downloading", "org/x", "file or repo not found (HTTP 404)", "check it", "E-HUB-NOTFOUND")
+    assert (str(first), first.hint, first.code, first.reading) == (
+        "downloading org/x: file or repo not found (HTTP 404)", "check it", "E-HUB-NOTFOUND",
+        "file or repo not found (HTTP 404)")
+    both = sources.both_readings("scratch/x", "no such directory", first)
+    assert (str(both), both.hint, both.code, both.reading) == (
+        "scratch/x: no such directory; as a Hub repo id: file or repo not found (HTTP 404)",
+        "check it; if you meant a local path, check it", "E-HUB-NOTFOUND", "file or repo not found (HTTP 404)")
+    plain = sources.HubError("m")
+    assert plain.reading == "m" and plain.code == "E-HUB" and sources.HubError("m", code="E-X").code == "E-X"
+    gone = sources.unreachable_error("downloading", "org/x", "http://h/", "ConnectError")
+    assert (str(gone), gone.hint, gone.code) == (
+        "downloading org/x: the Hub at http://h is unreachable (ConnectError)",
+        "check the network, and --endpoint or HF_ENDPOINT", "E-HUB-OFFLINE")
+
+
+def test_remember_ref_names_a_commit_download(tmp_path: Path):
+    sha = "a" * 40
+    snap = tmp_path / "models--o--r" / "snapshots" / sha
+    snap.mkdir(parents=True)
+    sources._remember_ref(snap, "main", sha)
+    assert (tmp_path / "models--o--r" / "refs" / "main").read_text() == sha
+    (tmp_path / "models--o--r" / "refs" / "main").write_text("b" * 40 + "\n")
+    sources._remember_ref(snap, "main", sha)
+    assert (tmp_path / "models--o--r" / "refs" / "main").read_text() == sha
+    for args in ((snap, "v1", None), (snap, sha, sha), (snap, "v2", "c" * 40), (tmp_path / sha, "v3", sha)):
+        sources._remember_ref(*args)
+    assert sorted(p.name for p in (tmp_path / "models--o--r" / "refs").iterdir()) == ["main"]
+    other = tmp_path / "models--o--s" / "other" / sha
+    other.mkdir(parents=True)
+    sources._remember_ref(other, "v4", sha)
+    assert not (tmp_path / "models--o--s" / "refs").exists()
+    blocked = tmp_path / "models--o--t" / "snapshots" / sha
+    blocked.mkdir(parents=True)
+    (tmp_path / "models--o--t" / "refs").write_text("a file where refs/ should be")
+    sources._remember_ref(blocked, "main", sha)  # a cache it cannot write costs nothing
