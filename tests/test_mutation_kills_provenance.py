@@ -1000,3 +1000,42 @@ def test_remember_ref_names_a_commit_download(tmp_path: Path):
     blocked.mkdir(parents=True)
     (tmp_path / "models--o--t" / "refs").write_text("a file where refs/ should be")
     sources._remember_ref(blocked, "main", sha)  # a cache it cannot write costs nothing
+
+
+def test_way_out_keeps_each_name_whole():
+    rec = K("the record", target=T("XORG/T-X"), drafter_id=DID)
+    warn = prov.Contradiction("target", "'Xorg/u-X'", "'XORG/T-X'", rec, severity="warning")
+    assert prov.way_out(warn, "src") == ("if Xorg/u-X names the model the drafter was trained on, `eagle3-convert "
+                                         "registry add src --verifier Xorg/u-X` records it as a name of that target")
+    warn = prov.Contradiction("target", "'/X'", "'XORG/T-X'", rec, severity="warning", given="--target")
+    assert prov.way_out(warn, "src") == ("if /X is XORG/T-X, `eagle3-convert registry add src --verifier XORG/T-X "
+                                         "--target /X` records them as one target")
+
+
+def test_an_untold_target_names_where_and_whose():
+    known = K("the record", target=T("org/t"))
+    got = prov.fact_contradictions(cfg(), T("org/u"), None, known)
+    assert [(c.severity, c.where, c.other) for c in got] == [
+        ("warning", "$.speculators_config.verifier.name_or_path", None)]
+    sc = K("the sidecar", target=T("org/u"))
+    got = prov.record_contradictions(sc, known)
+    assert [(c.severity, c.other, c.given, c.message) for c in got] == [
+        ("warning", sc, "the sidecar", "the sidecar says target 'org/u', the record says 'org/t': no fact of either "
+                                       "tells whether they are one model")]
+
+
+@pytest.fixture
+def far_from_utc(monkeypatch):
+    """The process's local time zone set to one far from UTC (records say UTC whatever the host's zone)."""
+    import time
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_a_record_time_is_said_in_utc_on_any_host(far_from_utc):
+    assert prov.from_record(record()).label == \
+        "the registry's record of drafter abababababab (recorded 2026-03-05 01:30 UTC)"
+    assert records.RegistryFact.of(record()).recorded_at == "2026-03-05T01:30:00"

@@ -449,6 +449,12 @@ EQUIVALENT: dict[str, str] = {
        "layout's home engines all refuse its output or one serves it wrong: the speculators library serves every "
        "DFlash/DSpark file this writer writes (it always names the verifier and the trained ids), and vLLM reads "
        "those same ids or is unknown" for n in (115, 121, 122)},
+    # provenance.py (issue 33 item 6, "The provenance path"), numbered as at 6c925b7 (the module as on main at 55f2966)
+    "eagle3_convert.provenance.x_fact_contradictions__mutmut_6":
+        "out = instead of out += for the first list added: out is still empty there",
+    "eagle3_convert.provenance.x_record_contradictions__mutmut_2":
+        "`and` for the first `or`: where only one side has a target, compare() finds an unknown side 'same' and "
+        "_target_contradictions returns [] as the early return does",
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
