@@ -1039,3 +1039,73 @@ def test_a_record_time_is_said_in_utc_on_any_host(far_from_utc):
     assert prov.from_record(record()).label == \
         "the registry's record of drafter abababababab (recorded 2026-03-05 01:30 UTC)"
     assert records.RegistryFact.of(record()).recorded_at == "2026-03-05T01:30:00"
+
+
+def _copy_of_example(tmp_path: Path, name: str = "copy") -> Path:
+    import shutil
+    dest = tmp_path / name
+    shutil.copytree(EXAMPLE, dest)
+    return dest
+
+
+def test_known_record_by_the_weights_key_and_the_full_id_on_a_collision(tmp_path: Path):
+    copy = _copy_of_example(tmp_path)
+    drafter = read_source(str(copy)).drafter
+    key = fingerprint.weights_key(drafter)
+    real = fingerprint.drafter_id(drafter, fingerprint.tensor_digests(drafter))
+    path = tmp_path / "r.db"
+    with open_registry(path) as s:
+        s.upsert_drafter(ID2, capture_boundaries=[9])
+        s.add_weights_key(key, ID2)  # another drafter's weights sampled alike: a collision
+    assert records.known_record(copy, path).drafter_id == ID2  # one id under the key: its record
+    with open_registry(path) as s:
+        s.upsert_drafter(real, capture_boundaries=[1, 3, 6])
+        s.add_weights_key(key, real)
+    assert records.known_record(copy, path).drafter_id == real  # two: the full id decides
+    assert records.known_record(copy, path, drafter=drafter).drafter_id == real
+    with open_registry(path) as s:
+        s.remove(real)
+        s.upsert_drafter(ID3)
+        s.add_weights_key(key, ID3)
+    assert records.known_record(copy, path) is None  # the full id names no record: none of theirs
+
+
+def test_known_record_of_an_old_record_by_sidecar_hub_hashes_or_place(tmp_path: Path):
+    from eagle3_convert import sidecar as sc
+    copy = _copy_of_example(tmp_path)
+    path = tmp_path / "r.db"
+    # a record made before keys were kept (none recorded), named by the sidecar beside the copy
+    data = json.loads((copy / SIDECAR).read_text()) if (copy / SIDECAR).exists() else None
+    config = (copy / "config.json").read_bytes()
+    (copy / SIDECAR).write_bytes(sc.build(layout="speculators", config_bytes=config,
+                                          facts={**(data or {}), "drafter_id": ID2}))
+    with open_registry(path) as s:
+        s.upsert_drafter(ID2, capture_boundaries=[1, 3, 6])
+    assert records.known_record(copy, path).drafter_id == ID2
+    with open_registry(path) as s:  # its keys name other weights: not the record of these
+        s.add_weights_key("other-key", ID2)
+    assert records.known_record(copy, path) is None
+    (copy / SIDECAR).unlink()
+    # downloaded: found by the Hub's hashes of its weight files, only for an hf:// copy
+    alias = records.weights_alias(records._file_hashes(copy))
+    with open_registry(path) as s:
+        s.upsert_drafter(ID3, capture_boundaries=[2])
+        s.add_alias(alias, ID3)
+    assert records.known_record(copy, path, uri="hf://org/x@" + "a" * 40).drafter_id == ID3
+    assert records.known_record(copy, path, uri="/elsewhere") is None and records.known_record(copy, path) is None
+    # recorded at this place: the latest record there, unless its keys name other weights
+    older, newer = "12" * 32, "34" * 32
+    with open_registry(path) as s:
+        s.upsert_drafter(older, locations=[Location.local(copy, "speculators")])
+        s.upsert_drafter(newer, locations=[Location.local(copy, "speculators")])
+        s.upsert_drafter(DID, locations=[Location.hub("org/y", "speculators", "c1")])
+    assert records.known_record(copy, path).drafter_id == newer
+    assert records.known_record(str(copy) + "/", path).drafter_id == newer
+    (tmp_path / "elsewhere").mkdir()
+    assert records.known_record(tmp_path / "elsewhere", path, uri="hf://org/y@c1").drafter_id == DID
+    with open_registry(path) as s:
+        s.upsert_drafter(older, capture_boundaries=[5])  # touched last
+    assert records.known_record(copy, path).drafter_id == older
+    with open_registry(path) as s:
+        s.add_weights_key("other-key-2", older)
+    assert records.known_record(copy, path).drafter_id == newer
