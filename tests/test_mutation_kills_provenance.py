@@ -1109,3 +1109,22 @@ def test_known_record_of_an_old_record_by_sidecar_hub_hashes_or_place(tmp_path: 
     with open_registry(path) as s:
         s.add_weights_key("other-key-2", older)
     assert records.known_record(copy, path).drafter_id == newer
+
+
+def test_list_records_by_a_local_copy_of_the_target(tmp_path: Path, monkeypatch):
+    from conftest import DATA
+    from eagle3_convert.targets import load_target
+    target = DATA / "targets" / "llama-tiny"
+    identity = load_target(str(target))
+    path = tmp_path / "r.db"
+    with open_registry(path) as s:
+        s.upsert_drafter(DID, target=T("org/llama-tiny", config_sha256=identity.config_sha256))  # by its digest
+        s.upsert_drafter(ID2, target=T("org/other", aliases=[str(target.resolve())]))  # by its path
+        s.upsert_drafter(ID3, target=T("org/llama-tiny"))  # a name only: not this directory's
+        s.upsert_drafter("12" * 32)  # no target
+    assert [r.drafter_id for r in records.list_records(str(target), path)] == [DID, ID2]
+    assert [r.drafter_id for r in records.list_records(str(target / "config.json"), path)] == [DID, ID2]
+    monkeypatch.chdir(target.parent)
+    assert [r.drafter_id for r in records.list_records("llama-tiny", path)] == [DID, ID2]
+    assert [r.drafter_id for r in records.list_records("org/llama-tiny", path)] == [DID, ID3]
+    assert [r.drafter_id for r in records.list_records(None, path)] == [DID, ID2, ID3, "12" * 32]
