@@ -1128,3 +1128,52 @@ def test_list_records_by_a_local_copy_of_the_target(tmp_path: Path, monkeypatch)
     assert [r.drafter_id for r in records.list_records("llama-tiny", path)] == [DID, ID2]
     assert [r.drafter_id for r in records.list_records("org/llama-tiny", path)] == [DID, ID3]
     assert [r.drafter_id for r in records.list_records(None, path)] == [DID, ID2, ID3, "12" * 32]
+
+
+def test_reading_differences_of_two_readings():
+    from dataclasses import replace
+    a = read_source(str(EXAMPLE)).drafter
+    b = read_source(str(EXAMPLE)).drafter
+    assert fingerprint.reading_differences(a, b) == []
+    other_cfg = replace(b, config=b.config.model_copy(update={"norm_output": True, "hidden_act": "gelu"}))
+    assert fingerprint.reading_differences(a, other_cfg, ("x", "y")) == [
+        "hidden_act 'silu' as x, 'gelu' as y", "norm_output False as x, True as y"]
+    names = sorted(a.tensors)
+    fewer = replace(b, tensors={n: b.tensors[n] for n in names[1:]})
+    assert fingerprint.reading_differences(a, fewer) == [f"tensors {names[0]} in one reading only"]
+    extra = replace(b, tensors={**b.tensors, **{f"z{i}": b.tensors[names[0]] for i in range(3)}})
+    assert fingerprint.reading_differences(a, extra) == ["tensors z0, z1, z2 in one reading only"]
+    extra = replace(b, tensors={**b.tensors, **{f"z{i}": b.tensors[names[0]] for i in range(4)}})
+    assert fingerprint.reading_differences(a, extra) == ["tensors z0, z1, z2 ... in one reading only"]
+    swapped = replace(b, tensors={**b.tensors, names[-1]: b.tensors[names[0]], names[-2]: b.tensors[names[1]]})
+    assert fingerprint.reading_differences(a, swapped) == [f"tensor {names[-2]} read from other bytes"]
+    mem = InMemoryTensor("F32", (2,), b"\x00" * 8)
+    same_mem = replace(a, tensors={**a.tensors, names[0]: mem})
+    assert fingerprint.reading_differences(same_mem, replace(a, tensors={**a.tensors, names[0]: InMemoryTensor(
+        "F32", (2,), b"\x00" * 8)})) == []
+    assert fingerprint.reading_differences(same_mem, replace(a, tensors={**a.tensors, names[0]: InMemoryTensor(
+        "F32", (2,), b"\x00" * 7 + b"\x01")})) == [f"tensor {names[0]} read from other bytes"]
+    assert fingerprint.reading_differences(same_mem, replace(a, tensors={**a.tensors, names[0]: InMemoryTensor(
+        "F16", (4,), b"\x00" * 8)})) == [f"tensor {names[0]} read from other bytes"]
+    ref = a.tensors[names[0]]
+    moved = TensorRef(ref.file, ref.name, ref.dtype, ref.shape, ref.start, ref.end + 0)
+    assert fingerprint.reading_differences(a, replace(a, tensors={**a.tensors, names[0]: moved})) == []
+    for changed in (TensorRef(ref.file, ref.name, ref.dtype, ref.shape, ref.start + 2, ref.end + 2),
+                    TensorRef(ref.file, ref.name, ref.dtype, ref.shape, ref.start, ref.end + 2),
+                    TensorRef(ref.file, ref.name, "BF16", ref.shape, ref.start, ref.end),
+                    TensorRef(ref.file, ref.name, ref.dtype, (1, *ref.shape), ref.start, ref.end),
+                    TensorRef(EXAMPLE / "other", ref.name, ref.dtype, ref.shape, ref.start, ref.end)):
+        assert fingerprint.reading_differences(a, replace(a, tensors={**a.tensors, names[0]: changed})) == [
+            f"tensor {names[0]} read from other bytes"]
+    assert fingerprint.reading_differences(a, replace(a, vocab=None)) == ["the draft vocabulary"]
+    assert fingerprint.reading_differences(replace(a, vocab=None), replace(b, vocab=None)) == []
+
+
+def test_tensor_digests_the_same_with_workers():
+    drafter = read_source(str(EXAMPLE)).drafter
+    one = fingerprint.tensor_digests(drafter)
+    assert list(one) == sorted(drafter.tensors)
+    assert one == {n: hashlib.sha256(read_tensor_bytes(s)).hexdigest() for n, s in drafter.tensors.items()}
+    for workers in (2, 3):
+        many = fingerprint.tensor_digests(drafter, workers)
+        assert many == one and list(many) == list(one)
