@@ -1160,7 +1160,7 @@ def test_reading_differences_of_two_readings():
     assert fingerprint.reading_differences(a, replace(a, tensors={**a.tensors, names[0]: moved})) == []
     for changed in (TensorRef(ref.file, ref.name, ref.dtype, ref.shape, ref.start + 2, ref.end + 2),
                     TensorRef(ref.file, ref.name, ref.dtype, ref.shape, ref.start, ref.end + 2),
-                    TensorRef(ref.file, ref.name, "BF16", ref.shape, ref.start, ref.end),
+                    TensorRef(ref.file, ref.name, "F32", ref.shape, ref.start, ref.end),
                     TensorRef(ref.file, ref.name, ref.dtype, (1, *ref.shape), ref.start, ref.end),
                     TensorRef(EXAMPLE / "other", ref.name, ref.dtype, ref.shape, ref.start, ref.end)):
         assert fingerprint.reading_differences(a, replace(a, tensors={**a.tensors, names[0]: changed})) == [
