@@ -87,9 +87,11 @@ def add_checkpoint(src: str, *, target: str | None = None, verifier: str | None 
     source = read_source(src, from_layout, options, revision, endpoint, token)
     drafter = source.drafter
     cfg = drafter.config
-    if options.target is not None and options.verifier is None and cfg.target is not None and \
-            cfg.target.name_or_path and compare(cfg.target, options.target).verdict != "differ":
-        options.verifier = cfg.target.joined(options.target)  # --target: the user's word that the file's target is it
+    if options.target is not None and options.verifier is None and cfg.target is not None and cfg.target.name_or_path:
+        # --target: the user's word that the file's target is it; where their facts differ, --target is the target
+        # (not the file's name and architectures with --target's depth and widths: a target neither of them is)
+        options.verifier = (cfg.target.joined(options.target) if compare(cfg.target, options.target).verdict != "differ"
+                            else options.target)
     facts = sidecar_facts(drafter, options, None, trained_with=trained_with)
     if options.target is not None:  # --target states the target's shape: it wins over what the files say
         shape = {key: value for key, value in options.target.model_dump().items()

@@ -1177,3 +1177,57 @@ def test_tensor_digests_the_same_with_workers():
     for workers in (2, 3):
         many = fingerprint.tensor_digests(drafter, workers)
         assert many == one and list(many) == list(one)
+
+
+def test_record_facts_reports_a_contradicting_former_record(store):
+    old = "12" * 32
+    store.upsert_drafter(DID, capture_boundaries=[1, 3, 6])
+    store.upsert_drafter(old, id_kind="config-and-weights", capture_boundaries=[2, 4, 5])
+    conflicts: list = []
+    rec, notes = recording.record_facts(store, {"drafter_id": DID}, former_ids=[old], conflicts=conflicts)
+    assert [(c["drafter_id"], c["code"]) for c in conflicts] == [(old, "E-RECORD-CONFLICT")]
+    assert notes[0].startswith("NOT merged: ") and store.get(old).drafter_id == old
+
+
+def test_add_checkpoint_joins_the_config_verifier_with_the_target_passed(tmp_path: Path):
+    from conftest import DATA
+    target = DATA / "targets" / "llama-tiny"
+    copy = _copy_of_example(tmp_path)
+    path = tmp_path / "r.db"
+    got = records.add_checkpoint(str(copy), target=str(target), registry=path)
+    t = got.record.target
+    assert t.name_or_path == "example-org/tiny-llama-target" and t.aliases == [str(target.resolve())]
+    assert (t.num_hidden_layers, t.hidden_size, t.vocab_size, t.architectures) == (8, 64, 512, ["LlamaForCausalLM"])
+    assert t.config_sha256 is not None and got.location.uri == str(copy.resolve())
+    # the user's claims, kept in the history with the flags that said so
+    got = records.add_checkpoint(str(copy), target=str(target), capture_layers=[1, 3, 6], convention="boundary",
+                                 trained_with="specforge", registry=path)
+    assert got.record.capture_boundaries == [1, 3, 6] and got.record.trained_with == "specforge"
+    assert "the config names boundaries [2, 4, 5]; recorded the training's [1, 3, 6] (`eagle3-convert validate` " \
+           "compares configs with it)" in got.notes
+    assert {(c.field, c.reason) for c in got.record.changes} == {
+        ("capture_boundaries", "registry add --target --trained-with --capture-boundaries"),
+        ("trained_with", "registry add --target --trained-with --capture-boundaries")}
+    # a --target of other facts than the config's verifier is not joined to it: it is the target (the user's word),
+    # with its own name, architectures and digest, not the config's name and architectures with its depth (a bug
+    # this test found: `validate SRC --target DIR` then failed against the record `registry add SRC --target DIR` made)
+    other = tmp_path / "qwen"
+    other.mkdir()
+    config = json.loads((target / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**config, "architectures": ["Qwen3ForCausalLM"],
+                                                   "model_type": "qwen3", "num_hidden_layers": 12}))
+    got = records.add_checkpoint(str(copy), target=str(other), registry=tmp_path / "r2.db")
+    assert got.record.target.name_or_path == str(other.resolve()) and got.record.target.num_hidden_layers == 12
+    assert got.record.target.architectures == ["Qwen3ForCausalLM"] and got.record.target.config_sha256 is not None
+
+
+def test_add_checkpoint_with_a_config_of_no_layers_says_so(tmp_path: Path):
+    copy = _copy_of_example(tmp_path)
+    config = json.loads((copy / "config.json").read_text())
+    del config["eagle_aux_hidden_state_layer_ids"]
+    (copy / "config.json").write_text(json.dumps(config))
+    got = records.add_checkpoint(str(copy), capture_layers=[1, 3, 6], convention="boundary", registry=tmp_path / "r")
+    assert "the config names no capture ids; recorded the training's [1, 3, 6] (`eagle3-convert validate` compares " \
+           "configs with it)" in got.notes
+    got = records.add_checkpoint(str(copy), capture_layers=[2, 4, 5], convention="boundary", registry=tmp_path / "r2")
+    assert not any(n.startswith("the config names") for n in got.notes) or got.record.capture_boundaries == [2, 4, 5]
