@@ -1231,3 +1231,32 @@ def test_add_checkpoint_with_a_config_of_no_layers_says_so(tmp_path: Path):
            "configs with it)" in got.notes
     got = records.add_checkpoint(str(copy), capture_layers=[2, 4, 5], convention="boundary", registry=tmp_path / "r2")
     assert not any(n.startswith("the config names") for n in got.notes) or got.record.capture_boundaries == [2, 4, 5]
+
+
+def test_adopt_former_ids_skips_what_it_cannot_merge_and_goes_on(store):
+    old = "12" * 32
+    store.upsert_drafter(old, id_kind="config-and-weights", capture_boundaries=[1, 3, 6])
+    store.upsert_drafter(ID2, capture_boundaries=[1, 3, 6])  # a content record: no former one
+    notes = recording.adopt_former_ids(store, DID, ["00" * 32, ID2, old])
+    assert len(notes) == 1 and store.get(old).drafter_id == DID
+    # a record is never merged into itself, whatever its kind
+    store.upsert_drafter(ID3, id_kind="config-and-weights", capture_boundaries=[2])
+    assert recording.adopt_former_ids(store, ID3, [ID3]) == [] and store.get(ID3).drafter_id == ID3
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cli/common.py: the registry lookup validate, inspect and verify make
+
+def test_registry_known_looks_up_the_registry_named_and_creates_none(tmp_path: Path):
+    from eagle3_convert.cli.common import registry_known
+    copy = _copy_of_example(tmp_path)
+    path = tmp_path / "r.db"
+    assert registry_known(copy, str(path)) == [] and not path.exists()
+    with open_registry(path) as s:
+        s.upsert_drafter(ID2, locations=[Location.hub("org/x", "speculators", "c1")])  # no keys: found by its place
+    assert registry_known(copy, str(path)) == []
+    assert registry_known(copy, str(path), uri="hf://org/x@c1") == [prov.from_record(records.record_of(ID2, path))]
+    records.add_checkpoint(str(copy), registry=path)
+    (known,) = registry_known(copy, str(path))
+    assert known.in_registry and known.drafter_id != ID2 and known.capture_boundaries == [2, 4, 5]
+    assert registry_known(copy, None) == []  # the default registry (this test's own, empty) is another one
