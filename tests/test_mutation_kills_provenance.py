@@ -1260,3 +1260,23 @@ def test_registry_known_looks_up_the_registry_named_and_creates_none(tmp_path: P
     (known,) = registry_known(copy, str(path))
     assert known.in_registry and known.drafter_id != ID2 and known.capture_boundaries == [2, 4, 5]
     assert registry_known(copy, None) == []  # the default registry (this test's own, empty) is another one
+
+
+def test_merge_twins_only_at_a_hub_commit(store):
+    rec = store.upsert_drafter(DID, capture_boundaries=[1, 3, 6])
+    store.upsert_drafter(ID2, id_kind="hub-fingerprint", capture_boundaries=[1, 3, 6],
+                         locations=[Location.hub("org/e", "speculators")])  # no commit
+    store.upsert_drafter(ID3, id_kind="hub-fingerprint", capture_boundaries=[1, 3, 6],
+                         locations=[Location.local("/data/x@v1", "speculators")])
+    assert recording.merge_twins(store, rec, ["hf://org/e", "/data/x@v1"]) == (rec, [])
+    assert store.get(ID2).drafter_id == ID2 and store.get(ID3).drafter_id == ID3
+
+
+def test_adopt_former_ids_goes_on_past_a_contradicting_one(store):
+    bad, good = "12" * 32, "34" * 32
+    store.upsert_drafter(DID, capture_boundaries=[1, 3, 6])
+    store.upsert_drafter(bad, id_kind="config-and-weights", capture_boundaries=[2, 4, 5])
+    store.upsert_drafter(good, id_kind="config-and-weights", capture_boundaries=[1, 3, 6])
+    notes = recording.adopt_former_ids(store, DID, [bad, good])
+    assert [n.split(":")[0].split(" (")[0] for n in notes] == ["NOT merged", f"merged the record {good[:12]}"]
+    assert store.get(good).drafter_id == DID and store.get(bad).drafter_id == bad
