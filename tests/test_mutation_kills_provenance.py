@@ -1280,3 +1280,16 @@ def test_adopt_former_ids_goes_on_past_a_contradicting_one(store):
     notes = recording.adopt_former_ids(store, DID, [bad, good])
     assert [n.split(":")[0].split(" (")[0] for n in notes] == ["NOT merged", f"merged the record {good[:12]}"]
     assert store.get(good).drafter_id == DID and store.get(bad).drafter_id == bad
+
+
+def test_merge_twins_without_a_merge_returns_the_record_given(store):
+    unstored = record(drafter_id=DID)
+    assert recording.merge_twins(store, unstored, []) == (unstored, [])
+    rec = store.upsert_drafter(DID, capture_boundaries=[1, 3, 6])
+    store.upsert_drafter(DID, hidden_size=5)
+    got, notes = recording.merge_twins(store, rec, ["hf://org/none@c1"])
+    assert got is rec and got.hidden_size is None and notes == []
+    # a record is never its own twin, whatever its kind
+    own = fingerprint_twin(store, ID2, capture_boundaries=[1, 3, 6])
+    assert recording.merge_twins(store, own, ["hf://org/d@c1"], twins=[ID2]) == (own, [])
+    assert store.get(ID2).drafter_id == ID2
