@@ -1293,3 +1293,12 @@ def test_merge_twins_without_a_merge_returns_the_record_given(store):
     own = fingerprint_twin(store, ID2, capture_boundaries=[1, 3, 6])
     assert recording.merge_twins(store, own, ["hf://org/d@c1"], twins=[ID2]) == (own, [])
     assert store.get(ID2).drafter_id == ID2
+
+
+def test_merge_twins_goes_on_past_a_contradicting_twin(store):
+    rec = store.upsert_drafter(DID, capture_boundaries=[1, 3, 6])
+    fingerprint_twin(store, ID2, commit="c1", capture_boundaries=[2, 4, 5])
+    fingerprint_twin(store, ID3, commit="c2", capture_boundaries=[1, 3, 6])
+    got, notes = recording.merge_twins(store, rec, ["hf://org/d@c1", "hf://org/d@c2"])
+    assert [n.split(" ")[0] for n in notes] == ["NOT", "merged"] and store.get(ID3).drafter_id == DID
+    assert [loc.uri for loc in got.locations] == ["hf://org/d@c2"]
