@@ -455,6 +455,11 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.provenance.x_record_contradictions__mutmut_2":
         "`and` for the first `or`: where only one side has a target, compare() finds an unknown side 'same' and "
         "_target_contradictions returns [] as the early return does",
+    # registry/recording.py (issue 33 item 6), numbered as at ec83fcf (the module as on main at 55f2966)
+    "eagle3_convert.registry.recording.x_merge_twins__mutmut_13":
+        "merged = None instead of False: it is only tested for truth",
+    "eagle3_convert.registry.recording.x_adopt_former_ids__mutmut_21":
+        "id_kind=CONTENT left out of the upsert that creates the record: a new record's id_kind defaults to 'content'",
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
