@@ -1302,3 +1302,11 @@ def test_merge_twins_goes_on_past_a_contradicting_twin(store):
     got, notes = recording.merge_twins(store, rec, ["hf://org/d@c1", "hf://org/d@c2"])
     assert [n.split(" ")[0] for n in notes] == ["NOT", "merged"] and store.get(ID3).drafter_id == DID
     assert [loc.uri for loc in got.locations] == ["hf://org/d@c2"]
+
+
+def test_joined_takes_the_verifier_facts_and_its_other_names():
+    got = T("org/tiny", architectures=["LlamaForCausalLM"], revision="r1").joined(T("/models/tiny", hidden_size=64))
+    assert got.architectures == ["LlamaForCausalLM"] and got.revision == "r1" and got.hidden_size == 64
+    # a verifier known only by aliases: they are names of the target the user says --target is
+    got = T(None, aliases=["org/x"]).joined(T("/p", config_sha256="d"))
+    assert got.name_or_path == "/p" and got.aliases == ["org/x"] and got.config_sha256 == "d"
