@@ -154,8 +154,10 @@ MODULES: dict[str, list[str]] = {
         "eagle3_convert/registry/recording.py": [*_PROVENANCE_TESTS, "tests/test_registry_merge.py",
                                                  "tests/test_hub_lineage.py"],
         "eagle3_convert/target_identity.py": _PROVENANCE_TESTS,
+        # (and the one test of a cast, which records two drafters: --outtype, GGUF only)
         "eagle3_convert/records.py": [*_PROVENANCE_TESTS, "tests/test_registry_merge.py", "tests/test_hub_lineage.py",
-                                      "tests/test_publish.py"],
+                                      "tests/test_publish.py",
+                                      "tests/test_gguf.py::test_a_cast_is_a_new_drafter_derived_from_the_source"],
         "eagle3_convert/sidecar.py": [*_PROVENANCE_TESTS, "tests/test_publish.py"],
         "eagle3_convert/cli/common.py": _PROVENANCE_TESTS,
         "eagle3_convert/sources.py": ["tests/test_sources.py", "tests/test_hub_lineage.py", "tests/test_publish.py"],
