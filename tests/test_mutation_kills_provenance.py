@@ -1310,3 +1310,28 @@ def test_joined_takes_the_verifier_facts_and_its_other_names():
     # a verifier known only by aliases: they are names of the target the user says --target is
     got = T(None, aliases=["org/x"]).joined(T("/p", config_sha256="d"))
     assert got.name_or_path == "/p" and got.aliases == ["org/x"] and got.config_sha256 == "d"
+
+
+def test_convert_records_a_correction_and_replaces_the_copy_it_forces_over(tmp_path: Path):
+    src = _copy_of_example(tmp_path, "src")
+    config = json.loads((src / "config.json").read_text())
+    del config["eagle_aux_hidden_state_layer_ids"]
+    (src / "config.json").write_text(json.dumps(config))
+    reg = tmp_path / "r.db"
+    assert run_cli("registry", "add", src, "--registry", reg, "--capture-layers", "1,3,6", "--convention",
+                   "boundary").exit_code == 0
+    out = tmp_path / "out"
+    done = run_cli("--to", "sglang", src, out, "--registry", reg, "--capture-layers", "2,4,6", "--convention",
+                   "boundary", "--correct-record")
+    assert done.exit_code == 0, done.stderr
+    (rec,) = records.list_records(None, reg)
+    assert rec.capture_boundaries == [2, 4, 6]
+    assert [(c.field, c.old, c.new, c.reason) for c in rec.changes] == [
+        ("capture_boundaries", [1, 3, 6], [2, 4, 6], "convert --capture-layers (boundary ids [2, 4, 6]) --correct-record")]
+    assert [(loc.layout, loc.uri) for loc in rec.locations] == [("speculators", str(src)), ("sglang", str(out))]
+    assert records.known_record(out, reg).drafter_id == rec.drafter_id
+    # --force into the same place in another layout: that place's copy is the new one, the old one forgotten
+    assert run_cli("--to", "vllm", src, out, "--registry", reg, "--force").exit_code == 0
+    (rec,) = records.list_records(None, reg)
+    assert [(loc.layout, loc.uri) for loc in rec.locations] == [("speculators", str(src)), ("vllm", str(out))]
+    assert len(rec.changes) == 1 and rec.capture_boundaries == [2, 4, 6]
