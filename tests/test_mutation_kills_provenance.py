@@ -1335,3 +1335,9 @@ def test_convert_records_a_correction_and_replaces_the_copy_it_forces_over(tmp_p
     (rec,) = records.list_records(None, reg)
     assert [(loc.layout, loc.uri) for loc in rec.locations] == [("speculators", str(src)), ("vllm", str(out))]
     assert len(rec.changes) == 1 and rec.capture_boundaries == [2, 4, 6]
+
+
+def test_merged_takes_no_name_of_another_target():
+    assert TargetIdentity.merged(T(None, num_hidden_layers=8), T("org/b", num_hidden_layers=9)).name_or_path is None
+    got = TargetIdentity.merged(T(None, aliases=["org/a"]), T("org/b", hidden_size=3))
+    assert got.name_or_path is None and got.aliases == ["org/a"] and got.hidden_size == 3
