@@ -1341,3 +1341,8 @@ def test_merged_takes_no_name_of_another_target():
     assert TargetIdentity.merged(T(None, num_hidden_layers=8), T("org/b", num_hidden_layers=9)).name_or_path is None
     got = TargetIdentity.merged(T(None, aliases=["org/a"]), T("org/b", hidden_size=3))
     assert got.name_or_path is None and got.aliases == ["org/a"] and got.hidden_size == 3
+
+
+def test_merged_without_a_serving_name_keeps_every_alias():
+    got = TargetIdentity.merged(T(None, aliases=["xxxx"]), T(None, aliases=["XXXX", "org/y"]))
+    assert got.name_or_path is None and got.aliases == ["xxxx", "org/y"]

@@ -466,6 +466,9 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.target_identity.x_config_digest__mutmut_{n}":
        "json.dumps without default=str: a target's config comes from json.loads, whose values all serialize"
        for n in (7, 11)},
+    "eagle3_convert.target_identity.x__same_name__mutmut_4":
+        "`and` for `or`: where only one name is a path, its leading / is a character the other lacks, so a == b and "
+        "a.lower() == b.lower() are both false",
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
