@@ -1345,4 +1345,4 @@ def test_merged_takes_no_name_of_another_target():
 
 def test_merged_without_a_serving_name_keeps_every_alias():
     got = TargetIdentity.merged(T(None, aliases=["xxxx"]), T(None, aliases=["XXXX", "org/y"]))
-    assert got.name_or_path is None and got.aliases == ["xxxx", "org/y"]
+    assert got.name_or_path is None and got.aliases == ["xxxx", "XXXX", "org/y"]
