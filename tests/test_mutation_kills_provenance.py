@@ -1346,3 +1346,7 @@ def test_merged_takes_no_name_of_another_target():
 def test_merged_without_a_serving_name_keeps_every_alias():
     got = TargetIdentity.merged(T(None, aliases=["xxxx"]), T(None, aliases=["XXXX", "org/y"]))
     assert got.name_or_path is None and got.aliases == ["xxxx", "XXXX", "org/y"]
+
+
+def test_a_hub_id_of_any_spelling_is_known_ignoring_case():
+    assert T("XX/XX-model").known_as("xx/xx-model") and T("xx/xx-model").known_as("XX/XX-model")
