@@ -462,7 +462,7 @@ EQUIVALENT: dict[str, str] = {
         "merged = None instead of False: it is only tested for truth",
     "eagle3_convert.registry.recording.x_adopt_former_ids__mutmut_21":
         "id_kind=CONTENT left out of the upsert that creates the record: a new record's id_kind defaults to 'content'",
-    # target_identity.py (issue 33 item 6), numbered as at 62d0781 (the module as on main at 55f2966)
+    # target_identity.py (issue 33 item 6), numbered as at 00f6cfe (the module as on main at 55f2966)
     **{f"eagle3_convert.target_identity.x_config_digest__mutmut_{n}":
        "json.dumps without default=str: a target's config comes from json.loads, whose values all serialize"
        for n in (7, 11)},
