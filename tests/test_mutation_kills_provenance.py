@@ -1350,3 +1350,22 @@ def test_merged_without_a_serving_name_keeps_every_alias():
 
 def test_a_hub_id_of_any_spelling_is_known_ignoring_case():
     assert T("XX/XX-model").known_as("xx/xx-model") and T("xx/xx-model").known_as("XX/XX-model")
+
+
+@pytest.fixture
+def ascii_locale():
+    """The process's C locale (ASCII text): a sidecar is UTF-8 whatever the host's locale."""
+    import locale
+    old = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    yield
+    locale.setlocale(locale.LC_CTYPE, old)
+
+
+def test_a_sidecar_is_read_as_utf8_in_any_locale(tmp_path: Path, ascii_locale):
+    config = b'{"x": 1}'
+    (tmp_path / "config.json").write_bytes(config)
+    (tmp_path / SIDECAR).write_bytes(sidecar.build(layout="sglang", config_bytes=config,
+                                                   facts={"drafter_id": DID, "target": {"name_or_path": "org/Müller"}}))
+    data, trusted = sidecar.read(tmp_path)
+    assert trusted and data["target"] == {"name_or_path": "org/Müller"}

@@ -473,6 +473,7 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.sidecar.x_build__mutmut_{n}":
        "json.dumps' sort_keys=None or left out: both read as its default, False, as the original says"
        for n in (14, 17)},
+    "eagle3_convert.sidecar.x_read__mutmut_11": "'UTF-8' for 'utf-8': Python reads both names as the same codec",
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
