@@ -1365,7 +1365,9 @@ def ascii_locale():
 def test_a_sidecar_is_read_as_utf8_in_any_locale(tmp_path: Path, ascii_locale):
     config = b'{"x": 1}'
     (tmp_path / "config.json").write_bytes(config)
-    (tmp_path / SIDECAR).write_bytes(sidecar.build(layout="sglang", config_bytes=config,
-                                                   facts={"drafter_id": DID, "target": {"name_or_path": "org/Müller"}}))
+    data = json.loads(sidecar.build(layout="sglang", config_bytes=config,
+                                    facts={"drafter_id": DID, "target": {"name_or_path": "org/Müller"}}))
+    (tmp_path / SIDECAR).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")  # as a hand edit saves it
+    assert "ü".encode() in (tmp_path / SIDECAR).read_bytes()
     data, trusted = sidecar.read(tmp_path)
     assert trusted and data["target"] == {"name_or_path": "org/Müller"}
