@@ -1371,3 +1371,11 @@ def test_a_sidecar_is_read_as_utf8_in_any_locale(tmp_path: Path, ascii_locale):
     assert "ü".encode() in (tmp_path / SIDECAR).read_bytes()
     data, trusted = sidecar.read(tmp_path)
     assert trusted and data["target"] == {"name_or_path": "org/Müller"}
+
+
+def test_a_config_that_cannot_be_read_trusts_no_sidecar(tmp_path: Path):
+    (tmp_path / SIDECAR).write_bytes(sidecar.build(layout="sglang", config_bytes=b"", facts={"drafter_id": DID}))
+    data = json.loads((tmp_path / SIDECAR).read_text())
+    unreadable = Path("/proc/self/mem")  # a regular file whose read fails (EIO), even for root
+    assert unreadable.is_file()
+    assert sidecar.read(tmp_path, unreadable) == (data, False)
