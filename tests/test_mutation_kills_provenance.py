@@ -1379,3 +1379,20 @@ def test_a_config_that_cannot_be_read_trusts_no_sidecar(tmp_path: Path):
     unreadable = Path("/proc/self/mem")  # a regular file whose read fails (EIO), even for root
     assert unreadable.is_file()
     assert sidecar.read(tmp_path, unreadable) == (data, False)
+
+
+def test_record_acceptance_records_the_drafter_and_what_verify_measured(tmp_path: Path):
+    copy = _copy_of_example(tmp_path)
+    path = tmp_path / "r.db"
+    measured = {"target_name_or_path": "example-org/tiny-llama-target", "target_revision": "r1",
+                "prompts_sha256": "ab" * 32, "prompts": 2, "max_new_tokens": 12, "k": 3, "capture_boundaries": [2, 4, 5],
+                "mean_accepted_length": 1.5, "per_position": [0.5, 0.25, 0.0], "rounds": 8, "tokens_per_second": 10.0,
+                "device": "cpu"}
+    got = records.record_acceptance(str(copy), measured, registry=path)
+    assert got.location.uri == str(copy.resolve()) and got.record.capture_boundaries == [2, 4, 5]
+    (acc,) = records.acceptance_of(got.record.drafter_id, path)
+    assert acc.model_dump(exclude={"measured_at"}) == {**measured, "tool": sidecar.tool_name()}
+    assert records.record_of(got.record.drafter_id, path).locations[0].uri == str(copy.resolve())
+    with open_registry(path) as s:  # an open store is used as it is, and left open
+        again = records.record_acceptance(str(copy), {**measured, "rounds": 9}, registry=s)
+        assert again.record.drafter_id == got.record.drafter_id and len(s.acceptance(got.record.drafter_id)) == 2

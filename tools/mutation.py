@@ -474,6 +474,13 @@ EQUIVALENT: dict[str, str] = {
        "json.dumps' sort_keys=None or left out: both read as its default, False, as the original says"
        for n in (14, 17)},
     "eagle3_convert.sidecar.x_read__mutmut_11": "'UTF-8' for 'utf-8': Python reads both names as the same codec",
+    # records.py (issue 33 item 6), numbered as at 94a7b12 (after this branch's fix of add_checkpoint at 476f01f)
+    **{f"eagle3_convert.records.x_{fn}__mutmut_2": "opened(create=None) for create=False: only tested for truth"
+       for fn in ("list_records", "show", "lineage", "remove")},
+    **{f"eagle3_convert.records.x__known__mutmut_{n}":
+       "the unknown-id message's fallback for a store without a path, and rstrip/lstrip of it: both RegistryStores "
+       "have a non-empty path (SQLite's file, PostgreSQL's redacted URL), so neither ever applies"
+       for n in (8, 11, 14, 17)},
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
