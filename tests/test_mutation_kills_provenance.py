@@ -1396,3 +1396,30 @@ def test_record_acceptance_records_the_drafter_and_what_verify_measured(tmp_path
     with open_registry(path) as s:  # an open store is used as it is, and left open
         again = records.record_acceptance(str(copy), {**measured, "rounds": 9}, registry=s)
         assert again.record.drafter_id == got.record.drafter_id and len(s.acceptance(got.record.drafter_id)) == 2
+
+
+@pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")  # huggingface_hub's
+def test_a_hub_to_hub_publication_records_one_edge_at_the_commit_its_keys_and_its_bytes(hub, example_dir: Path,
+                                                                                        tmp_path: Path):
+    from huggingface_hub import snapshot_download
+    from eagle3_convert.hub_read import weights_alias
+    first = run_cli("publish", example_dir, "me/tiny", "--endpoint", hub.url, "--token", "hf_x", "--registry",
+                    tmp_path / "other.db", "--json")
+    assert first.exit_code == 0, first.stderr
+    reg = tmp_path / "r.db"
+    done = run_cli("publish", "me/tiny", "me/tiny2", "--endpoint", hub.url, "--token", "hf_x", "--registry", reg,
+                   "--layout", "sglang", "--json")
+    assert done.exit_code == 0, done.stderr
+    source, commit = json.loads(first.stdout)["commit"], json.loads(done.stdout)["commit"]
+    (rec,) = records.list_records(None, reg)
+    # the published sidecar's edge (to the bare repo) pinned at the commit: the same edge as the upload's, kept once
+    assert [(e.source.uri, e.dest.uri, e.kind) for e in rec.lineage] == [
+        (f"hf://me/tiny@{source}", f"hf://me/tiny2@{commit}", "convert")]
+    assert sorted((loc.layout, loc.uri) for loc in rec.locations) == [
+        ("sglang", f"hf://me/tiny2@{commit}"), ("speculators", f"hf://me/tiny@{source}")]
+    with open_registry(reg) as s:
+        assert s.keys_of(rec.drafter_id) == [fingerprint.weights_key(read_source(str(example_dir)).drafter)]
+        snapshot = Path(snapshot_download("me/tiny2", revision=commit, endpoint=hub.url, token="hf_x",
+                                          cache_dir=tmp_path / "dl"))
+        alias = weights_alias(records._file_hashes(snapshot))
+        assert alias is not None and s.aliased(alias) == rec.drafter_id  # a copy of these bytes joins the record
