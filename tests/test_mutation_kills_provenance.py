@@ -1423,3 +1423,17 @@ def test_a_hub_to_hub_publication_records_one_edge_at_the_commit_its_keys_and_it
                                           cache_dir=tmp_path / "dl"))
         alias = weights_alias(records._file_hashes(snapshot))
         assert alias is not None and s.aliased(alias) == rec.drafter_id  # a copy of these bytes joins the record
+
+
+def test_record_publication_returns_the_record_its_hub_copy_and_notes(example_dir: Path, tmp_path: Path):
+    from eagle3_convert.publish import Published, prepared_publish
+    reg = tmp_path / "r.db"
+    commit = "c" * 40
+    with open_registry(reg) as s:  # what `registry sync` made of that commit before: one drafter, one record
+        fingerprint_twin(s, ID2, repo="me/t3", commit=commit, capture_boundaries=[2, 4, 5])
+    with prepared_publish(str(example_dir), "me/t3") as plan:
+        got = records.record_publication(plan, Published("me/t3", commit, "http://hub/me/t3/commit/c"), reg)
+    assert got.record.drafter_id == plan.drafter_id and got.record.capture_boundaries == [2, 4, 5]
+    assert (got.location.layout, got.location.uri) == ("speculators", f"hf://me/t3@{commit}")
+    assert got.notes == [f"merged the record registry sync made of hf://me/t3@{commit} (hub fingerprint "
+                         f"{ID2[:12]}) into this one: 1 location(s), 0 lineage edge(s)"] and got.conflicts == []
