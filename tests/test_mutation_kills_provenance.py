@@ -1437,3 +1437,50 @@ def test_record_publication_returns_the_record_its_hub_copy_and_notes(example_di
     assert (got.location.layout, got.location.uri) == ("speculators", f"hf://me/t3@{commit}")
     assert got.notes == [f"merged the record registry sync made of hf://me/t3@{commit} (hub fingerprint "
                          f"{ID2[:12]}) into this one: 1 location(s), 0 lineage edge(s)"] and got.conflicts == []
+
+
+def test_a_cast_records_two_drafters_each_with_its_own_copy_keys_and_edges(tmp_path: Path):
+    from builders import DrafterSpec, build_drafter
+    from gguf_target import write_target_gguf
+    target = write_target_gguf(tmp_path / "t.gguf", layers=8, hidden=32, vocab=96, heads=4, kv_heads=2)
+    src = build_drafter(tmp_path / "a", "speculators", DrafterSpec())
+    config = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**config, "torch_dtype": "bfloat16"}))
+    reg = tmp_path / "reg.db"
+    dest = tmp_path / "g"
+    cast = run_cli("--to", "gguf", "--target-gguf", target, "--outtype", "f16", src, dest, "--registry", reg, "--json")
+    assert cast.exit_code == 0, cast.stderr
+    cast_id = json.loads(cast.stdout)["drafter_id"]
+    source_id = json.loads((dest / SIDECAR).read_text())["derived_from"]
+    by_id = {r.drafter_id: r for r in records.list_records(None, reg)}
+    assert set(by_id) == {source_id, cast_id}
+    assert [loc.uri for loc in by_id[source_id].locations] == [str(src.resolve())]
+    assert [loc.uri for loc in by_id[cast_id].locations] == [str(dest.resolve())]
+    assert [e.kind for e in by_id[source_id].lineage] == []
+    assert [(e.kind, e.derived_from) for e in by_id[cast_id].lineage] == [("cast", source_id)]
+    with open_registry(reg) as s:
+        assert s.keys_of(source_id) == [fingerprint.weights_key(read_source(str(src)).drafter)]
+        assert s.keys_of(cast_id) == [fingerprint.weights_key(read_source(str(dest)).drafter)] != s.keys_of(source_id)
+    assert records.known_record(dest, reg).drafter_id == cast_id
+    assert records.known_record(src, reg).drafter_id == source_id
+
+
+def test_a_conversion_again_into_its_place_keeps_the_copy_and_a_learned_name_says_recorded(tmp_path: Path):
+    from conftest import DATA
+    src = _copy_of_example(tmp_path, "src")
+    reg = tmp_path / "r.db"
+    out = tmp_path / "out"
+    assert run_cli("--to", "sglang", src, out, "--registry", reg).exit_code == 0
+    (rec,) = records.list_records(None, reg)
+    added = {loc.uri: loc.added_at for loc in rec.locations}
+    assert run_cli("--to", "sglang", src, out, "--registry", reg, "--force").exit_code == 0
+    (rec,) = records.list_records(None, reg)
+    assert {loc.uri: loc.added_at for loc in rec.locations} == added  # the same copy, not a new one
+    # a conversion naming the target's directory beside the file's verifier: the record learns the facts it lacked
+    # (depth, widths; a name a config states is not joined to --target's), and its history says the conversion
+    # recorded them (no one's correction)
+    done = run_cli("--to", "vllm", src, tmp_path / "out2", "--registry", reg, "--target", DATA / "targets" / "llama-tiny")
+    assert done.exit_code == 0, done.stderr
+    (rec,) = records.list_records(None, reg)
+    assert [(c.field, c.reason, c.old["num_hidden_layers"], c.new["num_hidden_layers"]) for c in rec.changes] == [
+        ("target", "recorded", None, 8)]
