@@ -1443,9 +1443,11 @@ def test_a_cast_records_two_drafters_each_with_its_own_copy_keys_and_edges(tmp_p
     from builders import DrafterSpec, build_drafter
     from gguf_target import write_target_gguf
     target = write_target_gguf(tmp_path / "t.gguf", layers=8, hidden=32, vocab=96, heads=4, kv_heads=2)
-    src = build_drafter(tmp_path / "a", "speculators", DrafterSpec())
-    config = json.loads((src / "config.json").read_text())
-    (src / "config.json").write_text(json.dumps({**config, "torch_dtype": "bfloat16"}))
+    built = build_drafter(tmp_path / "a", "speculators", DrafterSpec())
+    config = json.loads((built / "config.json").read_text())
+    (built / "config.json").write_text(json.dumps({**config, "torch_dtype": "bfloat16"}))
+    src = tmp_path / "src"  # a conversion recorded nowhere but in its sidecar's lineage
+    assert run_cli("--to", "speculators", built, src, "--no-record").exit_code == 0
     reg = tmp_path / "reg.db"
     dest = tmp_path / "g"
     cast = run_cli("--to", "gguf", "--target-gguf", target, "--outtype", "f16", src, dest, "--registry", reg, "--json")
@@ -1456,8 +1458,8 @@ def test_a_cast_records_two_drafters_each_with_its_own_copy_keys_and_edges(tmp_p
     assert set(by_id) == {source_id, cast_id}
     assert [loc.uri for loc in by_id[source_id].locations] == [str(src.resolve())]
     assert [loc.uri for loc in by_id[cast_id].locations] == [str(dest.resolve())]
-    assert [e.kind for e in by_id[source_id].lineage] == []
-    assert [(e.kind, e.derived_from) for e in by_id[cast_id].lineage] == [("cast", source_id)]
+    assert [(e.source.uri, e.kind) for e in by_id[source_id].lineage] == [(str(built.resolve()), "convert")]
+    assert [(e.kind, e.derived_from) for e in by_id[cast_id].lineage] == [("convert", None), ("cast", source_id)]
     with open_registry(reg) as s:
         assert s.keys_of(source_id) == [fingerprint.weights_key(read_source(str(src)).drafter)]
         assert s.keys_of(cast_id) == [fingerprint.weights_key(read_source(str(dest)).drafter)] != s.keys_of(source_id)
