@@ -1486,3 +1486,21 @@ def test_a_conversion_again_into_its_place_keeps_the_copy_and_a_learned_name_say
     (rec,) = records.list_records(None, reg)
     assert [(c.field, c.reason, c.old["num_hidden_layers"], c.new["num_hidden_layers"]) for c in rec.changes] == [
         ("target", "recorded", None, 8)]
+
+
+def test_add_checkpoint_of_a_private_hub_repo_at_a_revision_with_a_hub_target(monkeypatch, tmp_path: Path):
+    from conftest import DATA
+    from hub_server import isolated_hub
+    token = "hf_add_test_token"
+    with isolated_hub(monkeypatch, tmp_path / "hf-home", token=token) as hub:
+        files = {p.name: p.read_bytes() for p in EXAMPLE.iterdir()}
+        hub.create_repo("me/priv", private=True)
+        first = hub.commit("me/priv", files)
+        hub.commit("me/priv", {"README.md": b"later"}, message="later")
+        hub.create_repo("org/llama-target", private=True)
+        hub.commit("org/llama-target", {"config.json": (DATA / "targets" / "llama-tiny" / "config.json").read_bytes()})
+        got = records.add_checkpoint("me/priv", revision=first, target="org/llama-target", verifier="org/served-as",
+                                     endpoint=hub.url, token=token, registry=tmp_path / "r.db")
+    assert got.location.uri == f"hf://me/priv@{first}"
+    t = got.record.target
+    assert t.name_or_path == "org/served-as" and "org/llama-target" in t.aliases and t.num_hidden_layers == 8
