@@ -1504,3 +1504,12 @@ def test_add_checkpoint_of_a_private_hub_repo_at_a_revision_with_a_hub_target(mo
     assert got.location.uri == f"hf://me/priv@{first}"
     t = got.record.target
     assert t.name_or_path == "org/served-as" and "org/llama-target" in t.aliases and t.num_hidden_layers == 8
+
+
+def test_add_checkpoint_with_a_verifier_alone_names_the_target_by_it(tmp_path: Path):
+    copy = _copy_of_example(tmp_path)
+    got = records.add_checkpoint(str(copy), verifier="org/served-as", registry=tmp_path / "r.db")
+    assert got.record.target.name_or_path == "org/served-as"
+    assert [(c.field, c.reason) for c in got.record.changes] == []
+    got = records.add_checkpoint(str(copy), registry=tmp_path / "r2.db")
+    assert got.record.target.name_or_path == "example-org/tiny-llama-target"
