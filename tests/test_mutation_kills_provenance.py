@@ -1513,3 +1513,40 @@ def test_add_checkpoint_with_a_verifier_alone_names_the_target_by_it(tmp_path: P
     assert [(c.field, c.reason) for c in got.record.changes] == []
     got = records.add_checkpoint(str(copy), registry=tmp_path / "r2.db")
     assert got.record.target.name_or_path == "example-org/tiny-llama-target"
+
+
+def test_the_drafter_id_and_the_former_id_pinned_to_their_payloads():
+    from dataclasses import replace
+    drafter = read_source(str(EXAMPLE)).drafter
+    digests = fingerprint.tensor_digests(drafter)
+    weights = {"tensors": {n: [drafter.tensors[n].dtype, list(drafter.tensors[n].shape), d]
+                           for n, d in sorted(digests.items())},
+               "draft_vocab": list(drafter.vocab.target_ids)}
+
+    def digest(payload):
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    assert fingerprint.drafter_id(drafter, digests) == digest(weights)
+    assert fingerprint.config_and_weights_id(drafter, digests) == digest(
+        {"config": drafter.config.semantic_dict(), **weights})
+    bare = replace(drafter, vocab=None)
+    assert fingerprint.drafter_id(bare, digests) == digest({**weights, "draft_vocab": None})
+    sample = {n: [s.dtype, list(s.shape), hashlib.sha256(expected_sample(read_tensor_bytes(s))).hexdigest()]
+              for n, s in sorted(drafter.tensors.items())}
+    assert fingerprint.weights_key(bare) == digest({"key": 1, "tensors": sample, "draft_vocab": None})
+
+
+def test_reading_differences_of_streamed_tensors_and_a_key_on_one_side(tmp_path: Path):
+    from dataclasses import replace
+    a = read_source(str(EXAMPLE)).drafter
+    name = sorted(a.tensors)[0]
+    ref = a.tensors[name]
+    one, two = StreamedTensor(ref, ref.dtype, ref.shape), StreamedTensor(ref, ref.dtype, ref.shape)
+    assert fingerprint.reading_differences(replace(a, tensors={**a.tensors, name: one}),
+                                           replace(a, tensors={**a.tensors, name: one})) == []
+    assert fingerprint.reading_differences(replace(a, tensors={**a.tensors, name: one}),
+                                           replace(a, tensors={**a.tensors, name: two})) == [
+        f"tensor {name} read from other bytes"]
+    extra = a.config.model_copy(update={"mla": {"q_lora_rank": 8}})
+    assert fingerprint.reading_differences(a, replace(a, config=extra), ("x", "y")) == [
+        "mla None as x, {'q_lora_rank': 8} as y"]
