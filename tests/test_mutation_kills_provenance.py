@@ -1550,3 +1550,14 @@ def test_reading_differences_of_streamed_tensors_and_a_key_on_one_side(tmp_path:
     extra = a.config.model_copy(update={"mla": {"q_lora_rank": 8}})
     assert fingerprint.reading_differences(a, replace(a, config=extra), ("x", "y")) == [
         "mla None as x, {'q_lora_rank': 8} as y"]
+
+
+def test_tensor_digests_with_workers_of_a_tensor_larger_than_a_worker_buffer(tmp_path: Path):
+    from dataclasses import replace
+    drafter = read_source(str(EXAMPLE)).drafter
+    data = os.urandom(6 * 1024 * 1024 + 3)
+    (tmp_path / "big.bin").write_bytes(data)
+    big = replace(drafter, tensors={**drafter.tensors, "big": TensorRef(tmp_path / "big.bin", "big", "U8",
+                                                                          (len(data),), 0, len(data))})
+    for workers in (1, 2, 8):
+        assert fingerprint.tensor_digests(big, workers)["big"] == hashlib.sha256(data).hexdigest()
