@@ -1561,3 +1561,11 @@ def test_tensor_digests_with_workers_of_a_tensor_larger_than_a_worker_buffer(tmp
                                                                           (len(data),), 0, len(data))})
     for workers in (1, 2, 8):
         assert fingerprint.tensor_digests(big, workers)["big"] == hashlib.sha256(data).hexdigest()
+
+
+def test_reading_differences_of_another_kind_names_the_keys_only_it_has():
+    from dataclasses import replace
+    a = read_source(str(EXAMPLE)).drafter
+    peagle = replace(a, config=a.config.model_copy(update={"kind": "peagle", "mask_token_id": 5}))
+    assert fingerprint.reading_differences(a, peagle) == ["kind None as one, 'peagle' as the other",
+                                                          "mask_token_id None as one, 5 as the other"]

@@ -487,6 +487,21 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.records.x_record_publication__mutmut_{n}":
        "the upload's edge dumped in pydantic's python mode (any mode but 'json'): record_facts validates each edge "
        "with LineageEdge.model_validate, which reads the python dump as the JSON one" for n in (28, 35, 36)},
+    # fingerprint.py (issue 33 item 6), numbered as at e490c10 (the module as on main at 55f2966)
+    **{f"eagle3_convert.fingerprint.x_tensor_digests__mutmut_{n}":
+       "which tensors are hashed in threads, in what order, by how many workers and with how large a buffer (at "
+       "least 1 MiB): the same bytes are digested and the result is sorted by name, so the digests are the same"
+       for n in (1, 2, 4, 5, 9, 10, 11, 12, 13, 14, 15, 16, 17, 26, 27, 28, 31, 33, 35, 36, 51)},
+    **{f"eagle3_convert.fingerprint.x__where__mutmut_{n}": why for n, why in (
+        (1, "`or` for `and`: a TensorRef has both file and start, every other source neither"),
+        (19, "getattr(src, 'end') without its default: only a TensorRef reaches that branch, and it has one"),
+        (31, "type(None).__name__ for the source's class name: only an InMemoryTensor has data to compare by; any "
+             "other source is compared by identity"))},
+    **{f"eagle3_convert.fingerprint.x_tensor_sample__mutmut_{n}":
+       "a span that only touches a streamed chunk's edge (a == its end, or b == its start) slices no bytes from it"
+       for n in (32, 34)},
+    "eagle3_convert.fingerprint.x_tensor_sample__mutmut_41":
+        "the file opened in text mode: only its descriptor is used, by os.pread, which reads bytes either way",
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
