@@ -1569,3 +1569,20 @@ def test_reading_differences_of_another_kind_names_the_keys_only_it_has():
     peagle = replace(a, config=a.config.model_copy(update={"kind": "peagle", "mask_token_id": 5}))
     assert fingerprint.reading_differences(a, peagle) == ["kind None as one, 'peagle' as the other",
                                                           "mask_token_id None as one, 5 as the other"]
+
+
+def test_add_checkpoint_reports_a_contradicting_record_from_before_schema_v5(tmp_path: Path):
+    copy = _copy_of_example(tmp_path)
+    drafter = read_source(str(copy)).drafter
+    former = fingerprint.config_and_weights_id(drafter, fingerprint.tensor_digests(drafter))
+    path = tmp_path / "r.db"
+    with open_registry(path) as s:
+        s.upsert_drafter(former, id_kind="config-and-weights", capture_boundaries=[1, 2, 3],
+                         locations=[Location.local(tmp_path / "old", "speculators")])
+        s.upsert_drafter(fingerprint.drafter_id(drafter, fingerprint.tensor_digests(drafter)),
+                         capture_boundaries=[2, 4, 5])
+    got = records.add_checkpoint(str(copy), registry=path)
+    assert [(c["drafter_id"], c["code"], c["uri"]) for c in got.conflicts] == [
+        (former, "E-RECORD-CONFLICT", str(tmp_path / "old"))]
+    assert any(n.startswith(f"NOT merged: the record {former[:12]} (before schema v5)") for n in got.notes)
+    assert got.record.capture_boundaries == [2, 4, 5] and records.record_of(former, path).drafter_id == former
