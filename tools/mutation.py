@@ -475,8 +475,15 @@ EQUIVALENT: dict[str, str] = {
        for n in (14, 17)},
     "eagle3_convert.sidecar.x_read__mutmut_11": "'UTF-8' for 'utf-8': Python reads both names as the same codec",
     # records.py (issue 33 item 6), numbered as at 94a7b12 (after this branch's fix of add_checkpoint at 476f01f)
-    **{f"eagle3_convert.records.x_{fn}__mutmut_2": "opened(create=None) for create=False: only tested for truth"
-       for fn in ("list_records", "show", "lineage", "remove")},
+    **{f"eagle3_convert.records.x_{fn}__mutmut_{n}": "opened(create=None) for create=False: only tested for truth"
+       for fn, n in (("list_records", 2), ("show", 2), ("lineage", 2), ("remove", 2), ("known_record", 2),
+                     ("acceptance_of", 2), ("record_of", 3))},
+    "eagle3_convert.records.x_known_record__mutmut_9":
+        "the drafter its caller read from `path` not passed on: _recorded_at reads the same weights from `path` "
+        "again, and finds the same key (only the cost differs)",
+    "eagle3_convert.records.x_record_conversion__mutmut_22":
+        "`or True` where a cast's output is read back: convert has just written and checked it, so it is always "
+        "readable and the branch is the one taken anyway",
     **{f"eagle3_convert.records.x__known__mutmut_{n}":
        "the unknown-id message's fallback for a store without a path, and rstrip/lstrip of it: both RegistryStores "
        "have a non-empty path (SQLite's file, PostgreSQL's redacted URL), so neither ever applies"
