@@ -1586,3 +1586,10 @@ def test_add_checkpoint_reports_a_contradicting_record_from_before_schema_v5(tmp
         (former, "E-RECORD-CONFLICT", str(tmp_path / "old"))]
     assert any(n.startswith(f"NOT merged: the record {former[:12]} (before schema v5)") for n in got.notes)
     assert got.record.capture_boundaries == [2, 4, 5] and records.record_of(former, path).drafter_id == former
+
+
+def test_add_checkpoint_keeps_the_weights_key_it_is_found_by(tmp_path: Path):
+    copy = _copy_of_example(tmp_path)
+    got = records.add_checkpoint(str(copy), registry=tmp_path / "r.db")
+    with open_registry(tmp_path / "r.db") as s:
+        assert s.keys_of(got.record.drafter_id) == [fingerprint.weights_key(read_source(str(copy)).drafter)]

@@ -481,6 +481,9 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.records.x_known_record__mutmut_9":
         "the drafter its caller read from `path` not passed on: _recorded_at reads the same weights from `path` "
         "again, and finds the same key (only the cost differs)",
+    "eagle3_convert.records.x_add_checkpoint__mutmut_94":
+        "`or` for `and` between capture layers and convention: add_checkpoint has already refused one without the "
+        "other (UsageError), so both are given or neither",
     "eagle3_convert.records.x_record_conversion__mutmut_22":
         "`or True` where a cast's output is read back: convert has just written and checked it, so it is always "
         "readable and the branch is the one taken anyway",
