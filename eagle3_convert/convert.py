@@ -232,15 +232,12 @@ def restore_target(source: Source, options: ConvertOptions) -> None:
 
 
 def command_target(cfg: DrafterConfig, options: ConvertOptions) -> TargetIdentity | None:
-    """Who a conversion (or `registry add`) records the target as: --verifier (one with --target when both are
-    given), else the config's name, one with the --target passed for it unless facts differ, else --target."""
-    if options.verifier is not None:
-        return options.verifier
-    if cfg.target is not None and cfg.target.name_or_path:
-        if options.target is not None and compare(cfg.target, options.target).verdict != "differ":
-            return cfg.target.joined(options.target)
-        return cfg.target
-    return TargetIdentity.merged(options.target, cfg.target)
+    """Who a conversion (or `registry add`) records the target as: --verifier (one with --target if given), else the
+    config's name one with --target (--target alone where their facts differ: never a mix), else --target."""
+    named = cfg.target if cfg.target is not None and cfg.target.name_or_path else None
+    if options.verifier is not None or named is None or options.target is None:
+        return options.verifier or named or TargetIdentity.merged(options.target, cfg.target)
+    return named.joined(options.target) if compare(named, options.target).verdict != "differ" else options.target
 
 
 def check_known_facts(source: Source, options: ConvertOptions) -> None:

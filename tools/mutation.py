@@ -61,6 +61,10 @@ _ENGINE_READER_TESTS = ["tests/test_mutation_kills_engine_readers.py", "tests/te
 # configs written for them (session 6)
 _FLAT_LAYOUT_TESTS = ["tests/test_mutation_kills_vllm_modelopt_eagle.py", "tests/test_mutation_kills_converters.py",
                       *_LAYOUT_TESTS]
+# The provenance path's own tests: its kill tests (cheapest to fail), the corpus, the registry CLI, the identity story
+_PROVENANCE_TESTS = ["tests/test_mutation_kills_provenance.py", "tests/test_provenance.py",
+                     "tests/test_mutation_kills_capture_records.py", "tests/test_registry_cli.py",
+                     "tests/test_identity_story.py"]
 # module -> the in-process tests that exercise it, fastest first (mutmut runs, per mutant, those of them that
 # reach the mutated function)
 MODULES: dict[str, list[str]] = {
@@ -142,6 +146,23 @@ MODULES: dict[str, list[str]] = {
     "eagle3_convert/registry/writes.py": ["tests/test_mutation_kills.py", "tests/test_caught_bugs.py",
                                           "tests/test_registry_store.py", "tests/test_registry_cli.py",
                                           "tests/test_registry_merge.py"],
+    # The provenance path (issue 33 item 6). The registry tests on SQLite only (the PostgreSQL twins start a server and
+    # decide the same lines), and without the identity story's every-name test (12 s a mutant; its commands are the
+    # ones the story's other tests and test_provenance run)
+    **{module: [*tests, "-k", "not postgresql and not every_name_of_the_target"] for module, tests in {
+        "eagle3_convert/provenance.py": _PROVENANCE_TESTS,
+        "eagle3_convert/registry/recording.py": [*_PROVENANCE_TESTS, "tests/test_registry_merge.py",
+                                                 "tests/test_hub_lineage.py"],
+        "eagle3_convert/target_identity.py": _PROVENANCE_TESTS,
+        # (and the one test of a cast, which records two drafters: --outtype, GGUF only)
+        "eagle3_convert/records.py": [*_PROVENANCE_TESTS, "tests/test_registry_merge.py", "tests/test_hub_lineage.py",
+                                      "tests/test_publish.py",
+                                      "tests/test_gguf.py::test_a_cast_is_a_new_drafter_derived_from_the_source"],
+        "eagle3_convert/sidecar.py": [*_PROVENANCE_TESTS, "tests/test_publish.py"],
+        "eagle3_convert/cli/common.py": _PROVENANCE_TESTS,
+        "eagle3_convert/sources.py": ["tests/test_sources.py", "tests/test_hub_lineage.py", "tests/test_publish.py"],
+        "eagle3_convert/fingerprint.py": [*_PROVENANCE_TESTS, "tests/test_determinism.py"],
+    }.items()},
 }
 # Survivors that are equivalent to the original (no behaviour differs), with the reason: the report lists them
 # apart, and the score counts them neither way. Every other survivor is a missing test.
@@ -430,6 +451,67 @@ EQUIVALENT: dict[str, str] = {
        "layout's home engines all refuse its output or one serves it wrong: the speculators library serves every "
        "DFlash/DSpark file this writer writes (it always names the verifier and the trained ids), and vLLM reads "
        "those same ids or is unknown" for n in (115, 121, 122)},
+    # provenance.py (issue 33 item 6, "The provenance path"), numbered as at 6c925b7 (the module as on main at 55f2966)
+    "eagle3_convert.provenance.x_fact_contradictions__mutmut_6":
+        "out = instead of out += for the first list added: out is still empty there",
+    "eagle3_convert.provenance.x_record_contradictions__mutmut_2":
+        "`and` for the first `or`: where only one side has a target, compare() finds an unknown side 'same' and "
+        "_target_contradictions returns [] as the early return does",
+    # registry/recording.py (issue 33 item 6), numbered as at ec83fcf (the module as on main at 55f2966)
+    "eagle3_convert.registry.recording.x_merge_twins__mutmut_13":
+        "merged = None instead of False: it is only tested for truth",
+    "eagle3_convert.registry.recording.x_adopt_former_ids__mutmut_21":
+        "id_kind=CONTENT left out of the upsert that creates the record: a new record's id_kind defaults to 'content'",
+    # target_identity.py (issue 33 item 6), numbered as at 00f6cfe (the module as on main at 55f2966)
+    **{f"eagle3_convert.target_identity.x_config_digest__mutmut_{n}":
+       "json.dumps without default=str: a target's config comes from json.loads, whose values all serialize"
+       for n in (7, 11)},
+    "eagle3_convert.target_identity.x__same_name__mutmut_4":
+        "`and` for `or`: where only one name is a path, its leading / is a character the other lacks, so a == b and "
+        "a.lower() == b.lower() are both false",
+    # sidecar.py (issue 33 item 6), numbered as at fa89b12 (the module as on main at 55f2966)
+    **{f"eagle3_convert.sidecar.x_build__mutmut_{n}":
+       "json.dumps' sort_keys=None or left out: both read as its default, False, as the original says"
+       for n in (14, 17)},
+    "eagle3_convert.sidecar.x_read__mutmut_11": "'UTF-8' for 'utf-8': Python reads both names as the same codec",
+    # records.py (issue 33 item 6), numbered as at 94a7b12 (after this branch's fix of add_checkpoint at 476f01f)
+    **{f"eagle3_convert.records.x_{fn}__mutmut_{n}": "opened(create=None) for create=False: only tested for truth"
+       for fn, n in (("list_records", 2), ("show", 2), ("lineage", 2), ("remove", 2), ("known_record", 2),
+                     ("acceptance_of", 2), ("record_of", 3))},
+    "eagle3_convert.records.x_known_record__mutmut_9":
+        "the drafter its caller read from `path` not passed on: _recorded_at reads the same weights from `path` "
+        "again, and finds the same key (only the cost differs)",
+    "eagle3_convert.records.x_add_checkpoint__mutmut_94":
+        "`or` for `and` between capture layers and convention: add_checkpoint has already refused one without the "
+        "other (UsageError), so both are given or neither",
+    "eagle3_convert.records.x_record_conversion__mutmut_22":
+        "`or True` where a cast's output is read back: convert has just written and checked it, so it is always "
+        "readable and the branch is the one taken anyway",
+    **{f"eagle3_convert.records.x__known__mutmut_{n}":
+       "the unknown-id message's fallback for a store without a path, and rstrip/lstrip of it: both RegistryStores "
+       "have a non-empty path (SQLite's file, PostgreSQL's redacted URL), so neither ever applies"
+       for n in (8, 11, 14, 17)},
+    **{f"eagle3_convert.records.x__file_hashes__mutmut_{n}":
+       "the size of each read (32 MiB, or the whole file) instead of 16 MiB: the same bytes are digested, only the "
+       "memory held differs" for n in (20, 22, 23)},
+    **{f"eagle3_convert.records.x_record_publication__mutmut_{n}":
+       "the upload's edge dumped in pydantic's python mode (any mode but 'json'): record_facts validates each edge "
+       "with LineageEdge.model_validate, which reads the python dump as the JSON one" for n in (28, 35, 36)},
+    # fingerprint.py (issue 33 item 6), numbered as at e490c10 (the module as on main at 55f2966)
+    **{f"eagle3_convert.fingerprint.x_tensor_digests__mutmut_{n}":
+       "which tensors are hashed in threads, in what order, by how many workers and with how large a buffer (at "
+       "least 1 MiB): the same bytes are digested and the result is sorted by name, so the digests are the same"
+       for n in (1, 2, 4, 5, 9, 10, 11, 12, 13, 14, 15, 16, 17, 26, 27, 28, 31, 33, 35, 36, 51)},
+    **{f"eagle3_convert.fingerprint.x__where__mutmut_{n}": why for n, why in (
+        (1, "`or` for `and`: a TensorRef has both file and start, every other source neither"),
+        (19, "getattr(src, 'end') without its default: only a TensorRef reaches that branch, and it has one"),
+        (31, "type(None).__name__ for the source's class name: only an InMemoryTensor has data to compare by; any "
+             "other source is compared by identity"))},
+    **{f"eagle3_convert.fingerprint.x_tensor_sample__mutmut_{n}":
+       "a span that only touches a streamed chunk's edge (a == its end, or b == its start) slices no bytes from it"
+       for n in (32, 34)},
+    "eagle3_convert.fingerprint.x_tensor_sample__mutmut_41":
+        "the file opened in text mode: only its descriptor is used, by os.pread, which reads bytes either way",
 }
 TIERS = "not engines and not interop and not llamacpp"
 # Tests that only run the CLI in a subprocess: mutmut never selects them for a mutant (see above), and its stats
