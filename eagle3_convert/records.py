@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,12 +31,11 @@ from .target_identity import compare
 from .targets import load_target
 from .registry.errors import NoRegistry, RegistryError
 from .registry.base import RegistryStore
-from .registry.models import ELSEWHERE_SCHEME, Acceptance, DrafterRecord, LineageEdge, Location
+from .registry.models import ELSEWHERE_SCHEME, SHA256_HEX, Acceptance, DrafterRecord, LineageEdge, Location
 from .registry.recording import record_facts
 from .registry.store import open_registry
 
 RegistryArg = RegistryStore | str | os.PathLike[str] | None
-_SHA256_NAME = re.compile(r"[0-9a-f]{64}")  # an HF-cache blob of an LFS file is named by its sha256
 SHAPE = ("model_type", "num_hidden_layers", "hidden_size", "vocab_size")  # what a target config says of its model
 
 
@@ -309,7 +307,7 @@ def _file_hashes(root: Path) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for path in sorted(root.iterdir()):
         blob = os.path.basename(os.path.realpath(path))
-        if path.name.endswith(WEIGHT_SUFFIXES) and path.is_symlink() and _SHA256_NAME.fullmatch(blob):
+        if path.name.endswith(WEIGHT_SUFFIXES) and path.is_symlink() and SHA256_HEX.fullmatch(blob):  # an LFS blob
             out[path.name] = blob
         elif path.name.endswith(WEIGHT_SUFFIXES) and path.is_file():
             digest = hashlib.sha256()

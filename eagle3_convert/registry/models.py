@@ -185,11 +185,11 @@ class LineageEdge(_Model):
         return self
 
 
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")  # a sha256 digest as the registry and the HF cache spell it
 
 
 def sha256_value(value: str) -> str:
-    if not _SHA256.fullmatch(value):
+    if not SHA256_HEX.fullmatch(value):
         raise ValueError(f"a sha256 digest is 64 lowercase hex characters, got {value!r}")
     return value
 
