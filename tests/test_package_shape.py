@@ -244,6 +244,8 @@ DEFERRED_IMPORTS = {
                                                        "imported is no traceback either",
     ("eagle3_convert.converters.checkpoint", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
     ("eagle3_convert.validate.raw", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
+    ("eagle3_convert.converters.nemo_meta", "eagle3_convert.torch_zip"): "the pickle reader, only for NeMo "
+                                                                         "Automodel's eagle_meta.pt",
     ("eagle3_convert.hints", "eagle3_convert.convert"): "the convert pipeline, only for a hint naming a command: "
                                                         "validate imports none of it",
 }
