@@ -14,7 +14,7 @@ from ..atomic import CONFIG_NAME
 from ..errors import Eagle3Error, FormatError
 from ..safetensors_io import INDEX_NAME, TensorSource, read_tensor_table, reject_duplicate_keys
 from ..vocab_map import VocabMap, read_vocab_map
-from . import nemo_meta
+from . import kimi_k3, nemo_meta
 from .gguf_file import gguf_file, read_gguf_drafter
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a drafter config is a few KB; anything this big is hostile
@@ -79,6 +79,9 @@ class Checkpoint:
                     raise drafter
                 return drafter
         try:
+            unserved = kimi_k3.refusal(self.config, self.tensors)  # maths no layout's reading may change
+            if unserved is not None:
+                raise unserved
             drafter = layout.read(self, options)
         except (Eagle3Error, ValueError) as exc:
             self.readings.append((layout.name, replace(options), exc))
