@@ -46,8 +46,10 @@ def family(tmp_path: Path) -> tuple[Path, Path, Path]:
     return parent, child, tmp_path / "registry.db"
 
 
-def test_record_and_conversion_of_a_child_with_a_regenerated_map_warn(family, tmp_path: Path):
-    parent, child, registry = family
+def test_record_and_conversion_of_a_child_with_a_regenerated_map_warn(family, tmp_path: Path, registry_url):
+    """On both registry backends: the finetune edge is stored and read back like any other."""
+    parent, child, _ = family
+    registry = registry_url
     added = run_cli("registry", "add", "--registry", registry, "--parent", parent, "--json", child)
     assert added.exit_code == 0, added.stderr
     doc = json.loads(added.stdout)
