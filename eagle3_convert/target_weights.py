@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .converters.base import read_json_file
 from .errors import Eagle3Error
 from .json_values import is_number
 from .safetensors_io import TensorSource, iter_tensor_chunks, read_tensor_table
@@ -45,8 +46,6 @@ def target_embedding(target: TargetIdentity | None) -> TensorSource | None:
 
 def target_config(target: TargetIdentity | None) -> dict[str, Any] | None:
     """The text config of the target's first local copy (None: only its Hub name is known)."""
-    from .converters.base import read_json_file
-
     for root in local_dirs(target):
         if (root / "config.json").is_file():
             config = read_json_file(root / "config.json", f"target config {root}")
