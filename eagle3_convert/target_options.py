@@ -45,6 +45,11 @@ def embedding_to_drop(drafter: Drafter, options: ConvertOptions, layout: Layout)
     how = options.drop_embed
     if how is None or EMBED not in drafter.tensors:
         return None
+    cfg = drafter.config
+    if cfg.resolved_target_hidden_size != cfg.hidden_size:
+        raise RefusalError(f"--drop-embed: the drafter (hidden {cfg.hidden_size}) is narrower or wider than its target "
+                           f"({cfg.resolved_target_hidden_size}): every engine drafts with its own embed_tokens, the "
+                           "target's has another width", "keep the embedding", code="E-EMBED-DROP-REFUSED")
     lacking = cannot_do_without(layout.home_engines)
     if lacking:
         runner, does = lacking[0]
@@ -60,9 +65,11 @@ def embedding_to_drop(drafter: Drafter, options: ConvertOptions, layout: Layout)
         raise UsageError("--drop-embed identical compares the stored embed_tokens with the target's, and no local "
                          "--target holding weights was given", "pass --target DIR, the target model's directory "
                          "with its safetensors weights", code="E-EMBED-NO-TARGET")
-    compared = compare_tables(drafter.tensors[EMBED], theirs)
+    mine = drafter.tensors[EMBED]
+    compared = compare_tables(mine, theirs)
     if compared is None or not compared.equal:
-        rows = f"{len(compared.differing)} of {compared.rows} rows differ" if compared else "a dtype not compared"
+        rows = f"{len(compared.differing)} of {compared.rows} rows differ" if compared else \
+            f"{list(mine.shape)} {mine.dtype} against the target's {list(theirs.shape)} {theirs.dtype}"
         raise RefusalError(f"--drop-embed identical: embed_tokens is not the target's table ({rows}); vLLM drafts "
                            "with it, SGLang and TensorRT-LLM with the target's", "if it was trained on the target's "
                            "frozen embedding, say so: --drop-embed frozen; else keep it", code="E-EMBED-NOT-TARGET")
@@ -96,5 +103,6 @@ def restated_rope(drafter: Drafter, options: ConvertOptions) -> tuple[dict[str, 
     if params.get("rope_type", "default") != "default":
         rope["rope_scaling"] = {k: v for k, v in params.items() if k != "rope_theta"}
     kept = {k: v for k, v in drafter.config.rope.items() if k not in ("rope_theta", "rope_parameters", "rope_scaling")}
-    return {**kept, **rope}, [f"rope restated (--rope-theta {said}): theta {before['rope_theta']:g} ({before['rope_type']}) -> "
+    return {**kept, **rope}, [f"rope restated (--rope-theta {said}): theta {before['rope_theta']:g} "
+                              f"({before['rope_type']}) -> "
             f"{params['rope_theta']:g} ({params.get('rope_type', 'default')}), in every spelling"]

@@ -66,6 +66,7 @@ class Comparison:
 
 _FLOATS = {"BF16": "<u2", "F16": "<f2", "F32": "<f4"}
 _SIZES = {"BF16": 2, "F16": 2, "F32": 4}
+BATCH_BYTES = 4 * 1024 * 1024  # rows compared at a time: memory stays flat in the vocabulary
 
 
 def _as_float32(data: bytes, dtype: str):
@@ -77,19 +78,19 @@ def _as_float32(data: bytes, dtype: str):
 
 
 def compare_tables(mine: TensorSource, theirs: TensorSource) -> Comparison | None:
-    """Row by row, the values of two [V, H] tables (None: a dtype this comparison does not decode). Read in
-    bounded chunks of whole rows; tables of different shapes differ in every row."""
-    if len(mine.shape) != 2 or mine.dtype not in _FLOATS or theirs.dtype not in _FLOATS:
+    """Row by row, the values of two [V, H] tables, read in bounded batches of whole rows. None when they are not
+    comparable: a dtype this comparison does not decode, or other shapes (a drafter narrower than its target keeps
+    its own table in every engine; another vocabulary is E-TARGET-VOCAB's)."""
+    if len(mine.shape) != 2 or mine.dtype not in _FLOATS or theirs.dtype not in _FLOATS \
+            or tuple(mine.shape) != tuple(theirs.shape):
         return None
-    rows = mine.shape[0]
-    if tuple(mine.shape) != tuple(theirs.shape):
-        return Comparison(rows, list(range(rows)))
     import numpy as np
 
-    width = mine.shape[1]
+    rows, width = mine.shape
+    per_batch = max(1, BATCH_BYTES // (width * max(_SIZES[mine.dtype], _SIZES[theirs.dtype])))
     differing: list[int] = []
     row = 0
-    for a, b in zip(_rows(mine, width), _rows(theirs, width)):
+    for a, b in zip(_rows(mine, width, per_batch), _rows(theirs, width, per_batch)):
         if mine.dtype == theirs.dtype:  # the same encoding: its bytes (a NaN equals its own bits)
             x, y = (np.frombuffer(c, np.uint8).reshape(-1, width * _SIZES[mine.dtype]) for c in (a, b))
         else:
@@ -99,7 +100,7 @@ def compare_tables(mine: TensorSource, theirs: TensorSource) -> Comparison | Non
     return Comparison(rows, differing)
 
 
-def _rows(src: TensorSource, width: int, per_batch: int = 4096):
+def _rows(src: TensorSource, width: int, per_batch: int):
     """The table's bytes in batches of `per_batch` whole rows (the last one shorter): two tables of one shape
     yield batches of the same rows whatever their dtypes."""
     batch = width * _SIZES[src.dtype] * per_batch
@@ -125,7 +126,7 @@ def engine_rope(rope: dict[str, Any]) -> dict[str, Any]:
 
 
 def spelled_thetas(rope: dict[str, Any]) -> dict[str, float]:
-    """Every theta a config spells, by its key: `rope_theta`, `rope_parameters.rope_theta`, `rope_scaling.rope_theta`."""
+    """Every theta a config spells, by its key (`rope_theta`, `rope_parameters.rope_theta`, ...)."""
     out: dict[str, float] = {}
     if is_number(rope.get("rope_theta")):
         out["rope_theta"] = float(rope["rope_theta"])

@@ -137,6 +137,23 @@ def test_a_layout_whose_engine_cannot_do_without_it_refuses_the_drop(tmp_path: P
     assert "--drop-embed identical --to vllm" in validate(src, "--target", same)[1]["I-EMBED-TARGET-COPY"]["hint"]
 
 
+def test_a_drafter_of_another_width_keeps_its_table_in_every_engine_and_no_alarm_is_raised(tmp_path: Path):
+    # SGLang's set_embed returns early when target_hidden_size != hidden_size, vLLM's torch.equal fails on the
+    # shapes (0.33.0 checks the widths), TensorRT-LLM builds embed_tokens only then: all draft with the stored table
+    src = build_drafter(tmp_path / "drafter", "sglang", DrafterSpec(embed_tokens=True, target_hidden_size=48))
+    wide = tmp_path / "target"
+    wide.mkdir()
+    (wide / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                                  "num_hidden_layers": 8, "hidden_size": 48, "vocab_size": V}))
+    write_safetensors(wide / "model.safetensors", {"model.embed_tokens.weight": RawTensor("BF16", (V, 48),
+                                                                                         bytes(V * 48 * 2))})
+    found = validate(src, "--target", wide)[1]
+    assert "W-EMBED-NOT-TARGET" not in found and "I-EMBED-TARGET-COPY" not in found
+    refused = run_cli("--target", wide, "--drop-embed", "frozen", "--to", "vllm", src, tmp_path / "no", "--no-record")
+    assert refused.exit_code != 0 and "[E-EMBED-DROP-REFUSED]" in refused.stderr and "its own" in refused.stderr
+    assert not (tmp_path / "no").exists()
+
+
 def test_deep_compares_with_the_recorded_local_target(tmp_path: Path):
     src = drafter_with_embed(tmp_path / "drafter")
     target = write_target_dir(tmp_path / "target", one_row_changed(stored_embedding(src), row=5))
@@ -155,7 +172,8 @@ def test_two_spellings_of_the_base_are_warned_with_what_the_engines_read(tmp_pat
     code, found = validate(src)
     warned = found["W-ROPE-SPELLINGS"]
     assert "rope_theta 500000, rope_parameters.rope_theta 10000" in warned["message"]
-    assert "draft at 10000" in warned["message"] and "transformers-4 reader takes rope_theta 500000" in warned["message"]
+    assert "draft at 10000" in warned["message"]
+    assert "transformers-4 reader takes rope_theta 500000" in warned["message"]
     assert "--rope-theta 10000 --to sglang" in warned["hint"]
     fixed = run_cli("--rope-theta", "10000", "--to", "sglang", src, tmp_path / "out", "--no-record")
     assert fixed.exit_code == 0, fixed.stderr

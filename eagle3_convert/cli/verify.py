@@ -196,7 +196,8 @@ def _print_rope_scan(doc: dict[str, Any]) -> None:
     for c in doc["rope_scan"]:
         rates = " ".join(f"{rate:.2f}" for rate in c["per_position"])
         click.echo(f"  {c['rope_theta']:<12g} {c['mean_accepted_length']:.3f}   {rates:<24} {', '.join(c['labels'])}")
-    best, read = doc["rope_scan"][0], next(c for c in doc["rope_scan"] if "config, as the engines read it" in c["labels"])
+    best = doc["rope_scan"][0]
+    read = next(c for c in doc["rope_scan"] if "config, as the engines read it" in c["labels"])
     if best["mean_accepted_length"] > read["mean_accepted_length"]:
         click.echo(f"best: {best['rope_theta']:g} ({', '.join(best['labels'])}), not the {read['rope_theta']:g} the "
                    f"engines read from its config: it was likely trained at it; `eagle3-convert --rope-theta "
