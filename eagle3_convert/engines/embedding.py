@@ -11,8 +11,9 @@ Read in the engines' sources (the venvs of this project's engine tiers):
   :1325-1390, 0.33.0 :1418-1505): a checkpoint that loads `embed_tokens` sets `has_own_embed_tokens`
   (`model_executor/models/utils.py` `process_eagle_weight`); the target's is shared when the drafter has none or
   when `torch.equal(target, drafter)`, else the drafter's is kept. Only with pipeline parallel size 1 (else the
-  drafter's own is loaded). 0.33.0 also keeps the drafter's when the widths differ. The V2 runner (0.33.0
-  `v1/worker/gpu/spec_decode/eagle/utils.py` `_should_share`, `maybe_share_target_embed`) decides alike.
+  drafter's own is loaded). 0.33.0 also keeps the drafter's when the widths differ. The V2 runner
+  (`v1/worker/gpu/spec_decode/eagle/utils.py` `_should_share`, 0.24.0 :12-25 and :45-61, 0.33.0 :18-34 and
+  `maybe_share_target_embed` :45-76) decides alike.
   The comparison is made by each tensor-parallel rank on its own vocabulary shard, with no agreement between ranks:
   a table that differs in some rows only is kept on the ranks holding those rows and replaced on the others
   (vllm #50158, reported on 0.26.0 with TP=2: acceptance collapsed).
@@ -43,7 +44,7 @@ class EmbedReading:
 
 READINGS: dict[str, EmbedReading] = {
     "vllm-v1": EmbedReading(OWN_UNLESS_EQUAL, None, "0.24.0-0.33.0"),
-    "vllm-v2": EmbedReading(OWN_UNLESS_EQUAL, None, "0.33.0"),
+    "vllm-v2": EmbedReading(OWN_UNLESS_EQUAL, None, "0.24.0-0.33.0"),
     "sglang": EmbedReading(TARGET, None, "0.5.11-0.5.23"),
     "trtllm": EmbedReading(TARGET, None, "01bffee1"),
     "llamacpp": EmbedReading(OWN, None, "ENGINES-2026"),
