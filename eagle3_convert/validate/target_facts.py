@@ -91,7 +91,7 @@ def check_rope_spellings(ctx: Context) -> None:
             f"and SGLang 0.5.11-0.5.23 (transformers 5: the rope object's theta first, a rope_scaling object "
             f"replacing rope_parameters) draft at {read:g}{older}",
             f"state the base it was trained at, e.g. `{ctx.command(ctx.layout.name, '--rope-theta', f'{read:g}')}` "
-            "(verify --scan-rope measures which base drafts best)", where=_where(ctx, "rope_theta"))
+            "(verify's RoPE scan measures which base drafts best)", where=_where(ctx, "rope_theta"))
 
 
 def check_target_rope(ctx: Context) -> None:
@@ -110,4 +110,4 @@ def check_target_rope(ctx: Context) -> None:
             "positions unless they lost it (speculators' Eagle3 converter dropped rope_scaling, #574; NeMo's "
             "DeepSeek draft fell back to 10000, #2920) or never read it (SpecForge before #270 trained at 10000)",
             f"if it was trained at the target's rope, `{ctx.command(ctx.layout.name, '--rope-theta', 'target')}` "
-            "writes it (verify --scan-rope measures which base drafts best)", where=_where(ctx, "rope_theta"))
+            "writes it (verify's RoPE scan measures which base drafts best)", where=_where(ctx, "rope_theta"))
