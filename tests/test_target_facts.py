@@ -71,8 +71,8 @@ def test_a_table_that_is_not_the_target_s_is_warned_with_each_engine_s_reading(t
     assert warned["severity"] == "warning" and warned["where"] == "embed_tokens.weight"
     assert "1 of 96 rows" in warned["message"]
     # vLLM keeps a table that is not torch.equal to the target's; SGLang always takes the target's
-    assert "vLLM (V1 runner), vLLM (V2 runner) draft with the stored table, SGLang with the target's" \
-        in warned["message"]
+    assert "vLLM (V1 runner) 0.24.0-0.33.0, vLLM (V2 runner) 0.24.0-0.33.0 draft with the stored table, " \
+           "SGLang 0.5.11-0.5.23 with the target's" in warned["message"]
     assert "vllm #50158" in warned["message"]  # some rows only: tensor-parallel ranks disagree
     assert "--drop-embed frozen --to sglang" in warned["hint"]
     assert "I-EMBED-TARGET-COPY" not in found

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..names import LABELS
+
 OWN, TARGET, OWN_UNLESS_EQUAL = "own", "target", "own unless equal"
 
 
@@ -39,16 +41,16 @@ OWN, TARGET, OWN_UNLESS_EQUAL = "own", "target", "own unless equal"
 class EmbedReading:
     stored: str  # what the runner drafts with when the file stores a table: OWN, TARGET or OWN_UNLESS_EQUAL
     absent: str | None  # ... when it stores none: TARGET, or why it cannot (None: the target's)
-    releases: str  # the releases read
+    releases: str  # the releases read (as findings name them)
 
 
 READINGS: dict[str, EmbedReading] = {
     "vllm-v1": EmbedReading(OWN_UNLESS_EQUAL, None, "0.24.0-0.33.0"),
     "vllm-v2": EmbedReading(OWN_UNLESS_EQUAL, None, "0.24.0-0.33.0"),
     "sglang": EmbedReading(TARGET, None, "0.5.11-0.5.23"),
-    "trtllm": EmbedReading(TARGET, None, "01bffee1"),
-    "llamacpp": EmbedReading(OWN, None, "ENGINES-2026"),
-    "lmdeploy": EmbedReading(OWN, None, "from source"),
+    "trtllm": EmbedReading(TARGET, None, "(2026 sources)"),
+    "llamacpp": EmbedReading(OWN, None, "b11434"),
+    "lmdeploy": EmbedReading(OWN, None, "(from source)"),
     "mlx-vlm": EmbedReading(OWN, "fails at its first draft step (its own embed_tokens is not loaded)", "0.6.15"),
     "speculators": EmbedReading(OWN, "leaves the embedding uninitialised (values near 1e38)", "0.9.0"),
 }
@@ -57,6 +59,10 @@ READINGS: dict[str, EmbedReading] = {
 def drafts_with_stored(runner: str, equal: bool) -> bool:
     """Whether `runner` drafts with a stored table that is (`equal`) or is not byte-equal to the target's."""
     return READINGS[runner].stored == OWN or (READINGS[runner].stored == OWN_UNLESS_EQUAL and not equal)
+
+
+def label(runner: str) -> str:
+    return f"{LABELS[runner]} {READINGS[runner].releases}"
 
 
 def cannot_do_without(runners: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import shlex
 
-from ..engines.embedding import READINGS, cannot_do_without, drafts_with_stored
-from ..names import LABELS, runners_of
+from ..engines.embedding import READINGS, cannot_do_without, drafts_with_stored, label
+from ..names import runners_of
 from ..target_weights import (compare_tables, engine_rope, local_dirs, rope_fields, spelled_thetas, target_config,
                               target_embedding)
 from ..converters.registry import get_layout
@@ -57,8 +57,8 @@ def check_target_embedding(ctx: Context, deep: bool) -> None:
                 f"`{ctx.command(to, *flags, '--drop-embed', 'identical')}` leaves the copy out",
                 where="embed_tokens.weight")
         return
-    own = [LABELS[r] for r in runners if drafts_with_stored(r, equal=False)]
-    theirs_ = [LABELS[r] for r in runners if not drafts_with_stored(r, equal=False)]
+    own = [label(r) for r in runners if drafts_with_stored(r, equal=False)]
+    theirs_ = [label(r) for r in runners if not drafts_with_stored(r, equal=False)]
     rows = f"{len(compared.differing)} of {compared.rows} rows"
     split = ""
     if len(compared.differing) < compared.rows and any(r.startswith("vllm") for r in runners):
