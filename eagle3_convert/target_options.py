@@ -20,7 +20,7 @@ from .drafter import Drafter
 from .engines.embedding import cannot_do_without
 from .errors import RefusalError, UsageError
 from .names import LABELS
-from .target_weights import compare_tables, engine_rope, rope_fields, target_config, target_embedding
+from .target_weights import compare_tables, engine_rope, rope_fields, spelled_thetas, target_config, target_embedding
 
 EMBED = "embed_tokens.weight"
 DROP_CHOICES = ("identical", "frozen")
@@ -103,6 +103,8 @@ def restated_rope(drafter: Drafter, options: ConvertOptions) -> tuple[dict[str, 
     if params.get("rope_type", "default") != "default":
         rope["rope_scaling"] = {k: v for k, v in params.items() if k != "rope_theta"}
     kept = {k: v for k, v in drafter.config.rope.items() if k not in ("rope_theta", "rope_parameters", "rope_scaling")}
-    return {**kept, **rope}, [f"rope restated (--rope-theta {said}): theta {before['rope_theta']:g} "
-                              f"({before['rope_type']}) -> "
-            f"{params['rope_theta']:g} ({params.get('rope_type', 'default')}), in every spelling"]
+    overwritten = "".join(f"; {key} was {theta:g}" for key, theta in spelled_thetas(drafter.config.rope).items()
+                          if theta != params["rope_theta"])
+    return {**kept, **rope}, [f"rope restated (--rope-theta {said}): the base the engines read "
+                              f"{before['rope_theta']:g} ({before['rope_type']}) -> {params['rope_theta']:g} "
+                              f"({params.get('rope_type', 'default')}), in every spelling{overwritten}"]

@@ -135,6 +135,13 @@ def test_a_layout_whose_engine_cannot_do_without_it_refuses_the_drop(tmp_path: P
     assert "uninitialised" in refused.stderr and not (tmp_path / "no").exists()
     # validate offers a layout that can
     assert "--drop-embed identical --to vllm" in validate(src, "--target", same)[1]["I-EMBED-TARGET-COPY"]["hint"]
+    # speculators says whether the embedding was trained: false (its default) is the verifier's table, frozen
+    other = write_target_dir(tmp_path / "other", one_row_changed(stored_embedding(src), row=1))
+    config = json.loads((src / "config.json").read_text())
+    for value, said in ((False, True), (True, False)):
+        (src / "config.json").write_text(json.dumps({**config, "embed_requires_grad": value}))
+        message = validate(src, "--target", other)[1]["W-EMBED-NOT-TARGET"]["message"]
+        assert ("embed_requires_grad: false, so it was trained on the target's table" in message) == said
 
 
 def test_a_drafter_of_another_width_keeps_its_table_in_every_engine_and_no_alarm_is_raised(tmp_path: Path):
@@ -177,6 +184,8 @@ def test_two_spellings_of_the_base_are_warned_with_what_the_engines_read(tmp_pat
     assert "--rope-theta 10000 --to sglang" in warned["hint"]
     fixed = run_cli("--rope-theta", "10000", "--to", "sglang", src, tmp_path / "out", "--no-record")
     assert fixed.exit_code == 0, fixed.stderr
+    assert "rope restated (--rope-theta 10000): the base the engines read 10000 (default) -> 10000 (default), in " \
+           "every spelling; rope_theta was 500000" in fixed.stdout + fixed.stderr  # said, never silent
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert config["rope_theta"] == 10000.0 and config["rope_parameters"]["rope_theta"] == 10000.0
     assert "W-ROPE-SPELLINGS" not in validate(tmp_path / "out")[1]

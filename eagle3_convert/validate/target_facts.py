@@ -64,10 +64,14 @@ def check_target_embedding(ctx: Context, deep: bool) -> None:
     if len(compared.differing) < compared.rows and any(r.startswith("vllm") for r in runners):
         split = ("; vLLM with tensor parallelism compares each rank's vocabulary shard alone and mixes both tables "
                  "(vllm #50158: acceptance collapsed)")
+    # speculators 0.9.0 (models/eagle3/core.py load_verifier_weights) loads the verifier's table and freezes it
+    # unless embed_requires_grad (default false): a config saying false was trained on the target's
+    frozen = ("; its config says embed_requires_grad: false, so it was trained on the target's table (speculators "
+              "loads the verifier's and freezes it)" if ctx.config.get("embed_requires_grad") is False else "")
     ctx.add("W-EMBED-NOT-TARGET", f"embed_tokens differs from {name}'s input embedding in {rows}: "
             f"{', '.join(own) or 'no engine checked'} draft with the stored table, "
             f"{', '.join(theirs_) or 'no engine checked'} with the target's, so one of them does not draft as "
-            f"trained (TorchSpec #38 exported a random table for a drafter trained on the target's){split}",
+            f"trained (TorchSpec #38 exported a random table for a drafter trained on the target's){frozen}{split}",
             f"if it was trained on the target's frozen embedding (SpecForge, TorchSpec and speculators freeze it), "
             f"`{ctx.command(to, *flags, '--drop-embed', 'frozen')}` leaves the stray table out; if it trained "
             "its own, serve it with an engine that drafts with the stored table", where="embed_tokens.weight")
