@@ -13,6 +13,8 @@ The target is a directory built here: a config.json and a model.safetensors hold
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 from builders import DrafterSpec, RawTensor, build_drafter, write_safetensors
@@ -163,12 +165,18 @@ def test_a_drafter_of_another_width_keeps_its_table_in_every_engine_and_no_alarm
 
 def test_deep_compares_with_the_recorded_local_target(tmp_path: Path):
     src = drafter_with_embed(tmp_path / "drafter")
-    target = write_target_dir(tmp_path / "target", one_row_changed(stored_embedding(src), row=5))
+    target = write_target_dir(tmp_path / "the target", one_row_changed(stored_embedding(src), row=5))
     converted = run_cli("--target", target, "--to", "sglang", src, tmp_path / "recorded", "--no-record")
     assert converted.exit_code == 0, converted.stderr
     assert "W-EMBED-NOT-TARGET" not in validate(tmp_path / "recorded")[1]  # headers only: nothing compared
     warned = validate(tmp_path / "recorded", "--deep")[1]["W-EMBED-NOT-TARGET"]
-    assert "1 of 96 rows" in warned["message"] and f"--target {target.resolve()}" in warned["hint"]
+    assert "1 of 96 rows" in warned["message"] and f"--target {shlex.quote(str(target.resolve()))}" in warned["hint"]
+    # the hint's command, pasted as printed (the path with a space quoted), writes a drafter the warning left
+    [command] = re.findall(r"`(eagle3-convert [^`]*)`", warned["hint"])
+    words = shlex.split(command)[1:]
+    ran = run_cli(*words[:-1], tmp_path / "fixed", "--no-record")
+    assert ran.exit_code == 0, ran.stderr
+    assert "W-EMBED-NOT-TARGET" not in validate(tmp_path / "fixed", "--target", target)[1]
 
 
 # ------------------------------------------------------------------ RoPE
