@@ -17,7 +17,6 @@ from ..engines.embedding import READINGS, cannot_do_without, drafts_with_stored,
 from ..names import runners_of
 from ..target_weights import (compare_tables, engine_rope, local_dirs, rope_fields, spelled_thetas, target_config,
                               target_embedding)
-from ..converters.registry import get_layout
 from .context import Context
 
 
@@ -34,7 +33,7 @@ def _target_flags(ctx: Context, target) -> tuple[str, ...]:
 
 def _way_out_layout(ctx: Context) -> str:
     """The layout a conversion that leaves the embedding out writes: the source's, when its engines do without."""
-    return ctx.layout.name if not cannot_do_without(get_layout(ctx.layout.name).home_engines) else "vllm"
+    return ctx.layout.name if not cannot_do_without(ctx.layout.home_engines) else "vllm"
 
 
 def check_target_embedding(ctx: Context, deep: bool) -> None:
