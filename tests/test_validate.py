@@ -328,6 +328,8 @@ CASES: dict[str, Case] = {
     "W-CONFIG-KEY-FOREIGN": Case(built("speculators"), edit_config(lambda c: c.__setitem__("use_aux_norm", False))),
     "E-CONFIG-FIELD": Case(built("speculators"), edit_config(lambda c: c.__setitem__("transformer_layer_config", []))),
     # (a flat config's family follows its architecture: only speculators' nested decoder names it by model_type)
+    "E-DRAFT-UNSERVED": Case(built("sglang", family="deepseek_mla", target_model_type="deepseek_v3"),
+                             edit_config(lambda c: c.update(mla_use_nope=True))),
     "E-CONFIG-FAMILY": Case(built("speculators"), edit_config(
         lambda c: c["transformer_layer_config"].__setitem__("model_type", "mistral"))),
     "E-CONFIG-ARCH": Case(built("vllm", capture_boundaries=None), edit_config(

@@ -41,6 +41,8 @@ CODES: dict[str, tuple[Severity, str]] = {
                                        "engine's reading, not by the EAGLE-3 checks (DSpark's head shapes unchecked)"),
     "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
     "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
+    "E-DRAFT-UNSERVED": ("error", "a drafter whose maths no engine's drafter class serves (Kimi K3's NoPE MLA, "
+                                  "output gate, SiTU MLP): named feature by feature, in every layout"),
     "E-ENGINE-REFUSES": ("error", "the engine refuses this file loudly (a field its drafter kind needs is missing, "
                                   "or the release named with --engine cannot load it)"),
     "E-ENGINE-WRONG": ("error", "the engine loads this file and serves something other than the trained drafter"),

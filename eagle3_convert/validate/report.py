@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..atomic import CONFIG_NAME
+from ..converters import kimi_k3
 from ..converters.layout import ConvertOptions, Layout, drafter_kind
 from ..converters.registry import detect, get_layout, judge_explicit_from, layouts, refuse_target_model
 from ..drafter import BLOCK_KINDS, KIND_LABELS
@@ -88,6 +89,10 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
 
 def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layout]:
     """The layout to check the checkpoint in; every confident candidate when detection cannot choose."""
+    unserved = kimi_k3.refusal(raw.config or {}, raw.tensors)
+    if unserved is not None:  # no check below has words for its maths: the one finding names each feature
+        report.findings.append(from_error(unserved, where=CONFIG_NAME))
+        return []
     if from_layout != "auto":
         report.detected_by = "given with --from"
         try:  # no layout's checks fit a target model: one finding says what it is
