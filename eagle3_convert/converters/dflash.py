@@ -23,6 +23,7 @@ from ..engines.block_diffusion import FULL, SLIDING, by_type, layer_types, serve
 from ..target_identity import TargetIdentity
 from ..errors import FormatError, RefusalError
 from ..json_values import is_int
+from . import dflash2
 from .base import (
     TOP_KEYS,
     Checkpoint,
@@ -41,8 +42,11 @@ from .layout import VOCAB_TENSORS, drafter_kind
 
 # The flat architecture each kind is written with (SpecForge configs/qwen3-8b-{dflash,dspark}.json) and the
 # speculators class (speculators models/{dflash,dspark}/config.py `architectures` default).
-FLAT_ARCHITECTURE = {"dflash": "DFlashDraftModel", "dspark": "DSparkDraftModel"}
-SPECULATORS_ARCHITECTURE = {"dflash": "DFlashSpeculator", "dspark": "DSparkSpeculator"}
+# DFlash2's one name is both (speculators models/dflash2/config.py; vLLM 0.33.0 registry.py and SGLang 0.5.23
+# srt/models/dflash.py register it).
+FLAT_ARCHITECTURE = {"dflash": "DFlashDraftModel", "dspark": "DSparkDraftModel", "dflash2": "DFlash2DraftModel"}
+SPECULATORS_ARCHITECTURE = {"dflash": "DFlashSpeculator", "dspark": "DSparkSpeculator",
+                            "dflash2": "DFlash2DraftModel"}
 # The algorithm's own fields (speculators spells them flat; SpecForge nests all but block_size in dflash_config;
 # deepseek-ai's dense DSpark and speculators' DSparkConverter read them at the top level).
 DSPARK_HEAD_KEYS = ("markov_rank", "markov_head_type", "enable_confidence_head", "confidence_head_with_markov")
@@ -117,6 +121,9 @@ def _read(ckpt: Checkpoint, options: ConvertOptions, kind: str, dec: Mapping[str
                           "qwen3_dspark.py); add the drafter's lm_head", code="E-KEY-MISSING")
     _check_heads(kind, algorithm, tensors)
     _check_attention(dec, algorithm, where, fields["num_layers"])
+    if kind == "dflash2":
+        dflash2.check(algorithm, fields["hidden_size"], fields["vocab_size"], vd,
+                      "dflash_config." if where == "config.json" else "")
     fields.update(kind=kind, hf_extra=extra, draft_vocab_size=vd, target_hidden_size=ht, mask_token_id=mask_token_id,
                   capture_boundaries=boundaries, algorithm=algorithm, layout_extra=layout_extra,
                   top_extra={k: v for k, v in ckpt.config.items() if k in TOP_KEYS})
@@ -172,6 +179,8 @@ def read_speculators(ckpt: Checkpoint, options: ConvertOptions, kind: str) -> Dr
     boundaries = _ids(raw.get(IDS["speculators"]), "speculators")
     mask = _mask_token(raw.get("mask_token_id"), "mask_token_id", kind)
     algorithm = {k: v for k, v in raw.items() if k not in SPECULATORS_KEYS}
+    if kind == "dflash2":  # said explicitly: the flat layout has no default for it
+        algorithm.setdefault("sliding_window_non_causal", dflash2.NON_CAUSAL_DEFAULT)
     if kind == "dspark" and "sample_from_anchor" not in algorithm:
         raise RefusalError("sample_from_anchor is absent: speculators' DSparkSpeculatorConfig reads it as true, vLLM's "
                            "update_dspark as false, so the file names no single drafter",
@@ -284,7 +293,7 @@ class DFlashLayout(Layout):
         raw = ckpt.config
         kind, named = drafter_kind(raw)
         if kind not in BLOCK_KINDS:
-            raise FormatError(f"config.json has {named}, not a DFlash or DSpark architecture",
+            raise FormatError(f"config.json has {named}, not a DFlash, DSpark or DFlash2 architecture",
                               f"the {self.name} layout holds {', '.join(FLAT_ARCHITECTURE.values())} drafters",
                               code="E-CONFIG-ALGORITHM")
         nested = raw.get("dflash_config")

@@ -54,7 +54,7 @@ class SpeculatorsLayout(Layout):
     engine = "speculators"
     renames = RENAMES
     home_engines = ("speculators", "vllm-v1", "vllm-v2")
-    kinds = ("eagle3", "peagle", "dflash", "dspark")
+    kinds = ("eagle3", "peagle", "dflash", "dspark", "dflash2")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         cfg = ckpt.config

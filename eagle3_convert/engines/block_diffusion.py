@@ -31,9 +31,23 @@ from ..drafter import KIND_LABELS as LABEL, DrafterConfig
 from ..names import engine_of
 from .common import AS_TRAINED, REFUSES, UNKNOWN, WRONG, architectures, id_list
 
-VLLM_CLASS = {"dflash": "DFlashQwen3ForCausalLM", "dspark": "Qwen3DSparkForCausalLM"}
-# The one vLLM runner a kind runs on (config/vllm.py: "DSpark is implemented only by the V2 GPU model runner")
-VLLM_RUNNER_ONLY = {"dspark": "vllm-v2"}
+VLLM_CLASS = {"dflash": "DFlashQwen3ForCausalLM", "dspark": "Qwen3DSparkForCausalLM",
+              "dflash2": "DFlash2Qwen3ForCausalLM"}
+# The one vLLM runner a kind runs on, and why (config/vllm.py: "DSpark is implemented only by the V2 GPU model
+# runner"; `_get_v1_model_runner_unsupported_features`: "DFlash candidate-head drafts", for DFlash2DraftModel)
+VLLM_RUNNER_ONLY = {"dspark": "vllm-v2", "dflash2": "vllm-v2"}
+V2_ONLY_WHY = {"dspark": "DSpark is implemented only by the V2 GPU model runner (config/vllm.py refuses it)",
+               "dflash2": "the V1 runner refuses DFlash2's candidate head (config/vllm.py: \"Model Runner V1 does "
+                          "not support: DFlash candidate-head drafts\"; its DFlashProposer would never call it)"}
+# Engines whose block-diffusion readers were not read, and what is known of them
+NOT_READ = {
+    "trtllm": "TensorRT-LLM has DFLASH and DSPARK speculative modes (SpeculativeDecodingMode, "
+              "_torch/speculative/interface.py @ 00b6d5a2), but the config and weight readers behind them were not "
+              "read",
+    "llamacpp": "llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR 22105; "
+                "the tier's build, llama.cpp 0c1e57098, also has DFlash2's conv and selector keys), but its DFlash "
+                "converter (conversion/qwen.py) was not read and this tool writes no DFlash GGUF",
+}
 SLIDING, FULL = "sliding_attention", "full_attention"
 MIXED_V1 = ("mixed sliding/full attention layers run on the V2 runner only (config/vllm.py: \"Model Runner V1 does "
             "not support: mixed sliding/full dflash drafts\"; qwen3_dflash.py raises NotImplementedError)")
@@ -61,8 +75,7 @@ def mixed_layers(dec: Mapping[str, Any]) -> bool:
 def vllm_runner_only(config: Mapping[str, Any], kind: str) -> tuple[str, str] | None:
     """The one vLLM runner that runs this file, and why; None: both do."""
     if kind in VLLM_RUNNER_ONLY:
-        return VLLM_RUNNER_ONLY[kind], (f"{LABEL[kind]} is implemented only by the V2 GPU model runner "
-                                        "(config/vllm.py refuses it)")
+        return VLLM_RUNNER_ONLY[kind], V2_ONLY_WHY[kind]
     return ("vllm-v2", MIXED_V1) if mixed_layers(_decoder(config)) else None
 
 
@@ -98,7 +111,7 @@ def served_causality(runner: str, config: Mapping[str, Any]) -> list[bool]:
     dec = _decoder(config)
     types = _types(dec)
     if engine_of(runner) == "vllm":
-        if config.get("speculators_model_type") == "dflash":  # update_dflash: one value for every layer
+        if config.get("speculators_model_type") in ("dflash", "dflash2"):  # update_dflash: one for every layer
             whole = not config.get("sliding_window_non_causal", True)
             return [_override(dec.get("is_causal"), whole)] * len(types)  # type: ignore[list-item]
         # (update_dspark writes no causal: the decoder's own keys decide)
@@ -107,7 +120,8 @@ def served_causality(runner: str, config: Mapping[str, Any]) -> list[bool]:
     if runner == "sglang":  # (no dflash_config.causal)
         whole = _override(dec.get("is_causal"))
         return [whole] * len(types) if whole is not None else by_type(types, True)
-    return by_type(types, not config.get("sliding_window_non_causal", False))  # speculators
+    default = config.get("speculators_model_type") == "dflash2"  # DFlash2SpeculatorConfig's default: true
+    return by_type(types, not config.get("sliding_window_non_causal", default))  # speculators
 
 
 def _layers(indices: list[int]) -> str:
@@ -148,13 +162,24 @@ def _vllm(config: Mapping[str, Any], cfg: DrafterConfig, runner: str) -> tuple[s
             return REFUSES, None, f"update_{kind} reads config_dict['aux_hidden_state_layer_ids'] (KeyError)"
         mask = config.get("mask_token_id")
         builds = f"{VLLM_CLASS[kind]} (speculators {kind})"
+        if kind == "dflash2":
+            lost = _dflash2_fields(config, "update_dflash2 copies only the fields present, and")
+            if lost is not None:
+                return REFUSES, None, lost
+            conv_block = _vllm_conv_block(config)
+            if conv_block is not None and conv_block != cfg.algorithm.get("block_size"):
+                return WRONG, None, (f"its convolutions count positions in blocks of 1 + num_speculative_tokens = "
+                                     f"{conv_block} (qwen3_dflash2.py), not the trained block_size "
+                                     f"{cfg.algorithm.get('block_size')}")
     else:
         archs = architectures(config)
         if kind == "dspark" and config.get("model_type") != "qwen3":
             return REFUSES, None, (f"a flat DSparkDraftModel of model_type {config.get('model_type')!r} is built as "
                                      "DeepSeek-V4's in-target DSpark, not this drafter")
-        if not {"DFlashDraftModel", "DSparkDraftModel"} & set(archs):
+        if not {"DFlashDraftModel", "DSparkDraftModel", "DFlash2DraftModel"} & set(archs):
             return REFUSES, None, f"architectures {archs}: no DFlash/DSpark class vLLM registers"
+        if kind == "dflash2" and (lost := _dflash2_fields(_nested(config), "")) is not None:
+            return REFUSES, None, lost
         # the V2 runner also reads a top-level target_layer_ids (eagle3_utils.py); the V1 runner only the nested
         ids = id_list(config.get("eagle_aux_hidden_state_layer_ids")) or _flat_ids(config, runner == "vllm-v2")
         if ids is None:
@@ -168,7 +193,30 @@ def _vllm(config: Mapping[str, Any], cfg: DrafterConfig, runner: str) -> tuple[s
                                  "(_init_parallel_drafting_params raises)")
     if kind == "dspark" and config.get("markov_rank") is None:
         return REFUSES, None, "Qwen3DSparkModel reads config.markov_rank at the top level (AttributeError)"
+    if kind == "dflash2" and "speculators_model_type" not in config:
+        builds += (f" (serve with num_speculative_tokens {cfg.algorithm.get('block_size', 0) - 1}: its convolutions "
+                   "count positions in blocks of 1 + num_speculative_tokens, qwen3_dflash2.py)")
     return _captures(ids, cfg, f"builds {builds}", served_causality(runner, config))
+
+
+def _dflash2_fields(where: Mapping[str, Any], lead: str) -> str | None:
+    """Why vLLM refuses a DFlash2 file lacking one of its sizes (DFlash2Qwen3DecoderLayer and DFlash2Qwen3Model index
+    dflash_config[...]); None: every one is there."""
+    from ..converters.dflash2 import FIELDS  # (converters import this module)
+    missing = [key for key in FIELDS if where.get(key) is None]
+    if not missing:
+        return None
+    return f"{lead} qwen3_dflash2.py reads dflash_config[{missing[0]!r}] (KeyError)".strip()
+
+
+def _vllm_conv_block(config: Mapping[str, Any]) -> int | None:
+    """The block vLLM's DFlash2 convolutions count positions in: 1 + num_speculative_tokens, which a speculators file
+    gives as its first proposal method's speculative_tokens (speculators/base.py)."""
+    spec_cfg = config.get("speculators_config") if isinstance(config.get("speculators_config"), dict) else {}
+    methods = spec_cfg.get("proposal_methods")
+    tokens = methods[0].get("speculative_tokens") if isinstance(methods, list) and methods and \
+        isinstance(methods[0], dict) else None
+    return tokens + 1 if isinstance(tokens, int) and not isinstance(tokens, bool) else None
 
 
 def _sglang(config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, list[int] | None, str]:
@@ -176,8 +224,22 @@ def _sglang(config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, list[in
         return REFUSES, None, (f"SGLang reads no speculators config: {architectures(config)} is no class it "
                                  "registers")
     archs = set(architectures(config))
-    if not {"DFlashDraftModel", "DSparkDraftModel"} & archs:
+    if not {"DFlashDraftModel", "DSparkDraftModel", "DFlash2DraftModel"} & archs:
         return REFUSES, None, f"architectures {sorted(archs)}: no DFlash/DSpark class SGLang registers"
+    if cfg.kind == "dflash2":
+        nested = _nested(config)
+        if not nested.get("selector_rank") or not nested.get("selector_top_k"):
+            return REFUSES, None, ("DFlash2DraftModel needs dflash_config.selector_rank and selector_top_k "
+                                   "(srt/models/dflash.py, dflash_utils.py: ValueError)")
+        if not nested.get("conv_kernel_size") or not nested.get("conv_group_size"):
+            return UNKNOWN, None, ("without dflash_config.conv_kernel_size and conv_group_size SGLang builds its "
+                                   "layers without the convolutions (parse_dflash_draft_config reads 0); how it "
+                                   "loads the stored conv tensors was not read")
+        block = nested.get("block_size", config.get("block_size"))
+        trained = cfg.algorithm.get("block_size")
+        if (16 if block is None else block) != trained:
+            return WRONG, None, (f"its convolutions count positions in blocks of {block or 16} (block_size, "
+                                 f"default 16: parse_dflash_draft_config), not the trained {trained}")
     ids = _flat_ids(config, top_level_too=False)
     if ids is None:
         return WRONG, None, "names no dflash_config.target_layer_ids: SGLang builds its default target layers"
@@ -230,4 +292,4 @@ def judge(runner: str, config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[s
         return _sglang(config, cfg)
     if runner == "speculators":
         return _speculators(config, cfg)
-    return UNKNOWN, None, f"no {LABEL[cfg.kind]} reader of this engine was read"  # TensorRT-LLM, llama.cpp
+    return UNKNOWN, None, NOT_READ.get(engine_of(runner), f"no {LABEL[cfg.kind]} reader of this engine was read")
