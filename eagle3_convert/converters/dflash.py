@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from ..capture_ids import block_diffusion_boundaries, block_diffusion_ids
 from ..drafter import BLOCK_HEADS, BLOCK_KINDS, KIND_LABELS as LABEL, Drafter
-from ..engines.block_diffusion import FULL, SLIDING, by_type, layer_types, served_causality, trained_causality
+from ..engines.block_diffusion import FULL, NON_CAUSAL_DEFAULT, SLIDING, by_type, layer_types, served_causality, trained_causality
 from ..target_identity import TargetIdentity
 from ..errors import FormatError, RefusalError
 from ..json_values import is_int
@@ -111,6 +111,9 @@ def _read(ckpt: Checkpoint, options: ConvertOptions, kind: str, dec: Mapping[str
     if not (is_int(vd) and vd > 0):
         raise FormatError(f"draft_vocab_size is {vd!r}", "set draft_vocab_size to the lm_head rows",
                           code="E-CONFIG-FIELD")
+    if kind == "dflash2":
+        dflash2.check(algorithm, fields["hidden_size"], fields["vocab_size"], vd,
+                      "dflash_config." if where == "config.json" else "")
     if kind == "dspark" and not (is_int(algorithm.get("markov_rank")) and algorithm["markov_rank"] >= 0):
         raise FormatError(f"markov_rank is {algorithm.get('markov_rank')!r}: DSpark's Markov head is sized by it",
                           "write markov_rank into config.json, as the drafter was trained", code="E-CONFIG-FIELD")
@@ -121,9 +124,6 @@ def _read(ckpt: Checkpoint, options: ConvertOptions, kind: str, dec: Mapping[str
                           "qwen3_dspark.py); add the drafter's lm_head", code="E-KEY-MISSING")
     _check_heads(kind, algorithm, tensors)
     _check_attention(dec, algorithm, where, fields["num_layers"])
-    if kind == "dflash2":
-        dflash2.check(algorithm, fields["hidden_size"], fields["vocab_size"], vd,
-                      "dflash_config." if where == "config.json" else "")
     fields.update(kind=kind, hf_extra=extra, draft_vocab_size=vd, target_hidden_size=ht, mask_token_id=mask_token_id,
                   capture_boundaries=boundaries, algorithm=algorithm, layout_extra=layout_extra,
                   top_extra={k: v for k, v in ckpt.config.items() if k in TOP_KEYS})
@@ -180,7 +180,7 @@ def read_speculators(ckpt: Checkpoint, options: ConvertOptions, kind: str) -> Dr
     mask = _mask_token(raw.get("mask_token_id"), "mask_token_id", kind)
     algorithm = {k: v for k, v in raw.items() if k not in SPECULATORS_KEYS}
     if kind == "dflash2":  # said explicitly: the flat layout has no default for it
-        algorithm.setdefault("sliding_window_non_causal", dflash2.NON_CAUSAL_DEFAULT)
+        algorithm.setdefault("sliding_window_non_causal", NON_CAUSAL_DEFAULT["dflash2"])
     if kind == "dspark" and "sample_from_anchor" not in algorithm:
         raise RefusalError("sample_from_anchor is absent: speculators' DSparkSpeculatorConfig reads it as true, vLLM's "
                            "update_dspark as false, so the file names no single drafter",

@@ -20,9 +20,6 @@ from ..errors import FormatError
 from ..json_values import is_int
 
 FIELDS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
-# speculators' DFlash2SpeculatorConfig default (config.py), which vLLM's update_dflash reads alike
-# (`not sliding_window_non_causal`, absent: true); DFlash's own default is false (models/dflash/config.py)
-NON_CAUSAL_DEFAULT = True
 
 
 def check(algorithm: Mapping[str, Any], hidden_size: int, vocab_size: int, draft_vocab_size: int,
@@ -35,13 +32,17 @@ def check(algorithm: Mapping[str, Any], hidden_size: int, vocab_size: int, draft
                               "it (vLLM's qwen3_dflash2.py indexes it: KeyError; SGLang reads 0 and builds none)",
                               f"write {key} (an integer >= 1, as the drafter was trained) into config.json",
                               code="E-CONFIG-FIELD")
+    block = algorithm.get("block_size")
+    if not (is_int(block) and block >= 1):
+        raise FormatError(f"{where}block_size is {block!r}: DFlash2's convolutions count positions within a block "
+                          "of block_size (speculators' GroupedDynamicCausalConv; SGLang reads it, default 16)",
+                          "write the trained block_size into config.json", code="E-CONFIG-FIELD")
     group, kernel, top_k = algorithm["conv_group_size"], algorithm["conv_kernel_size"], algorithm["selector_top_k"]
     if hidden_size % group:
         raise FormatError(f"{where}conv_group_size {group} does not divide hidden_size {hidden_size}: each dynamic "
                           "kernel is shared by conv_group_size channels (speculators and vLLM raise ValueError)",
                           "write the trained conv_group_size into config.json", code="E-CONFIG-FIELD")
-    block = algorithm.get("block_size")
-    if is_int(block) and kernel > block:
+    if kernel > block:
         raise FormatError(f"{where}conv_kernel_size {kernel} exceeds block_size {block}: the convolution's taps "
                           "stay within one draft block (speculators' GroupedDynamicCausalConv raises)",
                           "write the trained conv_kernel_size and block_size into config.json", code="E-CONFIG-FIELD")
@@ -51,8 +52,8 @@ def check(algorithm: Mapping[str, Any], hidden_size: int, vocab_size: int, draft
                           code="E-CONFIG-FIELD")
     if draft_vocab_size != vocab_size:
         raise FormatError(f"a DFlash2 drafter drafting {draft_vocab_size} of {vocab_size} tokens: its candidate "
-                           "selector's codebooks and the verifier's head it reranks span the full vocabulary "
-                           "(speculators' DFlash2DraftModel raises \"DFlash2 currently requires the full verifier "
-                           "vocabulary\"; vLLM and SGLang size the codebooks by vocab_size)",
-                           "use a DFlash2 drafter trained on the full vocabulary (draft_vocab_size = vocab_size, no "
-                           "d2t/t2d), or a DFlash one for a reduced vocabulary", code="E-VOCAB-FULL-ONLY")
+                          "selector's codebooks and the verifier's head it reranks span the full vocabulary "
+                          "(speculators' DFlash2DraftModel raises \"DFlash2 currently requires the full verifier "
+                          "vocabulary\"; vLLM and SGLang size the codebooks by vocab_size)",
+                          "use a DFlash2 drafter trained on the full vocabulary (draft_vocab_size = vocab_size, no "
+                          "d2t/t2d), or a DFlash one for a reduced vocabulary", code="E-VOCAB-FULL-ONLY")

@@ -12,6 +12,14 @@ SGLang: `srt/models/dflash.py`, `srt/models/dspark.py` (`build_markov_head` read
 target_layer_ids + 1`); no speculators-config reader. speculators (@ c05b95b): `models/dflash/core.py`, `model.py`
 (`from_pretrained` calls `load_verifier_weights`).
 
+DFlash2 (speculators 0.9.0 `models/dflash2`; converters/dflash2.py): vLLM 0.33.0 maps `speculators_model_type:
+dflash2` to method dflash (`speculators/base.py`) and `update_dflash2` (algos.py) to `DFlash2DraftModel` with the four
+sizes copied into dflash_config; `registry.py` builds `DFlash2Qwen3ForCausalLM` (qwen3_dflash2.py), whose
+convolutions count positions in blocks of `1 + num_speculative_tokens`, not the config's block_size; the V1 runner
+refuses it (config/vllm.py, "DFlash candidate-head drafts"). vLLM 0.24.0 and SGLang 0.5.11 have no DFlash2 (no
+file of their installed packages names it). SGLang 0.5.23 registers `DFlash2DraftModel` (srt/models/dflash.py) and
+reads the sizes and block_size (default 16) from dflash_config (`parse_dflash_draft_config`, dflash_utils.py).
+
 Causality within the draft block, per layer (docs/formats.md §2.8, "Causality"): vLLM 0.33.0 `_dflash_layer_causal`
 (qwen3_dflash.py: `is_causal`, then `dflash_config.causal` for every layer, then causal exactly where `layer_types`
 says "sliding_attention"), fed by `update_dflash` (`causal = not sliding_window_non_causal`, absent: true) for a
@@ -49,6 +57,9 @@ NOT_READ = {
                 "converter (conversion/qwen.py) was not read and this tool writes no DFlash GGUF",
 }
 SLIDING, FULL = "sliding_attention", "full_attention"
+# speculators' sliding_window_non_causal when a config has none: DFlash2SpeculatorConfig's default is true
+# (models/dflash2/config.py), DFlash's false (models/dflash/config.py); vLLM's update_dflash reads absent as true
+NON_CAUSAL_DEFAULT = {"dflash": False, "dflash2": True}
 MIXED_V1 = ("mixed sliding/full attention layers run on the V2 runner only (config/vllm.py: \"Model Runner V1 does "
             "not support: mixed sliding/full dflash drafts\"; qwen3_dflash.py raises NotImplementedError)")
 
@@ -120,7 +131,7 @@ def served_causality(runner: str, config: Mapping[str, Any]) -> list[bool]:
     if runner == "sglang":  # (no dflash_config.causal)
         whole = _override(dec.get("is_causal"))
         return [whole] * len(types) if whole is not None else by_type(types, True)
-    default = config.get("speculators_model_type") == "dflash2"  # DFlash2SpeculatorConfig's default: true
+    default = NON_CAUSAL_DEFAULT.get(config.get("speculators_model_type"), False)  # type: ignore[arg-type]
     return by_type(types, not config.get("sliding_window_non_causal", default))  # speculators
 
 
@@ -162,10 +173,7 @@ def _vllm(config: Mapping[str, Any], cfg: DrafterConfig, runner: str) -> tuple[s
             return REFUSES, None, f"update_{kind} reads config_dict['aux_hidden_state_layer_ids'] (KeyError)"
         mask = config.get("mask_token_id")
         builds = f"{VLLM_CLASS[kind]} (speculators {kind})"
-        if kind == "dflash2":
-            lost = _dflash2_fields(config, "update_dflash2 copies only the fields present, and")
-            if lost is not None:
-                return REFUSES, None, lost
+        if kind == "dflash2":  # (its sizes: converters/dflash2.py refuses a file without one)
             conv_block = _vllm_conv_block(config)
             if conv_block is not None and conv_block != cfg.algorithm.get("block_size"):
                 return WRONG, None, (f"its convolutions count positions in blocks of 1 + num_speculative_tokens = "
@@ -178,8 +186,6 @@ def _vllm(config: Mapping[str, Any], cfg: DrafterConfig, runner: str) -> tuple[s
                                      "DeepSeek-V4's in-target DSpark, not this drafter")
         if not {"DFlashDraftModel", "DSparkDraftModel", "DFlash2DraftModel"} & set(archs):
             return REFUSES, None, f"architectures {archs}: no DFlash/DSpark class vLLM registers"
-        if kind == "dflash2" and (lost := _dflash2_fields(_nested(config), "")) is not None:
-            return REFUSES, None, lost
         # the V2 runner also reads a top-level target_layer_ids (eagle3_utils.py); the V1 runner only the nested
         ids = id_list(config.get("eagle_aux_hidden_state_layer_ids")) or _flat_ids(config, runner == "vllm-v2")
         if ids is None:
@@ -199,16 +205,6 @@ def _vllm(config: Mapping[str, Any], cfg: DrafterConfig, runner: str) -> tuple[s
     return _captures(ids, cfg, f"builds {builds}", served_causality(runner, config))
 
 
-def _dflash2_fields(where: Mapping[str, Any], lead: str) -> str | None:
-    """Why vLLM refuses a DFlash2 file lacking one of its sizes (DFlash2Qwen3DecoderLayer and DFlash2Qwen3Model index
-    dflash_config[...]); None: every one is there."""
-    from ..converters.dflash2 import FIELDS  # (converters import this module)
-    missing = [key for key in FIELDS if where.get(key) is None]
-    if not missing:
-        return None
-    return f"{lead} qwen3_dflash2.py reads dflash_config[{missing[0]!r}] (KeyError)".strip()
-
-
 def _vllm_conv_block(config: Mapping[str, Any]) -> int | None:
     """The block vLLM's DFlash2 convolutions count positions in: 1 + num_speculative_tokens, which a speculators file
     gives as its first proposal method's speculative_tokens (speculators/base.py)."""
@@ -226,20 +222,6 @@ def _sglang(config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, list[in
     archs = set(architectures(config))
     if not {"DFlashDraftModel", "DSparkDraftModel", "DFlash2DraftModel"} & archs:
         return REFUSES, None, f"architectures {sorted(archs)}: no DFlash/DSpark class SGLang registers"
-    if cfg.kind == "dflash2":
-        nested = _nested(config)
-        if not nested.get("selector_rank") or not nested.get("selector_top_k"):
-            return REFUSES, None, ("DFlash2DraftModel needs dflash_config.selector_rank and selector_top_k "
-                                   "(srt/models/dflash.py, dflash_utils.py: ValueError)")
-        if not nested.get("conv_kernel_size") or not nested.get("conv_group_size"):
-            return UNKNOWN, None, ("without dflash_config.conv_kernel_size and conv_group_size SGLang builds its "
-                                   "layers without the convolutions (parse_dflash_draft_config reads 0); how it "
-                                   "loads the stored conv tensors was not read")
-        block = nested.get("block_size", config.get("block_size"))
-        trained = cfg.algorithm.get("block_size")
-        if (16 if block is None else block) != trained:
-            return WRONG, None, (f"its convolutions count positions in blocks of {block or 16} (block_size, "
-                                 f"default 16: parse_dflash_draft_config), not the trained {trained}")
     ids = _flat_ids(config, top_level_too=False)
     if ids is None:
         return WRONG, None, "names no dflash_config.target_layer_ids: SGLang builds its default target layers"
