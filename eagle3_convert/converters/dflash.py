@@ -19,7 +19,8 @@ from typing import Any, Mapping
 
 from ..capture_ids import block_diffusion_boundaries, block_diffusion_ids
 from ..drafter import BLOCK_HEADS, BLOCK_KINDS, KIND_LABELS as LABEL, Drafter
-from ..engines.block_diffusion import FULL, NON_CAUSAL_DEFAULT, SLIDING, by_type, layer_types, served_causality, trained_causality
+from ..engines.block_diffusion import (FULL, NON_CAUSAL_DEFAULT, SLIDING, by_type, layer_types, served_causality,
+                                       trained_causality)
 from ..target_identity import TargetIdentity
 from ..errors import FormatError, RefusalError
 from ..json_values import is_int
