@@ -85,7 +85,9 @@ def test_dflash2_converts_to_the_flat_layout_and_back_byte_for_byte(tmp_path: Pa
                                "convolutions count positions in blocks of 1 + num_speculative_tokens, "
                                "qwen3_dflash2.py), capturing boundaries [2, 18, 34]")
     assert said["sglang"] == ("as-trained", "builds DFlash2DraftModel, capturing boundaries [2, 18, 34]")
-    assert said["trtllm"][0] == said["llamacpp"][0] == "unknown"
+    assert said["trtllm"] == ("unknown", "no DFlash2 (candidate selector, grouped convolutions) was found in "
+                              "TensorRT-LLM's sources read (_torch/speculative, _torch/models)")
+    assert said["llamacpp"][0] == "unknown" and "this tool writes no DFlash GGUF" in said["llamacpp"][1]
 
     back = tmp_path / "back"
     again = serves(flat, back, "speculators")

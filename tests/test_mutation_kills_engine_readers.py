@@ -377,9 +377,9 @@ def serves(src: Path, dest: Path, *engines: str) -> dict[str, dict]:
 
 DFLASH_SERVED = {"verdict": "as-trained", "captures": [2, 10, 18, 26, 34]}  # SpecForge's ids [1, 9, 17, 25, 33] + 1
 # what is known of the two engines whose block-diffusion readers were not read (engines/block_diffusion.py)
-TRTLLM_NOT_READ = ("TensorRT-LLM has DFLASH and DSPARK speculative modes (SpeculativeDecodingMode, "
-                   "_torch/speculative/interface.py @ 00b6d5a2), but the config and weight readers behind them were "
-                   "not read")
+TRTLLM_NOT_READ = ("TensorRT-LLM's DFlashForCausalLM (modeling_dflash.py @ 7c7504c0) reads dflash_config's "
+                   "mask_token_id, target_layer_ids and block_size, but how it turns target_layer_ids into captured "
+                   "layers was not read")
 LLAMACPP_NOT_READ = ("llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR "
                      "22105; the tier's build, llama.cpp 0c1e57098, also has DFlash2's conv and selector keys), but "
                      "its DFlash converter (conversion/qwen.py) was not read and this tool writes no DFlash GGUF")

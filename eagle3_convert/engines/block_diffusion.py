@@ -47,15 +47,20 @@ VLLM_RUNNER_ONLY = {"dspark": "vllm-v2", "dflash2": "vllm-v2"}
 V2_ONLY_WHY = {"dspark": "DSpark is implemented only by the V2 GPU model runner (config/vllm.py refuses it)",
                "dflash2": "the V1 runner refuses DFlash2's candidate head (config/vllm.py: \"Model Runner V1 does "
                           "not support: DFlash candidate-head drafts\"; its DFlashProposer would never call it)"}
-# Engines whose block-diffusion readers were not read, and what is known of them
+# Engines whose block-diffusion readers were not read far enough for a verdict, and what is known of them.
+# TensorRT-LLM: `SpeculativeDecodingMode` has DFLASH and DSPARK (_torch/speculative/interface.py @ 00b6d5a2);
+# `DFlashForCausalLM` (_torch/models/modeling_dflash.py @ 7c7504c0) reads dflash_config.mask_token_id (else the
+# top-level one, else vocab_size), dflash_config.target_layer_ids and block_size, and attends bidirectionally within
+# the block unless a subclass says otherwise; how target_layer_ids become captured layers was not read.
 NOT_READ = {
-    "trtllm": "TensorRT-LLM has DFLASH and DSPARK speculative modes (SpeculativeDecodingMode, "
-              "_torch/speculative/interface.py @ 00b6d5a2), but the config and weight readers behind them were not "
-              "read",
+    "trtllm": "TensorRT-LLM's DFlashForCausalLM (modeling_dflash.py @ 7c7504c0) reads dflash_config's mask_token_id, "
+              "target_layer_ids and block_size, but how it turns target_layer_ids into captured layers was not read",
     "llamacpp": "llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR 22105; "
                 "the tier's build, llama.cpp 0c1e57098, also has DFlash2's conv and selector keys), but its DFlash "
                 "converter (conversion/qwen.py) was not read and this tool writes no DFlash GGUF",
 }
+NOT_READ_DFLASH2 = {"trtllm": "no DFlash2 (candidate selector, grouped convolutions) was found in TensorRT-LLM's "
+                              "sources read (_torch/speculative, _torch/models)"}
 SLIDING, FULL = "sliding_attention", "full_attention"
 # speculators' sliding_window_non_causal when a config has none: DFlash2SpeculatorConfig's default is true
 # (models/dflash2/config.py), DFlash's false (models/dflash/config.py); vLLM's update_dflash reads absent as true
@@ -274,4 +279,7 @@ def judge(runner: str, config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[s
         return _sglang(config, cfg)
     if runner == "speculators":
         return _speculators(config, cfg)
-    return UNKNOWN, None, NOT_READ.get(engine_of(runner), f"no {LABEL[cfg.kind]} reader of this engine was read")
+    engine = engine_of(runner)
+    if cfg.kind == "dflash2" and engine in NOT_READ_DFLASH2:
+        return UNKNOWN, None, NOT_READ_DFLASH2[engine]
+    return UNKNOWN, None, NOT_READ.get(engine, f"no {LABEL[cfg.kind]} reader of this engine was read")
