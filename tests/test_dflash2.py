@@ -85,6 +85,8 @@ def test_dflash2_converts_to_the_flat_layout_and_back_byte_for_byte(tmp_path: Pa
                                "convolutions count positions in blocks of 1 + num_speculative_tokens, "
                                "qwen3_dflash2.py), capturing boundaries [2, 18, 34]")
     assert said["sglang"] == ("as-trained", "builds DFlash2DraftModel, capturing boundaries [2, 18, 34]")
+    report = json.loads(run_cli("validate", "--json", flat).stdout)  # the flat file passes its own schema and checks
+    assert report["ok"] and report["layout"] == "dflash", report["findings"]
     assert said["trtllm"] == ("unknown", "no DFlash2 (candidate selector, grouped convolutions) was found in "
                               "TensorRT-LLM's sources read (_torch/speculative, _torch/models)")
     assert said["llamacpp"][0] == "unknown" and "this tool writes no DFlash GGUF" in said["llamacpp"][1]
@@ -172,3 +174,24 @@ def test_eagle3_layouts_refuse_a_dflash2_drafter(tmp_path: Path):
     done = run_cli("--no-record", "--to", "sglang", SAMPLE, tmp_path / "out")
     assert done.exit_code == 1 and refusal(done.stderr) == "E-KIND-UNSUPPORTED", done.stderr
     shutil.rmtree(tmp_path / "out", ignore_errors=True)
+
+
+def test_the_published_card_serves_it_with_the_method_the_engines_have(tmp_path: Path):
+    """vLLM has no method dflash2 (config/speculative.py: DFlashModelTypes is "dflash"; speculators/base.py maps a
+    speculators dflash2 to it) and SGLang serves DFlash2DraftModel with its DFLASH worker: the card says dflash."""
+    flat = tmp_path / "flat"
+    assert run_cli("--no-record", "--quiet", "--to", "dflash", SAMPLE, flat).exit_code == 0
+    done = run_cli("publish", "--dry-run", "--no-record", "--verifier", "Qwen/Qwen3-8B", flat, "org/qwen3-dflash2")
+    assert done.exit_code == 0, done.stderr
+    card = done.stdout
+    assert "A DFlash2 (block-diffusion) draft model" in card
+    assert '"method": "dflash"' in card and '"num_speculative_tokens": 7' in card
+    assert "--speculative-algorithm DFLASH " in card and '"method": "dflash2"' not in card and "DFLASH2" not in card
+
+
+def test_registry_records_a_dflash2_drafter(tmp_path: Path, registry_url, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("EAGLE3_CONVERT_REGISTRY", str(registry_url))
+    added = run_cli("registry", "add", "--json", SAMPLE)
+    assert added.exit_code == 0, added.stderr
+    records = json.loads(run_cli("registry", "list", "--json").stdout)["records"]
+    assert [(r["drafter_kind"], r["capture_boundaries"]) for r in records] == [("dflash2", [2, 18, 34])]
