@@ -244,7 +244,8 @@ def refuse_other_kind(kind: str, layout: str, kinds: tuple[str, ...], where: str
     elif own in ("vllm", "nemo"):  # (nemo is read only)
         homes = "the vllm layout (`--to vllm`): vLLM serves every variant"
     raise RefusalError(f"the drafter is a {kind} drafter ({where}), and the {layout} layout holds "
-                       f"{' and '.join(kinds)} drafters only{why}", f"convert it to {homes}", code="E-KIND-UNSUPPORTED")
+                       f"{' and '.join(filter(None, (', '.join(kinds[:-1]), kinds[-1])))} drafters only{why}",
+                       f"convert it to {homes}", code="E-KIND-UNSUPPORTED")
 
 
 # ---------------------------------------------------- flat-config layout markers
