@@ -73,6 +73,7 @@ def test_dflash2_converts_to_the_flat_layout_and_back_byte_for_byte(tmp_path: Pa
     said = serves(SAMPLE, flat, "dflash")
     written = json.loads((flat / "config.json").read_text())
     assert written["architectures"] == ["DFlash2DraftModel"] and written["block_size"] == 8
+    assert written["dflash_config"]["block_size"] == 8  # where SGLang and TensorRT-LLM look first
     nested = written["dflash_config"]
     assert {k: nested[k] for k in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k",
                                    "target_layer_ids", "mask_token_id")} == {
@@ -195,3 +196,21 @@ def test_registry_records_a_dflash2_drafter(tmp_path: Path, registry_url, monkey
     assert added.exit_code == 0, added.stderr
     records = json.loads(run_cli("registry", "list", "--json").stdout)["records"]
     assert [(r["drafter_kind"], r["capture_boundaries"]) for r in records] == [("dflash2", [2, 18, 34])]
+
+
+def test_a_flat_dflash2_with_its_block_size_only_in_dflash_config_is_read(tmp_path: Path):
+    """A flat DFlash2 config may nest block_size (SGLang's parse_dflash_draft_config reads it there first): read, and
+    written back in both places."""
+    flat = tmp_path / "flat"
+    assert run_cli("--no-record", "--quiet", "--to", "dflash", SAMPLE, flat).exit_code == 0
+    config = json.loads((flat / "config.json").read_text())
+    del config["block_size"]
+    (flat / "config.json").write_text(json.dumps(config))
+    again = tmp_path / "again"
+    done = run_cli("--no-record", "--to", "speculators", "--verifier", "Qwen/Qwen3-8B", flat, again)
+    assert done.exit_code == 0, done.stderr
+    assert json.loads((again / "config.json").read_text())["block_size"] == 8
+    del config["dflash_config"]["block_size"]
+    (flat / "config.json").write_text(json.dumps(config))
+    done = run_cli("--no-record", "--to", "speculators", "--verifier", "Qwen/Qwen3-8B", flat, tmp_path / "none")
+    assert done.exit_code == 1 and refusal(done.stderr) == "E-CONFIG-FIELD" and "block_size is None" in done.stderr

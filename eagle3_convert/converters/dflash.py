@@ -343,6 +343,9 @@ class DFlashLayout(Layout):
             config["is_causal"] = causal
         if "block_size" in cfg.algorithm:
             config["block_size"] = cfg.algorithm["block_size"]
+            if cfg.kind == "dflash2":  # its convolutions count positions by it; SGLang (dflash_utils.py) and
+                # TensorRT-LLM (modeling_dflash.py) read dflash_config's first
+                config["dflash_config"]["block_size"] = cfg.algorithm["block_size"]
         if cfg.draft_vocab_size != cfg.vocab_size:
             config["draft_vocab_size"] = cfg.draft_vocab_size
         if cfg.target_hidden_size is not None:
