@@ -111,6 +111,18 @@ def target(tmp: Path, **fields: Any):
     return load_target_facts(str(dest))
 
 
+def target_holding_the_embedding(tmp: Path, changed: bool = False, **fields: Any):
+    """A target directory whose model.safetensors holds the drafter's (tmp/drafter) embed_tokens as its own (with
+    `changed`, one byte of it changed: another table)."""
+    facts = target(tmp, **fields)
+    [root] = [Path(n) for n in facts.names if Path(n).is_dir()]
+    table = tensors_of(tmp / "drafter")["embed_tokens.weight"]
+    if changed:
+        table = InMemoryTensor(table.dtype, table.shape, bytes([table.data[0] ^ 0x01]) + table.data[1:])
+    write_safetensors(root / WEIGHTS, {"model.embed_tokens.weight": table})
+    return load_target_facts(str(root))
+
+
 def set_bf16(name: str, value_bits: int | None = None, all_bits: int | None = None) -> Callable[[Path], None]:
     """Overwrite the first element (value_bits) or every element (all_bits) of a BF16 tensor."""
     def edit(tensors: dict[str, InMemoryTensor]) -> None:
@@ -436,6 +448,16 @@ CASES: dict[str, Case] = {
     "W-TARGET-FAMILY": Case(built("speculators"), lambda p: None, lambda tmp: {"target": target(tmp)},
                             lambda tmp: {"target": target(tmp, architectures=["Qwen3ForCausalLM"],
                                                           model_type="qwen3")}),
+    # issue 35: the target's own embedding (a copy, or another table: TorchSpec #38) and RoPE
+    "I-EMBED-TARGET-COPY": Case(built("sglang", embed_tokens=True), lambda p: None,
+                                lambda tmp: {"target": target_holding_the_embedding(tmp)}),
+    "W-EMBED-NOT-TARGET": Case(built("sglang", embed_tokens=True), lambda p: None,
+                               lambda tmp: {"target": target_holding_the_embedding(tmp)},
+                               lambda tmp: {"target": target_holding_the_embedding(tmp, changed=True)}),
+    "W-ROPE-SPELLINGS": Case(built("sglang"), edit_config(lambda c: c.update(
+        rope_theta=500000.0, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}))),
+    "W-ROPE-TARGET": Case(built("sglang"), lambda p: None, lambda tmp: {"target": target(tmp)},
+                          lambda tmp: {"target": target(tmp, rope_theta=500000.0)}),
     # --deep (on a peer sample: its weights are real random floats, finite and not at init values)
     "E-DEEP-NONFINITE": Case(from_sample("specforge-sglang"), set_bf16("fc.weight", value_bits=0x7FC0),
                              lambda tmp: {"deep": True}),

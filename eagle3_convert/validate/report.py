@@ -28,6 +28,7 @@ from .gguf import validate_gguf
 from .profiles import LAYOUT_ENGINES, engine_profiles
 from .raw import RawCheckpoint, read_raw
 from .target import check_target
+from .target_facts import check_target_facts
 from .tensors import check_tensors
 from .vocab import check_vocab
 
@@ -70,7 +71,7 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
                       name_layout=len(candidates) > 1 or from_layout != "auto",
                       recorded_target=next((k.target for k in known if k.target is not None), None))
         ctx.releases = report.releases
-        run_checks(ctx)
+        run_checks(ctx, deep)
         if ctx.cfg is not None:
             check_known(ctx, known)
         if not any(f.severity == "error" for f in findings):
@@ -197,8 +198,9 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return sorted(out, key=lambda f: order[f.severity])
 
 
-def run_checks(ctx: Context) -> None:
-    """Every check, in order: the config first (later checks read `ctx.cfg`), the schema last."""
+def run_checks(ctx: Context, deep: bool = False) -> None:
+    """Every check, in order: the config first (later checks read `ctx.cfg`), the schema last (`deep`: the target
+    recorded for these weights is compared too, where it names a local copy)."""
     ctx.cfg = read_config(ctx)
     check_rope(ctx)
     read_capture_ids(ctx)
@@ -212,6 +214,7 @@ def run_checks(ctx: Context) -> None:
                 check_engine(ctx, engine_profiles()[name])
         check_engine_verdicts(ctx)
         check_target(ctx)
+        check_target_facts(ctx, deep)
     check_schema(ctx)
 
 
