@@ -26,10 +26,12 @@ FAMILIES = ("llama", "qwen3", "deepseek_mla")
 # drafters DFlash and DSpark (speculators `models/dflash`, `models/dspark`; z-lab/SpecForge `DFlashDraftModel`,
 # `DSparkDraftModel`): plain decoder layers over their own captured target states, a `mask_token_id` block drafted
 # in one pass, and the verifier's embedding and head borrowed when the file has none (converters/block_diffusion.py).
-Kind = Literal["eagle3", "peagle", "dflash", "dspark"]
-KINDS = ("eagle3", "peagle", "dflash", "dspark")
-BLOCK_KINDS = ("dflash", "dspark")
-KIND_LABELS = {"eagle3": "EAGLE-3", "peagle": "P-EAGLE", "dflash": "DFlash", "dspark": "DSpark"}
+# DFlash2 (speculators `models/dflash2`, PR 1006) is DFlash with a grouped dynamic convolution around each layer's
+# attention and MLP and a low-rank candidate selector over the full verifier vocabulary (converters/dflash2.py).
+Kind = Literal["eagle3", "peagle", "dflash", "dspark", "dflash2"]
+KINDS = ("eagle3", "peagle", "dflash", "dspark", "dflash2")
+BLOCK_KINDS = ("dflash", "dspark", "dflash2")
+KIND_LABELS = {"eagle3": "EAGLE-3", "peagle": "P-EAGLE", "dflash": "DFlash", "dspark": "DSpark", "dflash2": "DFlash2"}
 # DSpark's Markov and confidence heads (speculators models/dspark), each built when a config field says so
 BLOCK_HEADS = {"markov_head.": "markov_rank", "confidence_head.": "enable_confidence_head"}
 
@@ -255,6 +257,27 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
             shapes.update({p + "mlp.gate_proj.bias": (I,), p + "mlp.up_proj.bias": (I,), p + "mlp.down_proj.bias": (H,)})
         if i == 0 and not block:
             shapes[p + "hidden_norm.weight"] = (H,)
+    if cfg.kind == "dflash2":
+        shapes.update(dflash2_shapes(cfg))
+    return shapes
+
+
+def dflash2_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
+    """DFlash2's own tensors (speculators 0.9.0 models/dflash2/model_definitions.py: GroupedDynamicCausalConv
+    `base_kernel` [2, K, H] and `kernel_projection` [2*K*(H/G), H] in each layer's attention_conv and mlp_conv;
+    CandidateSelector `predecessor_codebook`, `successor_codebook` [V, R], `hidden_projection` [R, H]); none where a
+    field is not a usable size (the reader refuses those)."""
+    H, V, alg = cfg.hidden_size, cfg.vocab_size, cfg.algorithm
+    k, g, r = (alg.get(key) for key in ("conv_kernel_size", "conv_group_size", "selector_rank"))
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (k, g, r)) or H % g:
+        return {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for i in range(cfg.num_layers):
+        for conv in ("attention_conv", "mlp_conv"):
+            shapes[f"layers.{i}.{conv}.base_kernel"] = (2, k, H)
+            shapes[f"layers.{i}.{conv}.kernel_projection.weight"] = (2 * k * (H // g), H)
+    shapes.update({"candidate_selector.predecessor_codebook": (V, r), "candidate_selector.successor_codebook": (V, r),
+                   "candidate_selector.hidden_projection.weight": (r, H)})
     return shapes
 
 

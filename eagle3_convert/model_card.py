@@ -28,6 +28,9 @@ from .sidecar import tool_name
 ENGINE_TITLES = {"speculators": "speculators", "vllm": "vLLM", "eagle": "EAGLE (original)", "sglang": "SGLang",
                  "specforge": "SpecForge", "modelopt": "ModelOpt", "trtllm": "TensorRT-LLM"}
 NUM_SPECULATIVE_TOKENS = 3
+# The serve-time method of a block kind that has none of its own: DFlash2 runs as vLLM's method dflash
+# (config/speculative.py has no dflash2; speculators/base.py maps it) and SGLang's DFLASH worker (srt/models/dflash.py)
+SERVE_METHOD = {"dflash2": "dflash"}
 TARGET_PLACEHOLDER = "TARGET_MODEL"
 
 
@@ -199,7 +202,7 @@ def serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target: 
     runners = [e for e in ("vllm-v1", "vllm-v2") if e in serving]
     block = config.kind in BLOCK_KINDS
     if runners:
-        spec = {"method": config.kind if block else "eagle3", "model": repo_id,
+        spec = {"method": SERVE_METHOD.get(config.kind, config.kind) if block else "eagle3", "model": repo_id,
                 "num_speculative_tokens": config.block_tokens() if block else NUM_SPECULATIVE_TOKENS}
         if drafter_revision:
             spec["revision"] = drafter_revision
@@ -216,7 +219,7 @@ def serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target: 
     if "sglang" in serving:
         argv = ["python", "-m", "sglang.launch_server", "--model-path", model,
                 *(["--revision", target_revision] if target_revision else []),
-                "--speculative-algorithm", config.kind.upper() if block else "EAGLE3",
+                "--speculative-algorithm", SERVE_METHOD.get(config.kind, config.kind).upper() if block else "EAGLE3",
                 "--speculative-draft-model-path", repo_id,
                 *(["--speculative-draft-model-revision", drafter_revision] if drafter_revision else []),
                 *([] if block else ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",

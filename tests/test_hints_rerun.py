@@ -5,9 +5,9 @@ engine) must be gone; a hint that cannot be made to work must not be printed.
 
 The corpus, chosen so that every kind of file the tool reads is in it once and the whole runs in about a minute on
 two cores:
-- the peer samples of tests/data (SpecForge, speculators, original EAGLE and the hazards made from them) and the
+- the peer samples of tests/data (SpecForge, speculators, original EAGLE and the hazards made from them), the
   block-diffusion configs of tests/data/block-diffusion (DFlash, DSpark), as tests/test_drafters_2026_block.py
-  builds them;
+  builds them, and speculators' own DFlash2 file (tests/data/dflash2-speculators);
 - every published config of tests/data/real-configs, narrowed to a small width (hidden 64; MLA ranks, heads and
   intermediate size cut alike) with its architectures, model_type, vocabularies, capture ids and flags kept: what
   the hints depend on, without the gigabytes a full-size copy costs each conversion;
@@ -81,6 +81,7 @@ def corpus(root: Path) -> Iterator[Path]:
         yield root / name
     for kind in ("dflash", "dspark"):
         yield specforge_drafter(root / f"specforge-{kind}", kind)
+    yield Path(shutil.copytree(DATA / "dflash2-speculators", root / "speculators-dflash2"))  # (issue 35)
     # issue 35: a config spelling the RoPE base twice, differently (W-ROPE-SPELLINGS; its --target findings,
     # W-ROPE-TARGET and the embedding's, are run by tests/test_hints.py and tests/test_target_facts.py)
     yield build_drafter(root / "rope-spellings", "sglang", DrafterSpec(extra={

@@ -10,6 +10,7 @@ error as the reason); any other build failure fails them (tests/peer_venv.py, te
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -226,6 +227,25 @@ def test_speculators_loads_our_output_exactly(case: str, speculators_loads: dict
     assert_loaded_exactly(report, file_facts(out), allowed, SPECULATORS_OMITS_EMBED)
     # the peer holds the source's own bytes: nothing was re-encoded on the way
     assert {k: report["state"][k] for k in source} == source
+
+
+def test_speculators_loads_our_dflash2_exactly(peer_python: Path, verifier: Path, interop_dir: Path):
+    """Issue 35: speculators' own DFlash2 file (tests/data/dflash2-speculators), through the flat layout and back,
+    loads into speculators' DFlash2DraftModel with every stored tensor as written; the embedding and head come
+    from the verifier, as the library fills them (load_verifier_weights)."""
+    src = Path(shutil.copytree(DATA / "dflash2-speculators", interop_dir / "dflash2-src"))
+    config = json.loads((src / "config.json").read_text())  # trained against the tiny verifier the probe has
+    config["speculators_config"]["verifier"] = {"name_or_path": "org/tiny-llama-verifier",
+                                                "architectures": ["LlamaForCausalLM"]}
+    (src / "config.json").write_text(json.dumps(config, indent=2))
+    out = convert_chain(src, ("dflash", "speculators"), interop_dir / "dflash2", verifier)
+    report = run_probe(peer_python, "load_speculators.py", verifier, out, cwd=interop_dir)["results"][str(out)]
+    assert report["ok"], report.get("error")
+    assert report["class"] == "DFlash2DraftModel"
+    stored = file_facts(out)
+    assert stored == file_facts(src)
+    assert_loaded_exactly(report, stored, {EMBED, "lm_head.weight"}, "DFlash2 borrows the verifier's embedding and "
+                          "head (load_verifier_weights)")
 
 
 def test_speculators_missing_d2t_is_caught(speculators_loads: dict):

@@ -417,8 +417,8 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
     # speculators.py, reading
     "speculators: a speculators type it does not know": (
         "speculators", put(speculators_model_type="medusa"), None, "vllm", (),
-        "error: speculators_model_type is 'medusa', not one of 'eagle3', 'peagle', 'dflash', 'dspark' "
-        "[E-CONFIG-ALGORITHM] — hint: this tool converts EAGLE-3 and P-EAGLE drafters only"),
+        "error: speculators_model_type is 'medusa', not one of 'eagle3', 'peagle', 'dflash', 'dspark', 'dflash2' "
+        "[E-CONFIG-ALGORITHM] — hint: this tool converts EAGLE-3, P-EAGLE, DFlash, DSpark, DFlash2 drafters only"),
     "speculators: no transformer_layer_config": (
         "speculators", _pop("transformer_layer_config"), None, "vllm", (),
         "error: speculators config has no transformer_layer_config object [E-CONFIG-FIELD] — hint: a speculators "

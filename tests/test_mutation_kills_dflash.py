@@ -284,8 +284,9 @@ DFLASH_IDS, SPEC_IDS = "dflash_config.target_layer_ids", "aux_hidden_state_layer
 REFUSALS: dict[str, tuple[str, str, tuple[Edit, ...], Any, tuple[str, ...], str]] = {
     "flat: no DFlash or DSpark class, read --from dflash": (
         "flat", "dflash", (top(architectures=["Qwen3ForCausalLM"]),), None, ("--from", "dflash"),
-        "error: config.json has no kind named (EAGLE-3), not a DFlash or DSpark architecture [E-CONFIG-ALGORITHM] — "
-        "hint: the dflash layout holds DFlashDraftModel, DSparkDraftModel drafters"),
+        "error: config.json has no kind named (EAGLE-3), not a DFlash, DSpark or DFlash2 architecture "
+        "[E-CONFIG-ALGORITHM] — hint: the dflash layout holds DFlashDraftModel, DSparkDraftModel, DFlash2DraftModel "
+        "drafters"),
     "flat: dflash_config no object": (
         "flat", "dflash", (top(dflash_config=[1, 2]),), None, (),
         "error: dflash_config is [1, 2] [E-CONFIG-FIELD] — hint: it must be an object"),

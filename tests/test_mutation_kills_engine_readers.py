@@ -376,7 +376,13 @@ def serves(src: Path, dest: Path, *engines: str) -> dict[str, dict]:
 
 
 DFLASH_SERVED = {"verdict": "as-trained", "captures": [2, 10, 18, 26, 34]}  # SpecForge's ids [1, 9, 17, 25, 33] + 1
-NOT_READ = "no DFlash reader of this engine was read"
+# what is known of the two engines whose block-diffusion readers were not read (engines/block_diffusion.py)
+TRTLLM_NOT_READ = ("TensorRT-LLM's DFlashForCausalLM (modeling_dflash.py @ 7c7504c0) reads dflash_config's "
+                   "mask_token_id, target_layer_ids and block_size, but how it turns target_layer_ids into captured "
+                   "layers was not read")
+LLAMACPP_NOT_READ = ("llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR "
+                     "22105; the tier's build, llama.cpp 0c1e57098, also has DFlash2's conv and selector keys), but "
+                     "its DFlash converter (conversion/qwen.py) was not read and this tool writes no DFlash GGUF")
 
 
 def test_a_block_diffusion_drafter_is_judged_for_the_newest_release_only(tmp_path: Path):
@@ -393,8 +399,8 @@ def test_a_block_diffusion_drafter_is_judged_for_the_newest_release_only(tmp_pat
                     "release": "0.33.0"} for runner in ("vllm-v1", "vllm-v2")},
         "sglang": {"verdict": "unknown", "captures": None, "why": "DFlash drafters were read in SGLang 0.5.23 only, "
                    "not 0.5.22", "release": "0.5.22"},
-        "trtllm": {"verdict": "unknown", "captures": None, "why": NOT_READ, "release": "2026-sources"},
-        "llamacpp": {"verdict": "unknown", "captures": None, "why": NOT_READ, "release": "b11434"}}, said
+        "trtllm": {"verdict": "unknown", "captures": None, "why": TRTLLM_NOT_READ, "release": "2026-sources"},
+        "llamacpp": {"verdict": "unknown", "captures": None, "why": LLAMACPP_NOT_READ, "release": "b11434"}}, said
 
     fleet = serves(src, tmp_path / "b", "vllm", "vllm==0.31.0", "sglang==0.5.23.0", "speculators==9.9")
     assert {r: (v["verdict"], v["why"], v["release"]) for r, v in fleet.items()} == {
@@ -404,7 +410,8 @@ def test_a_block_diffusion_drafter_is_judged_for_the_newest_release_only(tmp_pat
         # a release newer than any modelled: judged by the newest's rules (issue 34), which were read for DFlash
         "speculators": ("refuses", "from_pretrained reads only a speculators config (speculators_model_type); "
                         "`speculators convert` writes one from this DFlash file", "9.9"),
-        "trtllm": ("unknown", NOT_READ, "2026-sources"), "llamacpp": ("unknown", NOT_READ, "b11434")}, fleet
+        "trtllm": ("unknown", TRTLLM_NOT_READ, "2026-sources"),
+        "llamacpp": ("unknown", LLAMACPP_NOT_READ, "b11434")}, fleet
 
 
 # ------------------------------------------------------------------ engines/block_diffusion.py: each engine's reading
@@ -549,8 +556,7 @@ def test_speculators_block_files_as_each_engine_serves_them(tmp_path: Path):
             "vllm-v1": v1 or vllm, "vllm-v2": vllm,
             "sglang": ("refuses", None, f"SGLang reads no speculators config: ['{label}Speculator'] is no class it "
                        "registers"),
-            "trtllm": ("unknown", None, f"no {label} reader of this engine was read"),
-            "llamacpp": ("unknown", None, f"no {label} reader of this engine was read")}, kind
+            "trtllm": ("unknown", None, TRTLLM_NOT_READ), "llamacpp": ("unknown", None, LLAMACPP_NOT_READ)}, kind
 
 
 def test_a_reduced_draft_vocabulary_in_sglangs_block_readers(tmp_path: Path):

@@ -296,8 +296,8 @@ def test_each_kind_refusal_names_where_the_drafter_can_go(tmp_path: Path):
             "speculators or dflash layout (`--to speculators`, `--to dflash`: vLLM and SGLang serve them)")
     eagle3 = build_drafter(tmp_path / "eagle3", "sglang", DrafterSpec())
     assert refused(tmp_path, "--to", "dflash", eagle3) == (
-        "error: the drafter is a eagle3 drafter (no kind named (EAGLE-3)), and the dflash layout holds dflash and "
-        "dspark drafters only [E-KIND-UNSUPPORTED] — hint: convert it to an EAGLE-3 layout: its own, sglang (`--to "
+        "error: the drafter is a eagle3 drafter (no kind named (EAGLE-3)), and the dflash layout holds dflash, "
+        "dspark and dflash2 drafters only [E-KIND-UNSUPPORTED] — hint: convert it to an EAGLE-3 layout: its own, sglang (`--to "
         "sglang`), or `--to vllm` (vLLM serves every variant)")
     native = build_drafter(tmp_path / "native", "vllm", DrafterSpec())  # its own is vllm: named once
     assert refused(tmp_path, "--to", "dflash", native).endswith(

@@ -461,10 +461,16 @@ def test_a_block_diffusion_verdict_for_a_release_whose_reading_is_unknown(tmp_pa
                            {"sglang": ["0.5.22"], "vllm": [None]})
     served = v("as-trained", [2, 10, 18, 26, 34], "builds DFlashQwen3ForCausalLM, capturing boundaries [2, 10, 18, 26, "
                "34]")
-    not_read = v("unknown", None, "no DFlash reader of this engine was read")
+    trtllm = v("unknown", None, "TensorRT-LLM's DFlashForCausalLM (modeling_dflash.py @ 7c7504c0) reads "
+               "dflash_config's mask_token_id, target_layer_ids and block_size, but how it turns target_layer_ids "
+               "into captured layers was not read")
+    llamacpp = v("unknown", None, "llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type "
+                 "draft-dflash`, PR 22105; the tier's build, llama.cpp 0c1e57098, also has DFlash2's conv and selector "
+                 "keys), but its DFlash converter (conversion/qwen.py) was not read and this tool writes no DFlash "
+                 "GGUF")
     assert {r: seen(x) for r, x in found.items()} == expect(
         speculators=v("refuses", None, "from_pretrained reads only a speculators config (speculators_model_type); "
                       "`speculators convert` writes one from this DFlash file"),
         vllm_v1=served, vllm_v2=served,
         sglang=v("unknown", None, "DFlash drafters were read in SGLang 0.5.23 only, not 0.5.22", release="0.5.22"),
-        trtllm=not_read, llamacpp=not_read)
+        trtllm=trtllm, llamacpp=llamacpp)

@@ -187,6 +187,14 @@ def _speculators_bidirectional(dest: Path) -> Path:
     return src
 
 
+def _dflash2_half_vocabulary(path: Path) -> None:
+    """Every other target token drafted, with the map speculators' DraftVocabMixin would save for it."""
+    kept = list(range(0, 512, 2))
+    edit_tensors(lambda t: t.update(d2t=i64([k - i for i, k in enumerate(kept)]), t2d=InMemoryTensor(
+        "BOOL", (512,), bytes(int(k in kept) for k in range(512)))))(path)
+    edit_config(lambda c: c.__setitem__("draft_vocab_size", 256))(path)
+
+
 def with_engines(*names: str) -> Callable[[Path], dict[str, Any]]:
     return lambda tmp: {"engines": list(names)}
 
@@ -378,6 +386,9 @@ CASES: dict[str, Case] = {
     # vocabulary map
     "E-VOCAB-MISSING": Case(built("speculators"), drop_tensor("d2t", "t2d")),
     "E-VOCAB-SHAPE": Case(built("speculators"), edit_tensors(_d2t_one_longer)),
+    # issue 35: a DFlash2 drafter (speculators' own file) given a reduced vocabulary, which its selector cannot have
+    "E-VOCAB-FULL-ONLY": Case(lambda tmp: Path(shutil.copytree(DATA / "dflash2-speculators", tmp / "drafter")),
+                              _dflash2_half_vocabulary),
     "E-VOCAB-DTYPE": Case(built("speculators"), edit_header(lambda h: h["t2d"].__setitem__("dtype", "I8"))),
     "E-VOCAB-T2D": Case(built("speculators"), edit_tensors(_t2d_all_true)),
     "E-VOCAB-ABSOLUTE": Case(built("modelopt"), edit_tensors(_d2t_absolute), with_engines("trtllm")),

@@ -19,10 +19,12 @@ from typing import Any, Mapping
 
 from ..capture_ids import block_diffusion_boundaries, block_diffusion_ids
 from ..drafter import BLOCK_HEADS, BLOCK_KINDS, KIND_LABELS as LABEL, Drafter
-from ..engines.block_diffusion import FULL, SLIDING, by_type, layer_types, served_causality, trained_causality
+from ..engines.block_diffusion import (FULL, NON_CAUSAL_DEFAULT, SLIDING, by_type, layer_types, served_causality,
+                                       trained_causality)
 from ..target_identity import TargetIdentity
 from ..errors import FormatError, RefusalError
 from ..json_values import is_int
+from . import dflash2
 from .base import (
     TOP_KEYS,
     Checkpoint,
@@ -41,8 +43,11 @@ from .layout import VOCAB_TENSORS, drafter_kind
 
 # The flat architecture each kind is written with (SpecForge configs/qwen3-8b-{dflash,dspark}.json) and the
 # speculators class (speculators models/{dflash,dspark}/config.py `architectures` default).
-FLAT_ARCHITECTURE = {"dflash": "DFlashDraftModel", "dspark": "DSparkDraftModel"}
-SPECULATORS_ARCHITECTURE = {"dflash": "DFlashSpeculator", "dspark": "DSparkSpeculator"}
+# DFlash2's one name is both (speculators models/dflash2/config.py; vLLM 0.33.0 registry.py and SGLang 0.5.23
+# srt/models/dflash.py register it).
+FLAT_ARCHITECTURE = {"dflash": "DFlashDraftModel", "dspark": "DSparkDraftModel", "dflash2": "DFlash2DraftModel"}
+SPECULATORS_ARCHITECTURE = {"dflash": "DFlashSpeculator", "dspark": "DSparkSpeculator",
+                            "dflash2": "DFlash2DraftModel"}
 # The algorithm's own fields (speculators spells them flat; SpecForge nests all but block_size in dflash_config;
 # deepseek-ai's dense DSpark and speculators' DSparkConverter read them at the top level).
 DSPARK_HEAD_KEYS = ("markov_rank", "markov_head_type", "enable_confidence_head", "confidence_head_with_markov")
@@ -107,6 +112,9 @@ def _read(ckpt: Checkpoint, options: ConvertOptions, kind: str, dec: Mapping[str
     if not (is_int(vd) and vd > 0):
         raise FormatError(f"draft_vocab_size is {vd!r}", "set draft_vocab_size to the lm_head rows",
                           code="E-CONFIG-FIELD")
+    if kind == "dflash2":
+        dflash2.check(algorithm, fields["hidden_size"], fields["vocab_size"], vd,
+                      "dflash_config." if where == "config.json" else "")
     if kind == "dspark" and not (is_int(algorithm.get("markov_rank")) and algorithm["markov_rank"] >= 0):
         raise FormatError(f"markov_rank is {algorithm.get('markov_rank')!r}: DSpark's Markov head is sized by it",
                           "write markov_rank into config.json, as the drafter was trained", code="E-CONFIG-FIELD")
@@ -172,6 +180,8 @@ def read_speculators(ckpt: Checkpoint, options: ConvertOptions, kind: str) -> Dr
     boundaries = _ids(raw.get(IDS["speculators"]), "speculators")
     mask = _mask_token(raw.get("mask_token_id"), "mask_token_id", kind)
     algorithm = {k: v for k, v in raw.items() if k not in SPECULATORS_KEYS}
+    if kind == "dflash2":  # said explicitly: the flat layout has no default for it
+        algorithm.setdefault("sliding_window_non_causal", NON_CAUSAL_DEFAULT["dflash2"])
     if kind == "dspark" and "sample_from_anchor" not in algorithm:
         raise RefusalError("sample_from_anchor is absent: speculators' DSparkSpeculatorConfig reads it as true, vLLM's "
                            "update_dspark as false, so the file names no single drafter",
@@ -284,7 +294,7 @@ class DFlashLayout(Layout):
         raw = ckpt.config
         kind, named = drafter_kind(raw)
         if kind not in BLOCK_KINDS:
-            raise FormatError(f"config.json has {named}, not a DFlash or DSpark architecture",
+            raise FormatError(f"config.json has {named}, not a DFlash, DSpark or DFlash2 architecture",
                               f"the {self.name} layout holds {', '.join(FLAT_ARCHITECTURE.values())} drafters",
                               code="E-CONFIG-ALGORITHM")
         nested = raw.get("dflash_config")
@@ -333,6 +343,9 @@ class DFlashLayout(Layout):
             config["is_causal"] = causal
         if "block_size" in cfg.algorithm:
             config["block_size"] = cfg.algorithm["block_size"]
+            if cfg.kind == "dflash2":  # its convolutions count positions by it; SGLang (dflash_utils.py) and
+                # TensorRT-LLM (modeling_dflash.py) read dflash_config's first
+                config["dflash_config"]["block_size"] = cfg.algorithm["block_size"]
         if cfg.draft_vocab_size != cfg.vocab_size:
             config["draft_vocab_size"] = cfg.draft_vocab_size
         if cfg.target_hidden_size is not None:

@@ -225,10 +225,11 @@ def refuse_unless(cond: bool, message: str, hint: str, code: str) -> None:
 # Flat configs: the architecture. SpecForge writes PEagleDraftModel, DFlashDraftModel, DSparkDraftModel
 # (configs/qwen3-8b-{peagle,dflash,dspark}.json); vLLM's speculators path turns peagle into PeagleLlamaForCausalLM /
 # PeagleQwen3ForCausalLM (transformers_utils/configs/speculators/algos.py, update_peagle).
-KIND_BY_SPECULATORS_TYPE = {"eagle3": "eagle3", "peagle": "peagle", "dflash": "dflash", "dspark": "dspark"}
+KIND_BY_SPECULATORS_TYPE = {"eagle3": "eagle3", "peagle": "peagle", "dflash": "dflash", "dspark": "dspark",
+                            "dflash2": "dflash2"}
 KIND_BY_ARCHITECTURE = {"PEagleSpeculator": "peagle", "PEagleDraftModel": "peagle", "PeagleLlamaForCausalLM": "peagle",
                         "PeagleQwen3ForCausalLM": "peagle", "DFlashSpeculator": "dflash", "DFlashDraftModel": "dflash",
-                        "DSparkSpeculator": "dspark", "DSparkDraftModel": "dspark"}
+                        "DSparkSpeculator": "dspark", "DSparkDraftModel": "dspark", "DFlash2DraftModel": "dflash2"}
 def drafter_kind(config: dict[str, Any]) -> tuple[str | None, str]:
     """The drafter kind config.json names (None: a speculators type this tool does not know), and the field naming
     it, as `field 'value'`. A config that names no kind is EAGLE-3."""
@@ -251,14 +252,15 @@ def refuse_other_kind(kind: str, layout: str, kinds: tuple[str, ...], where: str
     homes, why = f"an EAGLE-3 layout: its own, {own} (`--to {own}`), or `--to vllm` (vLLM serves every variant)", ""
     if kind == "peagle":
         homes = "the speculators layout (`--to speculators`, served by vLLM)"
-    elif kind in ("dflash", "dspark"):
+    elif kind in ("dflash", "dspark", "dflash2"):
         homes = "the speculators or dflash layout (`--to speculators`, `--to dflash`: vLLM and SGLang serve them)"
         why = ": a block-diffusion drafter (plain decoder layers over its own target layers, a masked block drafted " \
               "in one pass), which no EAGLE-3 class builds"
     elif own in ("vllm", "nemo"):  # (nemo is read only)
         homes = "the vllm layout (`--to vllm`): vLLM serves every variant"
     raise RefusalError(f"the drafter is a {kind} drafter ({where}), and the {layout} layout holds "
-                       f"{' and '.join(kinds)} drafters only{why}", f"convert it to {homes}", code="E-KIND-UNSUPPORTED")
+                       f"{' and '.join(filter(None, (', '.join(kinds[:-1]), kinds[-1])))} drafters only{why}",
+                       f"convert it to {homes}", code="E-KIND-UNSUPPORTED")
 
 
 # ---------------------------------------------------- flat-config layout markers

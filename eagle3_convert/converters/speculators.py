@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..capture_ids import IDS_KEY, engine_boundaries
-from ..drafter import BLOCK_KINDS, NORM_FLAGS, Drafter
+from ..drafter import BLOCK_KINDS, KIND_LABELS, NORM_FLAGS, Drafter
 from ..target_identity import TargetIdentity
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
@@ -54,7 +54,7 @@ class SpeculatorsLayout(Layout):
     engine = "speculators"
     renames = RENAMES
     home_engines = ("speculators", "vllm-v1", "vllm-v2")
-    kinds = ("eagle3", "peagle", "dflash", "dspark")
+    kinds = ("eagle3", "peagle", "dflash", "dspark", "dflash2")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         cfg = ckpt.config
@@ -75,7 +75,8 @@ class SpeculatorsLayout(Layout):
         if kind not in self.kinds:
             raise FormatError(f"speculators_model_type is {raw.get('speculators_model_type')!r}, not one of "
                               f"{', '.join(repr(k) for k in self.kinds)}",
-                              "this tool converts EAGLE-3 and P-EAGLE drafters only", code="E-CONFIG-ALGORITHM")
+                              f"this tool converts {', '.join(KIND_LABELS[k] for k in self.kinds)} drafters only",
+                              code="E-CONFIG-ALGORITHM")
         dec = raw.get("transformer_layer_config")
         if not isinstance(dec, dict):
             raise FormatError("speculators config has no transformer_layer_config object",

@@ -12,6 +12,14 @@ SGLang: `srt/models/dflash.py`, `srt/models/dspark.py` (`build_markov_head` read
 target_layer_ids + 1`); no speculators-config reader. speculators (@ c05b95b): `models/dflash/core.py`, `model.py`
 (`from_pretrained` calls `load_verifier_weights`).
 
+DFlash2 (speculators 0.9.0 `models/dflash2`; converters/dflash2.py): vLLM 0.33.0 maps `speculators_model_type:
+dflash2` to method dflash (`speculators/base.py`) and `update_dflash2` (algos.py) to `DFlash2DraftModel` with the four
+sizes copied into dflash_config; `registry.py` builds `DFlash2Qwen3ForCausalLM` (qwen3_dflash2.py), whose
+convolutions count positions in blocks of `1 + num_speculative_tokens`, not the config's block_size; the V1 runner
+refuses it (config/vllm.py, "DFlash candidate-head drafts"). vLLM 0.24.0 and SGLang 0.5.11 have no DFlash2 (no
+file of their installed packages names it). SGLang 0.5.23 registers `DFlash2DraftModel` (srt/models/dflash.py) and
+reads the sizes and block_size (default 16) from dflash_config (`parse_dflash_draft_config`, dflash_utils.py).
+
 Causality within the draft block, per layer (docs/formats.md §2.8, "Causality"): vLLM 0.33.0 `_dflash_layer_causal`
 (qwen3_dflash.py: `is_causal`, then `dflash_config.causal` for every layer, then causal exactly where `layer_types`
 says "sliding_attention"), fed by `update_dflash` (`causal = not sliding_window_non_causal`, absent: true) for a
@@ -31,10 +39,32 @@ from ..drafter import KIND_LABELS as LABEL, DrafterConfig
 from ..names import engine_of
 from .common import AS_TRAINED, REFUSES, UNKNOWN, WRONG, architectures, id_list
 
-VLLM_CLASS = {"dflash": "DFlashQwen3ForCausalLM", "dspark": "Qwen3DSparkForCausalLM"}
-# The one vLLM runner a kind runs on (config/vllm.py: "DSpark is implemented only by the V2 GPU model runner")
-VLLM_RUNNER_ONLY = {"dspark": "vllm-v2"}
+VLLM_CLASS = {"dflash": "DFlashQwen3ForCausalLM", "dspark": "Qwen3DSparkForCausalLM",
+              "dflash2": "DFlash2Qwen3ForCausalLM"}
+# The one vLLM runner a kind runs on, and why (config/vllm.py: "DSpark is implemented only by the V2 GPU model
+# runner"; `_get_v1_model_runner_unsupported_features`: "DFlash candidate-head drafts", for DFlash2DraftModel)
+VLLM_RUNNER_ONLY = {"dspark": "vllm-v2", "dflash2": "vllm-v2"}
+V2_ONLY_WHY = {"dspark": "DSpark is implemented only by the V2 GPU model runner (config/vllm.py refuses it)",
+               "dflash2": "the V1 runner refuses DFlash2's candidate head (config/vllm.py: \"Model Runner V1 does "
+                          "not support: DFlash candidate-head drafts\"; its DFlashProposer would never call it)"}
+# Engines whose block-diffusion readers were not read far enough for a verdict, and what is known of them.
+# TensorRT-LLM: `SpeculativeDecodingMode` has DFLASH and DSPARK (_torch/speculative/interface.py @ 00b6d5a2);
+# `DFlashForCausalLM` (_torch/models/modeling_dflash.py @ 7c7504c0) reads dflash_config.mask_token_id (else the
+# top-level one, else vocab_size), dflash_config.target_layer_ids and block_size, and attends bidirectionally within
+# the block unless a subclass says otherwise; how target_layer_ids become captured layers was not read.
+NOT_READ = {
+    "trtllm": "TensorRT-LLM's DFlashForCausalLM (modeling_dflash.py @ 7c7504c0) reads dflash_config's mask_token_id, "
+              "target_layer_ids and block_size, but how it turns target_layer_ids into captured layers was not read",
+    "llamacpp": "llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR 22105; "
+                "the tier's build, llama.cpp 0c1e57098, also has DFlash2's conv and selector keys), but its DFlash "
+                "converter (conversion/qwen.py) was not read and this tool writes no DFlash GGUF",
+}
+NOT_READ_DFLASH2 = {"trtllm": "no DFlash2 (candidate selector, grouped convolutions) was found in TensorRT-LLM's "
+                              "sources read (_torch/speculative, _torch/models)"}
 SLIDING, FULL = "sliding_attention", "full_attention"
+# speculators' sliding_window_non_causal when a config has none: DFlash2SpeculatorConfig's default is true
+# (models/dflash2/config.py), DFlash's false (models/dflash/config.py); vLLM's update_dflash reads absent as true
+NON_CAUSAL_DEFAULT = {"dflash": False, "dflash2": True}
 MIXED_V1 = ("mixed sliding/full attention layers run on the V2 runner only (config/vllm.py: \"Model Runner V1 does "
             "not support: mixed sliding/full dflash drafts\"; qwen3_dflash.py raises NotImplementedError)")
 
@@ -61,8 +91,7 @@ def mixed_layers(dec: Mapping[str, Any]) -> bool:
 def vllm_runner_only(config: Mapping[str, Any], kind: str) -> tuple[str, str] | None:
     """The one vLLM runner that runs this file, and why; None: both do."""
     if kind in VLLM_RUNNER_ONLY:
-        return VLLM_RUNNER_ONLY[kind], (f"{LABEL[kind]} is implemented only by the V2 GPU model runner "
-                                        "(config/vllm.py refuses it)")
+        return VLLM_RUNNER_ONLY[kind], V2_ONLY_WHY[kind]
     return ("vllm-v2", MIXED_V1) if mixed_layers(_decoder(config)) else None
 
 
@@ -98,7 +127,7 @@ def served_causality(runner: str, config: Mapping[str, Any]) -> list[bool]:
     dec = _decoder(config)
     types = _types(dec)
     if engine_of(runner) == "vllm":
-        if config.get("speculators_model_type") == "dflash":  # update_dflash: one value for every layer
+        if config.get("speculators_model_type") in ("dflash", "dflash2"):  # update_dflash: one for every layer
             whole = not config.get("sliding_window_non_causal", True)
             return [_override(dec.get("is_causal"), whole)] * len(types)  # type: ignore[list-item]
         # (update_dspark writes no causal: the decoder's own keys decide)
@@ -107,7 +136,8 @@ def served_causality(runner: str, config: Mapping[str, Any]) -> list[bool]:
     if runner == "sglang":  # (no dflash_config.causal)
         whole = _override(dec.get("is_causal"))
         return [whole] * len(types) if whole is not None else by_type(types, True)
-    return by_type(types, not config.get("sliding_window_non_causal", False))  # speculators
+    default = NON_CAUSAL_DEFAULT.get(config.get("speculators_model_type"), False)  # type: ignore[arg-type]
+    return by_type(types, not config.get("sliding_window_non_causal", default))  # speculators
 
 
 def _layers(indices: list[int]) -> str:
@@ -148,12 +178,18 @@ def _vllm(config: Mapping[str, Any], cfg: DrafterConfig, runner: str) -> tuple[s
             return REFUSES, None, f"update_{kind} reads config_dict['aux_hidden_state_layer_ids'] (KeyError)"
         mask = config.get("mask_token_id")
         builds = f"{VLLM_CLASS[kind]} (speculators {kind})"
+        if kind == "dflash2":  # (its sizes: converters/dflash2.py refuses a file without one)
+            conv_block = _vllm_conv_block(config)
+            if conv_block is not None and conv_block != cfg.algorithm.get("block_size"):
+                return WRONG, None, (f"its convolutions count positions in blocks of 1 + num_speculative_tokens = "
+                                     f"{conv_block} (qwen3_dflash2.py), not the trained block_size "
+                                     f"{cfg.algorithm.get('block_size')}")
     else:
         archs = architectures(config)
         if kind == "dspark" and config.get("model_type") != "qwen3":
             return REFUSES, None, (f"a flat DSparkDraftModel of model_type {config.get('model_type')!r} is built as "
                                      "DeepSeek-V4's in-target DSpark, not this drafter")
-        if not {"DFlashDraftModel", "DSparkDraftModel"} & set(archs):
+        if not {"DFlashDraftModel", "DSparkDraftModel", "DFlash2DraftModel"} & set(archs):
             return REFUSES, None, f"architectures {archs}: no DFlash/DSpark class vLLM registers"
         # the V2 runner also reads a top-level target_layer_ids (eagle3_utils.py); the V1 runner only the nested
         ids = id_list(config.get("eagle_aux_hidden_state_layer_ids")) or _flat_ids(config, runner == "vllm-v2")
@@ -168,7 +204,20 @@ def _vllm(config: Mapping[str, Any], cfg: DrafterConfig, runner: str) -> tuple[s
                                  "(_init_parallel_drafting_params raises)")
     if kind == "dspark" and config.get("markov_rank") is None:
         return REFUSES, None, "Qwen3DSparkModel reads config.markov_rank at the top level (AttributeError)"
+    if kind == "dflash2" and "speculators_model_type" not in config:
+        builds += (f" (serve with num_speculative_tokens {cfg.algorithm.get('block_size', 0) - 1}: its convolutions "
+                   "count positions in blocks of 1 + num_speculative_tokens, qwen3_dflash2.py)")
     return _captures(ids, cfg, f"builds {builds}", served_causality(runner, config))
+
+
+def _vllm_conv_block(config: Mapping[str, Any]) -> int | None:
+    """The block vLLM's DFlash2 convolutions count positions in: 1 + num_speculative_tokens, which a speculators file
+    gives as its first proposal method's speculative_tokens (speculators/base.py)."""
+    spec_cfg = config.get("speculators_config") if isinstance(config.get("speculators_config"), dict) else {}
+    methods = spec_cfg.get("proposal_methods")
+    tokens = methods[0].get("speculative_tokens") if isinstance(methods, list) and methods and \
+        isinstance(methods[0], dict) else None
+    return tokens + 1 if isinstance(tokens, int) and not isinstance(tokens, bool) else None
 
 
 def _sglang(config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, list[int] | None, str]:
@@ -176,7 +225,7 @@ def _sglang(config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, list[in
         return REFUSES, None, (f"SGLang reads no speculators config: {architectures(config)} is no class it "
                                  "registers")
     archs = set(architectures(config))
-    if not {"DFlashDraftModel", "DSparkDraftModel"} & archs:
+    if not {"DFlashDraftModel", "DSparkDraftModel", "DFlash2DraftModel"} & archs:
         return REFUSES, None, f"architectures {sorted(archs)}: no DFlash/DSpark class SGLang registers"
     ids = _flat_ids(config, top_level_too=False)
     if ids is None:
@@ -230,4 +279,7 @@ def judge(runner: str, config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[s
         return _sglang(config, cfg)
     if runner == "speculators":
         return _speculators(config, cfg)
-    return UNKNOWN, None, f"no {LABEL[cfg.kind]} reader of this engine was read"  # TensorRT-LLM, llama.cpp
+    engine = engine_of(runner)
+    if cfg.kind == "dflash2" and engine in NOT_READ_DFLASH2:
+        return UNKNOWN, None, NOT_READ_DFLASH2[engine]
+    return UNKNOWN, None, NOT_READ.get(engine, f"no {LABEL[cfg.kind]} reader of this engine was read")

@@ -258,7 +258,7 @@ class DrafterRecord(_Model):
     # weights), or "config-and-weights" (before schema v5: merged into its weights id when a copy is read again)
     id_kind: Literal["content", "hub-fingerprint", "config-and-weights"] = "content"
     # what kind of drafter (drafter.KINDS): EAGLE-3, P-EAGLE, or the block-diffusion DFlash and DSpark
-    drafter_kind: Literal["eagle3", "peagle", "dflash", "dspark"] = "eagle3"
+    drafter_kind: Literal["eagle3", "peagle", "dflash", "dspark", "dflash2"] = "eagle3"
     created_at: UTCDateTime = Field(default_factory=utcnow)
     updated_at: UTCDateTime = Field(default_factory=utcnow)
     locations: list[Location] = Field(default_factory=list)

@@ -37,8 +37,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-CONFIG-KEY-PLACE": ("error", "a key the reader reads sits one level off (top level vs a nested object)"),
     "W-CONFIG-KEY-UNKNOWN": ("warning", "a config key the layout's producers never write (carried verbatim)"),
     "W-CONFIG-KEY-FOREIGN": ("warning", "a key other layouts' engines read and this layout's do not (not carried)"),
-    "I-KIND-BLOCK-DIFFUSION": ("info", "a block-diffusion drafter (DFlash, DSpark): checked by its reader and each "
-                                       "engine's reading, not by the EAGLE-3 checks (DSpark's head shapes unchecked)"),
+    "I-KIND-BLOCK-DIFFUSION": ("info", "a block-diffusion drafter (DFlash, DSpark, DFlash2): checked by its reader and "
+                                       "each engine's reading, not by the EAGLE-3 checks (DSpark's head shapes "
+                                       "unchecked)"),
     "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
     "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
     "E-DRAFT-UNSERVED": ("error", "a drafter whose maths no engine's drafter class serves (Kimi K3's NoPE MLA, "
@@ -84,6 +85,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     # vocabulary map
     "E-VOCAB-MISSING": ("error", "Vd != V and neither d2t nor t2d is present"),
     "E-VOCAB-SHAPE": ("error", "d2t or t2d has the wrong length"),
+    "E-VOCAB-FULL-ONLY": ("error", "a drafter kind that drafts over the full vocabulary only (DFlash2) has a reduced "
+                                   "one"),
     "E-VOCAB-DTYPE": ("error", "d2t is not an integer tensor or t2d not a bool mask"),
     "E-VOCAB-T2D": ("error", "t2d does not mark exactly Vd target ids"),
     "E-VOCAB-ABSOLUTE": ("error", "d2t holds absolute target ids instead of offsets"),

@@ -2,8 +2,8 @@
 
     python load_speculators.py VERIFIER_DIR CKPT_DIR [CKPT_DIR ...]
 
-The checkpoint's config is read with Eagle3SpeculatorConfig and its verifier pointed at
-VERIFIER_DIR in memory (the files stay untouched), since speculators loads the verifier's
+The checkpoint's config is read with its kind's config class (Eagle3SpeculatorConfig, or
+DFlash2SpeculatorConfig for `speculators_model_type: dflash2`) and its verifier pointed at VERIFIER_DIR in memory (the files stay untouched), since speculators loads the verifier's
 embed_tokens / lm_head / norm at load time.
 
 `SpeculatorModel.from_pretrained(..., output_loading_info=True)` crashes on the tuple HF returns,
@@ -19,11 +19,17 @@ import _peer
 
 
 def load(verifier: str, ckpt: str) -> dict:
+    import json
+    from pathlib import Path
+
     from speculators import SpeculatorModel
+    from speculators.models.dflash2 import DFlash2SpeculatorConfig
     from speculators.models.eagle3 import Eagle3SpeculatorConfig
     from transformers import PreTrainedModel
 
-    config = Eagle3SpeculatorConfig.from_pretrained(ckpt)
+    kind = json.loads((Path(ckpt) / "config.json").read_text()).get("speculators_model_type")
+    config_class = DFlash2SpeculatorConfig if kind == "dflash2" else Eagle3SpeculatorConfig
+    config = config_class.from_pretrained(ckpt)
     config.speculators_config.verifier.name_or_path = verifier
 
     captured = []

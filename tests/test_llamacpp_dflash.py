@@ -1,0 +1,64 @@
+"""llama.cpp tier, issue 35: what the tier's llama.cpp (0c1e57098, vendored by llama-cpp-python 0.3.36) does with a
+GGUF of its `dflash` architecture, the facts engines/block_diffusion.py states for llama.cpp.
+
+This tool writes no DFlash GGUF (docs/formats.md §2.8: llama.cpp's DFlash converter was not read), so the files here
+are made from an EAGLE-3 GGUF that `--to gguf` writes, its `eagle3.*` keys renamed `dflash.*`: the real loader
+(`llama_model_dflash::load_arch_hparams`) then decides. A GGUF whose DFlash keys sit one level lower, as the file of
+llama.cpp issue 25116 had them, is refused with the message that issue quotes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from builders import DrafterSpec, build_drafter
+from gguf_target import write_target_gguf
+from test_llamacpp import LlamaCpp, llamacpp, probe, to_gguf  # noqa: F401  (the tier's session fixture)
+
+pytestmark = pytest.mark.llamacpp
+
+
+def renamed(src: Path, dest: Path, target_layers_key: str) -> Path:
+    """`src`'s keys and tensors, with general.architecture `dflash`, every `eagle3.` key as `dflash.` but its
+    target_layers, written as `target_layers_key`."""
+    import gguf
+    import numpy as np
+
+    reader = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dest, "dflash")
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        main = field.types[0]
+        name = "dflash." + key[len("eagle3."):] if key.startswith("eagle3.") else key
+        name = target_layers_key if name == "dflash.target_layers" else name
+        if main == gguf.GGUFValueType.ARRAY:
+            sub = field.types[-1]
+            value = [bytes(field.parts[i]) for i in field.data] if sub == gguf.GGUFValueType.STRING else \
+                [v for i in field.data for v in field.parts[i].tolist()]
+            w.add_key_value(name, value, main, sub_type=sub)
+        else:
+            w.add_key_value(name, field.contents(), main)
+    for t in reader.tensors:
+        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dest
+
+
+def test_the_tiers_llama_cpp_has_the_dflash_arch_and_wants_its_target_layers_at_the_top(llamacpp: LlamaCpp,
+                                                                                        tmp_path: Path):
+    target = write_target_gguf(tmp_path / "target.gguf", layers=8, hidden=32, vocab=512)
+    eagle3 = to_gguf(build_drafter(tmp_path / "src", "speculators", DrafterSpec(vocab_size=512, draft_vocab_size=512)),
+                     tmp_path / "draft", target)
+    refusal = "DFlash model requires 'target_layers' in GGUF metadata"
+    top = probe(llamacpp, top=renamed(eagle3, tmp_path / "top.gguf", "dflash.target_layers"))
+    # the ids read as written; then the EAGLE-3 tensors are not a DFlash drafter's, and the tensor check refuses them
+    assert not top["top"]["loaded"] and refusal not in top["log"], top["log"][-3000:]
+    assert "DFlash extract_layers = [2, 4, 5]" in top["log"] and "check_tensor_dims" in top["log"], top["log"][-3000:]
+    nested = probe(llamacpp, nested=renamed(eagle3, tmp_path / "nested.gguf", "dflash.dflash.target_layers"))
+    assert not nested["nested"]["loaded"]
+    assert refusal in nested["log"], nested["log"][-3000:]
