@@ -24,6 +24,7 @@ from .converters.base import (
 from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family, training_boundaries
 from .converters.layout import drafter_kind, refuse_other_kind
 from .converters.registry import detect, get_layout, judge_explicit_from
+from .converters import quantized
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig
 from .target_identity import TargetIdentity, compare
 from .engines import (REFUSES, SERVING, WRONG, Verdict, releases_of, releases_that_serve, serve_verdicts,
@@ -425,7 +426,7 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     check_known_facts(source, options)
     restore_target(source, options)
     check_capture_range(source.drafter.config, options)
-    plan = layout.plan(source.drafter, options)
+    plan = quantized.plan(layout, source.drafter, options)
     return plan, judge_output(plan, source.drafter, options, layout.home_engines)
 
 

@@ -112,11 +112,6 @@ class ModelOptLayout(Layout):
         notes = list(ckpt.notes)
         refuse_key_errors(self.name, raw, notes)
         markers = flat_markers(ckpt)
-        if markers.quantized:
-            raise RefusalError("a quantized ModelOpt export (quantization_config / hf_quant_config.json): its "
-                               "scales have no counterpart in the other layouts",
-                               "export the drafter unquantized (bf16) from ModelOpt and convert that",
-                               code="E-QUANT-UNSUPPORTED")
         eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         refuse_modelopt_module(eagle, archs)
