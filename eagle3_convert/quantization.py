@@ -111,7 +111,7 @@ def read_scheme(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -
     A quantization other than ModelOpt's is refused: no layout here reads its tensors."""
     qc = config.get("quantization_config")
     if isinstance(qc, Mapping):
-        method = str(qc.get("quant_method", ""))
+        method = str(qc.get("quant_method") or (modelopt_method(qc) or ""))
         if not method.lower().startswith(MODELOPT_METHOD):
             raise RefusalError(f"quantization_config.quant_method is {method!r}: only ModelOpt's quantized exports "
                                "(quant_method modelopt / modelopt_fp4) are read", HINT_EXPORT_PLAIN,
@@ -127,6 +127,17 @@ def read_scheme(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -
         extra = {k: v for k, v in hf_quant.items() if k != "quantization"}
         return _scheme(method, body, {"hf_quant_config": extra} if extra else {}), _names(body.get("exclude_modules"))
     return None
+
+
+def modelopt_method(qc: Mapping[str, Any]) -> str | None:
+    """The quant_method of ModelOpt's nested form, which names none: its EAGLE exporter puts hf_quant_config.json's
+    {"producer": {"name": "modelopt"}, "quantization": {...}} into config.json as it is (hf_spec_export.py:287-288,
+    nvidia-modelopt 0.47.0); vLLM names it by the algo (model_arch_config_convertor.py:248-268 in 0.33.0)."""
+    producer = qc.get("producer")
+    body = qc.get("quantization")
+    if not (isinstance(producer, Mapping) and producer.get("name") == MODELOPT_METHOD and isinstance(body, Mapping)):
+        return None
+    return "modelopt_fp4" if "FP4" in str(body.get("quant_algo", "")).upper() else MODELOPT_METHOD
 
 
 def _scheme(method: str, body: Mapping[str, Any], extra: dict[str, Any]) -> QuantScheme:

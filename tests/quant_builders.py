@@ -20,7 +20,7 @@ from eagle3_convert.quantization import QUANTIZABLE
 FP8_MAX = 448.0  # float8_e4m3fn's largest value: ModelOpt's per-tensor FP8 scale is amax / 448
 
 
-def _f32(value: float) -> RawTensor:
+def f32(value: float) -> RawTensor:
     import struct
 
     return RawTensor("F32", (), struct.pack("<f", value))
@@ -33,7 +33,7 @@ def _fp8_weight(seed: int, name: str, shape: tuple[int, ...]) -> tuple[RawTensor
     w = torch.randn(*shape, generator=g) * 0.05
     scale = w.abs().max() / FP8_MAX
     q = (w / scale).to(torch.float8_e4m3fn)
-    return RawTensor("F8_E4M3", shape, q.view(torch.uint8).numpy().tobytes()), _f32(float(scale))
+    return RawTensor("F8_E4M3", shape, q.view(torch.uint8).numpy().tobytes()), f32(float(scale))
 
 
 def _nvfp4_weight(seed: int, name: str, shape: tuple[int, int]) -> dict[str, RawTensor]:
@@ -44,7 +44,7 @@ def _nvfp4_weight(seed: int, name: str, shape: tuple[int, int]) -> dict[str, Raw
     block = (torch.rand(out, cols // 16, generator=g) * 200 + 1).to(torch.float8_e4m3fn)
     return {"weight": RawTensor("U8", (out, cols // 2), _bytes_for(seed, name, out * cols // 2)),
             "weight_scale": RawTensor("F8_E4M3", (out, cols // 16), block.view(torch.uint8).numpy().tobytes()),
-            "weight_scale_2": _f32(0.001)}
+            "weight_scale_2": f32(0.001)}
 
 
 def quantized_tensors(spec: DrafterSpec, algo: str, plain: Iterable[str]) -> dict[str, RawTensor]:
@@ -58,18 +58,19 @@ def quantized_tensors(spec: DrafterSpec, algo: str, plain: Iterable[str]) -> dic
             continue
         if algo == "FP8":
             out[name], out[f"{module}.weight_scale"] = _fp8_weight(spec.seed, name, t.shape)
-            out[f"{module}.input_scale"] = _f32(0.02)
+            out[f"{module}.input_scale"] = f32(0.02)
         else:
             for suffix, q in _nvfp4_weight(spec.seed, name, t.shape).items():
                 out[f"{module}.{suffix}"] = q
             if algo == "NVFP4":  # W4A4: a static activation scale too; W4A16_NVFP4 has none
-                out[f"{module}.input_scale"] = _f32(0.02)
+                out[f"{module}.input_scale"] = f32(0.02)
     return out
 
 
 def build_quantized(dest: Path, layout: str = "modelopt", spec: DrafterSpec | None = None, *, algo: str = "FP8",
                     plain: Iterable[str] = ("lm_head",), ignore: list[str] | None = None, key: str = "ignore",
-                    config_extra: dict[str, Any] | None = None) -> Path:
+                    config_extra: dict[str, Any] | None = None,
+                    extra_tensors: dict[str, RawTensor] | None = None) -> Path:
     """A quantized drafter in `layout` under `dest`: `plain` modules (canonical) stay bf16, `ignore` (default: the
     plain modules' names as stored) is written under `key` (ModelOpt's exporters wrote `exclude_modules`, vLLM and
     SGLang read `ignore`)."""
@@ -87,6 +88,6 @@ def build_quantized(dest: Path, layout: str = "modelopt", spec: DrafterSpec | No
     dest = Path(dest)
     dest.mkdir(parents=True)
     (dest / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    write_safetensors(dest / "model.safetensors", {**tensors, **vocab})
+    write_safetensors(dest / "model.safetensors", {**tensors, **vocab, **(extra_tensors or {})})
     assert draft_vocab(spec) is None or "d2t" in vocab
     return dest

@@ -103,8 +103,8 @@ class ModelOptLayout(Layout):
             return Detection(self.name, True, f"eagle_config has NVIDIA ModelOpt fields ({fields})")
         if "LlamaForCausalLMEagle3Deep" in m.architectures:
             return Detection(self.name, True, "LlamaForCausalLMEagle3Deep (ModelOpt's Megatron multi-layer export)")
-        if m.quantized and m.eagle3_architecture:
-            return Detection(self.name, True, "an Eagle3 config with a ModelOpt quantization config")
+        if m.quantized and m.eagle3_architecture:  # vLLM and SGLang serve quantized drafters in their layouts too
+            return Detection(self.name, False, "an Eagle3 config with a ModelOpt quantization config")
         return None
 
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:

@@ -30,6 +30,9 @@ from .releases import Change
 
 # The algos each engine's ModelOpt configs accept (else "ModelOpt currently only supports ...").
 VLLM_ALGOS = ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4", "W4A16_NVFP4", "MXFP8", "MIXED_PRECISION")
+# ModelOpt's nested form names no quant_method: vLLM derives it from these algos only, and raises on any other
+# (model_arch_config_convertor.py:248-268 in 0.33.0, :212-228 in 0.24.0 without MIXED_PRECISION).
+VLLM_NESTED_ALGOS = ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4", "MIXED_PRECISION")
 SGLANG_ALGOS_OLD = ("FP8", "NVFP4")  # 0.5.11 modelopt_quant.py:1241
 SGLANG_ALGOS = ("FP8", "NVFP4", "NVFP4_AWQ", "W4A16_NVFP4")  # 0.5.23 modelopt_quant.py:1673
 
@@ -148,6 +151,11 @@ def read_vllm(r: Reading, config: Mapping[str, Any], names: Collection[str], dep
                              "hf_quant_config.json then (not judged here)")
         return
     algo, body, flat = scheme
+    named = config["quantization_config"].get("quant_method")
+    if not named and not flat and algo not in VLLM_NESTED_ALGOS:
+        r.refusal = f"Unknown ModelOpt quant algo: {algo} (vLLM names the method of a config that names none by " \
+                    "its algo, and knows no method for this one)"
+        return
     if algo not in VLLM_ALGOS:
         r.refusal = f"ModelOpt currently only supports: {list(VLLM_ALGOS)} quantizations in vLLM (quant_algo {algo})"
         return

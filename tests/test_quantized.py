@@ -1,0 +1,175 @@
+"""Quantized drafters (issue 35 item 1): ModelOpt FP8 / NVFP4 EAGLE-3 heads read, converted with their scales byte
+for byte, written with an ignore list every engine matches, and judged per engine release.
+
+`tests/data/modelopt-quantized/eagle3-fp8` was written by the real ModelOpt 0.47.0 export on CPU
+(`generate.py` beside it); the other drafters by tests/quant_builders.py, which follows that export."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from builders import DrafterSpec
+from conftest import DATA, edit_config, nothing_written, run_cli, tensor_hashes
+from quant_builders import build_quantized, f32
+
+REAL_FP8 = DATA / "modelopt-quantized" / "eagle3-fp8"
+# The real export is a 4-layer base's head with ids [0, 1]: say how they count, as its exporter does
+REAL_CAPTURE = ("--capture-layers", "0,1", "--convention", "modelopt")
+
+
+def _scales(path: Path) -> dict[str, str]:
+    """sha256 of every quantized weight and scale, by module (the layouts' prefixes stripped)."""
+    hashes = tensor_hashes(path)
+    quantized = {n[:-len("_scale")] for n in hashes if n.endswith(".weight_scale")}
+    out = {}
+    for name, digest in hashes.items():
+        if name.endswith(("_scale", "_scale_2")) or name in quantized:
+            out[name.replace("midlayer.", "layers.0.")] = digest
+    return out
+
+
+def _quant_config(path: Path) -> dict:
+    return json.loads((path / "config.json").read_text())["quantization_config"]
+
+
+def test_real_modelopt_fp8_export_round_trips_its_scales_byte_for_byte(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(REAL_FP8, src)
+    want = _scales(src)
+    assert len(want) == 7 * 3 + 3  # seven layer linears and fc: weight, weight_scale, input_scale
+    vllm = run_cli("convert", src, tmp_path / "vllm", "--to", "vllm", *REAL_CAPTURE)
+    assert vllm.exit_code == 0, vllm.stderr
+    back = run_cli("convert", tmp_path / "vllm", tmp_path / "modelopt", "--to", "modelopt")
+    assert back.exit_code == 0, back.stderr
+    for out in ("vllm", "modelopt"):
+        assert _scales(tmp_path / out) == want
+        qc = _quant_config(tmp_path / out)
+        # the nested form ModelOpt's EAGLE exporter wrote becomes the flat one every release reads `ignore` from
+        assert (qc["quant_method"], qc["quant_algo"]) == ("modelopt", "FP8")
+        assert qc["ignore"] == ["lm_head"]  # the plain modules the file holds (it has no embed_tokens)
+
+
+def test_sglang_would_serve_a_quantized_fc_wrong(tmp_path: Path) -> None:
+    """SGLang's fc is a plain torch.nn.Linear: the real export's FP8 fc would be loaded without its scale."""
+    result = run_cli("convert", REAL_FP8, tmp_path / "out", "--to", "sglang", *REAL_CAPTURE)
+    assert result.exit_code != 0 and "[E-ENGINE-WRONG]" in result.stderr
+    assert "fc unquantized" in result.stderr and "Traceback" not in result.stderr
+    assert nothing_written(tmp_path, "out")
+
+
+@pytest.mark.parametrize("algo", ["FP8", "NVFP4"])
+def test_every_layout_that_can_say_it_keeps_the_scales(tmp_path: Path, algo: str) -> None:
+    src = build_quantized(tmp_path / "src", algo=algo, plain=("lm_head", "embed_tokens", "fc"))
+    want = _scales(src)
+    assert want and all(t in json.dumps(sorted(want)) for t in ("weight_scale", "input_scale"))
+    prev = src
+    for layout in ("sglang", "vllm", "modelopt", "sglang"):
+        out = tmp_path / f"{layout}-{len(list(tmp_path.iterdir()))}"
+        result = run_cli("convert", prev, out, "--to", layout)
+        assert result.exit_code == 0, result.stderr
+        assert _scales(out) == want, layout
+        assert _quant_config(out)["quant_algo"] == algo
+        prev = out
+
+
+@pytest.mark.parametrize("layout", ["speculators", "eagle", "gguf"])
+def test_layouts_that_cannot_say_it_refuse(tmp_path: Path, layout: str) -> None:
+    src = build_quantized(tmp_path / "src")
+    result = run_cli("convert", src, tmp_path / "out", "--to", layout, "--verifier", "org/target")
+    assert result.exit_code != 0 and "[E-QUANT-UNSUPPORTED]" in result.stderr
+    assert f"the {layout} layout" in result.stderr and nothing_written(tmp_path, "out")
+
+
+def test_vllm_refuses_a_quantized_embedding(tmp_path: Path) -> None:
+    src = build_quantized(tmp_path / "src", layout="vllm", plain=("lm_head",))
+    result = run_cli("validate", src, "--engine", "vllm")
+    assert "embed_tokens.weight_scale" in result.stdout and "E-ENGINE-REFUSES [vllm]" in result.stdout
+    # SGLang replaces the draft's embedding with the target's (same width): no alarm there
+    sglang = run_cli("validate", src, "--engine", "sglang")
+    assert "embed_tokens" not in sglang.stdout
+
+
+def test_exclude_modules_is_read_by_newer_vllm_only(tmp_path: Path) -> None:
+    """vLLM 0.24.0 reads config.json's list from `ignore` only (modelopt.py:316), 0.33.0 falls back to
+    `exclude_modules` (:359): the plain lm_head is built quantized by 0.24.0 and fails to load."""
+    src = build_quantized(tmp_path / "src", key="exclude_modules", plain=("lm_head", "embed_tokens"))
+    old = run_cli("validate", src, "--engine", "vllm==0.24.0")
+    assert "E-ENGINE-REFUSES [vllm]" in old.stdout and "lm_head" in old.stdout
+    new = run_cli("validate", src, "--engine", "vllm==0.33.0")
+    assert "E-ENGINE-REFUSES [vllm]" not in new.stdout
+    fixed = run_cli("convert", src, tmp_path / "out", "--to", "vllm")
+    assert fixed.exit_code == 0, fixed.stderr
+    assert "E-ENGINE-REFUSES" not in run_cli("validate", tmp_path / "out", "--engine", "vllm==0.24.0").stdout
+
+
+def test_a_bare_fc_entry_matches_vllms_model_fc(tmp_path: Path) -> None:
+    """No false alarm: vLLM's ModelOpt config matches ignore entries as substrings too (modelopt.py:210-218)."""
+    src = build_quantized(tmp_path / "src", plain=("lm_head", "embed_tokens", "fc"), ignore=["fc", "lm_head"])
+    result = run_cli("validate", src, "--engine", "vllm")
+    assert "E-ENGINE" not in result.stdout.replace("E-ENGINE-RELEASES", "")
+
+
+def test_an_ignore_list_that_misses_a_plain_module_is_caught_and_rewritten(tmp_path: Path) -> None:
+    src = build_quantized(tmp_path / "src", layout="vllm", plain=("lm_head", "embed_tokens", "fc"), ignore=[])
+    vllm = run_cli("validate", src, "--engine", "vllm")
+    assert "E-ENGINE-REFUSES [vllm]" in vllm.stdout and "model.fc quantized" in vllm.stdout
+    in_sglang = build_quantized(tmp_path / "sglang", layout="sglang", plain=("lm_head", "embed_tokens", "fc"),
+                                ignore=[])
+    sglang = run_cli("validate", in_sglang, "--engine", "sglang")  # SGLang checks nothing: the plain lm_head goes wrong
+    assert "E-ENGINE-WRONG [sglang]" in sglang.stdout and "builds lm_head quantized" in sglang.stdout
+    out = tmp_path / "out"
+    assert run_cli("convert", src, out, "--to", "vllm").exit_code == 0
+    assert {"fc", "model.fc", "lm_head"} <= set(_quant_config(out)["ignore"])
+
+
+def test_a_partly_quantized_fused_layer_is_refused(tmp_path: Path) -> None:
+    src = build_quantized(tmp_path / "src", plain=("lm_head", "embed_tokens", "fc", "layers.0.self_attn.q_proj"))
+    result = run_cli("convert", src, tmp_path / "out", "--to", "vllm")
+    assert result.exit_code != 0 and "[E-QUANT-UNSUPPORTED]" in result.stderr and "qkv_proj" in result.stderr
+
+
+def test_layers_quantized_differently_cannot_be_listed_for_both_engines(tmp_path: Path) -> None:
+    spec = DrafterSpec(num_layers=2, embed_tokens=True)
+    src = build_quantized(tmp_path / "src", spec=spec, plain=("lm_head", "embed_tokens", "fc",
+                                                                "layers.1.mlp.down_proj"))
+    result = run_cli("convert", src, tmp_path / "out", "--to", "vllm")
+    assert result.exit_code != 0 and "[E-QUANT-UNSUPPORTED]" in result.stderr and "mlp.down_proj" in result.stderr
+
+
+def test_a_scale_without_its_weight(tmp_path: Path) -> None:
+    src = build_quantized(tmp_path / "src", plain=("lm_head", "embed_tokens"),
+                          extra_tensors={"layers.1.mlp.down_proj.weight_scale": f32(0.5)})
+    converted = run_cli("convert", src, tmp_path / "out", "--to", "vllm")
+    assert converted.exit_code != 0 and "[E-QUANT-ORPHAN-SCALE]" in converted.stderr
+    checked = run_cli("validate", src)
+    assert "E-QUANT-ORPHAN-SCALE" in checked.stdout and checked.exit_code != 0
+
+
+def test_scales_with_no_quantization_config(tmp_path: Path) -> None:
+    src = build_quantized(tmp_path / "src")
+    edit_config(src, lambda c: c.pop("quantization_config"))
+    result = run_cli("convert", src, tmp_path / "out", "--to", "vllm")
+    assert result.exit_code != 0 and "[E-QUANT-UNSUPPORTED]" in result.stderr and "hf_quant_config.json" in result.stderr
+
+
+def test_another_quantization_method_is_refused_by_name(tmp_path: Path) -> None:
+    src = build_quantized(tmp_path / "src", config_extra={"quant_method": "compressed-tensors"})
+    result = run_cli("convert", src, tmp_path / "out", "--to", "vllm")
+    assert result.exit_code != 0 and "[E-QUANT-UNSUPPORTED]" in result.stderr and "compressed-tensors" in result.stderr
+
+
+def test_w4a16_per_engine_release(tmp_path: Path) -> None:
+    """W4A16_NVFP4: SGLang 0.5.11 knows FP8 and NVFP4 only (modelopt_quant.py:1241), 0.5.23 serves it (:1673); vLLM
+    derives no method for it from ModelOpt's nested form (model_arch_config_convertor.py:248-268)."""
+    flat = build_quantized(tmp_path / "flat", algo="W4A16_NVFP4", plain=("lm_head", "embed_tokens", "fc"))
+    assert "E-ENGINE-REFUSES [sglang]" in run_cli("validate", flat, "--engine", "sglang==0.5.11").stdout
+    assert "E-ENGINE-REFUSES [sglang]" not in run_cli("validate", flat, "--engine", "sglang==0.5.23").stdout
+    nested = build_quantized(tmp_path / "nested", layout="vllm", algo="W4A16_NVFP4", plain=("lm_head", "embed_tokens", "fc"))
+    edit_config(nested, lambda c: c.update(quantization_config={
+        "producer": {"name": "modelopt", "version": "0.47.0"},
+        "quantization": {"quant_algo": "W4A16_NVFP4", "group_size": 16, "exclude_modules": ["lm_head", "fc"]}}))
+    result = run_cli("validate", nested, "--engine", "vllm")
+    assert "Unknown ModelOpt quant algo" in result.stdout and "E-ENGINE-REFUSES [vllm]" in result.stdout
