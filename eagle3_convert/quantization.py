@@ -103,6 +103,11 @@ def stored_shape(logical: tuple[int, ...], dtype: str) -> tuple[int, ...]:
     return logical
 
 
+def input_columns(weight: Any) -> int:
+    """A 2-D weight's input width as the layer computes it: a U8 weight is packed NVFP4, two columns a byte."""
+    return weight.shape[1] * (2 if weight.dtype == "U8" else 1)
+
+
 # ------------------------------------------------------------------ reading a config
 
 def read_scheme(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -> tuple[QuantScheme, list[str]] | None:

@@ -16,6 +16,7 @@ from conftest import DATA, edit_config, nothing_written, run_cli, tensor_hashes
 from quant_builders import build_quantized, f32
 
 REAL_FP8 = DATA / "modelopt-quantized" / "eagle3-fp8"
+REAL_NVFP4 = DATA / "modelopt-quantized" / "eagle3-nvfp4"
 # The real export is a 4-layer base's head with ids [0, 1]: say how they count, as its exporter does
 REAL_CAPTURE = ("--capture-layers", "0,1", "--convention", "modelopt")
 
@@ -50,6 +51,19 @@ def test_real_modelopt_fp8_export_round_trips_its_scales_byte_for_byte(tmp_path:
         # the nested form ModelOpt's EAGLE exporter wrote becomes the flat one every release reads `ignore` from
         assert (qc["quant_method"], qc["quant_algo"]) == ("modelopt", "FP8")
         assert qc["ignore"] == ["lm_head"]  # the plain modules the file holds (it has no embed_tokens)
+
+
+def test_real_modelopt_nvfp4_export_keeps_its_packed_weights_and_block_scales(tmp_path: Path) -> None:
+    want = _scales(REAL_NVFP4)
+    assert any(n.endswith("weight_scale_2") for n in want)
+    result = run_cli("convert", REAL_NVFP4, tmp_path / "vllm", "--to", "vllm", *REAL_CAPTURE)
+    assert result.exit_code == 0, result.stderr
+    assert _scales(tmp_path / "vllm") == want
+    qc = _quant_config(tmp_path / "vllm")
+    assert (qc["quant_method"], qc["quant_algo"], qc["group_size"]) == ("modelopt_fp4", "NVFP4", 16)
+    # SGLang's plain fc cannot take the packed [64, 64] weight of a [64, 128] layer: refused loudly
+    sglang = run_cli("validate", REAL_NVFP4, "--engine", "sglang")
+    assert "E-ENGINE-REFUSES [sglang]" in sglang.stdout and "half the columns" in sglang.stdout
 
 
 def test_sglang_would_serve_a_quantized_fc_wrong(tmp_path: Path) -> None:

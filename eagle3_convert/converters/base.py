@@ -20,7 +20,7 @@ from ..json_values import is_int, is_positive_int, short_repr
 from ..safetensors_io import TensorSource
 from ..vocab_map import DEFAULT_MAP_WAY_OUT, VocabMap, default_map, read_vocab_map, repair_absolute_d2t
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
-from ..quantization import companion, stored_shape
+from ..quantization import companion, input_columns, stored_shape
 from .quantized import read_quantization
 from .config_keys import DECODER_SEMANTIC, NEVER_CARRIED, decoder_type_checks
 from .layout import (  # noqa: F401 (re-exported)
@@ -210,7 +210,7 @@ def infer_num_aux(fc: TensorSource | None, cfg_fields: Mapping[str, Any], declar
     ht = declared_ht or cfg_fields["hidden_size"]
     if fc is None or len(fc.shape) != 2:
         return declared or (len(ids) if ids else 3)
-    width = fc.shape[1]
+    width = input_columns(fc)
     wrong = wrong_target_width(width, len(ids) if ids else declared, declared_ht, cfg_fields["hidden_size"])
     if wrong:
         raise FormatError(*wrong, code="E-TARGET-HIDDEN-SIZE")
