@@ -42,6 +42,11 @@ def read_quantization(ckpt: Checkpoint, tensors: Mapping[str, Any]) -> QuantSche
                                "plain weights", f"copy {HF_QUANT_CONFIG} from the ModelOpt export beside config.json",
                                code="E-QUANT-UNSUPPORTED")
         return None
+    if not is_quantized(tensors):
+        raise RefusalError(f"the config says the drafter is quantized ({found[0].algo}) but no weight carries a scale: "
+                           "vLLM and SGLang would build quantized layers and find nothing to load into their scales",
+                           f"if the weights are plain, remove quantization_config (and {HF_QUANT_CONFIG}); else copy "
+                           "the scale tensors from the ModelOpt export", code="E-QUANT-UNSUPPORTED")
     return found[0]
 
 
