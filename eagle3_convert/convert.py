@@ -275,6 +275,7 @@ def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | No
         "draft_vocab_size": cfg.draft_vocab_size,
         "vocab_size": cfg.vocab_size,
         "drafter_kind": cfg.kind,
+        "quantization": cfg.quantization.model_dump() if cfg.quantization else None,
         "flags": {f: getattr(cfg, f) for f in MATH_FLAGS},
         "layout_extra": cfg.layout_extra,
         "trained_with": trained_with,  # free-form provenance: trainer, data, run

@@ -144,6 +144,8 @@ class DrafterConfig(BaseModel):
             del data["algorithm"]
         if self.kind == "eagle3":  # an EAGLE-3 drafter's id stays what it was before kinds existed
             del data["kind"], data["mask_token_id"]
+        if self.quantization is None:  # a plain drafter's id stays what it was before quantized ones were read
+            del data["quantization"]
         data["head_dim"] = self.resolved_head_dim
         data["target_hidden_size"] = self.resolved_target_hidden_size
         data["rope"] = self.rope_normalized()

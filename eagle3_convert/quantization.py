@@ -130,7 +130,7 @@ def read_scheme(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -
         body = hf_quant["quantization"]
         method = "modelopt_fp4" if "FP4" in str(body.get("quant_algo", "")).upper() else MODELOPT_METHOD
         extra = {k: v for k, v in hf_quant.items() if k != "quantization"}
-        return _scheme(method, body, {"hf_quant_config": extra} if extra else {}), _names(body.get("exclude_modules"))
+        return _scheme(method, body, extra), _names(body.get("exclude_modules"))
     return None
 
 
@@ -207,4 +207,4 @@ def quantization_config(scheme: QuantScheme, plain: Collection[str], num_layers:
     if scheme.kv_cache_algo is not None:
         out["kv_cache_quant_algo"] = scheme.kv_cache_algo
     out["ignore"] = ignore_entries(plain, num_layers)
-    return {**{k: v for k, v in scheme.extra.items() if k != "hf_quant_config"}, **out}
+    return {**scheme.extra, **out}

@@ -187,3 +187,24 @@ def test_w4a16_per_engine_release(tmp_path: Path) -> None:
         "quantization": {"quant_algo": "W4A16_NVFP4", "group_size": 16, "exclude_modules": ["lm_head", "fc"]}}))
     result = run_cli("validate", nested, "--engine", "vllm")
     assert "Unknown ModelOpt quant algo" in result.stdout and "E-ENGINE-REFUSES [vllm]" in result.stdout
+
+
+def test_inspect_shows_the_scheme_per_module(tmp_path: Path) -> None:
+    shown = run_cli("inspect", REAL_NVFP4)
+    assert shown.exit_code == 0, shown.stderr
+    assert "quantized    NVFP4 (modelopt_fp4), per module:" in shown.stdout
+    rows = {line.split()[0]: " ".join(line.split()[1:]) for line in shown.stdout.splitlines()
+            if line.startswith("    ") and len(line.split()) >= 2 and line.split()[0] in ("fc", "lm_head")}
+    assert rows == {"fc": "NVFP4", "lm_head": "plain F32"}
+    data = json.loads(run_cli("inspect", REAL_FP8, "--json").stdout)["drafter"]["quantization"]
+    assert data["scheme"]["algo"] == "FP8" and data["modules"]["layers.0.self_attn.q_proj"] == "FP8"
+
+
+def test_the_registry_records_the_scheme(tmp_path: Path, registry_url, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EAGLE3_CONVERT_REGISTRY", str(registry_url))
+    assert run_cli("registry", "add", REAL_NVFP4, *REAL_CAPTURE).exit_code == 0
+    plain = build_quantized(tmp_path / "q", algo="FP8", plain=("lm_head", "embed_tokens", "fc"))
+    assert run_cli("convert", plain, tmp_path / "out", "--to", "vllm").exit_code == 0
+    records = json.loads(run_cli("registry", "list", "--json").stdout)["records"]
+    schemes = sorted((r["quantization"]["algo"], r["quantization"]["method"]) for r in records)
+    assert schemes == [("FP8", "modelopt"), ("NVFP4", "modelopt_fp4")]
