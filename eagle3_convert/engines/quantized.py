@@ -24,7 +24,7 @@ import re
 from fnmatch import fnmatch
 from typing import Any, Collection, Mapping
 
-from ..quantization import COMPANIONS, FUSED, QUANTIZABLE, quantized_modules
+from ..quantization import COMPANIONS, FUSED, QUANTIZABLE, modelopt_method, quantized_modules
 from .common import Reading
 from .releases import Change
 
@@ -73,8 +73,9 @@ def modules(names: Collection[str]) -> tuple[set[str], set[str]]:
 def scheme_of(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any], bool] | None:
     """(quant_algo, the dict holding the ignore list, flat?) from config.json's quantization_config."""
     qc = config.get("quantization_config")
-    if not isinstance(qc, Mapping):
-        return None
+    if not isinstance(qc, Mapping) or not (str(qc.get("quant_method", "")).startswith("modelopt") or
+                                           modelopt_method(qc)):
+        return None  # no ModelOpt quantization: another method's loading was not read (the readers refuse it)
     nested = qc.get("quantization")
     body = nested if isinstance(nested, Mapping) else qc
     return str(body.get("quant_algo", "")).upper(), body, not isinstance(nested, Mapping)
@@ -146,7 +147,7 @@ def read_vllm(r: Reading, config: Mapping[str, Any], names: Collection[str], dep
     present, scaled = modules(names)
     scheme = scheme_of(config)
     if scheme is None:
-        if scaled:
+        if scaled & present and "quantization_config" not in config:
             r.caveats.append("quantized weights with no quantization_config in config.json: vLLM reads "
                              "hf_quant_config.json then (not judged here)")
         return

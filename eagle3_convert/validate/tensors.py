@@ -6,7 +6,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..converters.layout import untrained_of
+from ..converters.layout import VOCAB_TENSORS, untrained_of
+from ..converters.quantized import read_quantization
+from ..errors import Eagle3Error
 from ..drafter import DrafterConfig, expected_shapes, layer_index, optional_shapes
 from ..quantization import companion, stored_shape
 from ..safetensors_io import FLOAT_DTYPES, tensor_sha256
@@ -14,7 +16,17 @@ from .context import Context
 from .profiles import engine_profiles
 
 
+def check_quantization(ctx: Context) -> None:
+    """The quantization config against the scales (converters/quantized.py says what is refused, and why)."""
+    try:
+        read_quantization(ctx.raw, {n: t for n, t in ctx.raw.tensors.items() if n not in VOCAB_TENSORS})
+    except Eagle3Error as e:
+        if e.code != "E-QUANT-ORPHAN-SCALE":  # (said of each such tensor by check_tensors)
+            ctx.add(e.code or "E-QUANT-UNSUPPORTED", e.message, e.hint, where="$.quantization_config")
+
+
 def check_tensors(ctx: Context) -> None:
+    check_quantization(ctx)
     cfg = ctx.cfg
     if not ctx.layers_plausible():
         ctx.add("E-KEY-MISSING", f"config.json says {cfg.num_layers} decoder layers but the checkpoint holds "
