@@ -208,3 +208,22 @@ def test_the_registry_records_the_scheme(tmp_path: Path, registry_url, monkeypat
     records = json.loads(run_cli("registry", "list", "--json").stdout)["records"]
     schemes = sorted((r["quantization"]["algo"], r["quantization"]["method"]) for r in records)
     assert schemes == [("FP8", "modelopt"), ("NVFP4", "modelopt_fp4")]
+
+
+@pytest.mark.parametrize("release", ["0.24.0", "0.33.0"])
+def test_the_hint_for_an_ignore_list_vllm_misreads_changes_its_verdict(tmp_path: Path, release: str) -> None:
+    """The hint is run as printed (tests/test_hints.py's run_hint), and the file it wrote is judged again."""
+    from test_hints import hint_commands, run_hint
+
+    src = build_quantized(tmp_path / "src", layout="vllm", key="exclude_modules" if release == "0.24.0" else "ignore",
+                          ignore=None if release == "0.24.0" else [], plain=("lm_head", "embed_tokens", "fc"))
+    report = json.loads(run_cli("validate", "--json", src, "--engine", f"vllm=={release}").stdout)
+    found = [f for f in report["findings"] if f["code"] == "E-ENGINE-REFUSES" and f["engine"] == "vllm"]
+    assert found and "quantized" in found[0]["message"], report["findings"]
+    commands = hint_commands([found[0]["hint"]])
+    assert commands, found[0]["hint"]
+    code, err = run_hint(commands[0], src, str(src), tmp_path / "hint")
+    assert code == 0, err
+    written = next(p for p in (tmp_path / "hint").iterdir())
+    again = json.loads(run_cli("validate", "--json", written, "--engine", f"vllm=={release}").stdout)
+    assert not [f for f in again["findings"] if f["code"] == "E-ENGINE-REFUSES"], again["findings"]
