@@ -227,3 +227,32 @@ def test_the_hint_for_an_ignore_list_vllm_misreads_changes_its_verdict(tmp_path:
     written = next(p for p in (tmp_path / "hint").iterdir())
     again = json.loads(run_cli("validate", "--json", written, "--engine", f"vllm=={release}").stdout)
     assert not [f for f in again["findings"] if f["code"] == "E-ENGINE-REFUSES"], again["findings"]
+
+
+def test_dequantized_reference_weights_follow_modelopt(tmp_path: Path) -> None:
+    """FP8: weight * scale; NVFP4: two e2m1 codes a byte, low nibble first, times block scale * global scale
+    (NVFP4QTensor.dequantize, nvfp4_tensor.py:345-405 in nvidia-modelopt 0.47.0)."""
+    import torch
+
+    from eagle3_convert.verify.dequant import nvfp4
+
+    packed = torch.tensor([[0x21, 0xF7] * 8], dtype=torch.uint8)  # codes 1, 2, 7, 15 -> 0.5, 1, 6, -6
+    block = torch.tensor([[2.0, 0.5]]).to(torch.float8_e4m3fn)
+    got = nvfp4(packed, block, torch.tensor(0.25))
+    want = torch.tensor([0.5, 1.0, 6.0, -6.0] * 4) * 0.5
+    assert torch.equal(got[0, :16], want) and torch.equal(got[0, 16:], want / 4)
+
+
+@pytest.mark.parametrize("sample", [REAL_FP8, REAL_NVFP4])
+def test_verify_builds_its_reference_from_a_quantized_drafter(sample: Path) -> None:
+    import torch
+
+    from eagle3_convert.convert import read_source
+    from eagle3_convert.verify.reference import DrafterMaths
+
+    drafter = read_source(str(sample)).drafter
+    ref = DrafterMaths(drafter, torch.device("cpu"))
+    assert not any(n.endswith(("_scale", "_scale_2")) for n in ref.w)
+    fc = ref.w["fc.weight"]
+    assert fc.dtype == torch.float32 and tuple(fc.shape) == (64, 128) and torch.isfinite(fc).all()
+    assert fc.abs().max() > 0
