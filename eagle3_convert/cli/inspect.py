@@ -11,7 +11,6 @@ from ..errors import Eagle3Error
 from . import main
 from .common import emit_json, error_dict, fail, hub_options, hub_progress_bars, registry_known, registry_option, run_guarded
 from .convert import _layout_choice, capture_rows, trtllm_lines, trtllm_serve
-from ..quantization import module_schemes
 from .validate import echo_findings
 
 HUMAN_TENSOR_ROWS = 500  # a hostile header can name millions of tensors; --json lists every one
@@ -95,6 +94,8 @@ def _stored_tensor(name: str, t: Any, complete: bool) -> dict[str, Any]:
 
 def _drafter_view(source: Any, options: Any) -> dict[str, Any]:
     """The canonical reading: what convert would carry to another layout."""
+    from ..quantization import module_schemes
+
     drafter = source.drafter
     cfg = drafter.config
     vocab = None
