@@ -86,6 +86,8 @@ def test_every_layout_that_can_say_it_keeps_the_scales(tmp_path: Path, algo: str
         assert result.exit_code == 0, result.stderr
         assert _scales(out) == want, layout
         assert _quant_config(out)["quant_algo"] == algo
+        checked = run_cli("validate", out)  # our own output: no error for any engine its layout is for
+        assert checked.exit_code == 0, checked.stdout
         prev = out
 
 

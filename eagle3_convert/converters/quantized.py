@@ -56,7 +56,8 @@ def plan(layout: Layout, drafter: Drafter, options: ConvertOptions) -> WritePlan
     if scheme is None:
         return layout.plan(drafter, options)
     if layout.name not in WRITES:
-        why = CANNOT.get(layout.name, f"the {layout.name} layout has no quantized form any engine serves")
+        why = CANNOT.get(layout.name, f"how the engines load a quantized drafter of the {layout.name} layout was not "
+                                      "read, so its quantization config is not written")
         raise RefusalError(f"a quantized drafter ({scheme.algo}) cannot be written in the {layout.name} layout: {why}",
                            f"convert to {', '.join(f'--to {w}' for w in WRITES)}, or {HINT_EXPORT_PLAIN}",
                            code="E-QUANT-UNSUPPORTED")
