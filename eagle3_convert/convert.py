@@ -23,8 +23,7 @@ from .converters.base import (
 )
 from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family, training_boundaries
 from .converters.layout import drafter_kind, refuse_other_kind
-from .converters.registry import detect, get_layout, judge_explicit_from
-from .converters import quantized
+from .converters.registry import detect, get_layout, judge_explicit_from, plan_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig
 from .target_identity import TargetIdentity, compare
 from .engines import (REFUSES, SERVING, WRONG, Verdict, releases_of, releases_that_serve, serve_verdicts,
@@ -274,8 +273,7 @@ def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | No
         "hidden_size": cfg.hidden_size,
         "draft_vocab_size": cfg.draft_vocab_size,
         "vocab_size": cfg.vocab_size,
-        "drafter_kind": cfg.kind,
-        "quantization": cfg.quantization.model_dump() if cfg.quantization else None,
+        "drafter_kind": cfg.kind, "quantization": cfg.quantization.model_dump() if cfg.quantization else None,
         "flags": {f: getattr(cfg, f) for f in MATH_FLAGS},
         "layout_extra": cfg.layout_extra,
         "trained_with": trained_with,  # free-form provenance: trainer, data, run
@@ -427,7 +425,7 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     check_known_facts(source, options)
     restore_target(source, options)
     check_capture_range(source.drafter.config, options)
-    plan = quantized.plan(layout, source.drafter, options)
+    plan = plan_layout(layout, source.drafter, options)
     return plan, judge_output(plan, source.drafter, options, layout.home_engines)
 
 
