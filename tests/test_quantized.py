@@ -258,3 +258,26 @@ def test_verify_builds_its_reference_from_a_quantized_drafter(sample: Path) -> N
     fc = ref.w["fc.weight"]
     assert fc.dtype == torch.float32 and tuple(fc.shape) == (64, 128) and torch.isfinite(fc).all()
     assert fc.abs().max() > 0
+
+
+def test_the_engines_matching_of_ignore_entries() -> None:
+    """vLLM: exact (a fused layer by its shards, all or none), substring, fnmatch (modelopt.py:191-225, 0.33.0);
+    SGLang: exact, then a glob fully matching the name or one dotted part (modelopt_quant.py:379-425, 0.5.23)."""
+    from eagle3_convert.engines.quantized import sglang_excluded, sglang_prefix, vllm_excluded, vllm_prefix
+    from eagle3_convert.quantization import ignore_entries
+
+    assert vllm_excluded("model.fc", ["fc"]) is True  # a substring: no alarm for a bare fc
+    assert vllm_excluded("model.layers.32.self_attn.qkv_proj", ["*self_attn.q_proj"]) is False
+    assert vllm_excluded("model.layers.32.self_attn.qkv_proj", ["*qkv_proj"]) is True
+    mixed = vllm_excluded("model.layers.32.self_attn.qkv_proj", ["model.layers.32.self_attn.q_proj"])
+    assert isinstance(mixed, str) and "some but not all shards" in mixed
+    assert sglang_excluded("model.qkv_proj", ["layers.0.self_attn.qkv_proj"]) is False  # SGLang names no layer
+    assert sglang_excluded("model.down_proj", ["*down_proj"]) is True and sglang_excluded("lm_head", ["lm_"]) is False
+    plain = ["fc", "lm_head"] + [f"layers.{i}.{t}" for i in (0, 1) for t in
+                                 ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                  "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
+    entries = ignore_entries(plain, 2)
+    for module in plain:  # what we write reaches every engine's name of every plain module, at any target depth
+        assert vllm_excluded(vllm_prefix(module, 61, True), entries) is True, module
+        assert vllm_excluded(vllm_prefix(module, 61, False), entries) is True, module
+        assert sglang_excluded(sglang_prefix(module), entries) is True, module
