@@ -23,7 +23,7 @@ from .converters.base import (
 )
 from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family, training_boundaries
 from .converters.layout import drafter_kind, refuse_other_kind
-from .converters.registry import detect, get_layout, judge_explicit_from
+from .converters.registry import detect, get_layout, judge_explicit_from, plan_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig
 from .target_identity import TargetIdentity, compare
 from .engines import (REFUSES, SERVING, WRONG, Verdict, releases_of, releases_that_serve, serve_verdicts,
@@ -274,7 +274,7 @@ def sidecar_facts(drafter: Drafter, options: ConvertOptions, source: Source | No
         "hidden_size": cfg.hidden_size,
         "draft_vocab_size": cfg.draft_vocab_size,
         "vocab_size": cfg.vocab_size,
-        "drafter_kind": cfg.kind,
+        "drafter_kind": cfg.kind, "quantization": cfg.quantization.model_dump() if cfg.quantization else None,
         "flags": {f: getattr(cfg, f) for f in MATH_FLAGS},
         "layout_extra": cfg.layout_extra,
         "trained_with": trained_with,  # free-form provenance: trainer, data, run

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .quantization import QuantScheme
 from .target_identity import TargetIdentity
 from .vocab_map import VocabMap
 from .safetensors_io import TensorSource
@@ -94,6 +95,8 @@ class DrafterConfig(BaseModel):
     mask_token_id: int | None = Field(default=None, ge=0)
     # DFlash/DSpark: the algorithm's own fields (block_size, markov_rank, ...), as speculators spells them flat
     algorithm: dict[str, Any] = Field(default_factory=dict)
+    # A ModelOpt-quantized drafter's scheme (quantization.py); which modules stay plain is read from the tensors
+    quantization: QuantScheme | None = None
 
     target: TargetIdentity | None = None
     hf_extra: dict[str, Any] = Field(default_factory=dict, description="decoder-config keys carried verbatim")
@@ -143,6 +146,8 @@ class DrafterConfig(BaseModel):
             del data["algorithm"]
         if self.kind == "eagle3":  # an EAGLE-3 drafter's id stays what it was before kinds existed
             del data["kind"], data["mask_token_id"]
+        if self.quantization is None:  # a plain drafter's id stays what it was before quantized ones were read
+            del data["quantization"]
         data["head_dim"] = self.resolved_head_dim
         data["target_hidden_size"] = self.resolved_target_hidden_size
         data["rope"] = self.rope_normalized()

@@ -16,10 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from .converters.layout import ConvertOptions, Layout, WritePlan
+from .converters.registry import plan_layout
 from .drafter import Drafter
 from .engines.embedding import cannot_do_without
 from .errors import RefusalError, UsageError
 from .names import LABELS
+from .quantization import companion
 from .target_weights import compare_tables, engine_rope, rope_fields, spelled_thetas, target_config, target_embedding
 
 EMBED = "embed_tokens.weight"
@@ -32,12 +34,17 @@ def plan_with_target_options(layout: Layout, drafter: Drafter, options: ConvertO
     dropped = embedding_to_drop(drafter, options, layout)
     if rope is not None or dropped:  # a copy: the source as read stays as read (hints plan on it again)
         drafter = Drafter(drafter.config if rope is None else drafter.config.model_copy(update={"rope": rope}),
-                          {k: v for k, v in drafter.tensors.items() if not (dropped and k == EMBED)}, drafter.vocab,
-                          drafter.notes)
-    plan = layout.plan(drafter, options)
+                          {k: v for k, v in drafter.tensors.items() if not (dropped and is_embedding(k))},
+                          drafter.vocab, drafter.notes)
+    plan = plan_layout(layout, drafter, options)
     plan.dropped = [EMBED] if dropped else []
     plan.notes += notes + ([dropped] if dropped else [])
     return plan
+
+
+def is_embedding(name: str) -> bool:
+    """The embedding's table or a quantized embedding's scale (a scale follows its weight)."""
+    return name == EMBED or (scale := companion(name)) is not None and scale[0] == EMBED
 
 
 def embedding_to_drop(drafter: Drafter, options: ConvertOptions, layout: Layout) -> str | None:

@@ -569,9 +569,8 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
         "[E-FLAG-UNSUPPORTED] — hint: retrain with use_last_layernorm, or serve it from the ModelOpt export"),
     "modelopt: quantized": (
         "modelopt", put(quantization_config={"quant_method": "modelopt"}), None, "vllm", (),
-        "error: a quantized ModelOpt export (quantization_config / hf_quant_config.json): its scales have no "
-        "counterpart in the other layouts [E-QUANT-UNSUPPORTED] — hint: export the drafter unquantized (bf16) from "
-        "ModelOpt and convert that"),
+        "error: the quantization config names no quant_algo: vLLM and SGLang refuse it ('Missing quant_algo') "
+        "[E-QUANT-UNSUPPORTED] — hint: add the quant_algo ModelOpt exported with (FP8, NVFP4, ...)"),
     "modelopt: ids that capture nothing": (
         "modelopt", nested("eagle_config", eagle_aux_hidden_state_layer_ids=[-3]), None, "vllm", (),
         "error: eagle_config ids [-3] capture nothing [E-CAPTURE-FIELD] — hint: ModelOpt ids are block outputs >= 0"),

@@ -234,13 +234,18 @@ def hf_quant_config(path: Path) -> None:
     (path / "hf_quant_config.json").write_text('{"quantization": {"quant_algo": "FP8"}}')
 
 
-@pytest.mark.parametrize("quantize", [quantization_config, hf_quant_config])
-def test_a_quantized_modelopt_export_is_refused(tmp_path: Path, quantize):
+@pytest.mark.parametrize("quantize, line", [
+    (quantization_config, "error: the quantization config names no quant_algo: vLLM and SGLang refuse it ('Missing "
+                          "quant_algo') [E-QUANT-UNSUPPORTED] — hint: add the quant_algo ModelOpt exported with (FP8, "
+                          "NVFP4, ...)"),
+    (hf_quant_config, "error: the config says the drafter is quantized (FP8) but no weight carries a scale: vLLM and "
+                      "SGLang would build quantized layers and find nothing to load into their scales "
+                      "[E-QUANT-UNSUPPORTED] — hint: if the weights are plain, remove quantization_config (and "
+                      "hf_quant_config.json); else copy the scale tensors from the ModelOpt export"),
+])
+def test_a_quantization_config_the_weights_do_not_bear_out_is_refused(tmp_path: Path, quantize, line: str):
     src = build_drafter(tmp_path / "src", "modelopt", DrafterSpec())
     quantize(src)
     result = run_cli("--to", "vllm", "--no-record", src, tmp_path / "out")
     assert result.exit_code == 1
-    assert result.stderr.splitlines()[-1] == (
-        "error: a quantized ModelOpt export (quantization_config / hf_quant_config.json): its scales have no "
-        "counterpart in the other layouts [E-QUANT-UNSUPPORTED] — hint: export the drafter unquantized (bf16) from "
-        "ModelOpt and convert that"), result.stderr
+    assert result.stderr.splitlines()[-1] == line, result.stderr

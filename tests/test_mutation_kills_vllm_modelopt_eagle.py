@@ -123,12 +123,12 @@ DETECTIONS = {
         "modelopt", put(architectures=["LlamaForCausalLMEagle3Deep"], transformer_layer_config={"model_type": "llama"},
                         eagle_config={"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]}),
         None, "modelopt", "LlamaForCausalLMEagle3Deep (ModelOpt's Megatron multi-layer export)"),
-    # without NVIDIA's fields a quantized export is as sure a ModelOpt file as an SGLang one: both named
+    # without NVIDIA's fields a quantization config names no layout (vLLM and SGLang serve quantized drafters in
+    # theirs, issue 35): the SGLang spelling decides
     "modelopt: a quantization config beside a plain eagle_config": (
         "modelopt", put(quantization_config={"quant_method": "modelopt"},
                         eagle_config={"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]}),
-        None, None, "sglang: LlamaForCausalLMEagle3 config with eagle_config and no top-level ids; modelopt: an Eagle3 "
-                    "config with a ModelOpt quantization config"),
+        None, "sglang", "LlamaForCausalLMEagle3 config with eagle_config and no top-level ids"),
     "eagle: a pickle with midlayer.*": (
         "eagle", put(), DrafterSpec(pickled=True), "eagle", "pytorch_model.bin with midlayer.* tensors (SafeAILab EAGLE)"),
     "eagle: a pickle of the training template": (  # midlayer.* without an Eagle3 class is enough in a pickle

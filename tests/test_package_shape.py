@@ -156,7 +156,7 @@ def test_no_import_cycle_even_inside_functions():
 
 
 MODEL_LAYER = ("eagle3_convert.names", "eagle3_convert.drafter", "eagle3_convert.target_identity",
-               "eagle3_convert.vocab_map", "eagle3_convert.capture_ids")
+               "eagle3_convert.vocab_map", "eagle3_convert.capture_ids", "eagle3_convert.quantization")
 BELOW_THE_MODEL = ("eagle3_convert.errors", "eagle3_convert.safetensors_io", "eagle3_convert.atomic")
 
 
@@ -204,7 +204,7 @@ LAYERS = [
                    "target_weights", "target_options", "finetune")),
     ("layouts / engines / registry", ("converters", "engines", "registry", "schemas", "sidecar", "fingerprint",
                                       "provenance")),
-    ("model", ("drafter", "target_identity", "vocab_map", "capture_ids", "names")),
+    ("model", ("drafter", "target_identity", "vocab_map", "capture_ids", "names", "quantization")),
     ("I/O", ("safetensors_io", "atomic", "writeback", "torch_zip", "torch_pickle", "bin_reader", "hub_client",
              "entry_points", "errors", "json_values", "")),
 ]
@@ -260,6 +260,7 @@ CLI_DEFERRED = {
     "eagle3_convert.convert": "the convert pipeline: " + PYDANTIC,
     "eagle3_convert.converters.registry": "the layouts, for a layout a plugin names: " + PYDANTIC,
     "eagle3_convert.drafter": PYDANTIC,
+    "eagle3_convert.quantization": "inspect's view of a quantized drafter: " + PYDANTIC,
     "eagle3_convert.engines": "the engines' rules: " + PYDANTIC,
     "eagle3_convert.engines.llamacpp": "llama.cpp's serve command: " + PYDANTIC,
     "eagle3_convert.engines.releases": "the releases --engine names, in the engines package: " + PYDANTIC,

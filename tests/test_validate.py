@@ -243,6 +243,11 @@ def _t2d_move_one(tensors: dict[str, InMemoryTensor]) -> None:
     tensors["t2d"] = InMemoryTensor("BOOL", tensors["t2d"].shape, bytes(mask))
 
 
+def _orphan_scale(tensors: dict[str, InMemoryTensor]) -> None:
+    """A weight_scale left behind by an export that dropped its weight (layer 1 of a 1-layer drafter)."""
+    tensors["layers.1.mlp.down_proj.weight_scale"] = InMemoryTensor("F32", (), b"\0\0\x80\x3f")
+
+
 def _default_map(tensors: dict[str, InMemoryTensor]) -> None:
     """A trainer's default buffers: all-zero d2t beside t2d[:Vd] (the first Vd target ids)."""
     vd, v = tensors["d2t"].shape[0], tensors["t2d"].shape[0]
@@ -396,6 +401,10 @@ CASES: dict[str, Case] = {
     "E-VOCAB-RANGE": Case(built("modelopt"), edit_tensors(_d2t_last_past_vocab), with_engines("trtllm")),
     "E-VOCAB-ORDER": Case(built("modelopt"), edit_tensors(_d2t_repeat_first), with_engines("trtllm")),
     "W-VOCAB-DEFAULT": Case(built("speculators"), edit_tensors(_default_map)),
+    # quantized drafters (a scale whose weight is gone; a quantization no reader here knows)
+    "E-QUANT-ORPHAN-SCALE": Case(built("vllm"), edit_tensors(_orphan_scale)),
+    "E-QUANT-UNSUPPORTED": Case(built("vllm"), edit_config(lambda c: c.__setitem__(
+        "quantization_config", {"quant_method": "compressed-tensors", "format": "float-quantized"}))),
     "E-VOCAB-NO-T2D": Case(built("speculators"), drop_tensor("t2d")),
     "E-VOCAB-NO-D2T": Case(built("sglang"), drop_tensor("d2t")),
     # capture layers

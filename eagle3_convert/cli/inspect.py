@@ -94,6 +94,8 @@ def _stored_tensor(name: str, t: Any, complete: bool) -> dict[str, Any]:
 
 def _drafter_view(source: Any, options: Any) -> dict[str, Any]:
     """The canonical reading: what convert would carry to another layout."""
+    from ..quantization import module_schemes
+
     drafter = source.drafter
     cfg = drafter.config
     vocab = None
@@ -104,6 +106,8 @@ def _drafter_view(source: Any, options: Any) -> dict[str, Any]:
         "layout": source.detection.layout, "config": cfg.semantic_dict(),
         "target": cfg.target.model_dump() if cfg.target else None, "capture": capture_rows(drafter, options.target),
         "vocab_map": vocab, "tensors": sorted(drafter.tensors), "notes": list(drafter.notes),
+        "quantization": None if cfg.quantization is None else {
+            "scheme": cfg.quantization.model_dump(), "modules": module_schemes(drafter.tensors, cfg.quantization)},
     }
 
 
@@ -151,6 +155,11 @@ def _print(label: str, data: dict[str, Any]) -> None:
         click.echo(f"  fuses        k={cfg.get('num_aux_hidden_states')} states of width {cfg.get('target_hidden_size')}")
         flags = [f for f in MATH_FLAGS if cfg.get(f)]
         click.echo(f"  flags        {', '.join(flags) or 'none'}")
+        if view["quantization"]:
+            scheme = view["quantization"]["scheme"]
+            click.echo(f"  quantized    {scheme['algo']} ({scheme['method']}), per module:")
+            for module, how in view["quantization"]["modules"].items():
+                click.echo(f"    {module:<36} {how}")
         if view["target"]:
             click.echo(f"  target       {view['target'].get('name_or_path')} "
                        f"{view['target'].get('architectures') or ''}")

@@ -20,6 +20,8 @@ from ..json_values import is_int, is_positive_int, short_repr
 from ..safetensors_io import TensorSource
 from ..vocab_map import DEFAULT_MAP_WAY_OUT, VocabMap, default_map, read_vocab_map, repair_absolute_d2t
 from .checkpoint import MAX_CONFIG_BYTES, Checkpoint, load_checkpoint, read_json_file  # noqa: F401 (re-exported)
+from ..quantization import companion, input_columns, stored_shape
+from .quantized import read_quantization
 from .config_keys import DECODER_SEMANTIC, NEVER_CARRIED, decoder_type_checks
 from .layout import (  # noqa: F401 (re-exported)
     ARCHITECTURE_FAMILY, EAGLE3_ARCHITECTURES, KNOWN_CANONICAL, LATER_NORMS, MODELOPT_EAGLE_FIELDS, VOCAB_TENSORS,
@@ -208,7 +210,7 @@ def infer_num_aux(fc: TensorSource | None, cfg_fields: Mapping[str, Any], declar
     ht = declared_ht or cfg_fields["hidden_size"]
     if fc is None or len(fc.shape) != 2:
         return declared or (len(ids) if ids else 3)
-    width = fc.shape[1]
+    width = input_columns(fc)
     wrong = wrong_target_width(width, len(ids) if ids else declared, declared_ht, cfg_fields["hidden_size"])
     if wrong:
         raise FormatError(*wrong, code="E-TARGET-HIDDEN-SIZE")
@@ -240,9 +242,13 @@ def check_tensor_table(drafter: Drafter) -> None:
                           "the checkpoint is incomplete; engines would load it silently with random weights",
                           code="E-KEY-MISSING")
     for name, src in drafter.tensors.items():
+        if companion(name):
+            continue  # a scale: its weight is checked (read_quantization refused scales without one)
         want = expected.get(name) or optional.get(name)
         if want is None and drafter.config.kind in BLOCK_KINDS and name.startswith(tuple(BLOCK_HEADS)):
             continue  # DSpark's heads: checked against the config that builds them (converters/dflash.py)
+        if want is not None and f"{name}_scale" in drafter.tensors:
+            want = stored_shape(want, src.dtype)
         if want is None:
             raise RefusalError(f"tensor {name!r} is not used by this drafter's config "
                                "(a flag is off or the layer count is wrong)",
@@ -317,6 +323,7 @@ def build_drafter(ckpt: Checkpoint, fields: dict[str, Any], tensors: dict[str, T
                   options: ConvertOptions, notes: list[str]) -> Drafter:
     """The end of every layout's read: sidecar facts, canonical config, vocab map, tensor-table check."""
     restore_from_sidecar(ckpt, fields)
+    fields["quantization"] = read_quantization(ckpt, tensors)
     if fields.get("tie_word_embeddings") and "lm_head.weight" in tensors:
         # Lossless: the trained head is stored, and the flag means nothing else for a drafter (speculators'
         # SpeculatorModel.__init__ and SpecForge's AutoDraftModelConfig.from_file force it false to train).

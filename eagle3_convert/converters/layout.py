@@ -15,6 +15,7 @@ from ..capture_ids import IDS_KEY
 from ..drafter import Drafter
 from ..target_identity import TargetIdentity
 from ..errors import FormatError, RefusalError
+from ..quantization import companion
 from ..safetensors_io import TensorSource, tensor_sha256
 from .checkpoint import Checkpoint
 
@@ -111,7 +112,8 @@ def canonical_tensors(ckpt: Checkpoint, renames: tuple[Rename | LayerRename, ...
         if stored in VOCAB_TENSORS:
             continue
         canonical = to_canonical(stored, renames, num_layers)
-        if not KNOWN_CANONICAL.match(canonical):
+        scale_of = companion(canonical)  # a quantized weight's scale: known where its weight is
+        if not KNOWN_CANONICAL.match(scale_of[0] if scale_of else canonical):
             raise RefusalError(
                 f"tensor {stored!r} is not part of an EAGLE-3 drafter in the {layout} layout",
                 "no engine loads it (SGLang skips it without a word, vLLM's loader fails on it); rename it to "

@@ -103,8 +103,8 @@ class ModelOptLayout(Layout):
             return Detection(self.name, True, f"eagle_config has NVIDIA ModelOpt fields ({fields})")
         if "LlamaForCausalLMEagle3Deep" in m.architectures:
             return Detection(self.name, True, "LlamaForCausalLMEagle3Deep (ModelOpt's Megatron multi-layer export)")
-        if m.quantized and m.eagle3_architecture:
-            return Detection(self.name, True, "an Eagle3 config with a ModelOpt quantization config")
+        if m.quantized and m.eagle3_architecture:  # vLLM and SGLang serve quantized drafters in their layouts too
+            return Detection(self.name, False, "an Eagle3 config with a ModelOpt quantization config")
         return None
 
     def read(self, ckpt: Checkpoint, options: ConvertOptions) -> Drafter:
@@ -112,11 +112,6 @@ class ModelOptLayout(Layout):
         notes = list(ckpt.notes)
         refuse_key_errors(self.name, raw, notes)
         markers = flat_markers(ckpt)
-        if markers.quantized:
-            raise RefusalError("a quantized ModelOpt export (quantization_config / hf_quant_config.json): its "
-                               "scales have no counterpart in the other layouts",
-                               "export the drafter unquantized (bf16) from ModelOpt and convert that",
-                               code="E-QUANT-UNSUPPORTED")
         eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
         refuse_modelopt_module(eagle, archs)

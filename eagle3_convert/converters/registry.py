@@ -14,6 +14,7 @@ from ..errors import Eagle3Error, FormatError, RefusalError, UsageError
 from ..fingerprint import reading_differences
 from ..names import LAYOUTS
 from .base import Checkpoint, ConvertOptions, Detection, Layout
+from .quantized import plan as plan_layout  # noqa: F401 (re-exported: a layout's plan, with its quantization config)
 from .config_keys import foreign_semantic_keys
 
 ENTRY_POINT_GROUP = "eagle3_convert.layouts"

@@ -19,9 +19,9 @@ from functools import lru_cache
 from typing import Any, Collection, Mapping, Sequence
 
 from ..capture_ids import a_layer_target, as_captured, capture_context, default_boundaries, depth_defaults
-from ..drafter import BLOCK_KINDS, DrafterConfig
+from ..drafter import BLOCK_KINDS, KINDS, DrafterConfig
 from ..names import LABELS, NAMED_ONLY, RUNNERS, engine_of, runners_of
-from . import block_diffusion, llamacpp, lmdeploy, mlxvlm, sglang, speculators, trtllm, vllm
+from . import block_diffusion, llamacpp, quantized, lmdeploy, mlxvlm, sglang, speculators, trtllm, vllm
 from .common import AS_TRAINED, DEFAULT_LAYERS, FLAGS, REFUSES, RUNTIME_LAYERS, UNKNOWN, WRONG, Reading, TargetContext
 from .releases import EngineChoice, Releases
 
@@ -217,7 +217,12 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
         return {e: readers[e](config, names, ctx, own(e)) if e == "llamacpp" else
                 Reading(e, LABELS[e], refusal="a GGUF is llama.cpp's format, not one this engine loads")
                 for e in engines}
-    return {e: readers[e](config, names, ctx, own(e)) for e in engines}
+    readings = {e: readers[e](config, names, ctx, own(e)) for e in engines}
+    if quantized.has_scales(names):  # only vLLM's and SGLang's loading of ModelOpt's scales was read
+        for e, r in readings.items():
+            if engine_of(e) not in quantized.READ_IN and r.refusal is None:
+                r.undecided = {kind: f"{LABELS[e]}'s loading of a quantized drafter was not read" for kind in KINDS}
+    return readings
 
 
 def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: DrafterConfig, ctx: TargetContext,

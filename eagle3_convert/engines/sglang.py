@@ -39,6 +39,7 @@ from typing import Any, Collection, Mapping
 from ..capture_ids import capturable, engine_boundaries
 from .common import (IDS_KEY, Reading, TargetContext, architectures, dropped, flag, has, id_list, nested, num_layers,
                      trained_window, unread_later_norms, unsupported_activation, window_ignored)
+from . import quantized
 from .releases import Change, Releases
 
 LABEL = "SGLang"
@@ -74,7 +75,8 @@ RELEASES = Releases(
     "sglang", LABEL,
     ("0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14",
      "0.5.15", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"),
-    (LAYERS_N, FC_NORM_OUTPUT, MLA_CLASS, DEEPSEEK_IDS_AS_IS, GPT_OSS_BOUNDARIES, NORM_BEFORE_FC))
+    (LAYERS_N, FC_NORM_OUTPUT, MLA_CLASS, DEEPSEEK_IDS_AS_IS, GPT_OSS_BOUNDARIES, NORM_BEFORE_FC,
+     *quantized.SGLANG_CHANGES))
 RELEASE = f"{LABEL} {RELEASES.newest}"  # the newest release read, which the engine tier loads
 
 # The SGLang target families whose id reading a change above moves (capture_ids.engine_boundaries).
@@ -111,6 +113,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
         r.refusal = "SGLang fails to construct the drafter: config.json has no draft_vocab_size"
         return r
     r.refusal = unsupported_activation(config, ACTIVATIONS)
+    if r.refusal:
+        return r
+    quantized.read_sglang(r, config, names, lambda change: RELEASES.reads(change, release))
     if r.refusal:
         return r
     if "target_hidden_size" in config and config["target_hidden_size"] is None:

@@ -47,6 +47,7 @@ from typing import Any, Collection, Mapping
 
 from .common import (FLAGS, IDS_KEY, Reading, TargetContext, architectures, flag, has, id_list, nested,
                      num_layers, unread_later_norms, unsupported_activation)
+from . import quantized
 from .releases import Change, Releases
 
 LABEL = "vLLM"
@@ -91,7 +92,7 @@ RELEASES = Releases(
      "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
      "0.33.0"),
     (SPECULATORS_NORM_BEFORE_FC, V1_NESTED_IDS, NESTED_NORM_BEFORE_FC, EAGLE31_FLAGS, QWEN3_CLASS,
-     SPECULATORS_EAGLE31_FLAGS, FOUR_TOP_LEVEL_IDS, MROPE_SLOTS))
+     SPECULATORS_EAGLE31_FLAGS, FOUR_TOP_LEVEL_IDS, MROPE_SLOTS, *quantized.VLLM_CHANGES))
 RELEASE = f"{LABEL} {RELEASES.newest}"  # the newest release read, which the engine tier loads
 
 CLASSES = {
@@ -245,6 +246,9 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
                              "`pard_token` or `ptd_token_id`")
                 return r
     r.refusal = unsupported_activation(config, ACTIVATIONS)
+    if r.refusal:
+        return r
+    quantized.read_vllm(r, config, names, ctx.depth, lambda change: RELEASES.reads(change, release))
     if r.refusal:
         return r
     eagle31 = RELEASES.reads(EAGLE31_FLAGS, release) and (

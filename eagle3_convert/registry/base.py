@@ -56,6 +56,7 @@ class RegistryStore(ABC):
         trained_with: str | None | _Unset = _UNSET,
         id_kind: str | _Unset = _UNSET,
         drafter_kind: str | _Unset = _UNSET,
+        quantization: dict[str, Any] | None | _Unset = _UNSET,
         locations: Iterable[Location] = (),
         lineage: Iterable[LineageEdge] = (),
     ) -> DrafterRecord:
@@ -76,6 +77,7 @@ class RegistryStore(ABC):
             "trained_with": trained_with,
             "id_kind": id_kind,
             "drafter_kind": drafter_kind,
+            "quantization": quantization,
         }
         given = {name: value for name, value in given.items() if value is not _UNSET}
         try:

@@ -259,6 +259,8 @@ class DrafterRecord(_Model):
     id_kind: Literal["content", "hub-fingerprint", "config-and-weights"] = "content"
     # what kind of drafter (drafter.KINDS): EAGLE-3, P-EAGLE, or the block-diffusion DFlash and DSpark
     drafter_kind: Literal["eagle3", "peagle", "dflash", "dspark", "dflash2"] = "eagle3"
+    # a quantized drafter's scheme (quantization.QuantScheme: method, algo, group size, KV algo); None: plain
+    quantization: dict[str, Any] | None = None
     created_at: UTCDateTime = Field(default_factory=utcnow)
     updated_at: UTCDateTime = Field(default_factory=utcnow)
     locations: list[Location] = Field(default_factory=list)

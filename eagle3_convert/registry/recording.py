@@ -23,7 +23,7 @@ CONTENT = "content"  # id_kind: the drafter id of fingerprint.py (the weights: t
 FINGERPRINT = "hub-fingerprint"  # id_kind: registry sync's id of a Hub repo read without its weights
 FORMER = "config-and-weights"  # id_kind of a record made before schema v5 (its id digested the config too)
 
-_SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind", "drafter_kind")
+_SCALARS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with", "id_kind", "drafter_kind", "quantization")
 _GAPS = ("hidden_size", "draft_vocab_size", "vocab_size", "trained_with")
 
 

@@ -140,6 +140,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX record_changes_drafter ON record_changes(drafter_id)",
     ),
+    # v8: a quantized drafter's scheme (JSON; NULL for a plain drafter), issue 35
+    ("ALTER TABLE drafters ADD COLUMN quantization TEXT",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -172,6 +174,7 @@ DRAFTER_COLUMNS = (
     "trained_with",
     "id_kind",
     "drafter_kind",
+    "quantization",
     "created_at",
     "updated_at",
     "target_aliases",
@@ -212,6 +215,7 @@ def to_row(record: DrafterRecord) -> dict[str, Any]:
         "trained_with": record.trained_with,
         "id_kind": record.id_kind,
         "drafter_kind": record.drafter_kind,
+        "quantization": None if record.quantization is None else dumps(record.quantization),
         "created_at": ts(record.created_at),
         "updated_at": ts(record.updated_at),
         "target_aliases": dumps([] if target is None else target.aliases),
@@ -271,6 +275,7 @@ def to_record(row: Any, locations: list[dict[str, Any]], lineage: list[dict[str,
             "trained_with": row["trained_with"],
             "id_kind": row["id_kind"],
             "drafter_kind": row["drafter_kind"],
+            "quantization": None if row["quantization"] is None else loads(row["quantization"]),
             "created_at": row["created_at"],
             "updated_at": row["updated_at"],
             "locations": locations,

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..quantization import input_columns
 from .. import schemas
 from ..converters.base import DecoderKeyError, decoder_fields, is_yarn, model_refusal
 from ..converters.config_keys import key_issues
@@ -101,19 +102,20 @@ def _num_aux(ctx: Context, fields: dict[str, Any]) -> int:
     fc = ctx.tensor("fc.weight")
     if fc is None or len(fc.shape) != 2:
         return fallback
+    width = input_columns(fc)
     count = len(lists[0]) if lists else (declared if is_positive_int(declared) else None)
-    wrong = wrong_target_width(fc.shape[1], count, fields["target_hidden_size"], fields["hidden_size"],
+    wrong = wrong_target_width(width, count, fields["target_hidden_size"], fields["hidden_size"],
                                ctx.target.hidden_size if ctx.target else None)
     if wrong:  # said once; the later checks judge the drafter at the width its weights have
         ctx.add("E-TARGET-HIDDEN-SIZE", *wrong, where="$.target_hidden_size")
-        fields["target_hidden_size"] = fc.shape[1] // count
+        fields["target_hidden_size"] = width // count
         return count
-    if fc.shape[1] % ht or not fc.shape[1]:
-        ctx.add("E-SHAPE-FC", f"fc.weight has {fc.shape[1]} input columns, not a multiple of the target hidden "
+    if width % ht or not width:
+        ctx.add("E-SHAPE-FC", f"fc.weight has {width} input columns, not a multiple of the target hidden "
                 f"size Ht={ht}", "set target_hidden_size in config.json to the target's hidden size",
                 where="fc.weight")
         return fallback
-    k = fc.shape[1] // ht
+    k = width // ht
     if is_positive_int(declared) and declared != k:
         ctx.add("E-CAPTURE-COUNT", f"num_aux_hidden_states is {declared} but fc.weight fuses {k} states of width "
                 f"{ht}", f"set num_aux_hidden_states to {k}", where="$.num_aux_hidden_states")

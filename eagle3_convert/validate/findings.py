@@ -73,6 +73,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-KEY-REFUSED": ("error", "the engine's loader fails on a stored tensor name"),
     "E-KEY-UNAPPLIED": ("error", "the engine loads a tensor into a norm it never applies, and applies one left at "
                                  "its initial value"),
+    "E-QUANT-ORPHAN-SCALE": ("error", "a quantization scale (weight_scale, weight_scale_2, input_scale) whose weight is "
+                                      "not in the file"),
+    "E-QUANT-UNSUPPORTED": ("error", "a quantized drafter this tool cannot read or write as asked (a quantization "
+                                     "other than ModelOpt's, scales with no config, a layout that cannot say it)"),
     "E-KEY-UNKNOWN": ("error", "a tensor that is no part of an EAGLE-3 drafter"),
     "E-KEY-UNUSED": ("error", "a drafter tensor the config does not use (a flag off, a layer too many)"),
     "E-KEY-DUPLICATE": ("error", "two stored names hold the same weight"),

@@ -6,14 +6,27 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..converters.layout import untrained_of
+from ..converters.layout import VOCAB_TENSORS, untrained_of
+from ..converters.quantized import read_quantization
+from ..errors import Eagle3Error
 from ..drafter import DrafterConfig, expected_shapes, layer_index, optional_shapes
+from ..quantization import companion, stored_shape
 from ..safetensors_io import FLOAT_DTYPES, tensor_sha256
 from .context import Context
 from .profiles import engine_profiles
 
 
+def check_quantization(ctx: Context) -> None:
+    """The quantization config against the scales (converters/quantized.py says what is refused, and why)."""
+    try:
+        read_quantization(ctx.raw, {n: t for n, t in ctx.raw.tensors.items() if n not in VOCAB_TENSORS})
+    except Eagle3Error as e:
+        if e.code != "E-QUANT-ORPHAN-SCALE":  # (said of each such tensor by check_tensors)
+            ctx.add(e.code or "E-QUANT-UNSUPPORTED", e.message, e.hint, where="$.quantization_config")
+
+
 def check_tensors(ctx: Context) -> None:
+    check_quantization(ctx)
     cfg = ctx.cfg
     if not ctx.layers_plausible():
         ctx.add("E-KEY-MISSING", f"config.json says {cfg.num_layers} decoder layers but the checkpoint holds "
@@ -27,6 +40,13 @@ def check_tensors(ctx: Context) -> None:
     for stored, intent in sorted(ctx.intents.items()):
         src = ctx.raw.tensors[stored]
         label = stored if intent in (None, stored) else f"{stored} ({intent})"
+        scale_of = companion(stored)
+        if scale_of is not None and intent is None:  # a quantized weight's scale: judged with its weight
+            if scale_of[0] not in ctx.raw.tensors:
+                ctx.add("E-QUANT-ORPHAN-SCALE", f"scale tensor {stored!r} has no weight {scale_of[0]!r} beside it: "
+                        "no engine has a parameter to load it into", "re-export the drafter, or remove the scales "
+                        "of weights it dropped", where=stored)
+            continue
         if intent is None:
             ctx.add("E-KEY-UNKNOWN", f"tensor {stored!r} is no part of an EAGLE-3 drafter in the "
                     f"{ctx.layout.name} layout: no engine loads it (SGLang skips it without a word, vLLM's loader "
@@ -57,7 +77,9 @@ def check_tensors(ctx: Context) -> None:
                     f"({_unused_reason(cfg, intent)}): {_unused_effect(intent)}",
                     "set the config flag it belongs to, or remove the tensor", where=stored)
             continue
-        if src.dtype not in FLOAT_DTYPES:
+        quantized = f"{stored}_scale" in ctx.raw.tensors
+        want = stored_shape(want, src.dtype) if quantized else want
+        if src.dtype not in FLOAT_DTYPES and not quantized:
             ctx.add("E-DTYPE", f"tensor {label} has dtype {src.dtype}; drafter weights are float tensors",
                     "re-export the weights in bf16/fp16/fp32", where=stored)
         if tuple(src.shape) != want and not (intent == "fc.weight" and fc_bad):

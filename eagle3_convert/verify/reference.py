@@ -28,9 +28,11 @@ import torch.nn.functional as F
 from ..drafter import Drafter
 from ..errors import RefusalError
 from ..safetensors_io import read_tensor_bytes
+from .dequant import dequantized
 
 DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
-          "I64": torch.int64, "I32": torch.int32, "BOOL": torch.bool, "U8": torch.uint8}
+          "I64": torch.int64, "I32": torch.int32, "BOOL": torch.bool, "U8": torch.uint8,
+          "F8_E4M3": torch.float8_e4m3fn}  # FP8 and packed NVFP4: dequantized by verify/dequant.py
 ACTIVATIONS = {"silu": F.silu, "gelu": F.gelu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
                "relu": F.relu}
 
@@ -41,7 +43,8 @@ def load_tensor(source) -> torch.Tensor:
     dtype = DTYPES.get(source.dtype)
     if dtype is None:
         raise RefusalError(f"a tensor is stored as {source.dtype}, which verify's reference maths cannot read",
-                           "verify reads BF16, F16 and F32 weights: measure an unquantized copy of the drafter",
+                           "verify reads BF16, F16, F32 and ModelOpt FP8 / NVFP4 weights: measure an unquantized "
+                           "copy of the drafter",
                            code="E-VERIFY-DTYPE")
     data = bytearray(read_tensor_bytes(source))
     return torch.frombuffer(data, dtype=dtype).reshape(source.shape) if data else torch.empty(source.shape, dtype=dtype)
@@ -106,8 +109,7 @@ class DrafterMaths:
             raise RefusalError(f"the drafter's hidden_act {cfg.hidden_act!r} is not one verify models",
                                f"verify models {', '.join(ACTIVATIONS)}", code="E-VERIFY-ACT")
         self.cfg, self.device = cfg, device
-        self.w = {name: load_tensor(src).to(device=device, dtype=torch.float32)
-                  for name, src in drafter.tensors.items() if name not in ("d2t", "t2d")}
+        self.w = dequantized(drafter.tensors, load_tensor, device)  # (a plain weight: only cast to float32)
         self.act = ACTIVATIONS[cfg.hidden_act]
         # draft id -> target id (the d2t offsets decoded and cross-checked by the reader); None: the full vocab
         vocab = drafter.vocab
