@@ -22,6 +22,7 @@ from .converters.base import (
     model_refusal,
 )
 from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family, training_boundaries
+from .converters.final_state import refuse_capture_mode
 from .converters.layout import drafter_kind, refuse_other_kind
 from .converters.registry import detect, get_layout, judge_explicit_from
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig
@@ -425,6 +426,7 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     check_known_facts(source, options)
     restore_target(source, options)
     check_capture_range(source.drafter.config, options)
+    refuse_capture_mode(source.drafter.config, layout.name)
     plan = layout.plan(source.drafter, options)
     return plan, judge_output(plan, source.drafter, options, layout.home_engines)
 

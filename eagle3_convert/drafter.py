@@ -30,6 +30,10 @@ Kind = Literal["eagle3", "peagle", "dflash", "dspark"]
 KINDS = ("eagle3", "peagle", "dflash", "dspark")
 BLOCK_KINDS = ("dflash", "dspark")
 KIND_LABELS = {"eagle3": "EAGLE-3", "peagle": "P-EAGLE", "dflash": "DFlash", "dspark": "DSpark"}
+# What the head is fed (docs/formats.md §4.1): "aux", k captured target states fused by fc; "final", the target's
+# final post-norm hidden state as it is, no fc (ModelOpt's `eagle_config.use_aux_hidden_state: false`, as in
+# nvidia/gpt-oss-120b-Eagle3-v2; vLLM and SGLang feed it so when the flag is false, engines/vllm.py, sglang.py).
+Capture = Literal["aux", "final"]
 # DSpark's Markov and confidence heads (speculators models/dspark), each built when a config field says so
 BLOCK_HEADS = {"markov_head.": "markov_rank", "confidence_head.": "enable_confidence_head"}
 
@@ -76,6 +80,7 @@ class DrafterConfig(BaseModel):
     target_hidden_size: int | None = Field(default=None, description="Ht; None when equal to hidden_size")
     num_aux_hidden_states: int = Field(default=3, ge=1, description="k, the number of captured target states")
     capture_boundaries: list[int] | None = Field(default=None, description="None: the engine default {2, L//2, L-3}")
+    capture: Capture = "aux"
 
     norm_before_residual: bool = False
     norm_before_fc: bool = False
@@ -103,6 +108,11 @@ class DrafterConfig(BaseModel):
     def _mla_widths_stated(self) -> "DrafterConfig":
         if self.family == "deepseek_mla" and not (self.mla and all(k in self.mla for k in MLA_KEYS)):
             raise ValueError(f"an MLA drafter needs every latent width: {', '.join(MLA_KEYS)}")
+        if self.capture == "final" and (self.num_aux_hidden_states != 1 or self.capture_boundaries is not None
+                                        or self.resolved_target_hidden_size != self.hidden_size or self.fc_norm
+                                        or self.norm_before_fc or self.kind in BLOCK_KINDS):
+            raise ValueError("a head fed the target's final state takes one state of the drafter's own width, "
+                             "with no capture layers and no fc (nor fc_norm / norm_before_fc)")
         return self
 
     def block_tokens(self) -> int | None:
@@ -141,6 +151,8 @@ class DrafterConfig(BaseModel):
             del data["algorithm"]
         if self.kind == "eagle3":  # an EAGLE-3 drafter's id stays what it was before kinds existed
             del data["kind"], data["mask_token_id"]
+        if self.capture == "aux":  # likewise before capture modes existed
+            del data["capture"]
         data["head_dim"] = self.resolved_head_dim
         data["target_hidden_size"] = self.resolved_target_hidden_size
         data["rope"] = self.rope_normalized()
@@ -203,10 +215,9 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
     H, Ht, k = cfg.hidden_size, cfg.resolved_target_hidden_size, cfg.num_aux_hidden_states
     nh, nkv, hd, I = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.resolved_head_dim, cfg.intermediate_size
     block = cfg.kind in BLOCK_KINDS
-    shapes: dict[str, tuple[int, ...]] = {
-        "fc.weight": (H, k * Ht),
-        "norm.weight": (H,),
-    }
+    shapes: dict[str, tuple[int, ...]] = {"norm.weight": (H,)}
+    if cfg.capture == "aux":  # a head fed the final state has no fc
+        shapes["fc.weight"] = (H, k * Ht)
     if block:  # DFlash/DSpark: one hidden_norm over fc's output, every layer a plain decoder layer (H input)
         shapes["hidden_norm.weight"] = (H,)
     else:  # (a block-diffusion drafter borrows the verifier's head when it stores none: optional_shapes)
