@@ -218,8 +218,8 @@ def fc_bypass(ctx: Context, p: EngineProfile) -> None:
     if p.name in ("sglang", "vllm") and ctx.eagle.get("use_aux_hidden_state", True) is False:
         # only over an fc.weight (without one the head is read as fed the final state): that fc is trained
         ctx.add("E-CAPTURE-FC-BYPASSED", f"eagle_config.use_aux_hidden_state is false: {p.label} passes the "
-                f"target's last hidden state alone and never applies the trained fc.weight [{h}, {k * ht}]",
-                "set eagle_config.use_aux_hidden_state to true (this drafter's fc fuses captured states)",
+                f"target's last hidden state alone and never applies fc.weight [{h}, {k * ht}]",
+                "set eagle_config.use_aux_hidden_state to true (an EAGLE-3 drafter fuses captured states)",
                 engine=p.name, where="$.eagle_config.use_aux_hidden_state")
     elif p.fc_skipped_when_width_matches and k * ht == h:
         ctx.add("E-CAPTURE-FC-BYPASSED", f"fc.weight fuses k={k} states of width Ht={ht} and k*Ht == H={h}: "
