@@ -426,7 +426,7 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     check_known_facts(source, options)
     restore_target(source, options)
     check_capture_range(source.drafter.config, options)
-    refuse_capture_mode(source.drafter.config, layout.name)
+    refuse_capture_mode(source.drafter.config, layout.name, layout.writes)
     plan = layout.plan(source.drafter, options)
     return plan, judge_output(plan, source.drafter, options, layout.home_engines)
 

@@ -30,7 +30,7 @@ Kind = Literal["eagle3", "peagle", "dflash", "dspark"]
 KINDS = ("eagle3", "peagle", "dflash", "dspark")
 BLOCK_KINDS = ("dflash", "dspark")
 KIND_LABELS = {"eagle3": "EAGLE-3", "peagle": "P-EAGLE", "dflash": "DFlash", "dspark": "DSpark"}
-# What the head is fed (docs/formats.md §4.1): "aux", k captured target states fused by fc; "final", the target's
+# What the head is fed (docs/formats.md §4.4): "aux", k captured target states fused by fc; "final", the target's
 # final post-norm hidden state as it is, no fc (ModelOpt's `eagle_config.use_aux_hidden_state: false`, as in
 # nvidia/gpt-oss-120b-Eagle3-v2; vLLM and SGLang feed it so when the flag is false, engines/vllm.py, sglang.py).
 Capture = Literal["aux", "final"]

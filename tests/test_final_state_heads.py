@@ -141,3 +141,12 @@ def test_verify_feeds_the_final_post_norm_state(tmp_path: Path):
     assert maths.fuse([run.states[5]]) is run.states[5]  # no fc
     result = acceptance(prepare(drafter, target, ["hello world"], device="cpu", max_new_tokens=8), 3)
     assert result.capture_from == "final post-norm state" and 1.0 <= result.mean_accepted_length <= 4.0
+
+
+def test_inspect_says_what_the_head_is_fed(tmp_path: Path):
+    """Before: "fuses k=1 states" and "boundaries engine default", as if the engines captured their default layers."""
+    result = run_cli("inspect", final_head(tmp_path / "head"))
+    assert result.exit_code == 0, result.stderr
+    assert "fuses        nothing: fed the target's final post-norm hidden state (no fc)" in result.stdout
+    assert "capture      no layers" in result.stdout and "engine default" not in result.stdout
+    assert "no verdict: the sources read do not say how TensorRT-LLM feeds" in result.stdout  # its YAML claims nothing

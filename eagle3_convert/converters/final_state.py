@@ -1,4 +1,4 @@
-"""Heads fed the target's final state (`DrafterConfig.capture == "final"`; docs/formats.md §4.1).
+"""Heads fed the target's final state (`DrafterConfig.capture == "final"`; docs/formats.md §4.4).
 
 ModelOpt writes them with `eagle_config.use_aux_hidden_state: false` (nvidia/gpt-oss-120b-Eagle3-v2): an EAGLE-3
 head with no fc whose first layer takes [embedding, target's final post-norm hidden state] (2H). vLLM and SGLang
@@ -31,8 +31,8 @@ def read_final_head(eagle: Mapping[str, Any], tensors: Mapping[str, Any], hidden
     if "fc.weight" in tensors:
         raise RefusalError("eagle_config.use_aux_hidden_state is false and the file has an fc.weight: an EAGLE-1 "
                            "module (fc over [embedding, hidden]), or an EAGLE-3 head whose flag is wrong",
-                           "an EAGLE-3 head trained with fc fuses captured states: set the flag true only if fc.weight "
-                           "is [H, k*Ht] and the training fused k states; this tool converts EAGLE-3 drafters only",
+                           "if fc.weight fuses the k captured states the head was trained on ([H, k*Ht]), set the "
+                           "flag true; an EAGLE-1 module is not converted",
                            code="E-CONFIG-ALGORITHM")
     q = next((t for name, t in tensors.items() if name.endswith(("layers.0.self_attn.q_proj.weight",
                                                                   "midlayer.self_attn.q_proj.weight"))), None)
@@ -52,8 +52,10 @@ def final_fields(fields: dict[str, Any], notes: list[str]) -> None:
                  "state, no fc; capture ids, if listed, are unused")
 
 
-def refuse_capture_mode(cfg: DrafterConfig, layout: str) -> None:
-    if cfg.capture == "final" and layout not in SAYS_FINAL:
+def refuse_capture_mode(cfg: DrafterConfig, layout: str, writes: bool = True) -> None:
+    """A head fed the final state, written where no engine reading the layout would feed it so (`writes` False: a
+    layout never written, whose own plan refuses)."""
+    if cfg.capture == "final" and writes and layout not in SAYS_FINAL:
         raise RefusalError(f"the head is fed the target's final hidden state (no fc), and the {layout} layout "
                            "cannot say so: its engines would feed it captured states through an fc it lacks",
                            f"convert to a layout that nests eagle_config.{FLAG}: --to "

@@ -105,6 +105,9 @@ FC_SKIPPED_WHEN_WIDTH_MATCHES = True  # fc only when k*Ht != H
 def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, release: str | None = None) -> Reading:
     """SGLang `release` (None: the newest we know)'s reading of the file."""
     r = Reading("sglang", LABEL)
+    # eagle_config.use_aux_hidden_state false: the target captures no layers and hands over its final post-norm
+    # state (the logits processor's hidden_states), which skips fc when its width is H (the module doc)
+    r.capture = "final" if nested(config).get("use_aux_hidden_state", True) is False else "aux"
     archs = architectures(config)
     family = next((CLASSES[a] for a in archs if a in CLASSES), None)
     if family == "deepseek_mla" and not RELEASES.reads(MLA_CLASS, release):
@@ -155,9 +158,6 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
               "fc_norm": flag(config, "fc_norm") or flag(config, "use_aux_norm"),
               "norm_output": flag(config, "norm_output")}
     r.flags = {f: v and f in read_flags for f, v in values.items()}
-    # eagle_config.use_aux_hidden_state false: the target captures no layers and hands over its final post-norm
-    # state (the logits processor's hidden_states), which skips fc when its width is H (the module doc)
-    r.capture = "final" if eagle.get("use_aux_hidden_state", True) is False else "aux"
     k = len(ids) if ids else 3
     ht = config.get("target_hidden_size") or config.get("hidden_size")
     if r.capture == "aux" and isinstance(ht, int) and k * ht == config.get("hidden_size"):

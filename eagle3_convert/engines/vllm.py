@@ -171,6 +171,8 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
           release: str | None = None) -> Reading:
     r = Reading(engine, f"{LABEL} ({engine[-2:].upper()} runner)")
     speculators = "speculators_model_type" in config
+    final = not speculators and nested(config).get("use_aux_hidden_state", True) is False  # (speculators: not passed)
+    r.capture = "final" if final and (engine == "vllm-v1" or RELEASES.reads(V2_AUX_FLAG, release)) else "aux"
     qwen3 = RELEASES.reads(QWEN3_CLASS, release)
     if speculators:
         layer_cfg = config.get("transformer_layer_config")
@@ -233,8 +235,6 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
         r.captures_defaults(ctx.depth)
     else:
         r.captures = sorted(set(ids))
-    final = not speculators and eagle.get("use_aux_hidden_state", True) is False  # (speculators: never passed on)
-    r.capture = "final" if final and (engine == "vllm-v1" or RELEASES.reads(V2_AUX_FLAG, release)) else "aux"
     if final and r.capture == "aux":
         r.silent.append(f"the V2 runner ignores eagle_config.use_aux_hidden_state false and feeds the captured "
                         "states to a head with no fc (vLLM issue 40551)")
