@@ -150,3 +150,10 @@ def test_inspect_says_what_the_head_is_fed(tmp_path: Path):
     assert "fuses        nothing: fed the target's final post-norm hidden state (no fc)" in result.stdout
     assert "capture      no layers" in result.stdout and "engine default" not in result.stdout
     assert "no verdict: the sources read do not say how TensorRT-LLM feeds" in result.stdout  # its YAML claims nothing
+
+
+def test_capture_layers_given_for_it_are_refused(tmp_path: Path):
+    src = final_head(tmp_path / "head")
+    result = run_cli("--to", "vllm", "--capture-layers", "2,4,5", "--convention", "boundary", src, tmp_path / "out")
+    assert result.exit_code == 1 and "[E-CAPTURE-COUNT]" in result.stderr
+    assert "fed the target's final post-norm state" in result.stderr and nothing_written(tmp_path, "out")

@@ -62,6 +62,13 @@ def refuse_capture_mode(cfg: DrafterConfig, layout: str, writes: bool = True) ->
                            f"{' / --to '.join(SAYS_FINAL)}", code="E-FLAG-UNSUPPORTED")
 
 
+def fused(cfg: DrafterConfig) -> str:
+    """What the head takes in, said where capture layers are given for it."""
+    if cfg.capture == "final":
+        return "the head is fed the target's final post-norm state (eagle_config.use_aux_hidden_state false), no layers"
+    return f"fc fuses {cfg.num_aux_hidden_states} hidden states"
+
+
 def write_flag(eagle: dict[str, Any], cfg: DrafterConfig) -> None:
     """Write the flag into `eagle` (the nested eagle_config) for a final-state head; nothing for an aux one."""
     if cfg.capture == "final":
