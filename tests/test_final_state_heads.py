@@ -157,3 +157,14 @@ def test_capture_layers_given_for_it_are_refused(tmp_path: Path):
     result = run_cli("--to", "vllm", "--capture-layers", "2,4,5", "--convention", "boundary", src, tmp_path / "out")
     assert result.exit_code == 1 and "[E-CAPTURE-COUNT]" in result.stderr
     assert "fed the target's final post-norm state" in result.stderr and nothing_written(tmp_path, "out")
+
+
+def test_the_model_card_says_it_captures_no_layers(hub, tmp_path: Path):
+    """Before: "reads 1 hidden states" taken at "the engines' default layers"."""
+    src = final_head(tmp_path / "head")
+    result = run_cli("publish", src, "test-user/final-head", "--endpoint", hub.url, "--token", "hf_final_token",
+                     "--registry", tmp_path / "registry.db", "--dry-run", "--json")
+    assert result.exit_code == 0, result.stderr
+    card = json.loads(result.stdout)["card"]
+    assert "reads the target's final hidden state" in card and "default layers" not in card
+    assert "None: the drafter is fed the target's final hidden state, after its final norm, with no fc" in card
