@@ -15,7 +15,9 @@ Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
 - fc is applied only when the incoming width k*Ht differs from H.
 - `eagle_config.use_aux_hidden_state` (default true) read in every release modelled (the 0.5.9, 0.5.11 and 0.5.23
   wheels: speculative/eagle_worker.py, model_executor/model_runner.py; PR 14920 "GPT-OSS Eagle v2 support"):
-  false, the target captures no layers and hands the draft its final post-norm hidden state
+  false, the target captures no layers (`set_eagle3_layers_to_capture` is called only when it is true:
+  model_runner.py in 0.5.11, model_runner_components/attention_backend_setup.py in 0.5.23) and hands the draft
+  its final post-norm hidden state
   (layers/logits_processor.py `_get_hidden_states_to_store`: `hidden_states`, after the model's norm), which
   skips fc at width H (`llama_eagle3.py` forward): a head trained on that state is served as trained.
 - Weights: `midlayer.`, `layers.` or `model.layers.`; layers >= 1 normalise their input with
