@@ -10,9 +10,9 @@ release, measured by verify on the final state.
 
 The file is built in code following the ModelOpt HF export (tests/builders.py `config_for("modelopt")`: NVIDIA's
 eagle_config fields as its exporter writes them, modelopt/torch/export/unified_export_megatron.py) with the flag
-false and no fc tensor (modelopt/torch/export/plugins/hf_spec_export.py: "fc and hidden_norm are only present when
-use_aux_hidden_state=True"; the engines' Eagle3 classes still build and load hidden_norm), on a gpt-oss-family target.
-The published config.json itself is in none of the stored corpora.
+false and no fc tensor, its first layer as the engines that served those heads build and load it (2H input,
+hidden_norm: vLLM's and SGLang's Eagle3 classes), on a gpt-oss-family target. The published config.json and tensor
+list are in none of the stored corpora: the shape is the engines', not copied from the Hub file.
 """
 
 from __future__ import annotations
