@@ -22,6 +22,7 @@ from .converters.base import (
     model_refusal,
 )
 from .capture_ids import capture_context, default_boundaries, ids_for_engine, target_family, training_boundaries
+from .converters.final_state import fused, refuse_capture_mode
 from .converters.layout import drafter_kind, refuse_other_kind
 from .converters.registry import detect, get_layout, judge_explicit_from, plan_layout
 from .drafter import MATH_FLAGS, Drafter, DrafterConfig
@@ -209,9 +210,9 @@ def _take_capture(drafter: Drafter, boundaries: list[int], said_by: str, depth: 
         return
     if not replace and depth is not None and boundaries == default_boundaries(depth):
         return  # the engine default already captures exactly these
-    if len(boundaries) != cfg.num_aux_hidden_states:
-        raise RefusalError(f"{said_by} names {len(boundaries)} capture layers but fc fuses "
-                           f"{cfg.num_aux_hidden_states} hidden states", "check the capture layers given",
+    if len(boundaries) != cfg.num_aux_hidden_states or cfg.capture == "final":
+        raise RefusalError(f"{said_by} names {len(boundaries)} capture layers but {fused(cfg)}",
+                           "check the capture layers given",
                            code="E-CAPTURE-COUNT")
     drafter.config = cfg.model_copy(update={"capture_boundaries": list(boundaries)})
     if not replace:
@@ -426,6 +427,7 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     check_known_facts(source, options)
     restore_target(source, options)
     check_capture_range(source.drafter.config, options)
+    refuse_capture_mode(source.drafter.config, layout.name, layout.writes)
     plan = plan_with_target_options(layout, source.drafter, options)
     return plan, judge_output(plan, source.drafter, options, layout.home_engines)
 

@@ -33,6 +33,10 @@ Kind = Literal["eagle3", "peagle", "dflash", "dspark", "dflash2"]
 KINDS = ("eagle3", "peagle", "dflash", "dspark", "dflash2")
 BLOCK_KINDS = ("dflash", "dspark", "dflash2")
 KIND_LABELS = {"eagle3": "EAGLE-3", "peagle": "P-EAGLE", "dflash": "DFlash", "dspark": "DSpark", "dflash2": "DFlash2"}
+# What the head is fed (docs/formats.md §4.4): "aux", k captured target states fused by fc; "final", the target's
+# final post-norm hidden state as it is, no fc (ModelOpt's `eagle_config.use_aux_hidden_state: false`, as in
+# nvidia/gpt-oss-120b-Eagle3-v2; vLLM and SGLang feed it so when the flag is false, engines/vllm.py, sglang.py).
+Capture = Literal["aux", "final"]
 # DSpark's Markov and confidence heads (speculators models/dspark), each built when a config field says so
 BLOCK_HEADS = {"markov_head.": "markov_rank", "confidence_head.": "enable_confidence_head"}
 
@@ -79,6 +83,7 @@ class DrafterConfig(BaseModel):
     target_hidden_size: int | None = Field(default=None, description="Ht; None when equal to hidden_size")
     num_aux_hidden_states: int = Field(default=3, ge=1, description="k, the number of captured target states")
     capture_boundaries: list[int] | None = Field(default=None, description="None: the engine default {2, L//2, L-3}")
+    capture: Capture = "aux"
 
     norm_before_residual: bool = False
     norm_before_fc: bool = False
@@ -108,6 +113,11 @@ class DrafterConfig(BaseModel):
     def _mla_widths_stated(self) -> "DrafterConfig":
         if self.family == "deepseek_mla" and not (self.mla and all(k in self.mla for k in MLA_KEYS)):
             raise ValueError(f"an MLA drafter needs every latent width: {', '.join(MLA_KEYS)}")
+        if self.capture == "final" and (self.num_aux_hidden_states != 1 or self.capture_boundaries is not None
+                                        or self.resolved_target_hidden_size != self.hidden_size or self.fc_norm
+                                        or self.norm_before_fc or self.kind in BLOCK_KINDS):
+            raise ValueError("a head fed the target's final state takes one state of the drafter's own width, "
+                             "with no capture layers and no fc (nor fc_norm / norm_before_fc)")
         return self
 
     def block_tokens(self) -> int | None:
@@ -148,6 +158,8 @@ class DrafterConfig(BaseModel):
             del data["kind"], data["mask_token_id"]
         if self.quantization is None:  # a plain drafter's id stays what it was before quantized ones were read
             del data["quantization"]
+        if self.capture == "aux":  # likewise before capture modes existed
+            del data["capture"]
         data["head_dim"] = self.resolved_head_dim
         data["target_hidden_size"] = self.resolved_target_hidden_size
         data["rope"] = self.rope_normalized()
@@ -210,10 +222,9 @@ def expected_shapes(cfg: DrafterConfig) -> dict[str, tuple[int, ...]]:
     H, Ht, k = cfg.hidden_size, cfg.resolved_target_hidden_size, cfg.num_aux_hidden_states
     nh, nkv, hd, I = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.resolved_head_dim, cfg.intermediate_size
     block = cfg.kind in BLOCK_KINDS
-    shapes: dict[str, tuple[int, ...]] = {
-        "fc.weight": (H, k * Ht),
-        "norm.weight": (H,),
-    }
+    shapes: dict[str, tuple[int, ...]] = {"norm.weight": (H,)}
+    if cfg.capture == "aux":  # a head fed the final state has no fc
+        shapes["fc.weight"] = (H, k * Ht)
     if block:  # DFlash/DSpark: one hidden_norm over fc's output, every layer a plain decoder layer (H input)
         shapes["hidden_norm.weight"] = (H,)
     else:  # (a block-diffusion drafter borrows the verifier's head when it stores none: optional_shapes)

@@ -103,9 +103,11 @@ def _summary(layout: str, config: DrafterConfig, target_name: str | None, target
                 "pass, which the target then verifies; it borrows the target's embedding and head where it stores "
                 "none, and works only with the target (and layers) it was trained on.")
     return (f"An [EAGLE-3](https://arxiv.org/abs/2503.01840) draft model for speculative decoding with {who}, "
-            f"in the **{layout}** layout. It is {layers} that reads {config.num_aux_hidden_states} hidden states "
-            "of the target and proposes tokens the target then verifies: it works only with the target (and "
-            "capture layers) it was trained on.")
+            f"in the **{layout}** layout. It is {layers} that reads "
+            + ("the target's final hidden state" if config.capture == "final" else
+               f"{config.num_aux_hidden_states} hidden states of the target")
+            + " and proposes tokens the target then verifies: it works only with the target (and capture layers) it "
+            "was trained on.")
 
 
 def _target_section(target: TargetIdentity | None, target_name: str | None,
@@ -135,6 +137,12 @@ def _capture_section(config: DrafterConfig, facts: dict[str, Any], target: Targe
             f"boundaries `{boundaries}` (indexes into Hugging Face `output_hidden_states`). speculators spells "
             f"them so (`aux_hidden_state_layer_ids`); the flat config of z-lab and SpecForge one lower "
             f"(`dflash_config.target_layer_ids` `{block_diffusion_ids(boundaries or [])}`)."), ""]
+    if config.capture == "final":  # converters/final_state.py
+        return ["## Capture layers", "", (
+            "None: the drafter is fed the target's final hidden state, after its final norm, with no fc "
+            "(`eagle_config.use_aux_hidden_state: false`). vLLM (its V1 runner; its V2 runner from 0.33.0) and SGLang "
+            "feed it so when the flag is false; a config without the flag has them capture layers and serves it "
+            "wrong."), ""]
     family, depth = capture_context(config.family, target, config.target)
     table = convention_table(boundaries, depth, family)
     if boundaries is None:

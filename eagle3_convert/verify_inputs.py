@@ -171,7 +171,14 @@ def refuse_outside(boundaries: list[int], depth: int) -> None:
 
 
 def choose_boundaries(cfg: DrafterConfig, depth: int, given: list[int] | None = None) -> tuple[list[int], str]:
-    """The capture boundaries to measure with and where they came from."""
+    """The capture boundaries to measure with and where they came from; a head fed the target's final state reads
+    index depth + 1, the post-norm state (verify.target.Capture), and takes no other."""
+    if cfg.capture == "final":
+        if given is not None:
+            raise UsageError(f"capture boundaries {given} given, but the drafter is fed the target's final post-norm "
+                             "state (eagle_config.use_aux_hidden_state false) and captures no layers",
+                             "measure it without --capture-layers")
+        return [depth + 1], "final post-norm state"
     if given is not None:
         boundaries, said = list(given), "given"
     elif cfg.capture_boundaries is not None:

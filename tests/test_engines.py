@@ -717,3 +717,74 @@ def test_a_local_verifier_is_served_the_way_our_verdict_says(matrix: dict, case:
         assert verdict["verdict"] == "as-trained" and said == (not shortcut["ok"]), (verdict, shortcut)
     if not shortcut["ok"]:
         assert "Speculators verifier must name a remote model repository" in shortcut["error"], shortcut
+
+
+# --------------------------------------------------------------------------- heads fed the final state (issue 35)
+
+FINAL_LAYOUTS = ("modelopt", "vllm", "sglang")  # the layouts that nest eagle_config.use_aux_hidden_state
+
+
+@pytest.fixture(scope="session")
+def final_state_head(engines_python: Path, engines_dir: Path) -> dict:
+    """A head trained without aux states (use_aux_hidden_state false, no fc: NVIDIA's gpt-oss-120b-Eagle3-v2 kind),
+    as a ModelOpt export, converted by our CLI to each layout that says it and handed to each engine's own code,
+    which decides what it feeds the drafter (probe_*.py `feeds`): the target's final post-norm state, `final`."""
+    spec = DrafterSpec(capture_boundaries=None)
+    root = engines_dir / "final-state"
+    src = root / "source"
+    src.mkdir(parents=True)
+    config = config_for("modelopt", spec)
+    config["eagle_config"]["use_aux_hidden_state"] = False
+    (src / "config.json").write_text(json.dumps(config, indent=2))
+    sane = {stored_name("modelopt", spec, n): t for n, t in sane_canonical(spec).items()}
+    write_raw_safetensors(src / "model.safetensors", {n: sane.get(n, t) for n, t in
+                                                      stored_tensors("modelopt", spec).items() if n != "fc.weight"})
+    target = write_target(root / "target", spec)
+    gen = torch.Generator().manual_seed(35)
+    inputs = {"input_ids": torch.randint(0, spec.vocab_size, (TOKENS,), generator=gen),
+              "positions": torch.arange(TOKENS), "embeds": torch.randn(TOKENS, spec.hidden_size, generator=gen),
+              "states": torch.randn(spec.target_layers + 1, TOKENS, spec.ht, generator=gen),
+              "final": torch.randn(TOKENS, spec.hidden_size, generator=gen)}
+    from safetensors.torch import save_file
+
+    save_file(inputs, str(root / "inputs.safetensors"))
+    jobs = []
+    for layout in FINAL_LAYOUTS:
+        ok, why = convert(src, layout, root / f"to-{layout}", target)
+        assert ok, (layout, why)
+        jobs.append({"id": f"final-{layout}", "draft": str(root / f"to-{layout}"), "target": str(target),
+                     "inputs": str(root / "inputs.safetensors")})
+    (root / "jobs.json").write_text(json.dumps(jobs))
+    out = root / "probe-out"
+    out.mkdir()
+    probes = {engine: peer_venv.run_probe(engines_python, ENGINES / f"probe_{engine}.py", root / "jobs.json", out,
+                                          cwd=root, timeout_s=PROBE_TIMEOUT_S, env={"PYTHONPATH": str(SITE)})
+              for engine in ("sglang", "vllm")}
+    return {"spec": spec, "inputs": inputs, "probes": probes}
+
+
+@pytest.mark.parametrize("layout", FINAL_LAYOUTS)
+def test_a_head_fed_the_final_state_is_served_as_trained(final_state_head: dict, layout: str):
+    """vLLM 0.33.0 (both runners) and SGLang 0.5.23 read the flag, feed the final state and build no fc in vLLM:
+    their forward is the trained maths on that state (tests/engines/reference.py with no fc), as our verdicts say."""
+    from safetensors.torch import load_file
+
+    spec, inputs = final_state_head["spec"], final_state_head["inputs"]
+    w = trained_weights(spec)
+    cfg = {"num_attention_heads": spec.num_attention_heads, "num_key_value_heads": spec.num_key_value_heads,
+           "head_dim": spec.head_dim, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "num_hidden_layers": spec.num_layers}
+    flags = {f: False for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")}
+    with torch.no_grad():
+        hidden, aux = reference.drafter_forward(w, cfg, flags, inputs["embeds"], inputs["final"], None,
+                                                inputs["positions"])
+    for engine, readings in (("vllm", ("vllm-v1", "vllm-v2")), ("sglang", ("sglang",))):
+        report = final_state_head["probes"][engine]["results"][f"final-{layout}"]
+        assert report["ok"], (engine, report)
+        assert report["feeds"] == {r: "final" for r in readings}, (engine, report["feeds"])
+        if engine == "vllm":  # its Eagle3 class builds no fc when the flag is false (llama_eagle3.py)
+            assert not [n for n in load_file(report["params"]) if ".fc." in f".{n}"], report["params"]
+        for reading in readings:
+            fwd = report["forward"][reading]
+            assert "error" not in fwd and fwd["captured"] == [], (reading, fwd)
+            out = load_file(fwd["outputs"])
+            assert min(cosine(out["hidden"], hidden), cosine(out["aux"], aux)) >= COSINE, reading

@@ -37,7 +37,8 @@ VALIDATE_HINT_COMMANDS = {
     "I-ENGINE-READING": ("--to modelopt", "--to sglang"),
     "W-ENGINE-RELEASE-UNKNOWN": ("--to vllm",),
     "E-CAPTURE-EMBEDDING": ("--to sglang",),
-    "E-CAPTURE-FC-BYPASSED": ("--to vllm",),
+    # E-CAPTURE-FC-BYPASSED names no command: the flag false over a trained fc is refused by every reader (issue 35:
+    # which of the two the file means is the user's to say), so its hints say to set the flag, and no conversion
     "E-CAPTURE-MISMATCH": ("--to sglang",),
     # the recorded layers, and only they: stating the config's against the record is refused (issue 33)
     "E-CAPTURE-RECORD": ("--capture-layers 2,4,5 --convention boundary --to sglang",),

@@ -519,10 +519,12 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
         "vllm", put(architectures=["Eagle3Qwen3ForCausalLM"]), None, "sglang", (),
         "error: architectures ['Eagle3Qwen3ForCausalLM'] make vLLM build its qwen3 Eagle3 class, but the config "
         "describes a llama drafter [E-CONFIG-FAMILY] — hint: set architectures to ['LlamaForCausalLMEagle3']"),
-    "vllm: an EAGLE-1/2 head": (
+    "vllm: the flag false over an fc.weight": (
         "vllm", nested("eagle_config", use_aux_hidden_state=False), None, "sglang", (),
-        "error: eagle_config.use_aux_hidden_state is false: an EAGLE-1/2 head, not an EAGLE-3 drafter "
-        "[E-CONFIG-ALGORITHM] — hint: this tool converts EAGLE-3 drafters only"),
+        "error: eagle_config.use_aux_hidden_state is false and the file has an fc.weight: an EAGLE-1 module (fc over "
+        "[embedding, hidden]), or an EAGLE-3 head whose flag is wrong [E-CONFIG-ALGORITHM] — hint: if fc.weight fuses "
+        "the k captured states the head was trained on ([H, k*Ht]), set the flag true; an EAGLE-1 module is not "
+        "converted"),
     "vllm: a negative P-EAGLE mask token": (
         "vllm", put(pard_token=-2), PEAGLE, "speculators", ("--verifier", "org/t"),
         "error: the P-EAGLE mask token is -2 [E-CONFIG-FIELD] — hint: it must be a token id (an integer >= 0)"),
@@ -551,10 +553,12 @@ REFUSALS: dict[str, tuple[str, Edit, DrafterSpec | None, str, tuple[str, ...], s
         "modelopt", put(architectures=["LlamaForCausalLMEagle"]), None, "vllm", (),
         "error: eagle_config.use_aux_hidden_state is not true: an EAGLE-1/2 module, not EAGLE-3 [E-CONFIG-ALGORITHM] — "
         "hint: this tool converts EAGLE-3 drafters only"),
-    "modelopt: use_aux_hidden_state false": (
+    "modelopt: use_aux_hidden_state false over an fc.weight": (
         "modelopt", nested("eagle_config", use_aux_hidden_state=False), None, "vllm", (),
-        "error: eagle_config.use_aux_hidden_state is not true: an EAGLE-1/2 module, not EAGLE-3 [E-CONFIG-ALGORITHM] — "
-        "hint: this tool converts EAGLE-3 drafters only"),
+        "error: eagle_config.use_aux_hidden_state is false and the file has an fc.weight: an EAGLE-1 module (fc over "
+        "[embedding, hidden]), or an EAGLE-3 head whose flag is wrong [E-CONFIG-ALGORITHM] — hint: if fc.weight fuses "
+        "the k captured states the head was trained on ([H, k*Ht]), set the flag true; an EAGLE-1 module is not "
+        "converted"),
     "modelopt: MTP norms": (
         "modelopt", nested("eagle_config", use_mtp_layernorm=True), None, "vllm", (),
         "error: eagle_config.use_mtp_layernorm is true: an MTP-style module with extra norms no EAGLE-3 engine class "

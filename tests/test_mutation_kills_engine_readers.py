@@ -38,7 +38,7 @@ def test_a_gguf_record_that_is_json_but_no_object_is_read_as_no_record():
             "captures": [2, 4, 5], "from_default": False, "runtime": False,
             "flags": {"norm_before_residual": False, "norm_before_fc": False, "fc_norm": False,
                       "norm_output": False},
-            "silent": [], "caveats": [], "undecided": {}}, text
+            "silent": [], "caveats": [], "undecided": {}, "capture": None}, text
 
 
 # ------------------------------------------------------------------ engines/mlxvlm.py, lmdeploy.py: whole readings
@@ -262,7 +262,7 @@ def test_what_mlx_vlm_reads_from_the_file(name: str):
     reading = dataclasses.asdict(read_all(config, stored, ctx, engines=("mlx-vlm",))["mlx-vlm"])
     assert reading == {"engine": "mlx-vlm", "label": "mlx-vlm", "refusal": None, "family": None, "kind": "eagle3",
                        "captures": None, "from_default": False, "runtime": False, "flags": {}, "silent": [],
-                       "caveats": [], "undecided": {}, **expected}
+                       "caveats": [], "undecided": {}, "capture": None, **expected}
 
 
 DOCUMENTED = top(architectures=["LlamaForCausalLM"])  # the path LMDeploy's docs serve (yuhuili's EAGLE-3 files)
@@ -362,7 +362,7 @@ def test_what_lmdeploy_reads_from_the_file(name: str):
     reading = dataclasses.asdict(read_all(config, stored, ctx, engines=("lmdeploy",))["lmdeploy"])
     assert reading == {"engine": "lmdeploy", "label": "LMDeploy", "refusal": None, "family": None, "kind": "eagle3",
                        "captures": None, "from_default": False, "runtime": False, "flags": {}, "silent": [],
-                       "caveats": [], "undecided": {}, **expected}
+                       "caveats": [], "undecided": {}, "capture": None, **expected}
 
 
 # ------------------------------------------------------------------ engines/__init__.py: block-diffusion verdicts

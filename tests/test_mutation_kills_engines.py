@@ -149,9 +149,9 @@ CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], TargetContext,
     "sglang: an MLA drafter's window is not the llama class's caveat": ("sglang", file("sglang", lambda c, n: c.update(
         sliding_window=64, layer_types=["sliding_attention"]), family="deepseek_mla"), L8,
         served([2, 4, 5], family="deepseek_mla")),
+    # SGLang feeds the target's final post-norm state (its verdict on a head with a trained fc: WRONG, _fed)
     "sglang: use_aux_hidden_state false": ("sglang", file("sglang", lambda c, n: c["eagle_config"].__setitem__(
-        "use_aux_hidden_state", False)), L8, served(
-        [2, 4, 5], "SGLang never applies fc: eagle_config.use_aux_hidden_state is false")),
+        "use_aux_hidden_state", False)), L8, {**served([2, 4, 5]), "capture": "final"}),
     "sglang: one id, k*Ht == H": ("sglang", file("sglang", lambda c, n: (
         c["eagle_config"].__setitem__(IDS, [3]), c.__setitem__("target_hidden_size", 32))), L8,
         served([4], "SGLang skips fc: k*Ht == H (1*32)")),
@@ -304,6 +304,9 @@ QWEN3_AS_LLAMA = ("vLLM builds Eagle3LlamaForCausalLM for a qwen3 speculators co
 NO_FC_NORM = "vLLM builds no fc_norm and fails to load fc_norm.* (KeyError)"
 # name -> (engine, the file, the release read, the reading expected), on L8: each vLLM release boundary
 # (engines/vllm.py's Changes), the last release that reads the fact the old way and the first that reads it the new way
+FLAG_FALSE = lambda c, n: c["eagle_config"].__setitem__("use_aux_hidden_state", False)  # noqa: E731
+V2_FEEDS_CAPTURED = ("the V2 runner ignores eagle_config.use_aux_hidden_state false and feeds the captured states to "
+                     "a head with no fc (vLLM issue 40551)")
 RELEASE_CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], str, dict[str, Any]]] = {
     "vllm 0.23.0: speculators, a qwen3 decoder": ("vllm-v1", file("speculators", family="qwen3"), "0.23.0",
                                                   refused(QWEN3_AS_LLAMA)),
@@ -339,10 +342,19 @@ RELEASE_CASES: dict[str, tuple[str, Callable[[], tuple[dict, list[str]]], str, d
                                                  served([2, 4, 5], norm_before_fc=True)),
     "vllm 0.18.1: norm_before_fc at the top level": ("vllm-v1", file("vllm", norm_before_fc=True), "0.18.1",
                                                      served([2, 4, 5], norm_before_fc=True)),
+    "vllm 0.32.0: the V2 runner ignores use_aux_hidden_state false": ("vllm-v2", file("vllm", FLAG_FALSE), "0.32.0",
+                                                                       served([2, 4, 5], V2_FEEDS_CAPTURED)),
+    "vllm 0.33.0: the V2 runner reads use_aux_hidden_state false": ("vllm-v2", file("vllm", FLAG_FALSE), "0.33.0",
+                                                                     {**served([2, 4, 5]), "capture": "final"}),
+    "vllm 0.18.0: the V1 runner reads use_aux_hidden_state false": ("vllm-v1", file("vllm", FLAG_FALSE), "0.18.0",
+                                                                     {**served([2, 4, 5]), "capture": "final"}),
     "vllm 0.21.0: norm_before_fc nested": ("vllm-v1", file("vllm", lambda c, n: c["eagle_config"].__setitem__(
         "norm_before_fc", True)), "0.21.0", served([2, 4, 5])),
 }
 
+# What each engine module says it feeds a head (engines/common.Reading.capture): vLLM and SGLang read
+# eagle_config.use_aux_hidden_state (true in every file here); the others do not decide it.
+FEEDS = {"sglang": "aux", "vllm-v1": "aux", "vllm-v2": "aux"}
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_what_the_engine_reads_from_the_file(name: str):
@@ -350,7 +362,7 @@ def test_what_the_engine_reads_from_the_file(name: str):
     config, names = build()
     reading = dataclasses.asdict(read_all(config, names, ctx, engines=(engine,))[engine])
     assert reading == {"engine": engine, "label": LABELS[engine], "kind": "eagle3", "runtime": False, "caveats": [],
-                       "undecided": {},
+                       "undecided": {}, "capture": FEEDS.get(engine),
                        **expected}
 
 
@@ -375,5 +387,5 @@ def test_what_a_vllm_release_reads_from_the_file(name: str):
     config, names = build()
     reading = dataclasses.asdict(read_all(config, names, L8, engines=(engine,), releases={"vllm": release})[engine])
     assert reading == {"engine": engine, "label": LABELS[engine], "kind": "eagle3", "runtime": False, "caveats": [],
-                       "undecided": {},
+                       "undecided": {}, "capture": FEEDS.get(engine),
                        **expected}

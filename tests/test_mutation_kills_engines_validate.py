@@ -352,7 +352,7 @@ def test_what_the_engine_reads_from_the_file(name: str):
     reading = dataclasses.asdict(read_all(config, stored, ctx, engines=(engine,))[engine])
     assert reading == {"engine": engine, "label": LABELS[engine], "refusal": None, "family": None, "kind": "eagle3",
                        "captures": None, "from_default": False, "runtime": False, "flags": {}, "silent": [],
-                       "caveats": [], "undecided": {}, **expected}
+                       "caveats": [], "undecided": {}, "capture": None, **expected}
 
 
 # ------------------------------------------------------------------ engines/releases.py: the releases a user names

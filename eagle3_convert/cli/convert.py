@@ -74,7 +74,7 @@ def trtllm_serve(capture: dict[str, Any], model_dir: str, verdict: Any = None,
                  instead: str | None = None) -> dict[str, Any]:
     """TensorRT-LLM's `speculative_config` for this drafter (engines/trtllm.py), from capture_rows' facts;
     `verdict` is TensorRT-LLM's on the files at `model_dir`, `instead` what to do when it is no serve."""
-    from ..engines import REFUSES, WRONG
+    from ..engines import REFUSES, UNKNOWN, WRONG
     from ..engines.trtllm import serve_snippet
 
     boundaries = capture["boundaries"] if isinstance(capture["boundaries"], list) else None
@@ -83,6 +83,8 @@ def trtllm_serve(capture: dict[str, Any], model_dir: str, verdict: Any = None,
     if verdict is not None and verdict.verdict in (REFUSES, WRONG):
         out["note"] = (f"TensorRT-LLM (from source, not loaded) {SERVE_WORDS[verdict.verdict]} as it is: "
                        f"{verdict.why}" + (f"; {instead}" if instead else ""))
+    elif verdict is not None and verdict.verdict == UNKNOWN:  # the YAML is no claim that it serves the file
+        out["note"] = f"TensorRT-LLM (from source, not loaded): {SERVE_WORDS[UNKNOWN]}: {verdict.why}"
     return out
 
 

@@ -152,7 +152,9 @@ def _print(label: str, data: dict[str, Any]) -> None:
                    f"{cfg.get('num_key_value_heads')}, intermediate {cfg.get('intermediate_size')}")
         click.echo(f"  vocab        target V={cfg.get('vocab_size')}, draft Vd={cfg.get('draft_vocab_size')}"
                    + (" (d2t/t2d map)" if view["vocab_map"] is not None else " (no map: Vd == V)"))
-        click.echo(f"  fuses        k={cfg.get('num_aux_hidden_states')} states of width {cfg.get('target_hidden_size')}")
+        final = cfg.get("capture") == "final"  # fed the target's final state (converters/final_state.py)
+        click.echo("  fuses        nothing: fed the target's final post-norm hidden state (no fc)" if final else
+                   f"  fuses        k={cfg.get('num_aux_hidden_states')} states of width {cfg.get('target_hidden_size')}")
         flags = [f for f in MATH_FLAGS if cfg.get(f)]
         click.echo(f"  flags        {', '.join(flags) or 'none'}")
         if view["quantization"]:
@@ -164,9 +166,12 @@ def _print(label: str, data: dict[str, Any]) -> None:
             click.echo(f"  target       {view['target'].get('name_or_path')} "
                        f"{view['target'].get('architectures') or ''}")
         capture = view["capture"]
-        click.echo(f"  capture      boundaries {capture['boundaries']} "
-                   f"(target layers: {capture['target_layers'] or '?'})")
-        for engine, ids in capture["per_engine"].items():
+        if final:
+            click.echo("  capture      no layers (eagle_config.use_aux_hidden_state false)")
+        else:
+            click.echo(f"  capture      boundaries {capture['boundaries']} "
+                       f"(target layers: {capture['target_layers'] or '?'})")
+        for engine, ids in capture["per_engine"].items() if not final else ():
             click.echo(f"    {engine:<12} {ids}")
         for line in trtllm_lines(view["trtllm_serve"]):
             click.echo(f"  {line}")

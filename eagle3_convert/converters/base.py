@@ -379,7 +379,7 @@ def modelopt_first_layer_note(cfg: DrafterConfig, layout: str) -> list[str]:
 
 def refuse_uncaptured_states(cfg: DrafterConfig, layout: str) -> None:
     """Without capture ids every engine captures 3 default layers; an fc of another width gets garbage."""
-    refuse_unless(cfg.capture_boundaries is not None or cfg.num_aux_hidden_states == 3,
+    refuse_unless(cfg.capture_boundaries is not None or cfg.num_aux_hidden_states == 3 or cfg.capture == "final",
                   f"the drafter fuses {cfg.num_aux_hidden_states} captured states but names no capture layers; "
                   f"the {layout} layout's engine would capture its 3 default layers",
                   "add the capture ids the drafter was trained with to a copy of the source config.json",

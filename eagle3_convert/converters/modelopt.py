@@ -52,6 +52,7 @@ from .base import (
 )
 from ..engines import shield_from_sglang
 from ..capture_ids import IDS_KEY, engine_boundaries
+from .final_state import final_fields, read_final_head, write_flag
 
 RENAMES: tuple[Rename, ...] = (
     Rename("layers.0.", "midlayer.", single_layer_only=True, read_only=True),  # the Megatron exporter's spelling
@@ -66,13 +67,14 @@ NVIDIA_DEFAULTS = {"use_last_layernorm": True, "use_mtp_layernorm": False, "next
                    "parallel_draft_step": 1, "parallel_draft_heads_num_layers": 1}
 
 
-def refuse_modelopt_module(eagle: dict[str, Any], archs: list[Any]) -> None:
-    """ModelOpt configurations that are not a plain EAGLE-3 drafter any engine serves."""
+def refuse_modelopt_module(eagle: dict[str, Any], archs: list[Any], final: bool = False) -> None:
+    """ModelOpt configurations that are not a plain EAGLE-3 drafter any engine serves (`final`: a head fed the
+    target's final state, converters/final_state.py)."""
     if not eagle:
         raise FormatError("config.json has no eagle_config: a ModelOpt export nests its EAGLE settings there",
                           "read it with the layout that wrote it (--from sglang or --from vllm)",
                           code="E-CONFIG-FIELD")
-    if "LlamaForCausalLMEagle" in archs or eagle.get("use_aux_hidden_state") is not True:
+    if "LlamaForCausalLMEagle" in archs or (eagle.get("use_aux_hidden_state") is not True and not final):
         raise RefusalError("eagle_config.use_aux_hidden_state is not true: an EAGLE-1/2 module, not EAGLE-3",
                            "this tool converts EAGLE-3 drafters only", code="E-CONFIG-ALGORITHM")
     if eagle.get("use_mtp_layernorm"):
@@ -114,7 +116,8 @@ class ModelOptLayout(Layout):
         markers = flat_markers(ckpt)
         eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
         archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
-        refuse_modelopt_module(eagle, archs)
+        final = read_final_head(eagle, ckpt.tensors, raw.get("hidden_size"))
+        refuse_modelopt_module(eagle, archs, final)
         notes += [note] if (note := exported_yarn(raw)) else []
         fields = flat_fields(raw, MODELED, ckpt.tensors, notes)
         first_layer_norm = eagle.get("use_input_layernorm_in_first_layer")
@@ -128,7 +131,7 @@ class ModelOptLayout(Layout):
         else:
             fields["input_layernorm_on_hidden"] = first_layer_norm is not False  # ModelOpt's default is true
 
-        ids = int_list(eagle.get(IDS_KEY), f"eagle_config.{IDS_KEY}")
+        ids = None if final else int_list(eagle.get(IDS_KEY), f"eagle_config.{IDS_KEY}")
         boundaries = None
         if ids is not None:
             boundaries = engine_boundaries(self.engine, ids)
@@ -136,7 +139,7 @@ class ModelOptLayout(Layout):
                 raise FormatError(f"eagle_config ids {ids} capture nothing", "ModelOpt ids are block outputs >= 0",
                                   code="E-CAPTURE-FIELD")
         top = raw.get(IDS_KEY)
-        if ids is None and top not in (None, []) and given_capture(options) is None:
+        if ids is None and top not in (None, []) and given_capture(options) is None and not final:
             raise FormatError(f"capture ids {top} are only at the top level, where a ModelOpt export has none; "
                               "vLLM reads them as boundaries, TensorRT-LLM and SGLang never read them",
                               "say how the training counted them: add `--capture-layers "
@@ -152,8 +155,11 @@ class ModelOptLayout(Layout):
         fields["draft_vocab_size"] = self._draft_vocab_size(raw, ckpt, tensors, fields["vocab_size"], markers.midlayer,
                                                             notes)
         fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields, None, ids)
+        if final:
+            final_fields(fields, notes)
         own: dict[str, Any] = {}
-        nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED}
+        unused = (IDS_KEY,) if final else ()  # a final-state head's ids, if listed, are carried, never read
+        nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED or k in unused}
         if nested_extra:
             own["eagle_config"] = nested_extra
         fields["layout_extra"] = {self.name: own} if own else {}
@@ -206,6 +212,7 @@ class ModelOptLayout(Layout):
         config: dict[str, Any] = {**decoder_dict(cfg), **cfg.top_extra, "architectures": [ARCHITECTURE[cfg.family]],
                                   **own, "draft_vocab_size": cfg.draft_vocab_size}
         write_capture_ids(config, eagle, cfg, options, self.engine, nested_required=True)
+        write_flag(eagle, cfg)
         if cfg.norm_before_fc:
             eagle["norm_before_fc"] = True  # TensorRT-LLM reads it only here
         config.update({flag: True for flag in ("fc_norm", "norm_output") if getattr(cfg, flag)})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .final_state import FLAG, final_fields, read_final_head, write_flag
 from ..drafter import Drafter
 from ..errors import FormatError, RefusalError
 from .config_keys import refuse_key_errors
@@ -157,17 +158,21 @@ class SGLangLayout(Layout):
                          "state lm_head sees, while SGLang and vLLM also feed the normalised state to the next "
                          "draft step; every engine serves steps after the first with that difference")
         refuse_fc_bias(raw)
-        ids, boundaries = self._capture(ckpt, raw, eagle, fields, options, notes)
+        final = read_final_head(eagle, ckpt.tensors, fields["hidden_size"])
+        ids, boundaries = (None, None) if final else self._capture(ckpt, raw, eagle, fields, options, notes)
         fields["capture_boundaries"] = check_top_level_copy(raw, boundaries, "SGLang", options)
         ckpt = drop_unused_layer_norms(ckpt, "input_layernorm", "hidden_norm", "SGLang", "vllm", notes)
         tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
         declared = raw.get("num_aux_hidden_states")
         fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields,
                                                         declared if isinstance(declared, int) else None, ids)
+        if final:
+            final_fields(fields, notes)
         fields["top_extra"] = {k: raw[k] for k in TOP_KEYS if k in raw}
         own: dict[str, Any] = {}  # architectures are not carried: SGLang picks its class by them
-        nested = {k: v for k, v in eagle.items() if k not in (IDS_KEY, "norm_before_fc")}
-        if nested != {"use_aux_hidden_state": True}:
+        modelled = ("norm_before_fc", FLAG) if final else (IDS_KEY, "norm_before_fc", FLAG)  # (final: ids unused)
+        nested = {k: v for k, v in eagle.items() if k not in modelled}
+        if nested:
             own["eagle_config"] = nested
         fields["layout_extra"] = {self.name: own} if own else {}
         return build_drafter(ckpt, fields, tensors, options, notes)
@@ -227,6 +232,7 @@ class SGLangLayout(Layout):
         refuse_uncaptured_states(cfg, self.name)
         own = dict(cfg.layout_extra.get(self.name, {}))
         eagle: dict[str, Any] = {"use_aux_hidden_state": True, **own.pop("eagle_config", {})}
+        write_flag(eagle, cfg)
         config: dict[str, Any] = {**decoder_dict(cfg), **cfg.top_extra, "architectures": [ARCHITECTURE[cfg.family]],
                                   **own, "draft_vocab_size": cfg.draft_vocab_size}
         write_capture_ids(config, eagle, cfg, options, self.engine, nested_required=True)
@@ -246,7 +252,7 @@ class SGLangLayout(Layout):
         derived += with_yarn_defaults(config)  # SpecForge's YaRN needs beta_fast/beta_slow written out
         if cfg.target_hidden_size is not None:
             config["target_hidden_size"] = cfg.target_hidden_size  # SGLang checks presence only: never null
-        if cfg.num_aux_hidden_states != 3:
+        if cfg.num_aux_hidden_states != 3 and cfg.capture == "aux":
             config["num_aux_hidden_states"] = cfg.num_aux_hidden_states
         for flag in ("norm_before_fc", "fc_norm", "norm_output"):
             if getattr(cfg, flag):

@@ -40,6 +40,7 @@ from .base import (
 from ..engines import shield_from_sglang
 from ..engines import vllm as engine
 from ..capture_ids import IDS_KEY, capture_context, engine_boundaries
+from .final_state import final_fields, read_final_head, write_flag
 
 RENAMES: tuple[Rename, ...] = (
     Rename("layers.0.", "midlayer.", read_only=True),  # vLLM's WeightsMapper maps midlayer. to layers.0.
@@ -129,9 +130,7 @@ class VLLMLayout(Layout):
         vd = raw.get("draft_vocab_size")
         fields["draft_vocab_size"] = fields["vocab_size"] if vd is None else vd  # vLLM: absent = full vocab
         eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
-        if eagle.get("use_aux_hidden_state", True) is not True:
-            raise RefusalError("eagle_config.use_aux_hidden_state is false: an EAGLE-1/2 head, not an EAGLE-3 "
-                               "drafter", "this tool converts EAGLE-3 drafters only", code="E-CONFIG-ALGORITHM")
+        final = read_final_head(eagle, ckpt.tensors, fields["hidden_size"])
         fields["norm_before_residual"] = bool(raw.get("norm_before_residual", False))
         fields["norm_before_fc"] = bool(eagle.get("norm_before_fc", raw.get("norm_before_fc", False)))
         fields["fc_norm"] = bool(raw.get("fc_norm", False))
@@ -146,17 +145,21 @@ class VLLMLayout(Layout):
                 raise FormatError(f"the P-EAGLE mask token is {mask!r}", "it must be a token id (an integer >= 0)",
                                   code="E-CONFIG-FIELD")
             fields["mask_token_id"] = mask
-        ids, fields["capture_boundaries"] = self._capture(raw, eagle, fields, options, notes)
+        ids, fields["capture_boundaries"] = (None, None) if final else self._capture(raw, eagle, fields, options,
+                                                                                     notes)
         ckpt = drop_unused_layer_norms(ckpt, "hidden_norm", "input_layernorm", "vLLM", "sglang", notes)
         tensors = canonical_tensors(ckpt, RENAMES, fields["num_layers"], self.name)
         # (the key table refuses a num_aux_hidden_states that is no positive integer)
         fields["num_aux_hidden_states"] = infer_num_aux(tensors.get("fc.weight"), fields,
                                                         raw.get("num_aux_hidden_states"), ids)
+        if final:
+            final_fields(fields, notes)
 
         own: dict[str, Any] = {}
         if archs != [ARCHITECTURE[fields["family"]]] and foreign_name is None and fields["kind"] == "eagle3":
             own["architectures"] = archs  # another spelling of the same vLLM class
-        nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED}
+        unused = (IDS_KEY,) if final else ()  # a final-state head's ids, if listed, are carried, never read
+        nested_extra = {k: v for k, v in eagle.items() if k not in NESTED_MODELED or k in unused}
         if nested_extra:
             own["eagle_config"] = nested_extra
         fields["layout_extra"] = {self.name: own} if own else {}
@@ -202,6 +205,7 @@ class VLLMLayout(Layout):
                           "this drafter cannot be served by vLLM's MLA class", "E-BIAS-UNSUPPORTED")
         own = dict(cfg.layout_extra.get(self.name, {}))
         eagle: dict[str, Any] = {"use_aux_hidden_state": True, **own.pop("eagle_config", {})}
+        write_flag(eagle, cfg)
         config: dict[str, Any] = {
             **decoder_dict(cfg), **cfg.top_extra, "architectures": [ARCHITECTURE[cfg.family]], **own,
             "draft_vocab_size": cfg.draft_vocab_size,
@@ -214,7 +218,7 @@ class VLLMLayout(Layout):
         config["eagle_config"] = eagle
         if cfg.target_hidden_size is not None:
             config["target_hidden_size"] = cfg.target_hidden_size
-        if cfg.num_aux_hidden_states != 3:
+        if cfg.num_aux_hidden_states != 3 and cfg.capture == "aux":
             config["num_aux_hidden_states"] = cfg.num_aux_hidden_states  # sizes fc when the list is absent
         tensors = with_both_later_norms(dict(drafter.tensors), cfg.num_layers)  # vLLM's names are the canonical
         if drafter.vocab is not None:

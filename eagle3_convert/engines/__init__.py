@@ -165,6 +165,11 @@ def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdic
              if applied[f] != getattr(cfg, f)]
     if flags or reading.silent:
         return Verdict(name, WRONG, reading.captures, "; ".join(flags + reading.silent))
+    fed = _fed(reading, cfg)
+    if fed is not None:
+        return fed
+    if cfg.capture == "final":
+        return Verdict(name, AS_TRAINED, None, "feeds the target's final hidden state, trained maths")
     trained = as_captured(cfg.capture_boundaries, ctx.depth)  # its own list, else the universal default
     if reading.runtime:
         defaults = depth_defaults(ctx.depth)
@@ -194,6 +199,21 @@ def _verdict(reading: Reading, cfg: DrafterConfig, ctx: TargetContext) -> Verdic
     approx = (" (with ModelOpt's first-layer norm approximated, as every engine does)"
               if cfg.input_layernorm_on_hidden else "")
     return Verdict(name, AS_TRAINED, reading.captures, f"captures {reading.captures}, trained maths{approx}")
+
+
+def _fed(reading: Reading, cfg: DrafterConfig) -> Verdict | None:
+    """The verdict when the engine feeds the head other states than it was trained on (drafter.Capture)."""
+    if reading.capture == cfg.capture or (reading.capture is None and cfg.capture == "aux"):
+        return None
+    if reading.capture is None:
+        return Verdict(reading.engine, UNKNOWN, None, f"the sources read do not say how {reading.label} feeds a head "
+                                                      "trained on the target's final state (no fc)")
+    if reading.capture == "final":
+        return Verdict(reading.engine, WRONG, reading.captures, "feeds the target's final hidden state alone "
+                       f"(eagle_config.use_aux_hidden_state false) and never applies the fc that fuses "
+                       f"{cfg.num_aux_hidden_states} captured states")
+    return Verdict(reading.engine, WRONG, reading.captures, "feeds captured states through fc to a head trained on "
+                   "the target's final state, which has no fc")
 
 
 def gguf_metadata(config: Mapping[str, Any]) -> Mapping[str, Any] | None:

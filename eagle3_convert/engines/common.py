@@ -48,6 +48,9 @@ class Reading:
     caveats: list[str] = field(default_factory=list)
     # drafter kind -> why the sources read do not decide how the engine serves a drafter of that kind (no verdict)
     undecided: dict[str, str] = field(default_factory=dict)
+    # what it feeds the head (drafter.Capture): "aux", captured states through fc; "final", the target's final
+    # post-norm hidden state as it is; None: the sources read do not say how it feeds a head trained on the final one
+    capture: str | None = None
 
     def captures_defaults(self, depth: int | None) -> None:
         """The file names no ids the engine reads: it captures its defaults (unknown on a target of unknown depth)."""

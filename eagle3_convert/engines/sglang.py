@@ -13,6 +13,13 @@ Facts (docs/formats.md §2.2, §4, §6; checked by the engine tier):
   use_aux_norm) and norm_output at the top level. The MLA class applies only fc_norm and
   norm_output, and builds one layer.
 - fc is applied only when the incoming width k*Ht differs from H.
+- `eagle_config.use_aux_hidden_state` (default true) read in every release modelled (the 0.5.9, 0.5.11 and 0.5.23
+  wheels: speculative/eagle_worker.py, model_executor/model_runner.py; PR 14920 "GPT-OSS Eagle v2 support"):
+  false, the target captures no layers (`set_eagle3_layers_to_capture` is called only when it is true:
+  model_runner.py in 0.5.11, model_runner_components/attention_backend_setup.py in 0.5.23) and hands the draft
+  its final post-norm hidden state
+  (layers/logits_processor.py `_get_hidden_states_to_store`: `hidden_states`, after the model's norm), which
+  skips fc at width H (`llama_eagle3.py` forward): a head trained on that state is served as trained.
 - Weights: `midlayer.`, `layers.` or `model.layers.`; layers >= 1 normalise their input with
   `hidden_norm` (`LlamaDecoderLayer.forward`, which builds `input_layernorm` in every layer and applies it
   only in layer 0); biases, q/k norms and unknown names are dropped silently (`load_weights` skips a name
@@ -102,6 +109,9 @@ FC_SKIPPED_WHEN_WIDTH_MATCHES = True  # fc only when k*Ht != H
 def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, release: str | None = None) -> Reading:
     """SGLang `release` (None: the newest we know)'s reading of the file."""
     r = Reading("sglang", LABEL)
+    # eagle_config.use_aux_hidden_state false: the target captures no layers and hands over its final post-norm
+    # state (the logits processor's hidden_states), which skips fc when its width is H (the module doc)
+    r.capture = "final" if nested(config).get("use_aux_hidden_state", True) is False else "aux"
     archs = architectures(config)
     family = next((CLASSES[a] for a in archs if a in CLASSES), None)
     if family == "deepseek_mla" and not RELEASES.reads(MLA_CLASS, release):
@@ -155,11 +165,9 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
               "fc_norm": flag(config, "fc_norm") or flag(config, "use_aux_norm"),
               "norm_output": flag(config, "norm_output")}
     r.flags = {f: v and f in read_flags for f, v in values.items()}
-    if eagle.get("use_aux_hidden_state", True) is False:
-        r.silent.append("SGLang never applies fc: eagle_config.use_aux_hidden_state is false")
     k = len(ids) if ids else 3
     ht = config.get("target_hidden_size") or config.get("hidden_size")
-    if isinstance(ht, int) and k * ht == config.get("hidden_size"):
+    if r.capture == "aux" and isinstance(ht, int) and k * ht == config.get("hidden_size"):
         r.silent.append(f"SGLang skips fc: k*Ht == H ({k}*{ht})")
     r.silent += dropped(has(names, r"\.bias$"), "bias tensors", LABEL)
     if not multi_layer:

@@ -12,6 +12,10 @@ Facts (docs/formats.md §2.3, §6; checked by the engine tier):
   `eagle_aux_hidden_state_layer_ids`, then the nested `eagle_config` list; the V2 runner
   (`spec_decode/eagle/eagle3_utils.get_eagle3_aux_layers_from_config`) the top level only.
   No list: the defaults {2, L//2, L-3}.
+- `eagle_config.use_aux_hidden_state` (default true): false, the V1 runner captures no layers and feeds the
+  target's final post-norm hidden state (`_get_eagle3_use_aux_hidden_state_from_config`, llm_base_proposer.py;
+  gpu_model_runner.py), the Eagle3 classes build no fc and skip `fc.*` (llama_eagle3.py, qwen3_eagle3.py
+  `load_weights`); read in the 0.18.0, 0.24.0 and 0.33.0 wheels. The V2 runner reads it from 0.33.0 (V2_AUX_FLAG).
 - Flags at the top level (norm_before_fc also nested); an absent norm_before_residual is
   TRUE on the speculators path and false on the native one. The MLA class has no
   norm_before_fc.
@@ -77,6 +81,12 @@ SPECULATORS_EAGLE31_FLAGS = Change(
     "flags", "speculators configs: fc_norm and norm_output not passed on (fc_norm.* fails to load; norm_output "
     "ignored without a word)", "speculators configs: fc_norm and norm_output passed on", "0.25.0",
     "PR 46488 (algos.py update_eagle3; 0.24.0 vs 0.25.0)")
+V2_AUX_FLAG = Change(
+    "capture mode", "V2 runner: eagle_config.use_aux_hidden_state false ignored: it captures the layers and feeds "
+    "them, concatenated, to a head with no fc (acceptance degraded, issue 40551)",
+    "V2 runner: use_aux_hidden_state false read, the final post-norm state fed as the V1 runner does", "0.33.0",
+    "issue 40551 (fix: v1/worker/gpu/spec_decode/eagle/eagle3_utils.py requires_aux_hidden_states, read in 0.33.0; "
+    "0.32.0's V2 model_runner.py still sets use_aux_hidden_state_outputs for every eagle3 config)")
 FOUR_TOP_LEVEL_IDS = Change(
     "capture ids", "4 or more top-level ids: some releases crash at start-up (a caveat on every verdict, not replayed "
     "per release)", "fixed", None,
@@ -92,7 +102,7 @@ RELEASES = Releases(
      "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
      "0.33.0"),
     (SPECULATORS_NORM_BEFORE_FC, V1_NESTED_IDS, NESTED_NORM_BEFORE_FC, EAGLE31_FLAGS, QWEN3_CLASS,
-     SPECULATORS_EAGLE31_FLAGS, FOUR_TOP_LEVEL_IDS, MROPE_SLOTS, *quantized.VLLM_CHANGES))
+     SPECULATORS_EAGLE31_FLAGS, V2_AUX_FLAG, FOUR_TOP_LEVEL_IDS, MROPE_SLOTS, *quantized.VLLM_CHANGES))
 RELEASE = f"{LABEL} {RELEASES.newest}"  # the newest release read, which the engine tier loads
 
 CLASSES = {
@@ -200,6 +210,8 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
           release: str | None = None) -> Reading:
     r = Reading(engine, f"{LABEL} ({engine[-2:].upper()} runner)")
     speculators = "speculators_model_type" in config
+    final = not speculators and nested(config).get("use_aux_hidden_state", True) is False  # (speculators: not passed)
+    r.capture = "final" if final and (engine == "vllm-v1" or RELEASES.reads(V2_AUX_FLAG, release)) else "aux"
     qwen3 = RELEASES.reads(QWEN3_CLASS, release)
     if speculators:
         layer_cfg = config.get("transformer_layer_config")
@@ -265,6 +277,9 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
         r.captures_defaults(ctx.depth)
     else:
         r.captures = sorted(set(ids))
+    if final and r.capture == "aux":
+        r.silent.append(f"the V2 runner ignores eagle_config.use_aux_hidden_state false and feeds the captured "
+                        "states to a head with no fc (vLLM issue 40551)")
     top_nbf = flag(config, "norm_before_fc") and (not speculators or RELEASES.reads(SPECULATORS_NORM_BEFORE_FC,
                                                                                     release))
     r.flags = {

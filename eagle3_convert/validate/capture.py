@@ -29,6 +29,8 @@ def read_capture_ids(ctx: Context) -> None:
 
 def check_capture(ctx: Context) -> None:
     cfg, home = ctx.cfg, ctx.home
+    if cfg.capture == "final":
+        return  # fed the target's final state: no capture layers to check (listed ids are unused)
     other = "nested" if home == "top" else "top"
     written, elsewhere = ctx.ids[home], ctx.ids[other]
     if written is not None:
@@ -93,6 +95,8 @@ def trained_boundaries(ctx: Context) -> list[int] | None:
 def engine_capture(ctx: Context, p: EngineProfile) -> None:
     """What engine `p` captures against what the drafter was trained on: the ids it reads (or its default, or its
     runtime argument), then each disagreement with the trained boundaries as one finding."""
+    if ctx.cfg.capture == "final":
+        return  # the head is fed the target's final state: the engines' verdicts say who feeds it so
     truth = trained_boundaries(ctx)
     misplaced = _misplaced(ctx)
     # The layout's reader refuses a list outside its place unless --capture-layers says how it counts.
@@ -209,7 +213,10 @@ def _capture_mismatch(ctx: Context, p: EngineProfile, truth: list[int], captured
 def fc_bypass(ctx: Context, p: EngineProfile) -> None:
     cfg = ctx.cfg
     k, ht, h = cfg.num_aux_hidden_states, cfg.resolved_target_hidden_size, cfg.hidden_size
+    if cfg.capture == "final":
+        return  # no fc: the flag false is the trained maths (converters/final_state.py); the verdicts judge it
     if p.name in ("sglang", "vllm") and ctx.eagle.get("use_aux_hidden_state", True) is False:
+        # only over an fc.weight (without one the head is read as fed the final state): that fc is trained
         ctx.add("E-CAPTURE-FC-BYPASSED", f"eagle_config.use_aux_hidden_state is false: {p.label} passes the "
                 f"target's last hidden state alone and never applies fc.weight [{h}, {k * ht}]",
                 "set eagle_config.use_aux_hidden_state to true (an EAGLE-3 drafter fuses captured states)",

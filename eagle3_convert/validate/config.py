@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..converters.final_state import flag_false
 from ..quantization import input_columns
 from .. import schemas
 from ..converters.base import DecoderKeyError, decoder_fields, is_yarn, model_refusal
@@ -76,7 +77,10 @@ def read_config(ctx: Context) -> DrafterConfig | None:
     kind = drafter_kind(raw)[0]
     if kind in KINDS:  # (DFlash and DSpark: refused where the layout is detected)
         fields["kind"] = kind
-    fields["num_aux_hidden_states"] = _num_aux(ctx, fields)
+    if not ctx.speculators_format and flag_false(ctx.eagle) and ctx.tensor("fc.weight") is None:
+        fields.update(capture="final", num_aux_hidden_states=1)  # fed the target's final state (final_state.py)
+    else:
+        fields["num_aux_hidden_states"] = _num_aux(ctx, fields)
     try:
         return DrafterConfig(**fields)
     except ValidationError as exc:  # a decoder value no reader checks first, said as convert says it

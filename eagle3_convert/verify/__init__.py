@@ -18,6 +18,7 @@ import torch
 from ..capture_ids import default_boundaries
 from ..convert import read_source
 from ..drafter import Drafter
+from ..errors import UsageError
 from ..verify_inputs import (DEFAULT_PROMPTS, Inputs, check_inputs, check_k, check_pair, choose_boundaries,
                              prompts_digest, read_prompts)
 from . import target as target_mod
@@ -188,6 +189,10 @@ def scan_candidates(base: list[int], depth: int, recorded: list[int] | None = No
 def scan_layers(measured: Measured, k: int, boundaries: list[int] | None = None,
                 recorded: list[int] | None = None) -> list[Candidate]:
     """Acceptance under the drafter's capture boundaries and their neighbours, best first (ties: the order above)."""
+    if measured.drafter.config.capture == "final":
+        raise UsageError("--scan-layers: the drafter is fed the target's final post-norm state "
+                         "(eagle_config.use_aux_hidden_state false) and captures no layers to scan",
+                         "measure it without --scan-layers")
     base, said = boundaries_of(measured, boundaries)
     candidates = scan_candidates(base, measured.target.num_layers, recorded)
     measured_ = [Candidate(list(key), [said if label == "as measured" else label for label in labels],

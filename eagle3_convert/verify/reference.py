@@ -135,6 +135,8 @@ class DrafterMaths:
     def fuse(self, states: list[torch.Tensor]) -> torch.Tensor:
         """fc over the captured target states, given in ASCENDING boundary order (fc's column blocks)."""
         cfg, eps = self.cfg, self.cfg.rms_norm_eps
+        if cfg.capture == "final":
+            return states[0]  # the target's final post-norm state as it is: such a head has no fc
         if cfg.fc_norm:
             states = [rms(s, self.w[f"fc_norm.{j}.weight"], eps) for j, s in enumerate(states)]
         x = torch.cat(states, -1)

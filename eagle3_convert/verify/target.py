@@ -122,17 +122,22 @@ def tokenize(target: LoadedTarget, prompt: str) -> torch.Tensor:
 
 class Capture:
     """Hooks on the decoder blocks writing each forward's hidden states at every boundary into `states[b]`, from the
-    forward's first position `at` on (a round's rejected positions are written over by the next round's)."""
+    forward's first position `at` on (a round's rejected positions are written over by the next round's); and
+    `states[L + 1]`, the base model's output after its final norm: what vLLM and SGLang feed a head trained without
+    aux states (converters/final_state.py)."""
 
     def __init__(self, target: LoadedTarget, positions: int):
         self.at = 0
         self.states = [torch.empty((positions, target.hidden_size), dtype=torch.float32, device=target.device)
-                       for _ in range(target.num_layers + 1)]
+                       for _ in range(target.num_layers + 2)]
         self.hooks = [target.blocks[0].register_forward_pre_hook(lambda _m, args, *_: self.keep(0, args[0]))]
         self.hooks += [block.register_forward_hook(lambda _m, _a, out, b=j + 1: self.keep(b, out))
                        for j, block in enumerate(target.blocks)]
+        final = target.num_layers + 1
+        self.hooks.append(target.model.base_model.register_forward_hook(lambda _m, _a, out: self.keep(final, out)))
 
     def keep(self, b: int, value: Any) -> None:
+        value = getattr(value, "last_hidden_state", value)  # the base model's output (a ModelOutput)
         rows = (value[0] if isinstance(value, tuple) else value)[0]
         self.states[b][self.at: self.at + rows.shape[0]] = rows
 

@@ -54,9 +54,10 @@ def publish(target: str, draft: str):
 
 
 def capture_ids(args, target, draft_path: str):
-    """The ids SGLang hands the target's set_eagle3_layers_to_capture, by the release's own code where it has a
-    function for it (resolve_spec_aux_hidden_state_config); releases before it (0.5.9-0.5.11) read them inline in
-    ModelRunner.__init__ (model_runner.py): the draft config's nested eagle_config list, else None, as replayed here."""
+    """(the ids SGLang hands the target's set_eagle3_layers_to_capture, whether it captures at all: the draft's
+    eagle_config.use_aux_hidden_state), by the release's own code where it has a function for it
+    (resolve_spec_aux_hidden_state_config); releases before it (0.5.9-0.5.11) read them inline in
+    ModelRunner.__init__ (model_runner.py): the draft config's nested eagle_config, as replayed here."""
     try:
         from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
             resolve_spec_aux_hidden_state_config)
@@ -64,15 +65,17 @@ def capture_ids(args, target, draft_path: str):
         from sglang.srt.configs.model_config import ModelConfig
 
         draft = ModelConfig.from_server_args(args, model_path=draft_path, is_draft_model=True)
+        eagle = getattr(draft.hf_config, "eagle_config", None)
+        use_aux = eagle.get("use_aux_hidden_state", True) if isinstance(eagle, dict) else True
         try:
-            return getattr(draft.hf_config, "eagle_config", None)["eagle_aux_hidden_state_layer_ids"]
+            return eagle["eagle_aux_hidden_state_layer_ids"], use_aux
         except Exception:  # noqa: BLE001  (their bare except: no nested list means the defaults)
-            return None
+            return None, use_aux
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     aux = resolve_spec_aux_hidden_state_config(server_args=args, model_config=target,
                                                spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False)
-    return aux.eagle_aux_hidden_state_layer_ids
+    return aux.eagle_aux_hidden_state_layer_ids, aux.eagle_use_aux_hidden_state
 
 
 class SDPAAttention(torch.nn.Module):
@@ -142,12 +145,14 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
     num_layers = target.hf_config.num_hidden_layers
     target_cls, _ = get_model_architecture(target)
     stage("capture ids (resolve_spec_aux_hidden_state_config)")
-    ids = capture_ids(args, target, job["draft"])
+    ids, use_aux = capture_ids(args, target, job["draft"])
     report["capture_ids"] = {"sglang": list(ids) if ids is not None else None}
+    report["feeds"] = {"sglang": "aux" if use_aux else "final"}
     stand_in = SimpleNamespace(pp_group=SimpleNamespace(is_last_rank=True),
                                config=SimpleNamespace(num_hidden_layers=num_layers), model=SimpleNamespace())
-    target_cls.set_eagle3_layers_to_capture(stand_in, ids)
-    report["layers_to_capture"] = list(stand_in.model.layers_to_capture)
+    if use_aux:  # else the target captures nothing (model_runner.py 0.5.11, attention_backend_setup.py 0.5.23)
+        target_cls.set_eagle3_layers_to_capture(stand_in, ids)
+    report["layers_to_capture"] = list(getattr(stand_in.model, "layers_to_capture", []))
     report["target_class"] = target_cls.__name__
     stage("draft config (ModelConfig)")
     draft = ModelConfig.from_server_args(args, model_path=job["draft"], is_draft_model=True)
@@ -176,11 +181,12 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
     elif job.get("inputs"):
         stage("forward")
         inputs = _engine.load_inputs(job["inputs"])
-        result: dict = {"captured": captured}
+        result: dict = {"captured": captured, "fed": report["feeds"]["sglang"]}
         try:
             prepare_forward(model)
             with torch.no_grad():
-                hidden = _engine.captured_input(inputs["states"], captured)
+                # use_aux_hidden_state false: the logits processor's hidden_states, the target's post-norm output
+                hidden = inputs["final"] if not use_aux else _engine.captured_input(inputs["states"], captured)
                 out, aux_out = model.model(inputs["input_ids"], inputs["positions"], forward_batch(hidden),
                                            input_embeds=inputs["embeds"])
                 outputs = {"hidden": out, "aux": aux_out[0]}

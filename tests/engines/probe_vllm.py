@@ -111,6 +111,7 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
     v1 = GPUModelRunner._get_eagle3_aux_layers_from_config(SimpleNamespace(speculative_config=spec))
     v2 = get_eagle3_aux_layers_from_config(spec)
     report["capture_ids"] = {"vllm-v1": list(v1) if v1 else None, "vllm-v2": list(v2) if v2 else None}
+    report["feeds"] = feeds(spec, draft)
     stage("model registry")
     draft_cls, arch = ModelRegistry.resolve_model_cls(draft.architectures, model_config=draft)
     report["architecture"] = arch
@@ -132,16 +133,19 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
         for runner, ids in report["capture_ids"].items():
             layers = sorted(set(ids)) if ids else sorted(set(report["target_defaults"]))
             # the target captures boundary b (the input of block b; b = L after the last block) for
-            # every b in the set: vllm/model_executor/models/interfaces.py EagleModelMixin
-            captured = [b for b in layers if 0 <= b <= num_layers]
-            result: dict = {"captured": captured}
+            # every b in the set: vllm/model_executor/models/interfaces.py EagleModelMixin; a runner that feeds
+            # the final state captures nothing and hands over the model's output (its final norm applied)
+            final = report["feeds"][runner] == "final"
+            captured = [] if final else [b for b in layers if 0 <= b <= num_layers]
+            result: dict = {"captured": captured, "fed": report["feeds"][runner]}
             if "Deepseek" in type(model).__name__:
                 # MLA attention does its kv_b up-projection inside the paged op: no SDPA stand-in is theirs
                 report["forward"][runner] = {**result, "skipped": "MLA"}
                 continue
             try:
                 with set_current_vllm_config(config), torch.no_grad():
-                    hidden = model.combine_hidden_states(_engine.captured_input(inputs["states"], captured))
+                    fed = inputs["final"] if final else _engine.captured_input(inputs["states"], captured)
+                    hidden = model.combine_hidden_states(fed)
                     out, aux = model(inputs["input_ids"], inputs["positions"], hidden, inputs["embeds"])
                     outputs = {"hidden": out, "aux": aux}
                     if "fed_embeds" in inputs:  # their compute_logits (draft logits scattered onto target ids)
@@ -155,6 +159,27 @@ def run(job: dict, stage: _engine.Stage, out_dir: str) -> dict:
                 result["error"] = _engine.engine_error(exc)
             report["forward"][runner] = result
     return report
+
+
+def feeds(spec, draft) -> dict:
+    """What each runner feeds the drafter, by vLLM's own functions: "aux" (the captured states, through
+    combine_hidden_states) or "final" (the target's output, when eagle_config.use_aux_hidden_state is false)."""
+    from types import SimpleNamespace
+
+    try:
+        from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+    except ImportError:  # releases that kept the method on the EAGLE proposer itself
+        from vllm.v1.spec_decode.eagle import EagleProposer as SpecDecodeBaseProposer
+
+    v1 = SpecDecodeBaseProposer._get_eagle3_use_aux_hidden_state_from_config(
+        SimpleNamespace(method="eagle3", draft_model_config=draft))
+    try:
+        from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import requires_aux_hidden_states
+    except ImportError:  # before 0.33.0 the V2 runner sets use_aux_hidden_state_outputs for every eagle3 config
+        v2 = True
+    else:
+        v2 = requires_aux_hidden_states(spec)
+    return {"vllm-v1": "aux" if v1 else "final", "vllm-v2": "aux" if v2 else "final"}
 
 
 def shortcut(draft: str) -> dict:

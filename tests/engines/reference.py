@@ -58,15 +58,20 @@ def mlp(x: torch.Tensor, w: dict, p: str) -> torch.Tensor:
 
 
 def drafter_forward(w: dict[str, torch.Tensor], cfg: dict, flags: dict, embeds: torch.Tensor,
-                    states: torch.Tensor, boundaries: list[int], positions: torch.Tensor):
-    """(hidden for the lm_head, state for the next draft step), both [T, H], float32."""
-    eps, k = cfg["rms_norm_eps"], len(boundaries)
-    x = torch.cat([states[b] for b in sorted(boundaries)], -1)
-    if flags["norm_before_fc"]:
-        x = rms(x, w["input_norm.weight"], eps)
-    if flags["fc_norm"]:
-        x = torch.cat([rms(c, w[f"fc_norm.{j}.weight"], eps) for j, c in enumerate(x.chunk(k, -1))], -1)
-    h = x @ w["fc.weight"].T
+                    states: torch.Tensor, boundaries: list[int] | None, positions: torch.Tensor):
+    """(hidden for the lm_head, state for the next draft step), both [T, H], float32. `boundaries` None: a head fed
+    the target's final post-norm state, `states` [T, H] itself, with no fc (docs/formats.md §4.4)."""
+    eps = cfg["rms_norm_eps"]
+    if boundaries is None:
+        h = states
+    else:
+        x = torch.cat([states[b] for b in sorted(boundaries)], -1)
+        if flags["norm_before_fc"]:
+            x = rms(x, w["input_norm.weight"], eps)
+        if flags["fc_norm"]:
+            chunks = x.chunk(len(boundaries), -1)
+            x = torch.cat([rms(c, w[f"fc_norm.{j}.weight"], eps) for j, c in enumerate(chunks)], -1)
+        h = x @ w["fc.weight"].T
     residual = h
     for i in range(cfg["num_hidden_layers"]):
         p = f"layers.{i}."
