@@ -39,10 +39,12 @@ def run_cli(*args: str) -> CliResult:
 @pytest.fixture(autouse=True, scope="session")
 def private_registry(tmp_path_factory: pytest.TempPathFactory):
     """`convert` records by default: the tests (and the CLIs they start) share a registry of their own,
-    set before any fixture of a narrower scope converts, and never touch the user's."""
+    set before any fixture of a narrower scope converts, and never touch the user's (nor `registry site`'s verdict
+    cache)."""
     path = tmp_path_factory.mktemp("registry") / "registry.db"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EAGLE3_CONVERT_REGISTRY", str(path))
+        patch.setenv("EAGLE3_SITE_CACHE", str(path.parent / "site-verdicts.db"))
         yield path
 
 

@@ -200,7 +200,8 @@ def test_the_registry_imports_no_pipeline():
 LAYERS = [
     ("cli", ("cli", "__main__")),
     ("pipelines", ("convert", "validate", "publish", "model_card", "sources", "targets", "records", "hints",
-                   "hub_read", "hub_index", "verify", "site", "site_pages", "charts", "verify_inputs")),
+                   "hub_read", "hub_index", "verify", "site", "site_cache", "site_pages", "charts",
+                   "verify_inputs")),
     ("layouts / engines / registry", ("converters", "engines", "registry", "schemas", "sidecar", "fingerprint",
                                       "provenance")),
     ("model", ("drafter", "target_identity", "vocab_map", "capture_ids", "names")),

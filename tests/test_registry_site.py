@@ -283,3 +283,49 @@ def test_engine_fleet_in_one_value_is_the_env_fleet(monkeypatch):
     monkeypatch.setenv("EAGLE3_ENGINES", FLEET)
     assert chosen_engines(given) == chosen_engines(()) == (EngineChoice("sglang", "0.5.11"),
                                                            EngineChoice("vllm", "0.24.0"))
+
+
+def test_a_rebuild_judges_only_the_copies_that_changed(tmp_path, monkeypatch):
+    """The verdict cache (site_cache.py): a second build reuses every local copy's verdicts and writes the same
+    pages; a copy rewritten with its size and mtime put back (only its ctime tells) is read and judged again, as is
+    one whose record changed; --no-cache judges all."""
+    monkeypatch.setenv("EAGLE3_SITE_CACHE", str(tmp_path / "cache" / "verdicts.db"))
+    registry = str(tmp_path / "registry.db")
+    spec, sg = copy_sample(tmp_path, "speculators-trained"), copy_sample(tmp_path, "specforge-sglang")
+    for src in (spec, sg):
+        assert run_cli("registry", "add", src, "--registry", registry).exit_code == 0
+
+    def build(*extra: str) -> tuple[dict, dict[str, str]]:
+        out = tmp_path / "out"
+        result = run_cli("registry", "site", out, "--registry", registry, "--engine", FLEET, "--force", "--json",
+                         *extra)
+        assert result.exit_code == 0, result.stderr
+        pages = {str(p.relative_to(out)): re.sub(r"registry site</code> at [^<]*", "", p.read_text())
+                 for p in out.rglob("*.html")}
+        return json.loads(result.stdout), pages
+
+    first, pages = build()
+    assert (first["copies_judged"], first["copies_unchanged"]) == (2, 0)
+    again, same = build()
+    assert (again["copies_judged"], again["copies_unchanged"]) == (0, 2) and same == pages
+    config = Path(spec) / "config.json"
+    stat = config.stat()
+    config.write_bytes(b"{" + b" " * (stat.st_size - 1))  # same size, not JSON
+    os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    edited, now = build()
+    assert (edited["copies_judged"], edited["copies_unchanged"]) == (1, 1)
+    assert "unreadable" in "".join(now.values()) and "unreadable" not in "".join(pages.values())
+    assert run_cli("registry", "add", sg, "--capture-layers", "1,3,5", "--convention", "sglang", "--registry",
+                   registry).exit_code == 0
+    restated, _ = build()
+    assert (restated["copies_judged"], restated["copies_unchanged"]) == (2, 0)  # the unreadable copy is never kept
+    fresh, _ = build("--no-cache")
+    assert (fresh["copies_judged"], fresh["copies_unchanged"]) == (2, 0)
+
+
+def test_a_cache_that_cannot_be_opened_is_skipped_saying_so(built, tmp_path, monkeypatch):
+    (tmp_path / "not-a-dir").write_text("a file where the cache's folder would be")
+    monkeypatch.setenv("EAGLE3_SITE_CACHE", str(tmp_path / "not-a-dir" / "verdicts.db"))
+    result = run_cli("registry", "site", tmp_path / "out", "--registry", built["registry"])
+    assert result.exit_code == 0, result.stderr
+    assert "verdict cache" in result.stdout and "not used" in result.stdout and "0 unchanged" in result.stdout
