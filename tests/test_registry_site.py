@@ -329,3 +329,23 @@ def test_a_cache_that_cannot_be_opened_is_skipped_saying_so(built, tmp_path, mon
     result = run_cli("registry", "site", tmp_path / "out", "--registry", built["registry"])
     assert result.exit_code == 0, result.stderr
     assert "verdict cache" in result.stdout and "not used" in result.stdout and "0 unchanged" in result.stdout
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_and_writes_nothing(built, tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = tmp_path / "out"
+        result = run_cli("registry", "site", out, "--serve", "--port", port, "--registry", built["registry"])
+        assert result.exit_code == 1 and "Traceback" not in result.stderr
+        [line] = result.stderr.strip().splitlines()
+        assert f"port {port}" in line and "[E-PORT-IN-USE]" in line and "--port 0" in line, line
+        assert not out.exists() and not list(tmp_path.glob(".out.tmp-*"))
+        # the hint, followed: any free port serves it
+        again = run_cli("registry", "site", out, "--serve", "--port", "0", "--serve-for", "1", "--registry",
+                        built["registry"])
+        assert again.exit_code == 0 and "serving http://127.0.0.1:" in again.stdout, again.stderr
+        assert (out / "index.html").is_file()

@@ -316,24 +316,26 @@ def site_cmd(out_dir: str | None, engines: tuple[Any, ...], hub: bool, force: bo
     from ..engines import releases_of
     from ..records import opened
     from ..site import gather
-    from ..site_pages import render, serve as serve_site, write
+    from ..site_pages import bind, render, serve as serve_site, write
 
     if out_dir is None and not serve:
         raise UsageError("registry site needs OUT_DIR (or --serve for a quick look)",
                          "eagle3-convert registry site ./registry-site")
     choices = chosen_engines(engines)
     begun = time.monotonic()
-    with opened(registry_path, create=False) as store:
-        hub_reader = None
-        if hub:
-            from ..hub_index import reader
-
-            hub_reader = reader(endpoint, token)
-        facts = gather(store, choices, hub_reader, cache=not no_cache)
-    files = render(facts)
     scratch = tempfile.TemporaryDirectory(prefix="eagle3-site-") if out_dir is None else None
     dest = Path(scratch.name) / "site" if scratch is not None else Path(out_dir)
+    server = None
     try:
+        server = bind(dest, port) if serve else None
+        with opened(registry_path, create=False) as store:
+            hub_reader = None
+            if hub:
+                from ..hub_index import reader
+
+                hub_reader = reader(endpoint, token)
+            facts = gather(store, choices, hub_reader, cache=not no_cache)
+        files = render(facts)
         write(dest, files, force)
         seconds = time.monotonic() - begun
         doc = {"out_dir": str(dest), "drafters": len(facts.drafters), "targets": len(facts.targets()),
@@ -350,11 +352,13 @@ def site_cmd(out_dir: str | None, engines: tuple[Any, ...], hub: bool, force: bo
             click.echo(f"wrote {dest}: {doc['drafters']} drafter(s), {doc['targets']} target(s), {doc['files']} "
                        f"files in {seconds:.1f} s ({facts.cache.judged} copies judged, {facts.cache.hits} unchanged "
                        f"since a previous build); open {dest / 'index.html'}")
-        if serve:
+        if server is not None:
             try:
-                serve_site(dest, port, serve_for, lambda url: click.echo(f"serving {url} (Ctrl-C stops)"))
+                serve_site(server, serve_for, lambda url: click.echo(f"serving {url} (Ctrl-C stops)"))
             except KeyboardInterrupt:  # the way a quick look ends: no error
                 click.echo("stopped")
     finally:
+        if server is not None:
+            server.server_close()
         if scratch is not None:
             scratch.cleanup()
