@@ -315,17 +315,27 @@ def _charts(record: DrafterRecord, measured: list[Acceptance]) -> dict[str, dict
              "per_position": m.per_position} for m in ordered])
         out["over-time"] = charts.over_time([{"when": m.measured_at, "mean": m.mean_accepted_length, "k": m.k}
                                              for m in ordered])
-    best: dict[tuple[int, ...], Acceptance] = {}  # layers measured: the newest measurement of each
-    for m in ordered:
-        best[tuple(m.capture_boundaries)] = m
-    if len(best) > 1:
-        recorded = tuple(record.capture_boundaries or ())
-        out["ranked"] = charts.ranked([{"layers": list(layers), "mean": m.mean_accepted_length,
-                                        "note": "recorded" if layers == recorded else "measured"}
-                                       for layers, m in best.items()])
+    ranked = _ranked(list(record.capture_boundaries or ()), ordered)
+    if ranked:
+        out["ranked"] = charts.ranked(ranked)
     if record.lineage:
         out["lineage"] = charts.lineage_graph(*lineage_layout(record))
     return out
+
+
+def _ranked(recorded: list[int], ordered: list[Acceptance]) -> list[dict[str, Any]]:
+    """Capture layers to rank: the newest `verify --scan-layers` ranking (one run's decoded text, its layers and
+    their neighbours), else the layers measured apart (the newest measurement of each), where there are two."""
+    scanned = next((m for m in reversed(ordered) if m.scan), None)
+    if scanned is not None and scanned.scan is not None:
+        return [{"layers": c.boundaries, "mean": c.mean_accepted_length, "what": ", ".join(c.labels),
+                 "note": "recorded" if c.boundaries == recorded else "as measured"
+                 if c.boundaries == scanned.capture_boundaries else "scanned"} for c in scanned.scan]
+    best = {tuple(m.capture_boundaries): m for m in ordered}
+    if len(best) < 2:
+        return []
+    return [{"layers": list(layers), "mean": m.mean_accepted_length,
+             "note": "recorded" if list(layers) == recorded else "measured"} for layers, m in best.items()]
 
 
 def lineage_layout(record: DrafterRecord) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
