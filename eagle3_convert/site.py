@@ -180,9 +180,11 @@ def gather(store: RegistryStore, choices: Sequence[Any], hub: Any = None, cache:
         if c.release not in releases[engine_of(c.engine)]:
             releases[engine_of(c.engine)].append(c.release)
     judged = VerdictCache(default_path() if cache else None, {"engines": engines, "releases": releases})
-    drafters = [_drafter(record, store.acceptance(record.drafter_id), cols, engines, releases, hub, judged)
-                for record in store.list()]
-    judged.close()
+    try:
+        drafters = [_drafter(record, store.acceptance(record.drafter_id), cols, engines, releases, hub, judged)
+                    for record in store.list()]
+    finally:
+        judged.close()  # what was judged is kept even when a later drafter fails the build
     return SiteFacts(str(getattr(store, "path", "")), cols, drafters, hub is not None, judged)
 
 

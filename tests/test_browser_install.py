@@ -14,7 +14,8 @@ import browser
 import peer_venv
 import pytest
 
-APT_OFFLINE = "Err:1 http://deb.debian.org/debian bookworm InRelease\n  Temporary failure in name resolution 'deb.debian.org'"
+APT_OFFLINE = ("Err:1 http://deb.debian.org/debian bookworm InRelease\n"
+               "  Temporary failure in name resolution 'deb.debian.org'")
 
 
 def fake_apt(bin_dir: Path, update: str, install: str) -> Path:

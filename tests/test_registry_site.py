@@ -32,10 +32,12 @@ FLEET = "sglang==0.5.11,vllm==0.24.0"
 HOSTILE = "<script>window.__pwned=1</script>\"'><img src=x onerror=window.__pwned=2>‮ܐ𝕏\u200b🐍"
 SECRET = "hf_TOKENthatmustNEVERappear0123456789"
 # A `verify --scan-layers` ranking as verify records it (cli/verify.py's document), best first
-SCAN = [{"boundaries": [2, 4, 6], "labels": ["id 5 -> 6"], "mean_accepted_length": 2.7, "per_position": [0.8, 0.7, 0.5]},
+SCAN = [{"boundaries": [2, 4, 6], "labels": ["id 5 -> 6"], "mean_accepted_length": 2.7,
+         "per_position": [0.8, 0.7, 0.5]},
         {"boundaries": [2, 4, 5], "labels": ["config", "recorded"], "mean_accepted_length": 2.5,
          "per_position": [0.8, 0.6, 0.5]},
-        {"boundaries": [1, 4, 5], "labels": ["id 2 -> 1"], "mean_accepted_length": 1.9, "per_position": [0.6, 0.4, 0.2]},
+        {"boundaries": [1, 4, 5], "labels": ["id 2 -> 1"], "mean_accepted_length": 1.9,
+         "per_position": [0.6, 0.4, 0.2]},
         {"boundaries": [3, 5, 6], "labels": ["all +1"], "mean_accepted_length": 1.4, "per_position": [0.3, 0.1, 0.0]}]
 
 
@@ -135,8 +137,8 @@ def test_a_drafter_page_shows_its_verdict_matrix_and_charts(built, chromium):
     assert "trained with" in chromium.eval("document.body.innerText")
     assert chromium.visible("#acceptance table tbody tr") == 4
     # the ranking `verify --scan-layers` recorded, one bar per set of layers, best on top
-    bars = chromium.eval("Array.from(document.querySelectorAll('figure.chart[data-chart=ranked] svg .mark-rect path'))"
-                         ".map(p => p.getBoundingClientRect().y)")
+    bars = chromium.eval("Array.from(document.querySelectorAll('figure.chart[data-chart=ranked] svg .mark-rect "
+                         "path')).map(p => p.getBoundingClientRect().y)")
     assert len(bars) == len(SCAN) and bars == sorted(bars), bars
     axis = chromium.eval("Array.from(document.querySelectorAll('figure.chart[data-chart=ranked] svg text'))"
                          ".map(t => t.textContent)")
