@@ -2,9 +2,9 @@
 
 A copy's verdicts depend on its files, the record's training facts (target, capture boundaries), the releases
 judged and the rules of this tool. The key digests all of them: each file of the copy by its stat (size, mtime,
-ctime, inode: a file rewritten, or edited with its mtime put back, has another ctime, the way git's index and
-rsync's quick check tell a change without reading), the record's facts, the engines and releases, and the source of
-this package (its rules are code: any other build of the tool judges afresh). A key that matches is the same
+ctime, inode, as git's index tells a change without reading: a file rewritten, even with its mtime put back, has
+another ctime, which no user call can set), the record's facts, the engines and releases, and the files of this
+package (its rules are code and data: any other build of the tool judges afresh). A key that matches is the same
 judgement the copy would get; anything else is judged again. Hub copies are not cached (read by headers only).
 
 The cache is an SQLite file: $EAGLE3_SITE_CACHE, else $XDG_CACHE_HOME/eagle3-convert/site-verdicts.db (~/.cache
@@ -37,11 +37,14 @@ def default_path() -> Path:
 
 
 def code_digest() -> str:
-    """sha256 of every module of this package: the rules that judged a copy."""
+    """sha256 of this package's files (modules and the data they read: layout schemas, config keys), the site's
+    own templates and scripts aside: the rules that judged a copy."""
     digest = hashlib.sha256()
     root = Path(__file__).resolve().parent
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(root.rglob("*")):
+        name = path.relative_to(root).parts
+        if path.is_file() and "__pycache__" not in name and name[0] != "site_files":
+            digest.update("/".join(name).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
