@@ -66,7 +66,11 @@ def main() -> int:
     parser.add_argument("--work", type=Path)
     parser.add_argument("--no-browser", action="store_true")
     parser.add_argument("--before", type=Path, metavar="TREE", help="also time the CLI of this source tree")
+    parser.add_argument("--fill-only", type=Path, metavar="DIR", help=argparse.SUPPRESS)  # a registry for --before
     args = parser.parse_args()
+    if args.fill_only:  # run by --before with that tree first on PYTHONPATH: a registry of its own schema
+        fill(args.fill_only / "registry.db", args.fill_only, args.drafters)
+        return 0
     work = Path(tempfile.mkdtemp(prefix="eagle3-site-bench-", dir=args.work))
     try:
         registry, out = work / "registry.db", work / "site"
@@ -77,10 +81,14 @@ def main() -> int:
                 "--force"]
         env = {**os.environ, "EAGLE3_SITE_CACHE": str(work / "site-verdicts.db")}
         runs: dict[str, float] = {}
-        if args.before:
+        if args.before:  # its own registry (an older schema than ours, which it would refuse), its own copies
             from peers import before_cli
 
-            runs["before (--before tree)"] = timed([*before_cli(args.before.resolve()), *argv], env)
+            tree, old = args.before.resolve(), work / "before"
+            subprocess.run([sys.executable, __file__, "--drafters", str(args.drafters), "--fill-only", str(old)],
+                           check=True, env={**os.environ, "PYTHONPATH": str(tree)})
+            old_argv = [*argv[:4], str(old / "registry.db"), *argv[5:]]
+            runs["before (--before tree)"] = timed([*before_cli(tree), *old_argv], env)
         runs["first build (empty cache)"] = timed([sys.executable, "-m", "eagle3_convert", *argv], env)
         files = [p for p in out.rglob("*") if p.is_file()]
         index = (out / "index.html").stat().st_size
