@@ -110,6 +110,9 @@ def main() -> int:
 
 
 def timed(command: list[str], env: dict[str, str]) -> float:
+    """Wall seconds of one CLI run; the machine's load as it starts is printed (the figures are ratios of runs
+    made one after the other: a load that changes between them moves them)."""
+    print(f"  (load average {os.getloadavg()[0]:.1f} as it starts)")
     begun = time.monotonic()
     subprocess.run(command, check=True, cwd=REPO, env=env, stdout=subprocess.DEVNULL)
     return time.monotonic() - begun
