@@ -32,6 +32,7 @@ from .errors import Eagle3Error, FormatError, RefusalError, UsageError
 from .fingerprint import config_and_weights_id, drafter_id, tensor_digests
 from .names import LABELS
 from .sources import resolve_source
+from .target_options import plan_with_target_options
 from .targets import load_target, read_target_config
 
 
@@ -382,13 +383,13 @@ def convert(src: str, dest: str | Path, to: str, from_layout: str = "auto", *,
             refuse_other_weights_record(options.known, ids["source"], ids["former"])
             derived_from = None
             facts["drafter_id"] = ids["source"]
-            if plan.cast:  # the output holds other bytes: a new drafter, derived from the source
-                cast = Drafter(source.drafter.config, {**source.drafter.tensors, **plan.cast}, source.drafter.vocab)
+            if plan.derivation:  # the output holds other bytes: a new drafter, derived from the source
+                cast = plan.written(source.drafter)
                 facts["drafter_id"] = drafter_id(cast, tensor_digests(cast))
                 derived_from = facts["derived_from"] = ids["source"]
             history_notes[:] = carry_history(facts, previous, {ids["source"], ids["former"]})
             if derived_from:
-                history_notes.append(f"the weights are cast to another dtype: a new drafter {facts['drafter_id'][:12]}, "
+                history_notes.append(f"{plan.derivation}: a new drafter {facts['drafter_id'][:12]}, "
                                      f"derived from {derived_from[:12]} (lineage: cast)")
             facts["lineage"].append(conversion_edge(source, layout.name, Path(dest), derived_from,
                                                     restated=bool(options.capture_restated)))
@@ -425,7 +426,7 @@ def plan_conversion(source: Source, to: str, options: ConvertOptions) -> tuple[W
     check_known_facts(source, options)
     restore_target(source, options)
     check_capture_range(source.drafter.config, options)
-    plan = layout.plan(source.drafter, options)
+    plan = plan_with_target_options(layout, source.drafter, options)
     return plan, judge_output(plan, source.drafter, options, layout.home_engines)
 
 

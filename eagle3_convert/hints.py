@@ -22,7 +22,8 @@ from .errors import Eagle3Error, RefusalError
 from .names import ENGINE_SPELLINGS, LABELS, runners_of
 
 COMMAND = re.compile(r"`(eagle3-convert [^`]*--to [^`]+)`")
-_VALUE_FLAGS = {"--from", "--to", "--target", "--verifier", "--capture-layers", "--convention", "--revision"}
+_VALUE_FLAGS = {"--from", "--to", "--target", "--verifier", "--capture-layers", "--convention", "--revision",
+                "--drop-embed", "--rope-theta"}
 
 
 @dataclass
@@ -70,6 +71,7 @@ def conversion_problem(command: str, source_label: str, root: Path, planned: Pla
     try:
         options = make_options(flags.get("--verifier"), flags.get("--target"), bool(flags.get("--repair-d2t-absolute")))
         options.releases = judged_releases(engines)
+        options.drop_embed, options.rope_theta = flags.get("--drop-embed"), flags.get("--rope-theta")
         if own and planned is not None:
             options.known = list(planned.known)
         if "--capture-layers" in flags:

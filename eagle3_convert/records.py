@@ -20,7 +20,7 @@ from datetime import timezone
 from pathlib import Path
 from typing import Any
 
-from . import sidecar
+from . import finetune, sidecar
 from .convert import ConvertResult, carry_history, ids_as_written, make_options, read_source, sidecar_facts
 from .capture_ids import capture_context, training_boundaries
 from .errors import Eagle3Error, UsageError
@@ -68,14 +68,15 @@ def add_checkpoint(src: str, *, target: str | None = None, verifier: str | None 
                    capture_layers: Sequence[int] | None = None,
                    convention: str | None = None, trained_with: str | None = None, revision: str | None = None,
                    from_layout: str = "auto", registry: RegistryArg = None, endpoint: str | None = None,
-                   token: str | None = None) -> Recorded:
+                   token: str | None = None, parent: str | None = None) -> Recorded:
     """Record the drafter at `src` (directory or Hub repo id); reads every tensor byte for its id.
 
     A trusted eagle3-convert.json beside it hands on its provenance and lineage. `target`
     (config, directory or Hub repo) names the target trained on, `verifier` the name it is served by (both:
     one target with both names); a target the record holds under other names learns them, one whose facts
     differ replaces it. `capture_layers` in `convention` and `trained_with` state the training truth and
-    replace recorded values. The record's history keeps each change.
+    replace recorded values. The record's history keeps each change. `parent` (a directory or Hub repo id) is the
+    drafter it was fine-tuned from: recorded too, with a `finetune` lineage edge to it (finetune.py).
     """
     if (capture_layers is None) != (convention is None):
         raise UsageError("capture layers need their convention, and a convention needs capture layers",
@@ -116,11 +117,18 @@ def add_checkpoint(src: str, *, target: str | None = None, verifier: str | None 
     location = Location(layout=source.detection.layout, uri=source.uri)
     conflicts: list[dict[str, Any]] = []
     with opened(registry) as store:
+        if parent is not None:
+            mother = add_checkpoint(parent, revision=None, registry=store, endpoint=endpoint, token=token)
+            if mother.record.drafter_id == facts["drafter_id"]:
+                raise UsageError("--parent holds the same weights as SRC", "name the drafter SRC was fine-tuned from")
+            facts["lineage"] = [*facts["lineage"], finetune.parent_edge(
+                mother.location, location, mother.record.drafter_id, sidecar.tool_name())]
         record, more = record_facts(store, facts, locations=[location], claimed=claimed, conflicts=conflicts,
                                     former_ids=[former], weights_keys=[weights_key(drafter)],
                                     reason="registry add " + " ".join(flag for flag, given in (
                                         ("--target", target), ("--verifier", verifier), ("--capture-layers",
                                         capture_layers), ("--trained-with", trained_with)) if given is not None))
+        more += finetune.warnings(store, record, drafter, src)
     return Recorded(record, location, notes + more, conflicts)
 
 
@@ -154,6 +162,8 @@ def record_conversion(result: ConvertResult, registry: RegistryArg = None) -> Re
             record, more = record_facts(store, result.facts, locations=copies, claimed=claimed, conflicts=conflicts,
                                         former_ids=[] if result.facts.get("derived_from") else result.former_ids,
                                         weights_keys=dest_keys, reason=reason)
+            if not result.facts.get("derived_from"):  # (a cast is a new drafter: no parent of its own recorded)
+                more += finetune.warnings(store, record, result.source.drafter, str(dest.uri))
     return Recorded(record, dest, notes + more, conflicts)
 
 

@@ -54,14 +54,21 @@ class TargetIdentity(BaseModel):
     # The context it serves (max_position_embeddings), read from its config for validate's W-CONFIG-CONTEXT: a
     # fact of that config, not of who the target is, so never read from a file nor written out (private).
     _context_length: int | None = PrivateAttr(default=None)
+    # Whether its config declares M-RoPE (engines/vllm.py mrope_section: a vLLM V1 caveat), the same kind of fact.
+    _mrope: bool = PrivateAttr(default=False)
 
     @property
     def context_length(self) -> int | None:
         return self._context_length
 
-    def serving(self, context_length: int | None) -> "TargetIdentity":
-        """This target, knowing the context it serves (read from its config.json)."""
+    @property
+    def uses_mrope(self) -> bool:
+        return self._mrope
+
+    def serving(self, context_length: int | None, mrope: bool = False) -> "TargetIdentity":
+        """This target, knowing the context it serves and whether it uses M-RoPE (read from its config.json)."""
         self._context_length = context_length
+        self._mrope = mrope
         return self
 
     @property

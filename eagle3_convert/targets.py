@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .converters.base import EAGLE3_ARCHITECTURES, read_json_file
+from .engines.vllm import mrope_section
 from .target_identity import TargetIdentity, config_digest, local_names
 from .errors import FormatError
 from .sources import HubError, both_readings, fetch_config, has_repo_id_shape, is_repo_id
@@ -30,7 +31,7 @@ def target_from_config(config: dict[str, Any], name_or_path: str | None, revisio
         hidden_size=num("hidden_size"),
         vocab_size=num("vocab_size"),
         config_sha256=config_digest(config),
-    ).serving(context_length(config))
+    ).serving(context_length(config), mrope_section(config) is not None)
 
 
 def context_length(config: dict[str, Any]) -> int | None:
@@ -66,7 +67,7 @@ def load_target(spec: str, revision: str | None = None, name_or_path: str | None
     names, snapshot_revision = local_names(root)
     identity = target_from_config(config, name_or_path or local_target_name(spec, config, names),
                                   revision or snapshot_revision)
-    return identity.named_also(*names).serving(identity.context_length)
+    return identity.named_also(*names).serving(identity.context_length, identity.uses_mrope)
 
 
 def local_target_name(spec: str, config: dict[str, Any], names: list[str]) -> str:

@@ -207,7 +207,9 @@ def read_members(fd: int, file_size: int) -> tuple[str, dict[str, Member]]:
 _STORAGE_KEY = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
-def _state_dict(fd: int, file_size: int) -> tuple[dict[str, Tensor], str]:
+def _state_dict(fd: int, file_size: int, scalars: bool = False) -> tuple[dict[str, Tensor], str]:
+    """The tensors the archive's pickle holds by name; with `scalars`, plain numbers and strings beside them (a
+    trainer's meta file: NeMo Automodel's eagle_meta.pt holds its step and epoch) are admitted and left out."""
     prefix, members = read_members(fd, file_size)
     pkl = members.get(f"{prefix}/data.pkl")
     if pkl is None:
@@ -256,20 +258,26 @@ def _state_dict(fd: int, file_size: int) -> tuple[dict[str, Tensor], str]:
     state = unpickle(data, persistent_load)
     if type(state) not in (dict, OrderedDict):
         raise Refused("E-BIN-FORMAT", f"holds a {type(state).__name__.lstrip('_')}, not a state dict")
-    for key, value in state.items():
-        if type(key) is not str or type(value) is not Tensor:
+    for key, value in list(state.items()):
+        if type(key) is str and scalars and type(value) in _SCALARS:
+            del state[key]
+        elif type(key) is not str or type(value) is not Tensor:
             raise Refused("E-BIN-FORMAT", f"entry {ascii(key)[:80]} is not a tensor "
                                           f"(a {type(value).__name__.lstrip('_')})")
     return state, prefix
 
 
-def read_state_dict(path: Path, display: str) -> dict[str, TensorRef]:
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def read_state_dict(path: Path, display: str, scalars: bool = False) -> dict[str, TensorRef]:
     """Every tensor of a torch zip checkpoint as a byte range of `path` (no tensor data is read).
 
-    `display` names the file in errors (the name the checkpoint gives it)."""
+    `display` names the file in errors (the name the checkpoint gives it); `scalars` admits plain values beside the
+    tensors (a trainer's meta file), which are not returned."""
     fd = open_plain_file(path, display)
     try:
-        state, _ = _state_dict(fd, os.fstat(fd).st_size)
+        state, _ = _state_dict(fd, os.fstat(fd).st_size, scalars)
     except Refused as exc:
         hint = {"E-BIN-UNSAFE": HINT_UNSAFE, "E-BIN-ZIP": HINT_ZIP,
                 "E-FILE-DTYPE": "convert the weights to bf16/fp16/fp32"}.get(exc.code, HINT_STATE_DICT)

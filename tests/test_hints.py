@@ -71,6 +71,11 @@ VALIDATE_HINT_COMMANDS = {
     "W-DEEP-INIT-NORMS": ("--to vllm",),
     "W-ENGINE-CAVEAT": ("--engine vllm --to vllm",),
     "W-TARGET-FAMILY": ("--target TARGET --to modelopt", "--target TARGET --to sglang"),
+    # issue 35: the embedding left out (a copy, or a stray table of a drafter trained on the target's), the rope stated
+    "I-EMBED-TARGET-COPY": ("--target TARGET --drop-embed identical --to sglang", "--target TARGET --to vllm"),
+    "W-EMBED-NOT-TARGET": ("--target TARGET --drop-embed frozen --to sglang", "--target TARGET --to vllm"),
+    "W-ROPE-SPELLINGS": ("--rope-theta 10000 --to sglang", "--to vllm"),
+    "W-ROPE-TARGET": ("--target TARGET --rope-theta target --to sglang", "--target TARGET --to vllm"),
 }
 HAZARD_HINT_COMMANDS = {
     "h2-d2t-absolute": ("--repair-d2t-absolute --to sglang",),

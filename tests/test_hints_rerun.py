@@ -11,6 +11,7 @@ two cores:
 - every published config of tests/data/real-configs, narrowed to a small width (hidden 64; MLA ranks, heads and
   intermediate size cut alike) with its architectures, model_type, vocabularies, capture ids and flags kept: what
   the hints depend on, without the gigabytes a full-size copy costs each conversion;
+- a drafter whose config spells the RoPE base twice (issue 35);
 - the broken copies: tests/test_hints.py runs the hints of the validate corpus (one broken thing per code) and of
   the hostile corpus with the same re-check (`run_hints`);
 - each `--engine` release the tool knows: every file is checked once with no --engine and once with the fleet of
@@ -32,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from builders import DrafterSpec, build_drafter
 from conftest import DATA, run_cli
 from test_drafters_2026_block import specforge_drafter
 from test_hints import COMMAND, run_hint, without_paths
@@ -79,6 +81,10 @@ def corpus(root: Path) -> Iterator[Path]:
         yield root / name
     for kind in ("dflash", "dspark"):
         yield specforge_drafter(root / f"specforge-{kind}", kind)
+    # issue 35: a config spelling the RoPE base twice, differently (W-ROPE-SPELLINGS; its --target findings,
+    # W-ROPE-TARGET and the embedding's, are run by tests/test_hints.py and tests/test_target_facts.py)
+    yield build_drafter(root / "rope-spellings", "sglang", DrafterSpec(extra={
+        "rope_theta": 500000.0, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}))
     for name, (prefix, *_rest) in sorted(EXPECTED.items()):
         rebuild_sparse(root / name, narrowed(json.loads((REAL / f"{name}.json").read_text())), prefix)
         yield root / name

@@ -201,7 +201,7 @@ LAYERS = [
     ("cli", ("cli", "__main__")),
     ("pipelines", ("convert", "validate", "publish", "model_card", "sources", "targets", "records", "hints",
                    "hub_read", "hub_index", "verify", "site", "site_cache", "site_pages", "charts",
-                   "verify_inputs")),
+                   "verify_inputs", "target_weights", "target_options", "finetune")),
     ("layouts / engines / registry", ("converters", "engines", "registry", "schemas", "sidecar", "fingerprint",
                                       "provenance")),
     ("model", ("drafter", "target_identity", "vocab_map", "capture_ids", "names")),
@@ -245,6 +245,8 @@ DEFERRED_IMPORTS = {
                                                        "imported is no traceback either",
     ("eagle3_convert.converters.checkpoint", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
     ("eagle3_convert.validate.raw", "eagle3_convert.bin_reader"): "the .bin reader, for pickled weights",
+    ("eagle3_convert.converters.nemo_meta", "eagle3_convert.torch_zip"): "the pickle reader, only for NeMo "
+                                                                         "Automodel's eagle_meta.pt",
     ("eagle3_convert.hints", "eagle3_convert.convert"): "the convert pipeline, only for a hint naming a command: "
                                                         "validate imports none of it",
 }

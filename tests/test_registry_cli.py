@@ -108,7 +108,7 @@ def test_human_list_show_and_lineage(chain: dict) -> None:
     assert "draft Vd=128, target V=512; hidden H=64" in shown
     assert f"trained    {PROVENANCE}" in shown
     assert "locations  3" in shown and f"  vllm         {chain['vl']}" in shown
-    assert "lineage    2 conversion(s)" in shown
+    assert "lineage    2 edge(s)" in shown
 
     lines = run_cli("registry", "lineage", drafter_id, "--registry", registry).stdout.splitlines()
     assert len(lines) == 2

@@ -111,6 +111,18 @@ def target(tmp: Path, **fields: Any):
     return load_target_facts(str(dest))
 
 
+def target_holding_the_embedding(tmp: Path, changed: bool = False, **fields: Any):
+    """A target directory whose model.safetensors holds the drafter's (tmp/drafter) embed_tokens as its own (with
+    `changed`, one byte of it changed: another table)."""
+    facts = target(tmp, **fields)
+    [root] = [Path(n) for n in facts.names if Path(n).is_dir()]
+    table = tensors_of(tmp / "drafter")["embed_tokens.weight"]
+    if changed:
+        table = InMemoryTensor(table.dtype, table.shape, bytes([table.data[0] ^ 0x01]) + table.data[1:])
+    write_safetensors(root / WEIGHTS, {"model.embed_tokens.weight": table})
+    return load_target_facts(str(root))
+
+
 def set_bf16(name: str, value_bits: int | None = None, all_bits: int | None = None) -> Callable[[Path], None]:
     """Overwrite the first element (value_bits) or every element (all_bits) of a BF16 tensor."""
     def edit(tensors: dict[str, InMemoryTensor]) -> None:
@@ -316,6 +328,8 @@ CASES: dict[str, Case] = {
     "W-CONFIG-KEY-FOREIGN": Case(built("speculators"), edit_config(lambda c: c.__setitem__("use_aux_norm", False))),
     "E-CONFIG-FIELD": Case(built("speculators"), edit_config(lambda c: c.__setitem__("transformer_layer_config", []))),
     # (a flat config's family follows its architecture: only speculators' nested decoder names it by model_type)
+    "E-DRAFT-UNSERVED": Case(built("sglang", family="deepseek_mla", target_model_type="deepseek_v3"),
+                             edit_config(lambda c: c.update(mla_use_nope=True))),
     "E-CONFIG-FAMILY": Case(built("speculators"), edit_config(
         lambda c: c["transformer_layer_config"].__setitem__("model_type", "mistral"))),
     "E-CONFIG-ARCH": Case(built("vllm", capture_boundaries=None), edit_config(
@@ -425,6 +439,16 @@ CASES: dict[str, Case] = {
     "W-TARGET-FAMILY": Case(built("speculators"), lambda p: None, lambda tmp: {"target": target(tmp)},
                             lambda tmp: {"target": target(tmp, architectures=["Qwen3ForCausalLM"],
                                                           model_type="qwen3")}),
+    # issue 35: the target's own embedding (a copy, or another table: TorchSpec #38) and RoPE
+    "I-EMBED-TARGET-COPY": Case(built("sglang", embed_tokens=True), lambda p: None,
+                                lambda tmp: {"target": target_holding_the_embedding(tmp)}),
+    "W-EMBED-NOT-TARGET": Case(built("sglang", embed_tokens=True), lambda p: None,
+                               lambda tmp: {"target": target_holding_the_embedding(tmp)},
+                               lambda tmp: {"target": target_holding_the_embedding(tmp, changed=True)}),
+    "W-ROPE-SPELLINGS": Case(built("sglang"), edit_config(lambda c: c.update(
+        rope_theta=500000.0, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}))),
+    "W-ROPE-TARGET": Case(built("sglang"), lambda p: None, lambda tmp: {"target": target(tmp)},
+                          lambda tmp: {"target": target(tmp, rope_theta=500000.0)}),
     # --deep (on a peer sample: its weights are real random floats, finite and not at init values)
     "E-DEEP-NONFINITE": Case(from_sample("specforge-sglang"), set_bf16("fc.weight", value_bits=0x7FC0),
                              lambda tmp: {"deep": True}),

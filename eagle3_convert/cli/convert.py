@@ -214,6 +214,12 @@ def _registry_lookup(options: Any, store: Any, registry_path: str | None) -> Any
               "drafter's tokenizer, depth and width from it).")
 @click.option("--outtype", type=click.Choice(("auto", "bf16", "f16", "f32")), default="auto", show_default=True,
               help="--to gguf: dtype of the 2-D weights (auto keeps the source's; norms are F32, d2t I64).")
+@click.option("--drop-embed", type=click.Choice(("identical", "frozen")), help="Leave out the stored embed_tokens, "
+              "so that every engine drafts with the target's: identical, when it is the target's table value for "
+              "value (needs --target DIR with weights); frozen, stating the drafter was trained on the target's "
+              "frozen embedding (whatever table the file holds).")
+@click.option("--rope-theta", metavar="THETA", help="The RoPE base the drafter was trained at (or `target`: the "
+              "target's rope, scaling included, from --target DIR), written in every spelling.")
 @engine_option("Judge the per-engine lines for this release (engines not named: their newest).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no per-engine verdict table (an engine that "
@@ -225,7 +231,8 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
                 capture_layers: str | None, convention: str | None, registry_path: str | None, no_record: bool,
                 no_registry: bool, as_json: bool, quiet: bool, correct_record: bool = False,
                 target_gguf: str | None = None,
-                outtype: str = "auto", engines: tuple[Any, ...] = ()) -> None:
+                outtype: str = "auto", engines: tuple[Any, ...] = (), drop_embed: str | None = None,
+                rope_theta: str | None = None) -> None:
     """Convert the drafter in SRC (directory or Hub repo id) to another layout in DST.
 
     Lossless: tensors are copied byte for byte (only d2t/t2d may be rebuilt); capture-layer
@@ -241,6 +248,7 @@ def convert_cmd(from_layout: str, to_layout: str, src: str, dst: str, verifier: 
         raise UsageError("--correct-record corrects the record's capture layers with --capture-layers",
                          "pass --capture-layers IDS --convention C with it")
     options.target_gguf, options.outtype, options.correct_record = target_gguf, outtype, correct_record
+    options.drop_embed, options.rope_theta = drop_embed, rope_theta
     from ..engines import judged_releases
 
     options.releases = judged_releases(chosen_engines(engines))

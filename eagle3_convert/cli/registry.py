@@ -39,7 +39,8 @@ def _target(record: Any) -> str:
 
 
 def _edge(edge: Any) -> str:
-    return (f"{edge.source.uri} ({edge.source.layout}) -> {edge.dest.uri} ({edge.dest.layout})  "
+    how = {"cast": " (cast)", "finetune": " (fine-tuned from it)"}.get(edge.kind, "")
+    return (f"{edge.source.uri} ({edge.source.layout}) -> {edge.dest.uri} ({edge.dest.layout}){how}  "
             f"by {edge.tool}, {edge.created_at:{TIME}} UTC")
 
 
@@ -69,7 +70,7 @@ def print_record(record: Any) -> None:
     click.echo(f"locations  {len(record.locations)}")
     for location in record.locations:
         click.echo(f"  {location.layout:<12} {location.uri}")
-    click.echo(f"lineage    {len(record.lineage)} conversion(s)")
+    click.echo(f"lineage    {len(record.lineage)} edge(s)")
     for edge in record.lineage:
         click.echo(f"  {_edge(edge)}")
     click.echo(f"history    {len(record.changes)} change(s)")
@@ -105,6 +106,8 @@ def registry_group() -> None:
               help="How --capture-layers counts: boundary (FORMATS §4) or the engine/trainer whose config they "
                    "come from.")
 @click.option("--trained-with", metavar="TEXT", help="Free-form provenance: trainer, data, run.")
+@click.option("--parent", metavar="DIR_OR_REPO", help="The drafter SRC was fine-tuned from: recorded too, with the "
+              "lineage; a vocab map that differs from it is warned of (W-VOCAB-REGENERATED).")
 @click.option("--from", "from_layout", type=_layout_choice(True), default="auto", show_default=True,
               help="SRC's layout; auto detects it.")
 @click.option("--revision", help="Hub revision when SRC is a repo id.")
@@ -113,8 +116,8 @@ def registry_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @run_guarded
 def add_cmd(src: str, target: str | None, verifier: str | None, capture_layers: str | None, convention: str | None,
-            trained_with: str | None, from_layout: str, revision: str | None, endpoint: str | None,
-            token: str | None, registry_path: str | None, as_json: bool) -> None:
+            trained_with: str | None, parent: str | None, from_layout: str, revision: str | None,
+            endpoint: str | None, token: str | None, registry_path: str | None, as_json: bool) -> None:
     """Record the drafter in SRC (directory or Hub repo id).
 
     Reads every tensor byte to compute the drafter id. The facts of an eagle3-convert.json
@@ -127,7 +130,7 @@ def add_cmd(src: str, target: str | None, verifier: str | None, capture_layers: 
         added = add_checkpoint(src, target=target, verifier=verifier, capture_layers=parse_ids(capture_layers),
                                convention=convention,
                                trained_with=trained_with, revision=revision, from_layout=from_layout,
-                               registry=registry_path, endpoint=endpoint, token=token)
+                               registry=registry_path, endpoint=endpoint, token=token, parent=parent)
     doc = {"drafter_id": added.record.drafter_id, "location": added.location.model_dump(mode="json"),
            "notes": added.notes, "record": added.record.model_dump(mode="json"), "conflicts": added.conflicts}
     if not as_json:

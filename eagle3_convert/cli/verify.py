@@ -31,6 +31,9 @@ from .common import emit_json, hub_options, registry_known, registry_option, run
 @click.option("--scan-layers", is_flag=True,
               help="Also measure the capture layers one off each way and the engine default, ranked: recovers lost "
                    "ids and confirms recorded ones.")
+@click.option("--scan-rope", is_flag=True,
+              help="Also measure the drafter at each RoPE base it may have been trained at (its config's, each base "
+                   "the config spells, the target's, 10000), ranked: finds a base a trainer or converter lost.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
 @click.option("--plot", "plot_file", metavar="FILE", help="Also draw the acceptance chart (by draft position; with "
               "--scan-layers, the layers ranked beside it) into FILE, a .png or .svg: the chart `registry site` shows.")
@@ -43,7 +46,7 @@ from .common import emit_json, hub_options, registry_known, registry_option, run
 def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, device: str, max_new_tokens: int,
                threads: int | None, scan_layers: bool, as_json: bool, revision: str | None, endpoint: str | None,
                token: str | None, registry_path: str | None, no_record: bool, quiet: bool,
-               plot_file: str | None = None) -> None:
+               plot_file: str | None = None, scan_rope: bool = False) -> None:
     """Measure the acceptance DRAFTER (any layout, a GGUF, or a Hub repo id) gets with its target.
 
     The target decodes the prompts greedily in transformers as a serving engine decodes speculatively: each round
@@ -83,6 +86,13 @@ def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, devi
         recorded = known[0].boundaries(measured.target.num_layers) if known else None
         ranked = scan(measured, k, recorded=recorded)
     doc = _document(drafter, result, ranked)
+    doc["rope_scan"] = None
+    if scan_rope:
+        from ..verify import scan_rope as rope_scan
+
+        doc["rope_scan"] = [{"rope_theta": c.theta, "labels": c.labels, "mean_accepted_length":
+                             c.result.mean_accepted_length, "per_position": c.result.per_position}
+                            for c in rope_scan(measured, k)]
     doc["recorded"] = None if no_record else _record(drafter, {**result.acceptance_fields(), "scan": doc["scan"]},
                                                      revision, registry_path, endpoint, token)
     if plot is not None:
@@ -142,6 +152,8 @@ def _print(drafter: str, doc: dict[str, Any]) -> None:
                f"({doc['tokens_per_second']:.1f} tokens/s)")
     if doc["scan"] is not None:
         _print_scan(doc)
+    if doc.get("rope_scan") is not None:
+        _print_rope_scan(doc)
     if doc["recorded"] is not None:
         click.echo(f"recorded in the registry with drafter {doc['recorded']['drafter_id'][:12]}")
 
@@ -179,3 +191,18 @@ def _print_record_verdict(scan: list[dict[str, Any]], best: dict[str, Any]) -> N
         click.echo(f"the registry's record {recorded['boundaries']} is not confirmed: it gets "
                    f"{recorded['mean_accepted_length']:.3f}, {best['boundaries']} gets "
                    f"{best['mean_accepted_length']:.3f}")
+
+
+def _print_rope_scan(doc: dict[str, Any]) -> None:
+    click.echo(f"\nRoPE bases ranked by acceptance at k={doc['k']}:")
+    for c in doc["rope_scan"]:
+        rates = " ".join(f"{rate:.2f}" for rate in c["per_position"])
+        click.echo(f"  {c['rope_theta']:<12g} {c['mean_accepted_length']:.3f}   {rates:<24} {', '.join(c['labels'])}")
+    best = doc["rope_scan"][0]
+    read = next(c for c in doc["rope_scan"] if "config, as the engines read it" in c["labels"])
+    if best["mean_accepted_length"] > read["mean_accepted_length"]:
+        click.echo(f"best: {best['rope_theta']:g} ({', '.join(best['labels'])}), not the {read['rope_theta']:g} the "
+                   f"engines read from its config: it was likely trained at it; `eagle3-convert --rope-theta "
+                   f"{best['rope_theta']:g} ...` writes it")
+    else:
+        click.echo(f"best: {read['rope_theta']:g}, the base the engines read from its config: confirmed")

@@ -14,6 +14,7 @@ from ..atomic import CONFIG_NAME
 from ..errors import Eagle3Error, FormatError
 from ..safetensors_io import INDEX_NAME, TensorSource, read_tensor_table, reject_duplicate_keys
 from ..vocab_map import VocabMap, read_vocab_map
+from . import kimi_k3, nemo_meta
 from .gguf_file import gguf_file, read_gguf_drafter
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a drafter config is a few KB; anything this big is hostile
@@ -60,7 +61,10 @@ class Checkpoint:
         """d2t/t2d decoded and cross-checked once (vocab_map.read_vocab_map raises what is wrong with them)."""
         key = (vocab_size, draft_vocab_size)
         if key not in self.vocab_maps:
-            self.vocab_maps[key] = read_vocab_map(self.tensors.get("d2t"), self.tensors.get("t2d"), *key)
+            try:
+                self.vocab_maps[key] = read_vocab_map(self.tensors.get("d2t"), self.tensors.get("t2d"), *key)
+            except FormatError as exc:
+                raise nemo_meta.missing_map(self.config, self.weight_files, exc) from None
         return self.vocab_maps[key]
 
     def read_as(self, layout: Any, options: Any) -> Any:
@@ -75,6 +79,9 @@ class Checkpoint:
                     raise drafter
                 return drafter
         try:
+            unserved = kimi_k3.refusal(self.config, self.tensors)  # maths no layout's reading may change
+            if unserved is not None:
+                raise unserved
             drafter = layout.read(self, options)
         except (Eagle3Error, ValueError) as exc:
             self.readings.append((layout.name, replace(options), exc))
@@ -102,7 +109,9 @@ def missing_config_hint(root: Path) -> str:
 
 
 def pickled_weights(root: Path) -> list[str]:
-    return sorted(p.name for p in root.glob("*.bin") if p.name.startswith("pytorch_model"))
+    """pytorch_model*.bin, else NeMo Automodel's draft_model.pt (converters/nemo_meta.py)."""
+    bins = sorted(p.name for p in root.glob("*.bin") if p.name.startswith("pytorch_model"))
+    return bins or ([nemo_meta.WEIGHTS_NAME] if (root / nemo_meta.WEIGHTS_NAME).is_file() else [])
 
 
 def pickles_ignored(bins: list[str]) -> list[str]:
@@ -133,10 +142,11 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
 
         tensors, files = read_bin_tensors(root, bins)
     else:
-        raise FormatError(f"{root}: no weights (model.safetensors, shards, or pytorch_model.bin)",
+        raise FormatError(f"{root}: no weights (model.safetensors, shards, pytorch_model.bin or draft_model.pt)",
                           "download the complete checkpoint", code="E-SRC-MISSING")
     if not tensors:
         raise FormatError(f"{root}: the weight files hold no tensors", "download the complete checkpoint",
                           code="E-SRC-EMPTY")
+    tensors = nemo_meta.with_selected_vocab(root, config, dict(tensors), files, notes)
     claims, trusted = sidecar.read(root)
-    return Checkpoint(root, config, dict(tensors), files, claims if trusted else None, notes)
+    return Checkpoint(root, config, tensors, files, claims if trusted else None, notes)

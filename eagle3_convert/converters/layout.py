@@ -145,6 +145,8 @@ class ConvertOptions:
     target_gguf: str | None = None  # --to gguf: the target's GGUF (tokenizer, depth, width)
     outtype: str = "auto"  # --to gguf: dtype of the 2-D weights
     releases: dict[str, list[str | None]] = field(default_factory=dict)  # --engine: engine -> releases judged
+    drop_embed: str | None = None  # --drop-embed identical|frozen (target_options.py)
+    rope_theta: str | None = None  # --rope-theta THETA|target (target_options.py)
 
 
 @dataclass
@@ -161,6 +163,19 @@ class WritePlan:
     # Canonical name -> the tensor as the written file holds it, where that is not the source's bytes (a dtype
     # change, `--outtype`): the output is then another drafter, derived from the source (fingerprint.py)
     cast: dict[str, TensorSource] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)  # canonical names the output leaves out (--drop-embed)
+
+    @property
+    def derivation(self) -> str | None:
+        """How the written weights differ from the source's (None: they are the source's bytes)."""
+        if self.dropped:
+            return f"{', '.join(self.dropped)} left out" + (" and the weights cast" if self.cast else "")
+        return "the weights are cast to another dtype" if self.cast else None
+
+    def written(self, drafter: Drafter) -> Drafter:
+        """The drafter the output holds: the source's tensors, cast and left out as planned."""
+        tensors = {k: v for k, v in {**drafter.tensors, **self.cast}.items() if k not in self.dropped}
+        return Drafter(drafter.config, tensors, drafter.vocab)
 
 
 @dataclass(frozen=True)

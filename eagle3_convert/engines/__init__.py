@@ -292,7 +292,7 @@ def _spans(known: Releases, eras: list[tuple[str, str, Verdict]]) -> tuple[Span,
 
 def target_context(cfg: DrafterConfig, *targets: Any) -> TargetContext:
     family, depth = capture_context(cfg.family, *targets, cfg.target)
-    return TargetContext(family, depth)
+    return TargetContext(family, depth, any(getattr(t, "uses_mrope", False) for t in targets))
 
 
 def shield_from_sglang(config: dict[str, Any], names: Collection[str], cfg: DrafterConfig, target: Any) -> list[str]:

@@ -27,6 +27,7 @@ class TargetContext:
 
     family: str = "default"  # capture_ids.target_family
     depth: int | None = None
+    mrope: bool = False  # the target's config declares M-RoPE (engines/vllm.py mrope_section)
 
 
 @dataclass

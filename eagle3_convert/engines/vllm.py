@@ -80,13 +80,18 @@ FOUR_TOP_LEVEL_IDS = Change(
     "capture ids", "4 or more top-level ids: some releases crash at start-up (a caveat on every verdict, not replayed "
     "per release)", "fixed", None,
     "PR 54598 (open: in no release)")
+MROPE_SLOTS = Change(
+    "m-rope", "V1 runner, a target with M-RoPE: draft tokens written to the wrong KV slots on image inputs (a caveat on "
+    "every verdict)", "fixed", None,
+    "issue 54498 (open); PR 54519 (closed, not merged), PR 54716 (open): in no release "
+    "(v1/spec_decode/llm_base_proposer.py: 0.24.0 line 699, 0.33.0 line 785)")
 RELEASES = Releases(
     "vllm", LABEL,
     ("0.18.0", "0.18.1", "0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0",
      "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
      "0.33.0"),
     (SPECULATORS_NORM_BEFORE_FC, V1_NESTED_IDS, NESTED_NORM_BEFORE_FC, EAGLE31_FLAGS, QWEN3_CLASS,
-     SPECULATORS_EAGLE31_FLAGS, FOUR_TOP_LEVEL_IDS))
+     SPECULATORS_EAGLE31_FLAGS, FOUR_TOP_LEVEL_IDS, MROPE_SLOTS))
 RELEASE = f"{LABEL} {RELEASES.newest}"  # the newest release read, which the engine tier loads
 
 CLASSES = {
@@ -131,6 +136,39 @@ FLAGS_READ = frozenset(FLAGS)
 MLA_FLAGS_READ = frozenset(MLA_FLAGS)
 BUILDS_BIAS = True
 NEEDS_T2D = False  # t2d is skipped
+
+# vLLM issue #54498 (open): the V1 draft loop (v1/spec_decode/llm_base_proposer.py, 0.24.0 to 0.33.0) derives the
+# draft token's KV slot from positions[0], the M-RoPE temporal coordinate, which an image's H x W patches advance by
+# max(t, h, w) only, and copies it over the spatial ones (`mrope_positions[1:] = mrope_positions[0]`): on a prompt
+# with an image each draft token overwrites a prompt slot. Text-only requests (all three coordinates equal) are
+# unaffected. The V2 runner's spec_decode has no M-RoPE code at all (0.33.0): not judged here.
+MROPE_CAVEAT = ("on image inputs to this M-RoPE target, vLLM's V1 runner writes each draft token into a KV slot of "
+                "the prompt (the M-RoPE temporal position taken for the token's index): acceptance drops, more with "
+                "each draft step (vLLM issue #54498, open; the fix, PR #54716, is in no release)")
+MROPE_WAY_OUT = ("on vLLM's V1 runner send it text-only requests until a release carries vLLM PR #54716; no file "
+                 "change avoids it (it is the engine's, whatever the drafter)")
+
+
+def mrope_section(config: Mapping[str, Any]) -> list[int] | None:
+    """The M-RoPE section a config declares, as vLLM reads it (transformers_utils/config.py `_mrope_section`,
+    `uses_mrope`, 0.33.0: `mrope_section` or the legacy `xdrope_section` in rope_parameters / rope_scaling, of the
+    config, its text_config or its thinker_config); None when it declares none."""
+    scopes = [config]
+    for key in ("text_config", "thinker_config"):
+        if isinstance(config.get(key), dict):
+            scopes.append(config[key])
+            if isinstance(config[key].get("text_config"), dict):
+                scopes.append(config[key]["text_config"])
+    for scope in scopes:
+        for key in ("rope_parameters", "rope_scaling"):
+            params = scope.get(key)
+            nested = [params, *(v for v in params.values() if isinstance(v, dict))] if isinstance(params, dict) else []
+            for entry in nested:
+                for name in ("mrope_section", "xdrope_section"):
+                    if isinstance(entry.get(name), (list, tuple)):
+                        return list(entry[name])
+    return None
+
 
 def served_family(archs: list[Any]) -> str | None:
     for arch in archs:
@@ -243,6 +281,9 @@ def _read(engine: str, config: Mapping[str, Any], names: Collection[str], ctx: T
         if unapplied:
             r.silent.append(f"vLLM loads {', '.join(unapplied[:3])} into a norm it never applies in layers >= 1 "
                             "(it normalises them with input_layernorm, left at its initial ones)")
+    if engine == "vllm-v1" and (ctx.mrope or mrope_section(config) is not None) and \
+            not RELEASES.reads(MROPE_SLOTS, release):
+        r.caveats.append(MROPE_CAVEAT)  # (a drafter for an M-RoPE target carries its mrope_section: vLLM reads it)
     if ids is not None and len(ids) >= 4:
         # vLLM PR #54598 (open, as issue 22 reports; not read here): some releases crash at start-up on 4+
         # top-level ids. Loud, not silent: a caveat, not a wrong verdict.

@@ -159,13 +159,14 @@ class LineageEdge(_Model):
 
     `kind` "convert": the same weights in another layout. "restate": the same, with capture layers stated by
     --capture-layers against what config.json or a record said. "cast": `dest` holds other weights, a dtype
-    change of the drafter `derived_from` (its id) at `source`, so `dest` is a new drafter derived from that one."""
+    change of the drafter `derived_from` (its id) at `source`, so `dest` is a new drafter derived from that one.
+    "finetune": `dest` was trained further from the drafter `derived_from` at `source` (registry add --parent)."""
 
     source: LocationRef
     dest: LocationRef
     tool: NonBlank
     created_at: UTCDateTime = Field(default_factory=utcnow)
-    kind: Literal["convert", "restate", "cast"] = "convert"
+    kind: Literal["convert", "restate", "cast", "finetune"] = "convert"
     derived_from: DrafterId | None = None
 
     @field_validator("source", "dest", mode="before")
@@ -180,8 +181,8 @@ class LineageEdge(_Model):
     def _not_a_loop(self) -> LineageEdge:
         if self.source == self.dest:
             raise ValueError(f"a lineage edge cannot lead from {self.source.uri} to itself")
-        if (self.kind == "cast") != (self.derived_from is not None):
-            raise ValueError("a cast edge names the drafter it derives from, and only a cast edge does")
+        if (self.kind in ("cast", "finetune")) != (self.derived_from is not None):
+            raise ValueError("a cast or finetune edge names the drafter it derives from, and only such an edge does")
         return self
 
 

@@ -109,6 +109,10 @@ class Context:
         return self.target.num_hidden_layers if self.target else None
 
     @property
+    def mrope(self) -> bool:
+        return bool(self.target and self.target.uses_mrope)
+
+    @property
     def family(self) -> str:
         model_type = self.target.model_type if self.target else None
         if model_type is None and self.cfg is not None and self.cfg.family == "deepseek_mla":

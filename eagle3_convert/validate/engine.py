@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..converters.layout import to_canonical, to_stored
 from ..drafter import expected_shapes, optional_shapes
+from ..engines import vllm
 from ..engines import (MODULES, REFUSES, SERVING, UNKNOWN, WRONG, TargetContext, releases_of,
                        releases_that_serve, serve_verdicts)
 from ..json_values import is_positive_int, short_repr
@@ -56,7 +57,7 @@ def _to_vllm(ctx: Context, label: str) -> str:
 def _refuses_loudly(ctx: Context, engine: str) -> bool:
     """Whether every runner of `engine`, at its newest release, refuses this file (the engine modules' reading)."""
     cfg = ctx.cfg.model_copy(update={"capture_boundaries": ctx.intended})
-    serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth),
+    serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth, ctx.mrope),
                             ENGINE_RUNNERS[engine], {})
     return all(v.verdict == REFUSES for v in serves.values())
 
@@ -66,7 +67,7 @@ def check_engine_verdicts(ctx: Context) -> None:
     never left unsaid, even where no finding above names the cause."""
     readers = [r for name in ctx.engines for r in ENGINE_RUNNERS[name]]  # validate_checkpoint refuses other names
     cfg = ctx.cfg.model_copy(update={"capture_boundaries": ctx.intended})
-    serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth), readers,
+    serves = serve_verdicts(ctx.config, ctx.raw.tensors, cfg, TargetContext(ctx.family, ctx.depth, ctx.mrope), readers,
                             ctx.releases)
     # an engine an error above names; a warning is no verdict (SGLang ignoring ids it does not read captures its
     # defaults: whether they are the trained layers is the verdict's to say when --target is not given)
@@ -82,9 +83,12 @@ def check_engine_verdicts(ctx: Context) -> None:
         newest = releases_of(engine).newest
         if verdict.caveats and verdict.verdict in SERVING and engine not in cautioned:
             cautioned.add(engine)
-            ctx.add("W-ENGINE-CAVEAT", "; ".join(verdict.caveats),
-                    "serve it as the caveat says, or with an engine that reads the file in full: "
-                    f"`{ctx.command('vllm', '--engine', 'vllm')}`", engine=engine)
+            hint = ("serve it as the caveat says, or with an engine that reads the file in full: "
+                    f"`{ctx.command('vllm', '--engine', 'vllm')}`")
+            if vllm.MROPE_CAVEAT in verdict.caveats:  # the engine's own limit: no conversion changes it
+                hint = vllm.MROPE_WAY_OUT + ("; the other caveats: serve it as they say" if len(verdict.caveats) > 1
+                                             else "")
+            ctx.add("W-ENGINE-CAVEAT", "; ".join(verdict.caveats), hint, engine=engine)
         serving = [s for s in verdict.across if s.verdict in SERVING]  # newest first
         for release, judged in verdict.judged or ((verdict.release, verdict),):
             label = LABELS[reader] if release == newest else f"{LABELS[reader]} {release}"

@@ -41,6 +41,8 @@ CODES: dict[str, tuple[Severity, str]] = {
                                        "engine's reading, not by the EAGLE-3 checks (DSpark's head shapes unchecked)"),
     "E-CONFIG-FAMILY": ("error", "the drafter's model_type is no EAGLE-3 drafter family"),
     "E-CONFIG-ARCH": ("error", "the engine builds no drafter class from this config"),
+    "E-DRAFT-UNSERVED": ("error", "a drafter whose maths no engine's drafter class serves (Kimi K3's NoPE MLA, "
+                                  "output gate, SiTU MLP): named feature by feature, in every layout"),
     "E-ENGINE-REFUSES": ("error", "the engine refuses this file loudly (a field its drafter kind needs is missing, "
                                   "or the release named with --engine cannot load it)"),
     "E-ENGINE-WRONG": ("error", "the engine loads this file and serves something other than the trained drafter"),
@@ -49,6 +51,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W-CONFIG-DEFAULTS-DIFFER": ("warning", "an absent key the engines default differently"),
     "W-CONFIG-CONTEXT": ("warning", "max_position_embeddings below the target's context length"),
     "I-ROPE-EXPORT-YARN": ("info", "a ModelOpt export carries the YaRN rope scaling its exporter injects"),
+    "W-ROPE-SPELLINGS": ("warning", "rope_theta and the rope object's theta disagree: engines of one transformers "
+                                    "major read one, of another the other"),
+    "W-ROPE-TARGET": ("warning", "the drafter's RoPE (base or scaling, as the engines read it) is not the target's"),
     "W-ENGINE-CAVEAT": ("warning", "the engine serves the file as trained only within a limit, or with a serve-time "
                                    "flag"),
     "E-ENGINE-UNSUPPORTED": ("error", "the engine loads this drafter but has no option for one of its features: it "
@@ -110,6 +115,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E-TARGET-HIDDEN": ("error", "the target's hidden size is not the width fc expects"),
     "E-TARGET-VOCAB": ("error", "the target's vocab size is not the drafter's V"),
     "W-TARGET-FAMILY": ("warning", "the target is not the model family the drafter names"),
+    "W-EMBED-NOT-TARGET": ("warning", "the stored embed_tokens is not the target's table: vLLM drafts with it, SGLang "
+                                      "and TensorRT-LLM with the target's (--target with weights, or --deep)"),
+    "I-EMBED-TARGET-COPY": ("info", "the stored embed_tokens is the target's table value for value: a copy every "
+                                    "engine drafts alike, that --drop-embed identical leaves out"),
     # --deep
     "E-DEEP-NONFINITE": ("error", "a tensor holds NaN or Inf"),
     "E-DEEP-ZERO": ("error", "a weight tensor is all zeros"),

@@ -10,6 +10,7 @@ from .. import sidecar
 from ..atomic import CONFIG_NAME
 from ..converters.checkpoint import (Checkpoint, load_checkpoint, missing_config_hint, pickled_weights,
                                      pickles_ignored, read_json_file)
+from ..converters import nemo_meta
 from ..converters.gguf_file import gguf_file
 from ..errors import Eagle3Error, FormatError
 from ..safetensors_io import (INDEX_NAME, SINGLE_NAME, TensorRef, TensorSource, checked_member, read_header,
@@ -87,6 +88,11 @@ def read_raw(root: Path) -> tuple[RawCheckpoint, list[Finding]]:
     side, trusted = sidecar.read(root) if config is not None else (None, False)
     bins = pickled_weights(root)
     notes = pickles_ignored(bins) if files and not set(files) <= set(bins) else []  # safetensors beside pickles
+    if config is not None and tensors and complete:
+        try:
+            tensors = nemo_meta.with_selected_vocab(root, config, tensors, files, notes)
+        except FormatError as exc:
+            out.add(exc, "d2t")
     refusal = out.refused[0] if out.refused else None
     single = root / SINGLE_NAME
     if refusal is not None and config is not None and not (root / INDEX_NAME).is_file() and \
@@ -164,7 +170,7 @@ def _read_weights(root: Path, out: _Problems) -> tuple[dict[str, TensorSource], 
                     continue
                 tensors[name] = ref
         return tensors, [p.name for p in paths], cut
-    bins = sorted(p.name for p in root.glob("pytorch_model*.bin"))
+    bins = pickled_weights(root)
     if bins:
         from ..bin_reader import read_bin_tensors  # torch, only for pickled checkpoints
 
@@ -174,7 +180,7 @@ def _read_weights(root: Path, out: _Problems) -> tuple[dict[str, TensorSource], 
             out.add(exc, bins[0])
             return tensors, bins, cut
         return dict(bin_tensors), files, cut
-    out.add(FormatError(f"{root}: no weights (model.safetensors, shards, or pytorch_model.bin)",
+    out.add(FormatError(f"{root}: no weights (model.safetensors, shards, pytorch_model.bin or draft_model.pt)",
                         "download the complete checkpoint", code="E-SRC-MISSING"), SINGLE_NAME)
     return tensors, [], cut
 

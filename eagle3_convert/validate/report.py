@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..atomic import CONFIG_NAME
+from ..converters import kimi_k3
 from ..converters.layout import ConvertOptions, Layout, drafter_kind
 from ..converters.registry import detect, get_layout, judge_explicit_from, layouts, refuse_target_model
 from ..drafter import BLOCK_KINDS, KIND_LABELS
@@ -28,6 +29,7 @@ from .gguf import validate_gguf
 from .profiles import LAYOUT_ENGINES, engine_profiles
 from .raw import RawCheckpoint, read_raw
 from .target import check_target
+from .target_facts import check_target_facts
 from .tensors import check_tensors
 from .vocab import check_vocab
 
@@ -70,7 +72,7 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
                       name_layout=len(candidates) > 1 or from_layout != "auto",
                       recorded_target=next((k.target for k in known if k.target is not None), None))
         ctx.releases = report.releases
-        run_checks(ctx)
+        run_checks(ctx, deep)
         if ctx.cfg is not None:
             check_known(ctx, known)
         if not any(f.severity == "error" for f in findings):
@@ -87,6 +89,10 @@ def validate_checkpoint(path: str | os.PathLike, *, engines: Sequence[str] | Non
 
 def _layouts(raw: RawCheckpoint, from_layout: str, report: Report) -> list[Layout]:
     """The layout to check the checkpoint in; every confident candidate when detection cannot choose."""
+    unserved = kimi_k3.refusal(raw.config or {}, raw.tensors)
+    if unserved is not None:  # no check below has words for its maths: the one finding names each feature
+        report.findings.append(from_error(unserved, where=CONFIG_NAME))
+        return []
     if from_layout != "auto":
         report.detected_by = "given with --from"
         try:  # no layout's checks fit a target model: one finding says what it is
@@ -197,8 +203,9 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return sorted(out, key=lambda f: order[f.severity])
 
 
-def run_checks(ctx: Context) -> None:
-    """Every check, in order: the config first (later checks read `ctx.cfg`), the schema last."""
+def run_checks(ctx: Context, deep: bool = False) -> None:
+    """Every check, in order: the config first (later checks read `ctx.cfg`), the schema last (`deep`: the target
+    recorded for these weights is compared too, where it names a local copy)."""
     ctx.cfg = read_config(ctx)
     check_rope(ctx)
     read_capture_ids(ctx)
@@ -212,6 +219,7 @@ def run_checks(ctx: Context) -> None:
                 check_engine(ctx, engine_profiles()[name])
         check_engine_verdicts(ctx)
         check_target(ctx)
+        check_target_facts(ctx, deep)
     check_schema(ctx)
 
 

@@ -17,7 +17,7 @@ def load_target_facts(spec: str, revision: str | None = None, *, endpoint: str |
     if identity.name_or_path == spec:
         return identity
     return identity.model_copy(update={"name_or_path": spec}).named_also(identity.name_or_path).serving(
-        identity.context_length)
+        identity.context_length, identity.uses_mrope)
 
 
 def check_target(ctx: Context) -> None:

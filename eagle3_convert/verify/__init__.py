@@ -23,9 +23,11 @@ from ..verify_inputs import (DEFAULT_PROMPTS, Inputs, check_inputs, check_k, che
 from . import target as target_mod
 from .rounds import Drafting, Rounds, accepted_per_start, drafts_per_start, walk_rounds
 from .reference import DrafterMaths
+from .rope_scan import RopeCandidate, rope_candidates, target_theta, with_theta
 
 __all__ = ["DEFAULT_PROMPTS", "Inputs", "Measured", "VerifyResult", "acceptance", "check_inputs", "measure",
-           "prepare", "prompts_digest", "read_prompts", "run", "scan_candidates", "scan_layers", "with_drafter"]
+           "prepare", "prompts_digest", "read_prompts", "run", "scan_candidates", "scan_layers", "scan_rope",
+           "with_drafter"]
 
 
 @dataclass
@@ -191,3 +193,13 @@ def scan_layers(measured: Measured, k: int, boundaries: list[int] | None = None,
     measured_ = [Candidate(list(key), [said if label == "as measured" else label for label in labels],
                            acceptance(measured, k, list(key))) for key, labels in candidates.items()]
     return sorted(measured_, key=lambda c: -c.result.mean_accepted_length)
+
+
+def scan_rope(measured: Measured, k: int, boundaries: list[int] | None = None) -> list[RopeCandidate]:
+    """Acceptance at each RoPE base the drafter may have been trained at (verify.rope_scan), best first (ties: the
+    order rope_candidates gives: the config's reading first)."""
+    candidates = rope_candidates(measured.drafter.config.rope, target_theta(measured.target.model.config))
+    out = [RopeCandidate(theta, labels, acceptance(replace(measured, maths=with_theta(measured.maths, theta),
+                                                           decoded_with=None), k, boundaries))
+           for theta, labels in candidates.items()]
+    return sorted(out, key=lambda c: -c.result.mean_accepted_length)
