@@ -60,9 +60,11 @@ def over_time(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def ranked(candidates: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Capture layers ranked by the mean accepted length measured with them ({"layers", "mean"}), best on top."""
+    """Capture layers ranked by the mean accepted length measured with them ({"layers", "mean"}, optionally "note":
+    the colour, and "what": the tooltip's words), best on top."""
     values = [{"layers": str(list(c["layers"])) if c["layers"] is not None else "engine default",
-               "mean accepted length": c["mean"], "note": c.get("note", "")} for c in candidates]
+               "mean accepted length": c["mean"], "note": c.get("note", ""),
+               **({"what": c["what"]} if c.get("what") else {})} for c in candidates]
     return _spec("Capture layers ranked", values, mark={"type": "bar", "tooltip": True},
                  height={"step": 22},
                  encoding={"y": {"field": "layers", "type": "nominal", "title": "capture boundaries",

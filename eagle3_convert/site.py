@@ -24,6 +24,7 @@ from .model_card import hub_repo_id, serve_section
 from .names import LABELS, NAMED_ONLY, RUNNERS, engine_of, runners_of
 from .registry.base import RegistryStore
 from .registry.models import Acceptance, DrafterRecord, Location
+from .site_cache import VerdictCache, default_path
 
 # What the index colours: each verdict as one of four classes a reader filters by.
 VERDICT_CLASS = {"as-trained": "served", "default-layers": "served", "runtime-layers": "served", "wrong": "wrong",
@@ -78,6 +79,14 @@ class Cell:
         return VERDICT_WORDS.get(self.verdict or "", NOT_JUDGED)
 
 
+@dataclass(frozen=True)
+class Judged:
+    """An engine's verdict on a copy at one release, as the site shows it."""
+
+    verdict: str
+    why: str
+
+
 @dataclass
 class Span:
     """A run of an engine's known releases that judge a copy alike."""
@@ -95,9 +104,21 @@ class Copy:
     location: Location
     why: str | None = None  # why it was not judged
     family: str | None = None
-    verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)  # runner -> release -> engines.Verdict
+    verdicts: dict[str, dict[str, Judged]] = field(default_factory=dict)  # runner -> release -> its verdict
     spans: dict[str, list[Span]] = field(default_factory=dict)  # runner -> runs of known releases, newest first
     serve: list[dict[str, str]] = field(default_factory=list)  # the model card's serve section, as blocks
+
+    def judgement(self) -> dict[str, Any]:
+        """What was judged of it, as the verdict cache stores it (site_cache.py)."""
+        return {"family": self.family, "serve": self.serve,
+                "verdicts": {r: {rel: [j.verdict, j.why] for rel, j in by.items()} for r, by in self.verdicts.items()},
+                "spans": {r: [[s.releases, s.verdict, s.why] for s in spans] for r, spans in self.spans.items()}}
+
+    def judged_as(self, stored: dict[str, Any]) -> Copy:
+        self.family, self.serve = stored["family"], stored["serve"]
+        self.verdicts = {r: {rel: Judged(*j) for rel, j in by.items()} for r, by in stored["verdicts"].items()}
+        self.spans = {r: [Span(*s) for s in spans] for r, spans in stored["spans"].items()}
+        return self
 
 
 @dataclass
@@ -129,6 +150,7 @@ class SiteFacts:
     columns: list[Column]
     drafters: list[DrafterFacts]
     judged_hub: bool
+    cache: VerdictCache  # how many copies were judged, how many reused
 
     def targets(self) -> dict[str, list[DrafterFacts]]:
         """Target name -> its drafters, best newest acceptance first (unmeasured last)."""
@@ -146,24 +168,36 @@ def slug(name: str) -> str:
     return f"{readable}-{hashlib.sha256(name.encode()).hexdigest()[:10]}"
 
 
-def gather(store: RegistryStore, choices: Sequence[Any], hub: Any = None) -> SiteFacts:
+def gather(store: RegistryStore, choices: Sequence[Any], hub: Any = None, cache: bool = False) -> SiteFacts:
     """Every drafter of the registry with what the site shows of it; `hub`: a HubReader to judge Hub copies by
     (None: they are listed, not judged). Each copy is judged for the newest release of every engine and the
-    releases named; across the releases modelled by the verdict's own runs (one judgement per era of releases)."""
+    releases named; across the releases modelled by the verdict's own runs (one judgement per era of releases).
+    `cache`: reuse and keep verdicts in the verdict cache (site_cache.py; False: every copy is judged)."""
     cols = columns(choices)
     engines = tuple(dict.fromkeys([*RUNNERS, *(c.engine for c in cols if engine_of(c.engine) in NAMED_ONLY)]))
     releases: dict[str, list[str | None]] = {engine_of(e): [releases_of(e).newest] for e in engines}
     for c in cols:
         if c.release not in releases[engine_of(c.engine)]:
             releases[engine_of(c.engine)].append(c.release)
-    drafters = [_drafter(record, store.acceptance(record.drafter_id), cols, engines, releases, hub)
-                for record in store.list()]
-    return SiteFacts(str(getattr(store, "path", "")), cols, drafters, hub is not None)
+    judged = VerdictCache(default_path() if cache else None, {"engines": engines, "releases": releases})
+    try:
+        drafters = [_drafter(record, store.acceptance(record.drafter_id), cols, engines, releases, hub, judged)
+                    for record in store.list()]
+    finally:
+        judged.close()  # what was judged is kept even when a later drafter fails the build
+    return SiteFacts(str(getattr(store, "path", "")), cols, drafters, hub is not None, judged)
 
 
 def _drafter(record: DrafterRecord, measured: list[Acceptance], cols: list[Column], engines: tuple[str, ...],
-             releases: dict[str, list[str | None]], hub: Any) -> DrafterFacts:
-    copies = [_copy(i, loc, record, engines, releases, hub) for i, loc in enumerate(record.locations)]
+             releases: dict[str, list[str | None]], hub: Any, cache: VerdictCache) -> DrafterFacts:
+    copies = []
+    for i, loc in enumerate(record.locations):
+        key = cache.key(loc, record)  # the copy's state before it is read: a change while read is judged again
+        stored = cache.get(key)
+        copies.append(Copy(i, loc).judged_as(stored) if stored is not None
+                      else _copy(i, loc, record, engines, releases, hub))
+        if stored is None:
+            cache.put(key, copies[-1].judgement() if copies[-1].why is None else None)  # not judged: asked again
     cells = {}
     for col in cols:
         judged = [Cell(c.verdicts[col.engine][col.release].verdict, c.verdicts[col.engine][col.release].why, c.index)
@@ -189,17 +223,19 @@ def _copy(index: int, location: Location, record: DrafterRecord, engines: tuple[
         cfg = cfg.model_copy(update={"capture_boundaries": list(record.capture_boundaries)})  # the training truth
     copy.family = capture_context(cfg.family, target, cfg.target)[0]
     ctx = target_context(cfg, target)
+    verdicts: dict[str, dict[str, Any]] = {}  # runner -> release -> engines.Verdict
     if cfg.kind in BLOCK_KINDS:  # judged one release at a time: a fleet of releases is one verdict for these
         for e in engines:
-            by = {r: serve_verdicts(config, names, cfg, ctx, (e,), {engine_of(e): [r]})[e]
-                  for r in releases[engine_of(e)]}
-            copy.verdicts[e] = {str(r): v for r, v in by.items()}
-            copy.spans[e] = [Span(v.release or str(r), v.verdict, v.why) for r, v in by.items()]
+            verdicts[e] = {str(r): serve_verdicts(config, names, cfg, ctx, (e,), {engine_of(e): [r]})[e]
+                           for r in releases[engine_of(e)]}
+            copy.spans[e] = [Span(v.release or r, v.verdict, v.why) for r, v in verdicts[e].items()]
     else:
         for runner, v in serve_verdicts(config, names, cfg, ctx, engines, releases).items():
-            copy.verdicts[runner] = {release: verdict for release, verdict in v.judged} if v.judged else {v.release: v}
-            copy.spans[runner] = _spans(releases_of(runner), v, copy.verdicts[runner])
-    newest = {runner: by[releases_of(runner).newest] for runner, by in copy.verdicts.items()
+            verdicts[runner] = {release: verdict for release, verdict in v.judged} if v.judged else {v.release: v}
+            copy.spans[runner] = _spans(releases_of(runner), v, verdicts[runner])
+    copy.verdicts = {runner: {release: Judged(v.verdict, v.why) for release, v in by.items()}
+                     for runner, by in verdicts.items()}
+    newest = {runner: by[releases_of(runner).newest] for runner, by in verdicts.items()
               if releases_of(runner).newest in by}
     serving = {runner: v for runner, v in newest.items() if v.verdict in SERVING}
     if serving:
@@ -281,17 +317,27 @@ def _charts(record: DrafterRecord, measured: list[Acceptance]) -> dict[str, dict
              "per_position": m.per_position} for m in ordered])
         out["over-time"] = charts.over_time([{"when": m.measured_at, "mean": m.mean_accepted_length, "k": m.k}
                                              for m in ordered])
-    best: dict[tuple[int, ...], Acceptance] = {}  # layers measured: the newest measurement of each
-    for m in ordered:
-        best[tuple(m.capture_boundaries)] = m
-    if len(best) > 1:
-        recorded = tuple(record.capture_boundaries or ())
-        out["ranked"] = charts.ranked([{"layers": list(layers), "mean": m.mean_accepted_length,
-                                        "note": "recorded" if layers == recorded else "measured"}
-                                       for layers, m in best.items()])
+    ranked = _ranked(list(record.capture_boundaries or ()), ordered)
+    if ranked:
+        out["ranked"] = charts.ranked(ranked)
     if record.lineage:
         out["lineage"] = charts.lineage_graph(*lineage_layout(record))
     return out
+
+
+def _ranked(recorded: list[int], ordered: list[Acceptance]) -> list[dict[str, Any]]:
+    """Capture layers to rank: the newest `verify --scan-layers` ranking (one run's decoded text, its layers and
+    their neighbours), else the layers measured apart (the newest measurement of each), where there are two."""
+    scanned = next((m for m in reversed(ordered) if m.scan), None)
+    if scanned is not None and scanned.scan is not None:
+        return [{"layers": c.boundaries, "mean": c.mean_accepted_length, "what": ", ".join(c.labels),
+                 "note": "recorded" if c.boundaries == recorded else "as measured"
+                 if c.boundaries == scanned.capture_boundaries else "scanned"} for c in scanned.scan]
+    best = {tuple(m.capture_boundaries): m for m in ordered}
+    if len(best) < 2:
+        return []
+    return [{"layers": list(layers), "mean": m.mean_accepted_length,
+             "note": "recorded" if list(layers) == recorded else "measured"} for layers, m in best.items()]
 
 
 def lineage_layout(record: DrafterRecord) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -8,6 +8,7 @@ by its path or its URL without the password, and no Hub token reaches a page.
 
 from __future__ import annotations
 
+import errno
 import functools
 import http.server
 import json
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .atomic import write_tree
-from .errors import DestinationError
+from .errors import DestinationError, Eagle3Error
 from .site import VERDICT_CLASS, SiteFacts, slug
 
 MANIFEST = "eagle3-convert-site.json"  # what a previous build wrote: --force replaces only such a directory
@@ -92,11 +93,26 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass  # a quick look needs no access log on the terminal
 
 
-def serve(root: Path, port: int, seconds: float, ready: Callable[[str], None]) -> None:
-    """Serve `root` on 127.0.0.1 (loopback only: a quick look, not a publication) until `seconds` pass or Ctrl-C;
-    `ready` is told the URL once it answers."""
+def bind(root: Path, port: int) -> http.server.ThreadingHTTPServer:
+    """A server for `root` on 127.0.0.1 (loopback only: a quick look, not a publication), bound before the site is
+    built, so that a port in use costs nothing and writes nothing."""
     handler = functools.partial(_Quiet, directory=str(root))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
+    try:
+        return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise Eagle3Error(f"port {port} on 127.0.0.1 is in use (another server, or a site served before)",
+                              "pass another --port, or --port 0 for any free one", code="E-PORT-IN-USE") from None
+        if exc.errno == errno.EACCES:
+            raise Eagle3Error(f"port {port} on 127.0.0.1 needs privileges to listen on",
+                              "pass a --port from 1024 up, or --port 0 for any free one",
+                              code="E-PORT-IN-USE") from None
+        raise
+
+
+def serve(server: http.server.ThreadingHTTPServer, seconds: float, ready: Callable[[str], None]) -> None:
+    """Serve until `seconds` pass or Ctrl-C; `ready` is told the URL once it answers."""
+    with server:
         server.timeout = 0.5
         ready(f"http://127.0.0.1:{server.server_address[1]}/index.html")
         stop = threading.Timer(seconds, server.shutdown)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import browser
 import peer_venv
 import pytest
 from click.testing import CliRunner
@@ -39,10 +40,12 @@ def run_cli(*args: str) -> CliResult:
 @pytest.fixture(autouse=True, scope="session")
 def private_registry(tmp_path_factory: pytest.TempPathFactory):
     """`convert` records by default: the tests (and the CLIs they start) share a registry of their own,
-    set before any fixture of a narrower scope converts, and never touch the user's."""
+    set before any fixture of a narrower scope converts, and never touch the user's (nor `registry site`'s verdict
+    cache)."""
     path = tmp_path_factory.mktemp("registry") / "registry.db"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EAGLE3_CONVERT_REGISTRY", str(path))
+        patch.setenv("EAGLE3_SITE_CACHE", str(path.parent / "site-verdicts.db"))
         yield path
 
 
@@ -164,6 +167,7 @@ def registry_url(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
 # here: a green summary must mean the tier ran.
 TIER_MARKERS = ("interop", "engines", "llamacpp")
 POSTGRESQL_TIER = "PostgreSQL registry tests"  # how the pg_server fixture's skips begin (it is reached dynamically)
+BROWSER_TIER = browser.TIER  # how browser.ensure()'s skips begin: Chromium, installed on first use like PostgreSQL
 TIER_SKIPPED = "tier skipped (package index unreachable)"
 
 
@@ -175,7 +179,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         return
     reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
     tier = next((name for name in TIER_MARKERS if item.get_closest_marker(name)), None)
-    tier = tier or ("postgresql" if POSTGRESQL_TIER in reason else None)
+    tier = tier or ("postgresql" if POSTGRESQL_TIER in reason else "browser" if BROWSER_TIER in reason else None)
     if tier is None:
         return
     if peer_venv.INDEX_UNREACHABLE in reason:

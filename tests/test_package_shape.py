@@ -200,8 +200,8 @@ def test_the_registry_imports_no_pipeline():
 LAYERS = [
     ("cli", ("cli", "__main__")),
     ("pipelines", ("convert", "validate", "publish", "model_card", "sources", "targets", "records", "hints",
-                   "hub_read", "hub_index", "verify", "site", "site_pages", "charts", "verify_inputs",
-                   "target_weights", "target_options", "finetune")),
+                   "hub_read", "hub_index", "verify", "site", "site_cache", "site_pages", "charts",
+                   "verify_inputs", "target_weights", "target_options", "finetune")),
     ("layouts / engines / registry", ("converters", "engines", "registry", "schemas", "sidecar", "fingerprint",
                                       "provenance")),
     ("model", ("drafter", "target_identity", "vocab_map", "capture_ids", "names", "quantization")),

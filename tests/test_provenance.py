@@ -267,4 +267,5 @@ def test_a_version_3_record_resolves_by_its_old_id(registry_url: Path | str, exa
     assert record["capture_boundaries"] == [1, 3, 6] and record["trained_with"] == "run 7"  # the old record's truth
     shown = run_cli("registry", "show", old[:16], "--registry", registry_url, "--json")
     assert shown.exit_code == 0 and json.loads(shown.stdout)["record"]["drafter_id"] == new
-    assert SCHEMA_VERSION == 8  # v6 (the acceptance verify measured), v7 (weight keys, target names, history) and v8 (the quantization scheme) leave them as they are
+    assert SCHEMA_VERSION == 9  # v6 (the acceptance verify measured), v7 (weight keys, target names, history), v8 (the
+    # quantization scheme) and v9 (a measurement's scan ranking) leave them as they are

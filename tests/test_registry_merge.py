@@ -212,7 +212,7 @@ def test_a_version_2_registry_is_migrated_and_its_synced_record_merged(hub: HubS
 
     [old] = registry_records(registry_url)  # opening migrates
     # v5 marks what v2 to v4 took as content-identified as an id that also digested the config (issue 21)
-    assert schema_version(registry_url) == SCHEMA_VERSION == 8 and old["id_kind"] == "config-and-weights"
+    assert schema_version(registry_url) == SCHEMA_VERSION == 9 and old["id_kind"] == "config-and-weights"
     assert sql(registry_url, "SELECT count(*) FROM aliases") == [(0,)]
     code, resynced = sync(hub, registry_url, repo)
     assert code == 0 and resynced["repos"][0]["status"] == "updated"

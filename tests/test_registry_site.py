@@ -31,6 +31,14 @@ from eagle3_convert.schemas import output_violations
 FLEET = "sglang==0.5.11,vllm==0.24.0"
 HOSTILE = "<script>window.__pwned=1</script>\"'><img src=x onerror=window.__pwned=2>‮ܐ𝕏\u200b🐍"
 SECRET = "hf_TOKENthatmustNEVERappear0123456789"
+# A `verify --scan-layers` ranking as verify records it (cli/verify.py's document), best first
+SCAN = [{"boundaries": [2, 4, 6], "labels": ["id 5 -> 6"], "mean_accepted_length": 2.7,
+         "per_position": [0.8, 0.7, 0.5]},
+        {"boundaries": [2, 4, 5], "labels": ["config", "recorded"], "mean_accepted_length": 2.5,
+         "per_position": [0.8, 0.6, 0.5]},
+        {"boundaries": [1, 4, 5], "labels": ["id 2 -> 1"], "mean_accepted_length": 1.9,
+         "per_position": [0.6, 0.4, 0.2]},
+        {"boundaries": [3, 5, 6], "labels": ["all +1"], "mean_accepted_length": 1.4, "per_position": [0.3, 0.1, 0.0]}]
 
 
 def measured(day: int, mean: float, per_position: list[float], layers: list[int], target: str = "llama-tiny") -> dict:
@@ -55,7 +63,8 @@ def built(tmp_path_factory) -> dict:
                    "--registry", registry).exit_code == 0
     assert run_cli("registry", "add", copy_sample(tmp, "eagle-original"), "--registry", registry).exit_code == 0
     for m in (measured(0, 2.1, [0.7, 0.5, 0.3], [2, 4, 5]), measured(7, 2.4, [0.8, 0.6, 0.4], [2, 4, 5]),
-              measured(9, 1.9, [0.6, 0.4, 0.2], [1, 4, 5])):
+              measured(9, 1.9, [0.6, 0.4, 0.2], [1, 4, 5]), {**measured(10, 2.5, [0.8, 0.6, 0.5], [2, 4, 5]),
+                                                            "scan": SCAN}):
         record_acceptance(str(spec), m, registry=registry)
     out = tmp / "out"
     result = run_cli("registry", "site", out, "--registry", registry, "--engine", FLEET, "--json")
@@ -126,7 +135,14 @@ def test_a_drafter_page_shows_its_verdict_matrix_and_charts(built, chromium):
     assert all(marks > 0 for _, _, marks in drawn), drawn
     assert chromium.visible("figure.chart svg") == len(drawn)
     assert "trained with" in chromium.eval("document.body.innerText")
-    assert chromium.visible("#acceptance table tbody tr") == 3
+    assert chromium.visible("#acceptance table tbody tr") == 4
+    # the ranking `verify --scan-layers` recorded, one bar per set of layers, best on top
+    bars = chromium.eval("Array.from(document.querySelectorAll('figure.chart[data-chart=ranked] svg .mark-rect "
+                         "path')).map(p => p.getBoundingClientRect().y)")
+    assert len(bars) == len(SCAN) and bars == sorted(bars), bars
+    axis = chromium.eval("Array.from(document.querySelectorAll('figure.chart[data-chart=ranked] svg text'))"
+                         ".map(t => t.textContent)")
+    assert [a for a in axis if a.startswith("[")] == [str(c["boundaries"]) for c in SCAN], axis
 
 
 def _links(chromium) -> list[str]:
@@ -283,3 +299,69 @@ def test_engine_fleet_in_one_value_is_the_env_fleet(monkeypatch):
     monkeypatch.setenv("EAGLE3_ENGINES", FLEET)
     assert chosen_engines(given) == chosen_engines(()) == (EngineChoice("sglang", "0.5.11"),
                                                            EngineChoice("vllm", "0.24.0"))
+
+
+def test_a_rebuild_judges_only_the_copies_that_changed(tmp_path, monkeypatch):
+    """The verdict cache (site_cache.py): a second build reuses every local copy's verdicts and writes the same
+    pages; a copy rewritten with its size and mtime put back (only its ctime tells) is read and judged again, as is
+    one whose record changed; --no-cache judges all."""
+    monkeypatch.setenv("EAGLE3_SITE_CACHE", str(tmp_path / "cache" / "verdicts.db"))
+    registry = str(tmp_path / "registry.db")
+    spec, sg = copy_sample(tmp_path, "speculators-trained"), copy_sample(tmp_path, "specforge-sglang")
+    for src in (spec, sg):
+        assert run_cli("registry", "add", src, "--registry", registry).exit_code == 0
+
+    def build(*extra: str) -> tuple[dict, dict[str, str]]:
+        out = tmp_path / "out"
+        result = run_cli("registry", "site", out, "--registry", registry, "--engine", FLEET, "--force", "--json",
+                         *extra)
+        assert result.exit_code == 0, result.stderr
+        pages = {str(p.relative_to(out)): re.sub(r"registry site</code> at [^<]*", "", p.read_text())
+                 for p in out.rglob("*.html")}
+        return json.loads(result.stdout), pages
+
+    first, pages = build()
+    assert (first["copies_judged"], first["copies_unchanged"]) == (2, 0)
+    again, same = build()
+    assert (again["copies_judged"], again["copies_unchanged"]) == (0, 2) and same == pages
+    config = Path(spec) / "config.json"
+    stat = config.stat()
+    config.write_bytes(b"{" + b" " * (stat.st_size - 1))  # same size, not JSON
+    os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    edited, now = build()
+    assert (edited["copies_judged"], edited["copies_unchanged"]) == (1, 1)
+    assert "unreadable" in "".join(now.values()) and "unreadable" not in "".join(pages.values())
+    assert run_cli("registry", "add", sg, "--capture-layers", "1,3,5", "--convention", "sglang", "--registry",
+                   registry).exit_code == 0
+    restated, _ = build()
+    assert (restated["copies_judged"], restated["copies_unchanged"]) == (2, 0)  # the unreadable copy is never kept
+    fresh, _ = build("--no-cache")
+    assert (fresh["copies_judged"], fresh["copies_unchanged"]) == (2, 0)
+
+
+def test_a_cache_that_cannot_be_opened_is_skipped_saying_so(built, tmp_path, monkeypatch):
+    (tmp_path / "not-a-dir").write_text("a file where the cache's folder would be")
+    monkeypatch.setenv("EAGLE3_SITE_CACHE", str(tmp_path / "not-a-dir" / "verdicts.db"))
+    result = run_cli("registry", "site", tmp_path / "out", "--registry", built["registry"])
+    assert result.exit_code == 0, result.stderr
+    assert "verdict cache" in result.stdout and "not used" in result.stdout and "0 unchanged" in result.stdout
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_and_writes_nothing(built, tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = tmp_path / "out"
+        result = run_cli("registry", "site", out, "--serve", "--port", port, "--registry", built["registry"])
+        assert result.exit_code == 1 and "Traceback" not in result.stderr
+        [line] = result.stderr.strip().splitlines()
+        assert f"port {port}" in line and "[E-PORT-IN-USE]" in line and "--port 0" in line, line
+        assert not out.exists() and not list(tmp_path.glob(".out.tmp-*"))
+        # the hint, followed: any free port serves it
+        again = run_cli("registry", "site", out, "--serve", "--port", "0", "--serve-for", "1", "--registry",
+                        built["registry"])
+        assert again.exit_code == 0 and "serving http://127.0.0.1:" in again.stdout, again.stderr
+        assert (out / "index.html").is_file()

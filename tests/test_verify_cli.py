@@ -8,6 +8,7 @@ id 0 always (a zero lm_head): mapped to target id 0 it is accepted every time (k
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -91,7 +92,8 @@ def test_text_output_states_the_convention(target: Path, prompts: Path, tmp_path
     assert "recorded" not in result.stdout
 
 
-def test_scan_layers_ranks_the_neighbours_and_the_record(target: Path, prompts: Path, tmp_path: Path):
+def test_scan_layers_ranks_the_neighbours_and_the_record(target: Path, prompts: Path, tmp_path: Path,
+                                                         registry_of_this_test: Path):
     src = drafter(tmp_path / "agrees", AGREEING_VOCAB)
     assert run_cli("registry", "add", src, "--capture-layers", "2,4,6", "--convention", "boundary").exit_code == 0
     code, doc, _ = verify(src, "--target-model", target, "--prompts", prompts, "--scan-layers", *FAST)
@@ -101,6 +103,18 @@ def test_scan_layers_ranks_the_neighbours_and_the_record(target: Path, prompts: 
                        (1, 3, 4): ["all -1"], (3, 5, 6): ["all +1"], (1, 4, 5): ["id 2 -> 1"],
                        (3, 4, 5): ["id 2 -> 3"], (2, 3, 5): ["id 4 -> 3"]}
     assert all(c["mean_accepted_length"] == 4.0 for c in doc["scan"])  # token 0 forever: every layer predicts it
+    # recorded with the measurement (schema v9), so `registry site` charts it; `registry show --json` shows it
+    shown = json.loads(run_cli("registry", "show", doc["recorded"]["drafter_id"][:12], "--json").stdout)
+    assert output_violations(shown) == [] and [m["scan"] for m in shown["acceptance"]] == [doc["scan"]]
+    with open_registry(registry_of_this_test) as store:
+        [row] = store.acceptance(doc["recorded"]["drafter_id"])
+    assert [c.boundaries for c in row.scan or []] == [c["boundaries"] for c in doc["scan"]]
+    out = tmp_path / "site"
+    assert run_cli("registry", "site", out).exit_code == 0
+    page = (out / "drafters" / f"{doc['recorded']['drafter_id']}.html").read_text()
+    ranked = re.search(r'data-chart="ranked">.*?<script type="application/json" class="chart-spec">(.*?)</script>',
+                       page).group(1)
+    assert [v["what"] for v in json.loads(ranked)["data"]["values"]] == [", ".join(c["labels"]) for c in doc["scan"]]
 
 
 @pytest.mark.parametrize("vocab, says", [

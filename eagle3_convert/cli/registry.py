@@ -290,6 +290,8 @@ def sync_cmd(sources: tuple[str, ...], verify: bool, endpoint: str | None, token
 @click.option("--hub", is_flag=True, help="Also judge the Hub copies (config.json and headers by HTTP Range; without "
               "it they are listed, not judged).")
 @click.option("--force", is_flag=True, help="Replace OUT_DIR holding a site this command wrote before.")
+@click.option("--no-cache", is_flag=True, help="Read and judge every copy afresh (default: a local copy whose files, "
+              "record and releases are as a previous build saw them reuses its verdicts; $EAGLE3_SITE_CACHE).")
 @click.option("--serve", is_flag=True, help="Then serve it on 127.0.0.1 for a quick look (without OUT_DIR: a "
               "temporary directory, removed afterwards); stops on Ctrl-C or after --serve-for.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8037, show_default=True,
@@ -300,7 +302,8 @@ def sync_cmd(sources: tuple[str, ...], verify: bool, endpoint: str | None, token
 @registry_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @run_guarded
-def site_cmd(out_dir: str | None, engines: tuple[Any, ...], hub: bool, force: bool, serve: bool, port: int,
+def site_cmd(out_dir: str | None, engines: tuple[Any, ...], hub: bool, force: bool, no_cache: bool, serve: bool,
+             port: int,
              serve_for: int, endpoint: str | None, token: str | None, registry_path: str | None,
              as_json: bool) -> None:
     """Write the registry as a static site in OUT_DIR: an index of the drafters with each engine release's verdict,
@@ -316,41 +319,49 @@ def site_cmd(out_dir: str | None, engines: tuple[Any, ...], hub: bool, force: bo
     from ..engines import releases_of
     from ..records import opened
     from ..site import gather
-    from ..site_pages import render, serve as serve_site, write
+    from ..site_pages import bind, render, serve as serve_site, write
 
     if out_dir is None and not serve:
         raise UsageError("registry site needs OUT_DIR (or --serve for a quick look)",
                          "eagle3-convert registry site ./registry-site")
     choices = chosen_engines(engines)
     begun = time.monotonic()
-    with opened(registry_path, create=False) as store:
-        hub_reader = None
-        if hub:
-            from ..hub_index import reader
-
-            hub_reader = reader(endpoint, token)
-        facts = gather(store, choices, hub_reader)
-    files = render(facts)
     scratch = tempfile.TemporaryDirectory(prefix="eagle3-site-") if out_dir is None else None
     dest = Path(scratch.name) / "site" if scratch is not None else Path(out_dir)
+    server = None
     try:
+        server = bind(dest, port) if serve else None
+        with opened(registry_path, create=False) as store:
+            hub_reader = None
+            if hub:
+                from ..hub_index import reader
+
+                hub_reader = reader(endpoint, token)
+            facts = gather(store, choices, hub_reader, cache=not no_cache)
+        files = render(facts)
         write(dest, files, force)
         seconds = time.monotonic() - begun
         doc = {"out_dir": str(dest), "drafters": len(facts.drafters), "targets": len(facts.targets()),
-               "files": len(files), "columns": [c.key for c in facts.columns], "seconds": round(seconds, 3)}
+               "files": len(files), "columns": [c.key for c in facts.columns], "seconds": round(seconds, 3),
+               "copies_judged": facts.cache.judged, "copies_unchanged": facts.cache.hits}
         if as_json and not serve:
             emit_json(doc)
         else:
             for line in dict.fromkeys(releases_of(c.engine).stand_in_why(c.release) for c in facts.columns
                                       if c.judged_by):
                 click.echo(line)
+            if facts.cache.problem:
+                click.echo(facts.cache.problem)
             click.echo(f"wrote {dest}: {doc['drafters']} drafter(s), {doc['targets']} target(s), {doc['files']} "
-                       f"files in {seconds:.1f} s; open {dest / 'index.html'}")
-        if serve:
+                       f"files in {seconds:.1f} s ({facts.cache.judged} copies judged, {facts.cache.hits} unchanged "
+                       f"since a previous build); open {dest / 'index.html'}")
+        if server is not None:
             try:
-                serve_site(dest, port, serve_for, lambda url: click.echo(f"serving {url} (Ctrl-C stops)"))
+                serve_site(server, serve_for, lambda url: click.echo(f"serving {url} (Ctrl-C stops)"))
             except KeyboardInterrupt:  # the way a quick look ends: no error
                 click.echo("stopped")
     finally:
+        if server is not None:
+            server.server_close()
         if scratch is not None:
             scratch.cleanup()

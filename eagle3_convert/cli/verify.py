@@ -93,7 +93,8 @@ def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, devi
         doc["rope_scan"] = [{"rope_theta": c.theta, "labels": c.labels, "mean_accepted_length":
                              c.result.mean_accepted_length, "per_position": c.result.per_position}
                             for c in rope_scan(measured, k)]
-    doc["recorded"] = None if no_record else _record(drafter, result, revision, registry_path, endpoint, token)
+    doc["recorded"] = None if no_record else _record(drafter, {**result.acceptance_fields(), "scan": doc["scan"]},
+                                                     revision, registry_path, endpoint, token)
     if plot is not None:
         from ..charts import one_run, save
 
@@ -105,14 +106,15 @@ def verify_cmd(drafter: str, target: str, prompts_file: str | None, k: int, devi
         _print(drafter, doc)
 
 
-def _record(drafter: str, result: Any, revision: str | None, registry_path: str | None, endpoint: str | None,
-            token: str | None) -> dict[str, Any] | None:
-    """The measurement into the registry, with the drafter (as `registry add` records it); a warning if it fails."""
+def _record(drafter: str, fields: dict[str, Any], revision: str | None, registry_path: str | None,
+            endpoint: str | None, token: str | None) -> dict[str, Any] | None:
+    """The measurement (its Acceptance fields, the --scan-layers ranking with them) into the registry, with the
+    drafter (as `registry add` records it); a warning if it fails."""
     from ..records import record_acceptance
 
     try:
-        recorded = record_acceptance(drafter, result.acceptance_fields(), revision=revision, registry=registry_path,
-                                     endpoint=endpoint, token=token)
+        recorded = record_acceptance(drafter, fields, revision=revision, registry=registry_path, endpoint=endpoint,
+                                     token=token)
     except Eagle3Error as exc:  # the figures are printed all the same: a registry failure is a warning
         click.echo(f"warning: measured, but not recorded in the registry: {exc.message} [{exc.code}] — hint: "
                    f"{exc.hint or 'fix the registry'}, then run verify again (or pass --no-record)", err=True)

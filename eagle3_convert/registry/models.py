@@ -195,6 +195,16 @@ def sha256_value(value: str) -> str:
     return value
 
 
+class ScanCandidate(_Model):
+    """One set of capture boundaries `verify --scan-layers` measured on the same run's decoded text, with what it
+    is (its labels: as measured, the record's, a neighbour)."""
+
+    boundaries: list[NonNegativeInt]
+    labels: list[str]
+    mean_accepted_length: float = Field(ge=0)
+    per_position: list[Annotated[float, Field(ge=0, le=1)]]
+
+
 class Acceptance(_Model):
     """One `verify` measurement of a drafter with a target: greedy, the target's own text on a prompt set.
 
@@ -215,6 +225,7 @@ class Acceptance(_Model):
     device: NonBlank
     tool: NonBlank
     measured_at: UTCDateTime = Field(default_factory=utcnow)
+    scan: list[ScanCandidate] | None = None  # `verify --scan-layers`: this run's layers ranked, best first
 
     @model_validator(mode="after")
     def _one_rate_per_draft(self) -> Acceptance:

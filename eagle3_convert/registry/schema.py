@@ -142,6 +142,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # v8: a quantized drafter's scheme (JSON; NULL for a plain drafter), issue 35
     ("ALTER TABLE drafters ADD COLUMN quantization TEXT",),
+    # v9: a measurement keeps the capture layers `verify --scan-layers` ranked on the same decoded text (JSON list,
+    # best first; NULL: not scanned), so that `registry site` can chart them.
+    (
+        "ALTER TABLE acceptance ADD COLUMN scan TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -287,20 +292,22 @@ def to_record(row: Any, locations: list[dict[str, Any]], lineage: list[dict[str,
 
 ACCEPTANCE_COLUMNS = ("drafter_id", "target_name_or_path", "target_revision", "prompts_sha256", "prompts",
                       "max_new_tokens", "k", "capture_boundaries", "mean_accepted_length", "per_position", "rounds",
-                      "tokens_per_second", "device", "tool", "measured_at")
+                      "tokens_per_second", "device", "tool", "measured_at", "scan")
 INSERT_ACCEPTANCE = (f"INSERT INTO acceptance ({', '.join(ACCEPTANCE_COLUMNS)}) "
                      f"VALUES ({', '.join('?' for _ in ACCEPTANCE_COLUMNS)})")
 
 
 def acceptance_values(drafter_id: str, measured: Acceptance) -> tuple[Any, ...]:
     row = {**measured.model_dump(), "drafter_id": drafter_id, "measured_at": ts(measured.measured_at),
-           "capture_boundaries": dumps(measured.capture_boundaries), "per_position": dumps(measured.per_position)}
+           "capture_boundaries": dumps(measured.capture_boundaries), "per_position": dumps(measured.per_position),
+           "scan": None if measured.scan is None else dumps([c.model_dump() for c in measured.scan])}
     return tuple(row[name] for name in ACCEPTANCE_COLUMNS)
 
 
 def acceptance_fields(row: Any) -> dict[str, Any]:
     data = {name: row[name] for name in ACCEPTANCE_COLUMNS[1:]}
     data["capture_boundaries"], data["per_position"] = loads(data["capture_boundaries"]), loads(data["per_position"])
+    data["scan"] = None if data["scan"] is None else loads(data["scan"])
     data["measured_at"] = datetime.fromisoformat(data["measured_at"])
     return data
 
