@@ -160,7 +160,7 @@ MODULES: dict[str, list[str]] = {
                                       "tests/test_gguf.py::test_a_cast_is_a_new_drafter_derived_from_the_source"],
         "eagle3_convert/sidecar.py": [*_PROVENANCE_TESTS, "tests/test_publish.py"],
         "eagle3_convert/cli/common.py": _PROVENANCE_TESTS,
-        "eagle3_convert/sources.py": ["tests/test_sources.py", "tests/test_hub_lineage.py", "tests/test_publish.py"],
+        "eagle3_convert/sources.py": ["tests/test_mutation_kills_sources.py", "tests/test_sources.py", "tests/test_hub_lineage.py", "tests/test_publish.py"],
         "eagle3_convert/fingerprint.py": [*_PROVENANCE_TESTS, "tests/test_determinism.py"],
     }.items()},
 }

@@ -1,0 +1,173 @@
+"""How a Hub failure reads (issue 33 item 6, sources.py's mutation run): each answer the Hub can give to a download
+or a config fetch, served by the loopback Hub of tests/hub_server.py to the real huggingface_hub client, reaches
+sources.hub_error through download/fetch_config and comes back as one error whose message, hint, code and reading are
+pinned word for word. The transport failures no loopback answer can make in a test's time (a read timeout, a refused
+connection once the Hub answered the probe) are httpx2's and the OS's own exception types, handed to hub_error
+directly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLE
+from eagle3_convert import sources
+from eagle3_convert.hub_read import HubReader
+from hub_server import HubServer, isolated_hub
+
+REPO = "org/drafter"
+PRIVATE = "org/private"
+TOKEN = "hf_right"
+AUTH_HINT = "check the repo id, and log in (`hf auth login`, HF_TOKEN or --token) for private repos"
+FORBIDDEN_HINT = "your token lacks permission for this repo: request access or use a write token"
+NETWORK_HINT = "check the network, and --endpoint or HF_ENDPOINT"
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    with isolated_hub(monkeypatch, tmp_path / "hf-home", token=TOKEN) as server:
+        server.create_repo(REPO)
+        server.commit(REPO, {name: (EXAMPLE / name).read_bytes() for name in ("config.json", "model.safetensors")})
+        server.create_repo(PRIVATE, private=True)
+        server.commit(PRIVATE, {"config.json": json.dumps({"model_type": "llama"}).encode()})
+        server.create_repo("org/no-config")
+        yield server
+
+
+def reading(error: sources.HubError) -> tuple[str, str | None, str, str]:
+    return str(error), error.hint, error.code, error.reading
+
+
+def failed_download(hub: HubServer, repo: str = REPO, **options) -> sources.HubError:
+    with pytest.raises(sources.HubError) as caught:
+        sources.download(repo, endpoint=hub.url, **options)
+    return caught.value
+
+
+def failed_fetch(hub: HubServer, repo: str = REPO, **options) -> sources.HubError:
+    with pytest.raises(sources.HubError) as caught:
+        sources.fetch_config(repo, endpoint=hub.url, **options)
+    return caught.value
+
+
+def test_a_missing_revision(hub: HubServer):
+    assert reading(failed_download(hub, revision="v9")) == (
+        f"downloading {REPO}: revision not found", "check --revision (a branch, tag or commit)", "E-HUB-REVISION",
+        "revision not found")
+
+
+def test_a_missing_repo_says_its_status(hub: HubServer):
+    assert reading(failed_download(hub, "org/none")) == (
+        "downloading org/none: repository not found or not authorized (HTTP 404)", AUTH_HINT, "E-HUB-AUTH",
+        "repository not found or not authorized (HTTP 404)")
+
+
+def test_a_private_repo_without_a_token(hub: HubServer):
+    assert reading(failed_fetch(hub, PRIVATE)) == (
+        f"fetching config.json of {PRIVATE}: repository not found or not authorized (HTTP 401)", AUTH_HINT,
+        "E-HUB-AUTH", "repository not found or not authorized (HTTP 401)")
+
+
+def test_a_refused_token_is_a_401_that_is_no_missing_repo(hub: HubServer):
+    # The Hub's "Invalid credentials" 401 is a plain HfHubHTTPError (huggingface_hub/utils/_http.py,
+    # hf_raise_for_status): only its status says it is an authorization failure.
+    error = failed_download(hub, token="hf_wrong")
+    assert reading(error) == (f"downloading {REPO}: repository not found or not authorized (HTTP 401)", AUTH_HINT,
+                              "E-HUB-AUTH", "repository not found or not authorized (HTTP 401)")
+
+
+@pytest.mark.parametrize("status, error_code", [(403, None), (403, "GatedRepo"), (401, "GatedRepo")])
+def test_a_gated_or_forbidden_repo(hub: HubServer, status: int, error_code: str | None):
+    hub.fail_next(rf"^/api/models/{REPO}$", status, method="GET", error_code=error_code)
+    assert reading(failed_download(hub)) == (f"downloading {REPO}: access denied (HTTP 403)", FORBIDDEN_HINT,
+                                             "E-HUB-FORBIDDEN", "access denied (HTTP 403)")
+
+
+def test_a_missing_file_and_a_404_without_a_reason(hub: HubServer):
+    found = ("file or repo not found (HTTP 404)", "check the repo id and revision", "E-HUB-NOTFOUND")
+    no_config = failed_fetch(hub, "org/no-config")  # the Hub's EntryNotFound
+    assert reading(no_config) == (f"fetching config.json of org/no-config: {found[0]}", *found[1:], found[0])
+    hub.fail_next(rf"^/api/models/{REPO}$", 404, method="GET")  # no X-Error-Code: a bare HfHubHTTPError
+    assert reading(failed_download(hub)) == (f"downloading {REPO}: {found[0]}", *found[1:], found[0])
+
+
+def test_a_conflict(hub: HubServer):
+    hub.fail_next(rf"^/api/models/{REPO}$", 409, method="GET")
+    assert reading(failed_download(hub)) == (
+        f"downloading {REPO}: conflict (HTTP 409)", "the branch moved or a PR is pending: retry, or use --create-pr",
+        "E-HUB-CONFLICT", "conflict (HTTP 409)")
+
+
+@pytest.mark.parametrize("status", [500, 400])  # (a 5xx is retried by huggingface_hub only for files)
+def test_any_other_status(hub: HubServer, status: int):
+    hub.fail_next(rf"^/api/models/{REPO}$", status, method="GET", times=None)
+    assert reading(failed_download(hub)) == (
+        f"downloading {REPO}: the Hub answered HTTP {status}", "retry later; if it persists, check the Hub status page",
+        "E-HUB-HTTP", f"the Hub answered HTTP {status}")
+
+
+def test_a_snapshot_the_hub_stops_serving_and_nothing_cached(hub: HubServer):
+    # model_info answered, then each file's HEAD in snapshot_download got a 501: huggingface_hub turns that into a
+    # LocalEntryNotFoundError (huggingface_hub 2.4.0 file_download.py:1962, _raise_on_head_call_error), a cache miss
+    # online, never a 404
+    hub.fail_next(rf"^/{REPO}/resolve/", 501, method="HEAD", times=None)
+    assert reading(failed_download(hub)) == (
+        f"downloading {REPO}: the Hub at {hub.url} is unreachable and nothing is cached (LocalEntryNotFoundError)",
+        NETWORK_HINT, "E-HUB-OFFLINE", f"the Hub at {hub.url} is unreachable and nothing is cached "
+        "(LocalEntryNotFoundError)")
+
+
+@pytest.mark.parametrize("value", ["1", "TRUE", "yes", "On"])
+def test_offline_and_not_cached(hub: HubServer, monkeypatch: pytest.MonkeyPatch, value: str):
+    monkeypatch.setenv("HF_HUB_OFFLINE", value)
+    expected = ("not in the Hugging Face cache, and HF_HUB_OFFLINE is set",
+                "download it once with the network on, or unset HF_HUB_OFFLINE", "E-HUB-OFFLINE")
+    assert reading(failed_download(hub)) == (f"downloading {REPO}: {expected[0]}", *expected[1:], expected[0])
+    assert hub.requests == []
+
+
+@pytest.mark.parametrize("value", ["0", "", "off", "no"])
+def test_hub_offline_only_for_a_true_value(monkeypatch: pytest.MonkeyPatch, value: str):
+    monkeypatch.setenv("HF_HUB_OFFLINE", value)
+    assert sources.hub_offline() is False
+
+
+def test_the_hub_reader_says_the_same(hub: HubServer):
+    hub.fail_next(r"^/api/models", 501, method="GET")
+    with pytest.raises(sources.HubError) as caught:
+        HubReader(hub.url).repos("org")
+    assert reading(caught.value) == ("listing the models of org: the Hub answered HTTP 501",
+                                     "retry later; if it persists, check the Hub status page", "E-HUB-HTTP",
+                                     "the Hub answered HTTP 501")
+
+
+# Transport failures, as httpx2 (huggingface_hub 2.x's client) and the OS raise them
+
+def test_a_transport_oserror_online_and_offline(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    refused = sources.hub_error(ConnectionRefusedError(111, "Connection refused"), REPO, "downloading",
+                                "http://127.0.0.1:9/")
+    assert reading(refused) == (
+        f"downloading {REPO}: the Hub at http://127.0.0.1:9 is unreachable and nothing is cached "
+        "(ConnectionRefusedError)", NETWORK_HINT, "E-HUB-OFFLINE",
+        "the Hub at http://127.0.0.1:9 is unreachable and nothing is cached (ConnectionRefusedError)")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = sources.hub_error(TimeoutError("timed out"), REPO, "fetching config.json of")
+    assert (offline.code, offline.reading) == ("E-HUB-OFFLINE",
+                                               "not in the Hugging Face cache, and HF_HUB_OFFLINE is set")
+
+
+def test_any_other_failure_says_its_type_and_first_line():
+    import httpx2  # huggingface_hub 2.x's HTTP client (huggingface_hub/utils/_http.py:33)
+
+    timeout = sources.hub_error(httpx2.ReadTimeout("The read operation timed out\nsecond line"), REPO, "downloading")
+    assert reading(timeout) == (f"downloading {REPO}: ReadTimeout: The read operation timed out",
+                                "check the network, HF_ENDPOINT and your token", "E-HUB",
+                                "ReadTimeout: The read operation timed out")
+    long = sources.hub_error(httpx2.RemoteProtocolError("x" * 300), REPO, "downloading")
+    assert long.reading == "RemoteProtocolError: " + "x" * 200
+    silent = sources.hub_error(httpx2.ConnectError(""), REPO, "downloading")
+    assert silent.reading == "ConnectError: failed" and silent.code == "E-HUB"
