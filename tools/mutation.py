@@ -155,7 +155,7 @@ MODULES: dict[str, list[str]] = {
                                                  "tests/test_hub_lineage.py"],
         "eagle3_convert/target_identity.py": _PROVENANCE_TESTS,
         # (and the one test of a cast, which records two drafters: --outtype, GGUF only)
-        "eagle3_convert/records.py": [*_PROVENANCE_TESTS, "tests/test_registry_merge.py", "tests/test_hub_lineage.py",
+        "eagle3_convert/records.py": ["tests/test_mutation_kills_records.py", *_PROVENANCE_TESTS, "tests/test_registry_merge.py", "tests/test_hub_lineage.py",
                                       "tests/test_publish.py",
                                       "tests/test_gguf.py::test_a_cast_is_a_new_drafter_derived_from_the_source"],
         "eagle3_convert/sidecar.py": [*_PROVENANCE_TESTS, "tests/test_publish.py"],
@@ -484,6 +484,13 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.records.x_add_checkpoint__mutmut_94":
         "`or` for `and` between capture layers and convention: add_checkpoint has already refused one without the "
         "other (UsageError), so both are given or neither",
+    **{f"eagle3_convert.records.x_add_checkpoint__mutmut_{n}":
+       "--target's shape written over the facts (turned into a no-op, 69, or written to another key, 71, 72): the "
+       "facts' target already holds every non-null model_type, depth, width and vocabulary of --target, whichever "
+       "way convert.command_target settles it (--verifier: verifier.joined(target), --target's facts first; no "
+       "name in config.json: merged(target, config's), --target first; a name one with --target: joined, "
+       "--target's facts first; a name that differs: --target alone), and the merges after it only fill gaps"
+       for n in (69, 71, 72)},
     "eagle3_convert.records.x_record_conversion__mutmut_22":
         "`or True` where a cast's output is read back: convert has just written and checked it, so it is always "
         "readable and the branch is the one taken anyway",
