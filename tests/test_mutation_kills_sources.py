@@ -171,3 +171,68 @@ def test_any_other_failure_says_its_type_and_first_line():
     assert long.reading == "RemoteProtocolError: " + "x" * 200
     silent = sources.hub_error(httpx2.ConnectError(""), REPO, "downloading")
     assert silent.reading == "ConnectError: failed" and silent.code == "E-HUB"
+
+
+# fetch_config: a target's config.json alone, at the revision asked, with the token given, and its commit
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 6, "hidden_size": 64}
+
+
+def test_fetch_config_at_a_revision_of_a_private_repo_names_its_commit(hub: HubServer):
+    first = hub.commit(PRIVATE, {"config.json": json.dumps(LLAMA).encode()})
+    later = hub.commit(PRIVATE, {"config.json": json.dumps({**LLAMA, "num_hidden_layers": 7}).encode()})
+    assert sources.fetch_config(PRIVATE, endpoint=hub.url, token=TOKEN) == ({**LLAMA, "num_hidden_layers": 7}, later)
+    assert sources.fetch_config(PRIVATE, first, endpoint=hub.url, token=TOKEN) == (LLAMA, first)
+
+
+def test_fetch_config_of_a_file_that_is_no_json_names_it(hub: HubServer):
+    hub.create_repo("org/broken")
+    hub.commit("org/broken", {"config.json": b"{not json"})
+    with pytest.raises(Exception) as caught:
+        sources.fetch_config("org/broken", endpoint=hub.url)
+    assert str(caught.value).startswith("org/broken/config.json is not valid JSON (")
+    assert caught.value.code == "E-CONFIG-JSON"
+
+
+def test_fetch_config_from_an_unreachable_hub(hub: HubServer):
+    from test_sources import closed_port_endpoint
+    dead = closed_port_endpoint()
+    error = failed_fetch_at(dead, REPO)
+    assert str(error).startswith(f"fetching config.json of {REPO}: the Hub at {dead} is unreachable (Connect"), error
+    assert (error.hint, error.code) == (NETWORK_HINT, "E-HUB-OFFLINE")
+    assert error.reading == str(error).removeprefix(f"fetching config.json of {REPO}: ")
+
+
+def failed_fetch_at(endpoint: str, repo: str) -> sources.HubError:
+    with pytest.raises(sources.HubError) as caught:
+        sources.fetch_config(repo, endpoint=endpoint)
+    return caught.value
+
+
+def test_fetch_config_from_the_cache_when_the_hub_is_unreachable_or_offline(hub: HubServer,
+                                                                           monkeypatch: pytest.MonkeyPatch):
+    from huggingface_hub import constants
+    from test_sources import closed_port_endpoint
+    config, commit = sources.fetch_config(REPO, endpoint=hub.url)
+    assert sources.fetch_config(REPO, endpoint=closed_port_endpoint()) == (config, commit)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    hub.requests.clear()
+    assert sources.fetch_config(REPO, endpoint=hub.url) == (config, commit)
+    assert hub.requests == []  # offline: not even the reachability probe
+
+
+def test_fetch_config_the_hub_stops_serving_names_the_endpoint(hub: HubServer):
+    hub.fail_next(rf"^/{REPO}/resolve/", 501, method="HEAD", times=None)
+    error = failed_fetch(hub)
+    assert error.reading == f"the Hub at {hub.url} is unreachable and nothing is cached (LocalEntryNotFoundError)"
+
+
+def test_a_missing_src_keeps_the_hubs_reading(hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(sources.HubError) as caught:
+        sources.resolve_source("scratch/none", endpoint=hub.url)
+    assert reading(caught.value) == (
+        "scratch/none: no such directory; as a Hub repo id: repository not found or not authorized (HTTP 404)",
+        f"{AUTH_HINT}; if you meant a local path, check it", "E-HUB-AUTH",
+        "repository not found or not authorized (HTTP 404)")
