@@ -236,3 +236,19 @@ def test_a_missing_src_keeps_the_hubs_reading(hub: HubServer, tmp_path: Path, mo
         "scratch/none: no such directory; as a Hub repo id: repository not found or not authorized (HTTP 404)",
         f"{AUTH_HINT}; if you meant a local path, check it", "E-HUB-AUTH",
         "repository not found or not authorized (HTTP 404)")
+
+
+def test_remember_ref_names_only_a_snapshot_downloaded_by_commit(tmp_path: Path):
+    sha, other = "a" * 40, "b" * 40
+
+    def refs_after(snapshot: Path, revision: str, commit: str | None) -> list[str]:
+        snapshot.mkdir(parents=True)
+        sources._remember_ref(snapshot, revision, commit)
+        refs = snapshot.parent.parent / "refs"
+        return sorted(p.name for p in refs.iterdir()) if refs.is_dir() else []
+
+    assert refs_after(tmp_path / "a" / "snapshots" / sha, "main", sha) == ["main"]
+    assert refs_after(tmp_path / "b" / "snapshots" / sha, sha, sha) == []  # asked by its commit: nothing to name
+    assert refs_after(tmp_path / "c" / "snapshots" / other, "main", sha) == []  # another commit's folder
+    assert refs_after(tmp_path / "d" / "elsewhere" / sha, "main", sha) == []  # no HF-cache snapshot
+    assert refs_after(tmp_path / "e" / "snapshots" / sha, "main", None) == []
