@@ -252,3 +252,16 @@ def test_remember_ref_names_only_a_snapshot_downloaded_by_commit(tmp_path: Path)
     assert refs_after(tmp_path / "c" / "snapshots" / other, "main", sha) == []  # another commit's folder
     assert refs_after(tmp_path / "d" / "elsewhere" / sha, "main", sha) == []  # no HF-cache snapshot
     assert refs_after(tmp_path / "e" / "snapshots" / sha, "main", None) == []
+
+
+def test_the_files_a_drafter_download_chooses():
+    safetensors = ["config.json", "model.safetensors", "pytorch_model.bin", "optimizer.pt", "sub/model.safetensors",
+                   "README.md", "eagle3-convert.json", "generation_config.json"]
+    assert sources._choose_files(safetensors) == ["config.json", "model.safetensors", "README.md",
+                                                  "eagle3-convert.json", "generation_config.json"]
+    bins = ["config.json", "pytorch_model.bin.index.json", "pytorch_model-00001-of-00002.bin", "training_args.bin",
+            "sub/pytorch_model.bin"]
+    assert sources._choose_files(bins) == ["config.json", "pytorch_model.bin.index.json",
+                                           "pytorch_model-00001-of-00002.bin"]
+    gguf = ["eagle3-x-Q4_K.gguf", "eagle3-x-BF16.gguf", "eagle3-convert.json", "README.md", "notes.txt"]
+    assert sources._choose_files(gguf) == ["eagle3-x-BF16.gguf", "eagle3-convert.json", "README.md"]
