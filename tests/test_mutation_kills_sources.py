@@ -265,3 +265,39 @@ def test_the_files_a_drafter_download_chooses():
                                            "pytorch_model-00001-of-00002.bin"]
     gguf = ["eagle3-x-Q4_K.gguf", "eagle3-x-BF16.gguf", "eagle3-convert.json", "README.md", "notes.txt"]
     assert sources._choose_files(gguf) == ["eagle3-x-BF16.gguf", "eagle3-convert.json", "README.md"]
+
+
+# download without the Hub: from the cache the earlier downloads filled, at the revision asked
+
+def test_download_from_the_cache_at_the_revision_asked_when_the_hub_is_unreachable(hub: HubServer, tmp_path: Path):
+    from test_sources import closed_port_endpoint
+    first = hub.repo(REPO).branches["main"]
+    later = hub.commit(REPO, {"README.md": b"later"}, message="later")
+    cache = str(tmp_path / "own-cache")
+    for revision in (first, None):
+        sources.download(REPO, revision, endpoint=hub.url, cache_dir=cache)
+    dead = closed_port_endpoint()
+    path, commit = sources.download(REPO, first, endpoint=dead, cache_dir=cache)
+    assert (path.name, commit) == (first, first) and (path / "config.json").is_file()
+    assert sources.download(REPO, endpoint=dead, cache_dir=cache)[1] == later
+    error = failed_download_at(dead, REPO)  # the HF cache holds nothing: the reason is the Hub
+    assert str(error).startswith(f"downloading {REPO}: the Hub at {dead} is unreachable (Connect"), error
+    assert (error.hint, error.code) == (NETWORK_HINT, "E-HUB-OFFLINE") and "None" not in str(error)
+
+
+def failed_download_at(endpoint: str, repo: str) -> sources.HubError:
+    with pytest.raises(sources.HubError) as caught:
+        sources.download(repo, endpoint=endpoint)
+    return caught.value
+
+
+def test_download_offline_asks_nothing_of_any_hub(hub: HubServer, monkeypatch: pytest.MonkeyPatch):
+    from huggingface_hub import constants
+    path, commit = sources.download(REPO, endpoint=hub.url)
+    # HF_HUB_OFFLINE set after huggingface_hub was imported (which reads it only then), its endpoint this Hub: only
+    # local_files_only keeps the client off it
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+    hub.requests.clear()
+    assert sources.download(REPO, endpoint=hub.url) == (path, commit)
+    assert hub.requests == []
