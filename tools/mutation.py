@@ -504,6 +504,16 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.records.x_record_publication__mutmut_{n}":
        "the upload's edge dumped in pydantic's python mode (any mode but 'json'): record_facts validates each edge "
        "with LineageEdge.model_validate, which reads the python dump as the JSON one" for n in (28, 35, 36)},
+    # sources.py (issue 33 item 6), numbered as at main's c36823f (the module unchanged since)
+    "eagle3_convert.sources.x_hub_error__mutmut_148":
+        "code None for the last fallback's 'E-HUB': HubError keeps its class code, E-HUB, where none is given",
+    "eagle3_convert.sources.x_hub_error__mutmut_68":
+        "`status or 402` for `status or 401`: a RepositoryNotFoundError always carries its response (huggingface_hub "
+        "2.4.0 errors.py:119-130, HfHubHTTPError's required `response`, read in __init__), so the status it says is "
+        "never the fallback",
+    "eagle3_convert.sources.x__remember_ref__mutmut_3":
+        "`not sha and revision == sha` for `or`: where sha is empty, the snapshot folder's name (never empty) differs "
+        "from it, so the next clause returns early as the first did",
     # fingerprint.py (issue 33 item 6), numbered as at e490c10 (the module as on main at 55f2966)
     **{f"eagle3_convert.fingerprint.x_tensor_digests__mutmut_{n}":
        "which tensors are hashed in threads, in what order, by how many workers and with how large a buffer (at "
