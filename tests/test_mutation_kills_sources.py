@@ -301,3 +301,13 @@ def test_download_offline_asks_nothing_of_any_hub(hub: HubServer, monkeypatch: p
     hub.requests.clear()
     assert sources.download(REPO, endpoint=hub.url) == (path, commit)
     assert hub.requests == []
+
+
+def test_download_takes_a_drafters_files_or_those_asked(hub: HubServer):
+    hub.commit(REPO, {"optimizer.pt": b"\0" * 8, "runs/log.txt": b"x", "README.md": b"card"})
+    path, _ = sources.download(REPO, endpoint=hub.url)
+    assert sorted(p.name for p in path.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    hub.create_repo("org/other")
+    hub.commit("org/other", {"config.json": b"{}", "model.safetensors": b"\0" * 8})
+    only, _ = sources.download("org/other", endpoint=hub.url, files=("config.json",))
+    assert sorted(p.name for p in only.iterdir()) == ["config.json"]

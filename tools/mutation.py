@@ -511,6 +511,9 @@ EQUIVALENT: dict[str, str] = {
         "`status or 402` for `status or 401`: a RepositoryNotFoundError always carries its response (huggingface_hub "
         "2.4.0 errors.py:119-130, HfHubHTTPError's required `response`, read in __init__), so the status it says is "
         "never the fallback",
+    "eagle3_convert.sources.x_download__mutmut_37":
+        "`or True` where the cached snapshot's folder is taken as its commit: huggingface_hub names every snapshot "
+        "folder by its commit hash (2.4.0 _snapshot_download.py:345 and :429, snapshots/<commit_hash>), so the test always holds",
     "eagle3_convert.sources.x__remember_ref__mutmut_3":
         "`not sha and revision == sha` for `or`: where sha is empty, the snapshot folder's name (never empty) differs "
         "from it, so the next clause returns early as the first did",
