@@ -155,12 +155,13 @@ MODULES: dict[str, list[str]] = {
                                                  "tests/test_hub_lineage.py"],
         "eagle3_convert/target_identity.py": _PROVENANCE_TESTS,
         # (and the one test of a cast, which records two drafters: --outtype, GGUF only)
-        "eagle3_convert/records.py": ["tests/test_mutation_kills_records.py", *_PROVENANCE_TESTS, "tests/test_registry_merge.py", "tests/test_hub_lineage.py",
-                                      "tests/test_publish.py",
+        "eagle3_convert/records.py": ["tests/test_mutation_kills_records.py", *_PROVENANCE_TESTS,
+                                      "tests/test_registry_merge.py", "tests/test_hub_lineage.py", "tests/test_publish.py",
                                       "tests/test_gguf.py::test_a_cast_is_a_new_drafter_derived_from_the_source"],
         "eagle3_convert/sidecar.py": [*_PROVENANCE_TESTS, "tests/test_publish.py"],
         "eagle3_convert/cli/common.py": _PROVENANCE_TESTS,
-        "eagle3_convert/sources.py": ["tests/test_mutation_kills_sources.py", "tests/test_sources.py", "tests/test_hub_lineage.py", "tests/test_publish.py"],
+        "eagle3_convert/sources.py": ["tests/test_mutation_kills_sources.py", "tests/test_sources.py",
+                                      "tests/test_hub_lineage.py", "tests/test_publish.py"],
         "eagle3_convert/fingerprint.py": [*_PROVENANCE_TESTS, "tests/test_determinism.py"],
     }.items()},
 }
@@ -513,7 +514,8 @@ EQUIVALENT: dict[str, str] = {
         "never the fallback",
     "eagle3_convert.sources.x_download__mutmut_37":
         "`or True` where the cached snapshot's folder is taken as its commit: huggingface_hub names every snapshot "
-        "folder by its commit hash (2.4.0 _snapshot_download.py:345 and :429, snapshots/<commit_hash>), so the test always holds",
+        "folder by its commit hash (2.4.0 _snapshot_download.py:345 and :429, snapshots/<commit_hash>), so the test "
+        "always holds",
     "eagle3_convert.sources.x__remember_ref__mutmut_3":
         "`not sha and revision == sha` for `or`: where sha is empty, the snapshot folder's name (never empty) differs "
         "from it, so the next clause returns early as the first did",
