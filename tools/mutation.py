@@ -156,7 +156,8 @@ MODULES: dict[str, list[str]] = {
         "eagle3_convert/target_identity.py": _PROVENANCE_TESTS,
         # (and the one test of a cast, which records two drafters: --outtype, GGUF only)
         "eagle3_convert/records.py": ["tests/test_mutation_kills_records.py", *_PROVENANCE_TESTS,
-                                      "tests/test_registry_merge.py", "tests/test_hub_lineage.py", "tests/test_publish.py",
+                                      "tests/test_registry_merge.py", "tests/test_hub_lineage.py",
+                                      "tests/test_publish.py",
                                       "tests/test_gguf.py::test_a_cast_is_a_new_drafter_derived_from_the_source"],
         "eagle3_convert/sidecar.py": [*_PROVENANCE_TESTS, "tests/test_publish.py"],
         "eagle3_convert/cli/common.py": _PROVENANCE_TESTS,
