@@ -311,3 +311,26 @@ def test_download_takes_a_drafters_files_or_those_asked(hub: HubServer):
     hub.commit("org/other", {"config.json": b"{}", "model.safetensors": b"\0" * 8})
     only, _ = sources.download("org/other", endpoint=hub.url, files=("config.json",))
     assert sorted(p.name for p in only.iterdir()) == ["config.json"]
+
+
+def test_what_is_asked_of_the_hub_and_what_a_destination_may_be(tmp_path: Path):
+    from eagle3_convert.errors import UsageError
+    for spec in ("org/a..b", "org/..", "../org/x"):
+        assert not sources.has_repo_id_shape(spec) and sources.looks_local(spec) and not sources.is_repo_id(spec)
+        with pytest.raises(UsageError) as caught:
+            sources.check_repo_id(spec)
+        assert (str(caught.value), caught.value.hint, caught.value.code) == (
+            f"{spec!r} is not a Hub repo id", "give the destination as ORG/NAME, e.g. my-org/Llama-3.1-8B-eagle3",
+            "E-USAGE")
+    assert sources.check_repo_id("my-org/Llama-3.1-8B.eagle3") == "my-org/Llama-3.1-8B.eagle3"
+
+
+def test_no_such_directory_reads_the_name_as_typed(tmp_path: Path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "ab").mkdir()
+    # trailing X's and spaces are part of the name (only a trailing / is not)
+    assert sources.no_such_directory(str(tmp_path / "sub" / "XXXX")) == (f"no such directory in {tmp_path / 'sub'}",
+                                                                        True)
+    assert sources.no_such_directory(str(tmp_path / "ab") + "    ") == (f"no such directory in {tmp_path}", True)
+    assert sources.no_such_directory(str(tmp_path / "sub") + "x/") == (
+        f"no such directory (did you mean {tmp_path / 'sub'}?)", True)
