@@ -233,3 +233,92 @@ def test_registry_add_reads_no_history_of_a_sidecar_with_no_facts_it_can_use(tmp
     got = records.add_checkpoint(str(built), registry=tmp_path / "r.db")
     assert got.record.lineage == []
     assert got.notes == ["imported eagle3-convert.json: target, provenance and 0 lineage edge(s)"], got.notes
+
+
+# registry add's target: --verifier alone joins the target the sidecar knows; with --target it does not
+
+def _converted(tmp_path: Path, target: str | None = None) -> Path:
+    out = tmp_path / "out"
+    convert(str(EXAMPLE), out, "speculators", options=make_options(target=target) if target else None)
+    return out
+
+
+def test_registry_add_with_a_verifier_alone_takes_the_sidecars_target_as_that_one(tmp_path: Path):
+    from conftest import DATA
+    tiny = str(DATA / "targets" / "llama-tiny")
+    got = records.add_checkpoint(str(_converted(tmp_path, tiny)), verifier="org/served-as", registry=tmp_path / "r.db")
+    t = got.record.target
+    assert (t.name_or_path, t.aliases, t.num_hidden_layers, t.hidden_size) == (
+        "org/served-as", [tiny, "example-org/tiny-llama-target"], 8, 64)
+
+
+def test_registry_add_with_a_verifier_and_a_target_joins_only_those_two(tmp_path: Path):
+    from conftest import DATA
+    tiny = str(DATA / "targets" / "llama-tiny")
+    got = records.add_checkpoint(str(_converted(tmp_path)), verifier="org/served-as", target=tiny,
+                                 registry=tmp_path / "r.db")
+    t = got.record.target
+    assert (t.name_or_path, t.aliases, t.num_hidden_layers) == ("org/served-as", [tiny], 8)
+
+
+def test_registry_add_with_a_target_of_other_facts_corrects_the_record(tmp_path: Path):
+    from conftest import DATA
+    copy = tmp_path / "copy"
+    import shutil
+    shutil.copytree(EXAMPLE, copy)
+    reg = tmp_path / "r.db"
+    records.add_checkpoint(str(copy), target=str(DATA / "targets" / "llama-tiny"), registry=reg)
+    other = tmp_path / "other-target"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                                   "num_hidden_layers": 12, "hidden_size": 64, "vocab_size": 512}))
+    got = records.add_checkpoint(str(copy), target=str(other), registry=reg)
+    assert got.record.target.num_hidden_layers == 12
+    assert [(c.field, c.reason, c.old["num_hidden_layers"], c.new["num_hidden_layers"]) for c in got.record.changes] \
+        == [("target", "registry add --target", 8, 12)]
+
+
+def test_registry_add_reads_stated_ids_for_the_target_passed(tmp_path: Path):
+    # gpt-oss's SGLang ids name the boundaries as they are where the last id is the target's depth
+    # (capture_ids.engine_boundaries): --target's family and depth, not the file's, translate them
+    gpt_oss = tmp_path / "gpt-oss"
+    gpt_oss.mkdir()
+    (gpt_oss / "config.json").write_text(json.dumps({"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+                                                     "num_hidden_layers": 8, "hidden_size": 32, "vocab_size": 96}))
+    built = _sglang_drafter(tmp_path)
+    got = records.add_checkpoint(str(built), target=str(gpt_oss), capture_layers=[1, 3, 8], convention="sglang",
+                                 registry=tmp_path / "r.db")
+    assert got.record.capture_boundaries == [1, 3, 8]
+
+
+def test_registry_add_refuses_stated_ids_the_fc_does_not_fuse(tmp_path: Path):
+    from eagle3_convert.errors import UsageError
+    with pytest.raises(UsageError) as caught:
+        records.add_checkpoint(str(EXAMPLE), capture_layers=[2, 4], convention="boundary", registry=tmp_path / "r.db")
+    assert str(caught.value) == "2 capture layers given, but the drafter's fc fuses 3 hidden states"
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_conversion_reports_a_contradicting_record_from_before_schema_v5(tmp_path: Path):
+    import shutil
+    src = tmp_path / "src"
+    shutil.copytree(EXAMPLE, src)
+    reg = tmp_path / "r.db"
+    former = _former_record(reg, src, [1, 2, 3], tmp_path / "old")
+    with open_registry(reg) as s:
+        s.upsert_drafter(_content_id(src), capture_boundaries=[2, 4, 5])
+    got = records.record_conversion(convert(str(src), tmp_path / "out", "sglang"), reg)
+    assert [(c["drafter_id"], c["code"], c["uri"]) for c in got.conflicts] == [
+        (former, "E-RECORD-CONFLICT", str(tmp_path / "old"))]
+
+
+def test_record_publication_returns_the_twin_it_disagrees_with(example_dir: Path, tmp_path: Path):
+    from eagle3_convert.publish import Published, prepared_publish
+    reg = tmp_path / "r.db"
+    commit = "c" * 40
+    with open_registry(reg) as s:  # what `registry sync` made of that commit: other capture layers
+        s.upsert_drafter("34" * 32, id_kind="hub-fingerprint", capture_boundaries=[1, 2, 3],
+                         locations=[Location.hub("me/t3", "speculators", commit)])
+    with prepared_publish(str(example_dir), "me/t3") as plan:
+        got = records.record_publication(plan, Published("me/t3", commit, "http://hub/me/t3/commit/c"), reg)
+    assert [(c["drafter_id"], c["code"]) for c in got.conflicts] == [("34" * 32, "E-SYNC-CONFLICT")]
