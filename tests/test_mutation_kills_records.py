@@ -322,3 +322,14 @@ def test_record_publication_returns_the_twin_it_disagrees_with(example_dir: Path
     with prepared_publish(str(example_dir), "me/t3") as plan:
         got = records.record_publication(plan, Published("me/t3", commit, "http://hub/me/t3/commit/c"), reg)
     assert [(c["drafter_id"], c["code"]) for c in got.conflicts] == [("34" * 32, "E-SYNC-CONFLICT")]
+
+
+def test_registry_add_says_what_it_imported_and_why_the_record_changed(tmp_path: Path):
+    import shutil
+    copy = tmp_path / "copy"
+    shutil.copytree(EXAMPLE, copy)  # no sidecar: nothing imported, nothing said of it
+    reg = tmp_path / "r.db"
+    assert records.add_checkpoint(str(copy), registry=reg).notes == []
+    got = records.add_checkpoint(str(copy), verifier="org/served-as", registry=reg)
+    assert [(c.field, c.reason, c.new["aliases"]) for c in got.record.changes] == [
+        ("target", "registry add --verifier", ["org/served-as"])]
