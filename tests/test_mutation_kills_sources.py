@@ -252,6 +252,8 @@ def test_remember_ref_names_only_a_snapshot_downloaded_by_commit(tmp_path: Path)
     assert refs_after(tmp_path / "c" / "snapshots" / other, "main", sha) == []  # another commit's folder
     assert refs_after(tmp_path / "d" / "elsewhere" / sha, "main", sha) == []  # no HF-cache snapshot
     assert refs_after(tmp_path / "e" / "snapshots" / sha, "main", None) == []
+    assert refs_after(tmp_path / "f" / "snapshots" / sha, "feature/x", sha) == ["feature"]  # a branch with a /
+    assert (tmp_path / "f" / "refs" / "feature" / "x").read_text() == sha
 
 
 def test_the_files_a_drafter_download_chooses():
@@ -334,3 +336,43 @@ def test_no_such_directory_reads_the_name_as_typed(tmp_path: Path):
     assert sources.no_such_directory(str(tmp_path / "ab") + "    ") == (f"no such directory in {tmp_path}", True)
     assert sources.no_such_directory(str(tmp_path / "sub") + "x/") == (
         f"no such directory (did you mean {tmp_path / 'sub'}?)", True)
+
+
+def test_the_gguf_a_repo_without_config_or_safetensors_is_read_by():
+    assert sources.chosen_gguf(["eagle3-a-F32.gguf", "eagle3-a-F16.gguf", "eagle3-a-Q8_0.gguf"]) == "eagle3-a-F16.gguf"
+    assert sources.chosen_gguf(["sub/eagle3-a-BF16.gguf", "only.gguf"]) == "only.gguf"  # top-level files only
+    assert sources.chosen_gguf(["only.gguf", "README.md"]) == "only.gguf"
+    assert sources.chosen_gguf(["a.gguf", "b.gguf"]) is None  # which one: no telling
+    assert sources.chosen_gguf(["config.json", "eagle3-a-BF16.gguf"]) is None
+    assert sources.chosen_gguf(["model.safetensors", "eagle3-a-BF16.gguf"]) is None
+    assert sources.chosen_gguf(["README.md"]) is None
+
+
+def test_resolve_source_of_a_private_repo_at_a_revision(hub: HubServer):
+    first = hub.commit(PRIVATE, {"model.safetensors": (EXAMPLE / "model.safetensors").read_bytes()})
+    hub.commit(PRIVATE, {"README.md": b"later"}, message="later")
+    path, commit = sources.resolve_source(PRIVATE, first, endpoint=hub.url, token=TOKEN, files=("config.json",))
+    assert commit == first and sorted(p.name for p in path.iterdir()) == ["config.json"]
+    path, commit = sources.download(PRIVATE, first, endpoint=hub.url, token=TOKEN)
+    assert commit == first and sorted(p.name for p in path.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_resolve_source_says_a_missing_path_and_a_mistyped_one(hub: HubServer, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch):
+    from eagle3_convert.errors import FormatError
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FormatError) as caught:
+        sources.resolve_source("./nope")
+    assert (str(caught.value), caught.value.hint, caught.value.code) == (
+        "./nope: no such directory", "check the path (a Hub repo id is written ORG/NAME)", "E-SRC-MISSING")
+    (tmp_path / "scratch").mkdir()
+    with pytest.raises(sources.HubError) as caught:
+        sources.resolve_source("scratch/nope", endpoint=hub.url)
+    assert (caught.value.code, caught.value.hint) == (
+        "E-SRC-MISSING", f"check the path (for the Hub repo: {AUTH_HINT})")
+
+
+def test_an_unreachable_hub_says_why_in_one_line():
+    from test_sources import closed_port_endpoint
+    dead = closed_port_endpoint()
+    assert sources.unreachable(dead) == "ConnectError: [Errno 111] Connection refused"

@@ -520,6 +520,18 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.sources.x_no_such_directory__mutmut_11":
         "'XXXX' for '' among the parents that say nothing: a pathlib.Path never reads as '' (the empty path is '.', "
         "which the other member names)",
+    "eagle3_convert.sources.x_fetch_config__mutmut_4":
+        "the reachability probe run offline too: huggingface_hub's session refuses it offline without a request "
+        "(2.4.0 utils/_http.py:294, OfflineModeIsEnabled), which makes local_files_only true, and the cached file is "
+        "read either way",
+    "eagle3_convert.sources.x_fetch_config__mutmut_45":
+        "`or True` where the downloaded file's folder is taken as its commit: hf_hub_download's cache path is "
+        "snapshots/<commit hash>/config.json, so the test always holds",
+    "eagle3_convert.sources.x_download__mutmut_73":
+        "the snapshot asked by `info.sha and revision` (the revision) instead of the commit model_info just named: "
+        "the same commit unless the branch moves between the two calls, which no test can time",
+    **{f"eagle3_convert.sources.x_no_such_directory__mutmut_{n}":
+       "get_close_matches with n=3 or n=2 instead of n=1: only near[0], the closest, is used" for n in (27, 28)},
     "eagle3_convert.sources.x__remember_ref__mutmut_3":
         "`not sha and revision == sha` for `or`: where sha is empty, the snapshot folder's name (never empty) differs "
         "from it, so the next clause returns early as the first did",
