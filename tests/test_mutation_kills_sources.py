@@ -376,3 +376,30 @@ def test_an_unreachable_hub_says_why_in_one_line():
     from test_sources import closed_port_endpoint
     dead = closed_port_endpoint()
     assert sources.unreachable(dead) == "ConnectError: [Errno 111] Connection refused"
+
+
+def test_which_hub_and_whether_offline(monkeypatch: pytest.MonkeyPatch):
+    from huggingface_hub import constants
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    assert sources.hub_offline() is False
+    assert sources.hub_url("http://h.example/pathX/") == "http://h.example/pathX"
+    monkeypatch.setattr(constants, "ENDPOINT", "http://mirror.example/")
+    assert sources.hub_url(None) == "http://mirror.example"  # what huggingface_hub settled on at its import
+    monkeypatch.setattr(constants, "ENDPOINT", "")
+    assert sources.hub_url(None) == "https://huggingface.co"
+    monkeypatch.setenv("HF_ENDPOINT", "http://env.example")
+    assert sources.hub_url(None) == "http://env.example"
+
+
+def test_a_hub_that_never_answers_is_unreachable_within_the_bound():
+    import socket
+    import time
+    with socket.socket() as silent:  # listens, never accepts: the connection opens, no answer comes
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        started = time.monotonic()
+        why = sources.unreachable(f"http://127.0.0.1:{silent.getsockname()[1]}")
+        took = time.monotonic() - started
+    assert why == "ReadTimeout: timed out", why
+    assert sources.REACH_TIMEOUT_S <= took < sources.REACH_TIMEOUT_S + 0.3 + 1
