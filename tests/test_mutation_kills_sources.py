@@ -403,3 +403,29 @@ def test_a_hub_that_never_answers_is_unreachable_within_the_bound():
         took = time.monotonic() - started
     assert why == "ReadTimeout: timed out", why
     assert sources.REACH_TIMEOUT_S <= took < sources.REACH_TIMEOUT_S + 0.3 + 1
+
+
+def test_a_hub_that_answers_with_a_redirect_is_reachable():
+    # any HTTP answer counts, a redirect too, wherever it points (huggingface_hub's client follows redirects by
+    # default, 2.4.0 utils/_http.py:347: the probe must not)
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from test_sources import closed_port_endpoint
+    dead = closed_port_endpoint()
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_HEAD(self):
+            self.send_response(302)
+            self.send_header("Location", f"{dead}/")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    with HTTPServer(("127.0.0.1", 0), Redirect) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            assert sources.unreachable(f"http://127.0.0.1:{server.server_address[1]}") is None
+        finally:
+            server.shutdown()
