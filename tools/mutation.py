@@ -532,6 +532,17 @@ EQUIVALENT: dict[str, str] = {
         "the same commit unless the branch moves between the two calls, which no test can time",
     **{f"eagle3_convert.sources.x_no_such_directory__mutmut_{n}":
        "get_close_matches with n=3 or n=2 instead of n=1: only near[0], the closest, is used" for n in (27, 28)},
+    "eagle3_convert.sources.x_hub_offline__mutmut_8":
+        "'XXXX' for '' as an unset HF_HUB_OFFLINE's value: neither is a true spelling, both read as online",
+    "eagle3_convert.sources.x_unreachable__mutmut_6":
+        "follow_redirects=None for False: httpx2 uses its client's default only for USE_CLIENT_DEFAULT "
+        "(httpx2/_client.py:970) and tests the None it is given for truth: not followed either way",
+    **{f"eagle3_convert.sources.x_unreachable__mutmut_{n}":
+       "the probe thread's name (None, left out, or respelled): only a debugger or a thread dump shows it"
+       for n in (25, 28, 29, 33, 34)},
+    **{f"eagle3_convert.sources.x_unreachable__mutmut_{n}":
+       "the probe thread not a daemon: its request's own timeout (REACH_TIMEOUT_S) ends it before the join's bound "
+       "(+0.3 s) returns, so no thread is left running to hold the process at exit" for n in (31, 32)},
     "eagle3_convert.sources.x__remember_ref__mutmut_3":
         "`not sha and revision == sha` for `or`: where sha is empty, the snapshot folder's name (never empty) differs "
         "from it, so the next clause returns early as the first did",
