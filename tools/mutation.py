@@ -539,10 +539,10 @@ EQUIVALENT: dict[str, str] = {
         "(httpx2/_client.py:970) and tests the None it is given for truth: not followed either way",
     **{f"eagle3_convert.sources.x_unreachable__mutmut_{n}":
        "the probe thread's name (None, left out, or respelled): only a debugger or a thread dump shows it"
-       for n in (25, 28, 29, 33, 34)},
+       for n in (28, 31, 33, 34)},
     **{f"eagle3_convert.sources.x_unreachable__mutmut_{n}":
        "the probe thread not a daemon: its request's own timeout (REACH_TIMEOUT_S) ends it before the join's bound "
-       "(+0.3 s) returns, so no thread is left running to hold the process at exit" for n in (31, 32)},
+       "(+0.3 s) returns, so no thread is left running to hold the process at exit" for n in (29, 32, 35)},
     "eagle3_convert.sources.x__remember_ref__mutmut_3":
         "`not sha and revision == sha` for `or`: where sha is empty, the snapshot folder's name (never empty) differs "
         "from it, so the next clause returns early as the first did",
