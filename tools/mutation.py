@@ -543,9 +543,6 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.sources.x_unreachable__mutmut_{n}":
        "the probe thread not a daemon: its request's own timeout (REACH_TIMEOUT_S) ends it before the join's bound "
        "(+0.3 s) returns, so no thread is left running to hold the process at exit" for n in (29, 32, 35)},
-    "eagle3_convert.sources.x__remember_ref__mutmut_3":
-        "`not sha and revision == sha` for `or`: where sha is empty, the snapshot folder's name (never empty) differs "
-        "from it, so the next clause returns early as the first did",
     # fingerprint.py (issue 33 item 6), numbered as at e490c10 (the module as on main at 55f2966)
     **{f"eagle3_convert.fingerprint.x_tensor_digests__mutmut_{n}":
        "which tensors are hashed in threads, in what order, by how many workers and with how large a buffer (at "
