@@ -155,12 +155,14 @@ MODULES: dict[str, list[str]] = {
                                                  "tests/test_hub_lineage.py"],
         "eagle3_convert/target_identity.py": _PROVENANCE_TESTS,
         # (and the one test of a cast, which records two drafters: --outtype, GGUF only)
-        "eagle3_convert/records.py": [*_PROVENANCE_TESTS, "tests/test_registry_merge.py", "tests/test_hub_lineage.py",
+        "eagle3_convert/records.py": ["tests/test_mutation_kills_records.py", *_PROVENANCE_TESTS,
+                                      "tests/test_registry_merge.py", "tests/test_hub_lineage.py",
                                       "tests/test_publish.py",
                                       "tests/test_gguf.py::test_a_cast_is_a_new_drafter_derived_from_the_source"],
         "eagle3_convert/sidecar.py": [*_PROVENANCE_TESTS, "tests/test_publish.py"],
         "eagle3_convert/cli/common.py": _PROVENANCE_TESTS,
-        "eagle3_convert/sources.py": ["tests/test_sources.py", "tests/test_hub_lineage.py", "tests/test_publish.py"],
+        "eagle3_convert/sources.py": ["tests/test_mutation_kills_sources.py", "tests/test_sources.py",
+                                      "tests/test_hub_lineage.py", "tests/test_publish.py"],
         "eagle3_convert/fingerprint.py": [*_PROVENANCE_TESTS, "tests/test_determinism.py"],
     }.items()},
 }
@@ -484,6 +486,13 @@ EQUIVALENT: dict[str, str] = {
     "eagle3_convert.records.x_add_checkpoint__mutmut_94":
         "`or` for `and` between capture layers and convention: add_checkpoint has already refused one without the "
         "other (UsageError), so both are given or neither",
+    **{f"eagle3_convert.records.x_add_checkpoint__mutmut_{n}":
+       "--target's shape written over the facts (turned into a no-op, 69, or written to another key, 71, 72): the "
+       "facts' target already holds every non-null model_type, depth, width and vocabulary of --target, whichever "
+       "way convert.command_target settles it (--verifier: verifier.joined(target), --target's facts first; no "
+       "name in config.json: merged(target, config's), --target first; a name one with --target: joined, "
+       "--target's facts first; a name that differs: --target alone), and the merges after it only fill gaps"
+       for n in (69, 71, 72)},
     "eagle3_convert.records.x_record_conversion__mutmut_22":
         "`or True` where a cast's output is read back: convert has just written and checked it, so it is always "
         "readable and the branch is the one taken anyway",
@@ -497,6 +506,43 @@ EQUIVALENT: dict[str, str] = {
     **{f"eagle3_convert.records.x_record_publication__mutmut_{n}":
        "the upload's edge dumped in pydantic's python mode (any mode but 'json'): record_facts validates each edge "
        "with LineageEdge.model_validate, which reads the python dump as the JSON one" for n in (28, 35, 36)},
+    # sources.py (issue 33 item 6), numbered as at main's c36823f (the module unchanged since)
+    "eagle3_convert.sources.x_hub_error__mutmut_148":
+        "code None for the last fallback's 'E-HUB': HubError keeps its class code, E-HUB, where none is given",
+    "eagle3_convert.sources.x_hub_error__mutmut_68":
+        "`status or 402` for `status or 401`: a RepositoryNotFoundError always carries its response (huggingface_hub "
+        "2.4.0 errors.py:119-130, HfHubHTTPError's required `response`, read in __init__), so the status it says is "
+        "never the fallback",
+    "eagle3_convert.sources.x_download__mutmut_37":
+        "`or True` where the cached snapshot's folder is taken as its commit: huggingface_hub names every snapshot "
+        "folder by its commit hash (2.4.0 _snapshot_download.py:345 and :429, snapshots/<commit_hash>), so the test "
+        "always holds",
+    "eagle3_convert.sources.x_no_such_directory__mutmut_11":
+        "'XXXX' for '' among the parents that say nothing: a pathlib.Path never reads as '' (the empty path is '.', "
+        "which the other member names)",
+    "eagle3_convert.sources.x_fetch_config__mutmut_4":
+        "the reachability probe run offline too: huggingface_hub's session refuses it offline without a request "
+        "(2.4.0 utils/_http.py:294, OfflineModeIsEnabled), which makes local_files_only true, and the cached file is "
+        "read either way",
+    "eagle3_convert.sources.x_fetch_config__mutmut_45":
+        "`or True` where the downloaded file's folder is taken as its commit: hf_hub_download's cache path is "
+        "snapshots/<commit hash>/config.json, so the test always holds",
+    "eagle3_convert.sources.x_download__mutmut_73":
+        "the snapshot asked by `info.sha and revision` (the revision) instead of the commit model_info just named: "
+        "the same commit unless the branch moves between the two calls, which no test can time",
+    **{f"eagle3_convert.sources.x_no_such_directory__mutmut_{n}":
+       "get_close_matches with n=3 or n=2 instead of n=1: only near[0], the closest, is used" for n in (27, 28)},
+    "eagle3_convert.sources.x_hub_offline__mutmut_8":
+        "'XXXX' for '' as an unset HF_HUB_OFFLINE's value: neither is a true spelling, both read as online",
+    "eagle3_convert.sources.x_unreachable__mutmut_6":
+        "follow_redirects=None for False: httpx2 uses its client's default only for USE_CLIENT_DEFAULT "
+        "(httpx2/_client.py:970) and tests the None it is given for truth: not followed either way",
+    **{f"eagle3_convert.sources.x_unreachable__mutmut_{n}":
+       "the probe thread's name (None, left out, or respelled): only a debugger or a thread dump shows it"
+       for n in (28, 31, 33, 34)},
+    **{f"eagle3_convert.sources.x_unreachable__mutmut_{n}":
+       "the probe thread not a daemon: its request's own timeout (REACH_TIMEOUT_S) ends it before the join's bound "
+       "(+0.3 s) returns, so no thread is left running to hold the process at exit" for n in (29, 32, 35)},
     # fingerprint.py (issue 33 item 6), numbered as at e490c10 (the module as on main at 55f2966)
     **{f"eagle3_convert.fingerprint.x_tensor_digests__mutmut_{n}":
        "which tensors are hashed in threads, in what order, by how many workers and with how large a buffer (at "
