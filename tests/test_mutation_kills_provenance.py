@@ -1391,7 +1391,7 @@ def test_record_acceptance_records_the_drafter_and_what_verify_measured(tmp_path
     got = records.record_acceptance(str(copy), measured, registry=path)
     assert got.location.uri == str(copy.resolve()) and got.record.capture_boundaries == [2, 4, 5]
     (acc,) = records.acceptance_of(got.record.drafter_id, path)
-    assert acc.model_dump(exclude={"measured_at"}) == {**measured, "tool": sidecar.tool_name()}
+    assert acc.model_dump(exclude={"measured_at"}) == {**measured, "tool": sidecar.tool_name(), "scan": None}
     assert records.record_of(got.record.drafter_id, path).locations[0].uri == str(copy.resolve())
     with open_registry(path) as s:  # an open store is used as it is, and left open
         again = records.record_acceptance(str(copy), {**measured, "rounds": 9}, registry=s)
