@@ -48,3 +48,12 @@ def test_sglang_skipping_the_kv_scales_is_a_caveat_when_the_cache_is_quantized(t
     assert said == ([("W-ENGINE-CAVEAT", "sglang")] if caveat else []), said
     if caveat:
         assert "k_scale" in report["findings"][0]["message"]
+
+
+def test_tensorrt_llm_gives_no_verdict_on_a_quantized_drafter_and_says_what_was_read(tmp_path: Path):
+    """TensorRT-LLM's quant-config reading was read (hf_quant_config.json first, the target's KV-cache algo), its
+    module-name matching was not: no verdict, with that reason."""
+    report = json.loads(run_cli("validate", "--json", "--engine", "trtllm", with_kv_scales(tmp_path / "s")).stdout)
+    unknown = [f for f in report["findings"] if f["code"] == "W-ENGINE-UNKNOWN" and f["engine"] == "trtllm"]
+    assert len(unknown) == 1 and "hf_quant_config.json" in unknown[0]["message"], report["findings"]
+    assert "KV-cache algo from the target" in unknown[0]["message"]

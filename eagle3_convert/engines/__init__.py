@@ -241,7 +241,9 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
     if quantized.has_scales(names):  # only vLLM's and SGLang's loading of ModelOpt's scales was read
         for e, r in readings.items():
             if engine_of(e) not in quantized.READ_IN and r.refusal is None:
-                r.undecided = {kind: f"{LABELS[e]}'s loading of a quantized drafter was not read" for kind in KINDS}
+                why = trtllm.QUANTIZED_UNDECIDED if engine_of(e) == "trtllm" else \
+                    f"{LABELS[e]}'s loading of a quantized drafter was not read"
+                r.undecided = {kind: why for kind in KINDS}
     return readings
 
 

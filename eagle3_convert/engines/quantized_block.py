@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
+from . import trtllm
 from .common import REFUSES, UNKNOWN, WRONG
 from ..quantization import QUANTIZABLE, quantized_modules
 from .quantized import (SGLANG_ALGOS, VLLM_ALGOS, _list, _mismatch, canonical_module, has_scales, modules,
@@ -45,6 +46,8 @@ def judge(runner: str, kind: str, config: Mapping[str, Any], names: Collection[s
     if not has_scales(names):
         return None
     engine = runner.split("-")[0]
+    if engine == "trtllm":
+        return UNKNOWN, trtllm.QUANTIZED_UNDECIDED
     if kind not in READ_KINDS or engine not in ("vllm", "sglang"):
         return UNKNOWN, f"how this engine loads a quantized {kind} drafter was not read"
     other = sorted(m for m in quantized_modules([canonical_module(n) for n in names]) if not QUANTIZABLE.match(m))
