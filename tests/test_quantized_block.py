@@ -108,3 +108,14 @@ def test_scales_on_modules_whose_loading_was_not_read_give_no_verdict():
         verdict, why = judge(runner, "dflash2", config, names)
         assert verdict == UNKNOWN and "attention_conv" in why, (runner, why)
     assert judge("sglang", "dflash", config, ["fc.weight"]) is None  # no scale: the plain reading decides
+
+
+def test_a_draft_sglang_may_take_for_nemotron_35_gets_no_verdict_from_it(tmp_path: Path):
+    """SGLang builds a quantizable fc for Nemotron 3.5's W4A16_NVFP4 drafts (is_nemotron_35_draft_config): that path
+    was not read, so a packed fc there is no refusal of ours."""
+    src = quantized_dflash(tmp_path / "q", "W4A16_NVFP4")
+    config = json.loads((src / "config.json").read_text())
+    config["has_embed_tokens"], config["has_lm_head"] = True, False
+    (src / "config.json").write_text(json.dumps(config))
+    said = verdicts(src)
+    assert said["sglang"][0] == "W-ENGINE-UNKNOWN" and "Nemotron 3.5" in said["sglang"][1], said

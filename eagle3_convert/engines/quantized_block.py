@@ -71,6 +71,9 @@ def judge(runner: str, kind: str, config: Mapping[str, Any], names: Collection[s
                             "matches it)", "fails to load {module}: it builds {prefix} quantized (no ignore entry "
                             "matches it) and the file has no scale for it")
         return (REFUSES, refusal) if refusal else None
+    if algo == "W4A16_NVFP4" and config.get("has_embed_tokens") and not config.get("has_lm_head"):
+        return UNKNOWN, ("SGLang may take this for a Nemotron 3.5 draft (is_nemotron_35_draft_config, "
+                         "speculative/dflash_utils.py), whose quantized fc and embedding path was not read")
     fp4 = "FP4" in algo
     if algo not in (SGLANG_ALGOS if fp4 else ("FP8",)):
         return REFUSES, f"ModelOpt currently only supports: {', '.join(SGLANG_ALGOS)} quantizations in sglang ({algo})"
