@@ -50,16 +50,17 @@ class QuantScheme(BaseModel):
 
 
 def companion(name: str) -> tuple[str, str] | None:
-    """`X.weight_scale` -> (`X.weight`, `weight_scale`); None for a name that is no scale."""
+    """`X.weight_scale` -> (`X.weight`, `weight_scale`); None for a name that is no scale. A KV-cache scale is one
+    only beside its projection (`k_proj.k_scale`, `v_proj.v_scale`, as ModelOpt writes it)."""
     for suffix in COMPANIONS:
-        if name.endswith("." + suffix):
+        if name.endswith("." + suffix) and (suffix not in KV_SCALES or name.endswith(f".{suffix[0]}_proj.{suffix}")):
             return name[:-len(suffix)] + "weight", suffix
     return None
 
 
 def kv_scales(names: Collection[str]) -> list[str]:
     """The KV-cache scales among `names` (each beside its k_proj / v_proj)."""
-    return sorted(n for n in names if n.endswith(tuple("." + k for k in KV_SCALES)))
+    return sorted(n for n in names if (c := companion(n)) and c[1] in KV_SCALES)
 
 
 def is_quantized(names: Collection[str]) -> bool:

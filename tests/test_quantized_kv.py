@@ -57,3 +57,13 @@ def test_tensorrt_llm_gives_no_verdict_on_a_quantized_drafter_and_says_what_was_
     unknown = [f for f in report["findings"] if f["code"] == "W-ENGINE-UNKNOWN" and f["engine"] == "trtllm"]
     assert len(unknown) == 1 and "hf_quant_config.json" in unknown[0]["message"], report["findings"]
     assert "KV-cache algo from the target" in unknown[0]["message"]
+
+
+def test_a_kv_scale_not_beside_its_projection_stays_an_unknown_key(tmp_path: Path):
+    """Only ModelOpt's spelling (`k_proj.k_scale`) is a companion; `self_attn.k_scale` is no weight's scale."""
+    spec = DrafterSpec(embed_tokens=True)
+    extra = {stored_name("sglang", spec, "layers.0.self_attn.o_proj.weight")[:-len("o_proj.weight")] + "k_scale":
+             f32(1.0)}
+    src = build_quantized(tmp_path / "s", "sglang", spec, plain=PLAIN, extra_tensors=extra)
+    codes = [f["code"] for f in json.loads(run_cli("validate", "--json", src).stdout)["findings"]]
+    assert "E-KEY-UNKNOWN" in codes, codes

@@ -24,7 +24,7 @@ import re
 from fnmatch import fnmatch
 from typing import Any, Collection, Mapping
 
-from ..quantization import COMPANIONS, FUSED, QUANTIZABLE, kv_scales, modelopt_method, quantized_modules
+from ..quantization import FUSED, QUANTIZABLE, companion, kv_scales, modelopt_method, quantized_modules
 from .common import Reading
 from .releases import Change
 
@@ -238,4 +238,4 @@ def _mismatch(label: str, present: list[str], scaled: set[str], entries: list[st
 
 
 def has_scales(names: Collection[str]) -> bool:
-    return any(n.endswith(tuple("." + c for c in COMPANIONS)) for n in names)
+    return any(companion(n) for n in names)
