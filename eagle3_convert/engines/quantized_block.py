@@ -5,15 +5,18 @@ wheels (file:line below); other releases and DSpark's quantized loading were not
 
 - vLLM (models/qwen3_dflash.py): the draft's own quant config (models/utils.py get_draft_quant_config :985) with its
   ignore list renamed to the runtime names (map_draft_quant_config :1010: layers.N -> layers.{L+N}, `model.`), so
-  entries in the checkpoint's names match; `fc` is a ReplicatedLinear with it (:480-488); embed_tokens is built
-  without it (:443-447) and lm_head with it only under `has_own_lm_head` (:755-763): a scale for either has no
-  parameter and AutoWeightsLoader raises.
+  entries in the checkpoint's names match; `fc` is a ReplicatedLinear with it (:477); embed_tokens is built
+  without it (:443) and lm_head with it only under `has_own_lm_head` (:755-763): a scale for either has no
+  parameter and AutoWeightsLoader raises ("There is no module or parameter named", models/utils.py:443).
 - SGLang (srt/models/dflash.py): DFlashDraftModel and DFlash2DraftModel set `supports_quantization = False` (:685):
-  the layers get the quant config with no layer prefix (:736-740), so the ignore list is matched against the bare
-  `qkv_proj`, `o_proj`, `gate_up_proj`, `down_proj`; `fc` is a plain torch.nn.Linear (:776): an FP8 fc loads its
-  8-bit values unscaled and `fc.weight_scale` is skipped as "unexpected" (load_weights :930-932), a packed 4-bit fc
-  fails "DFLASH fc.weight shape mismatch" (:960). (Nemotron 3.5's W4A16_NVFP4 drafts, is_nemotron_35_draft_config
-  in speculative/dflash_utils.py, take another path: not judged.)
+  the layers get the quant config with no layer prefix (:735-741), so the ignore list is matched against the bare
+  `qkv_proj`, `o_proj`, `gate_up_proj`, `down_proj`; `fc` is a plain torch.nn.Linear (:772): an FP8 fc loads its
+  8-bit values unscaled and `fc.weight_scale` is skipped as "unexpected" (load_weights :945), a packed 4-bit fc
+  fails "DFLASH fc.weight shape mismatch" (:969). (Nemotron 3.5's W4A16_NVFP4 drafts, is_nemotron_35_draft_config
+  in speculative/dflash_utils.py, take another path: not judged.) The draft's quantization is
+  --speculative-draft-model-quantization, else the target's --quantization, else its own config's
+  (arg_groups/serving_hook.py:675-689; configs/model_config.py _parse_quant_hf_config :1727): judged as its own
+  config says.
 """
 
 from __future__ import annotations
