@@ -20,8 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import RefusalError
 
-# Longest first: `weight_scale_2` also ends in a name that starts `weight_scale`.
-COMPANIONS = ("weight_scale_2", "weight_scale", "input_scale")
+# Longest first: `weight_scale_2` also ends in a name that starts `weight_scale`. `k_scale` / `v_scale`: the
+# KV-cache scales, which ModelOpt writes beside k_proj / v_proj (`self_attn.k_proj.k_scale`, postprocess_state_dict
+# in modelopt/torch/export/quant_utils.py: `k_bmm_quantizer._amax` / maxbound, at least 1 for FP8).
+COMPANIONS = ("weight_scale_2", "weight_scale", "input_scale", "k_scale", "v_scale")
+KV_SCALES = ("k_scale", "v_scale")
 # The linear modules of an EAGLE-3 drafter (canonical names) and the embedding, which a quantizer may touch.
 QUANTIZABLE = re.compile(r"^(fc|lm_head|embed_tokens|layers\.\d+\.(self_attn\.[qkvo]_proj|mlp\.(gate|up|down)_proj))$")
 # The engines fuse these into one layer that is quantized whole or not at all (vLLM's is_layer_skipped raises
@@ -47,11 +50,17 @@ class QuantScheme(BaseModel):
 
 
 def companion(name: str) -> tuple[str, str] | None:
-    """`X.weight_scale` -> (`X.weight`, `weight_scale`); None for a name that is no scale."""
+    """`X.weight_scale` -> (`X.weight`, `weight_scale`); None for a name that is no scale. A KV-cache scale is one
+    only beside its projection (`k_proj.k_scale`, `v_proj.v_scale`, as ModelOpt writes it)."""
     for suffix in COMPANIONS:
-        if name.endswith("." + suffix):
+        if name.endswith("." + suffix) and (suffix not in KV_SCALES or name.endswith(f".{suffix[0]}_proj.{suffix}")):
             return name[:-len(suffix)] + "weight", suffix
     return None
+
+
+def kv_scales(names: Collection[str]) -> list[str]:
+    """The KV-cache scales among `names` (each beside its k_proj / v_proj)."""
+    return sorted(n for n in names if (c := companion(n)) and c[1] in KV_SCALES)
 
 
 def is_quantized(names: Collection[str]) -> bool:

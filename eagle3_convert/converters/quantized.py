@@ -15,6 +15,9 @@ from .layout import ConvertOptions, Layout, WritePlan
 
 # The layouts a quantized drafter is written in, and why each other one cannot say it.
 WRITES = ("vllm", "sglang", "modelopt")
+# A quantized DFlash / DFlash2 drafter: the flat dflash layout, whose config.json both engines read the draft's
+# quantization_config from (engines/quantized_block.py); DSpark's quantized loading was not read.
+BLOCK_WRITES = {"dflash": ("dflash", "dflash2")}
 CANNOT = {
     "speculators": "vLLM's speculators path builds its config from the speculators fields and passes no "
                    "quantization_config on (vllm/transformers_utils/configs/speculators/, 0.33.0)",
@@ -55,12 +58,15 @@ def plan(layout: Layout, drafter: Drafter, options: ConvertOptions) -> WritePlan
     scheme = drafter.config.quantization
     if scheme is None:
         return layout.plan(drafter, options)
-    if layout.name not in WRITES:
-        why = CANNOT.get(layout.name, f"how the engines load a quantized drafter of the {layout.name} layout was not "
-                                      "read, so its quantization config is not written")
+    kind = drafter.config.kind
+    block = kind in ("dflash", "dflash2", "dspark")
+    writes = [w for w, kinds in BLOCK_WRITES.items() if kind in kinds] if block else list(WRITES)
+    if layout.name not in writes:
+        why = CANNOT.get(layout.name, f"how the engines load a quantized {kind} drafter of the {layout.name} layout "
+                                      "was not read, so its quantization config is not written")
+        where = f"convert to {', '.join(f'--to {w}' for w in writes)}, or " if writes else ""
         raise RefusalError(f"a quantized drafter ({scheme.algo}) cannot be written in the {layout.name} layout: {why}",
-                           f"convert to {', '.join(f'--to {w}' for w in WRITES)}, or {HINT_EXPORT_PLAIN}",
-                           code="E-QUANT-UNSUPPORTED")
+                           f"{where}{HINT_EXPORT_PLAIN}", code="E-QUANT-UNSUPPORTED")
     written = layout.plan(drafter, options)
     plain = plain_modules(drafter.tensors)
     written.config["quantization_config"] = quantization_config(scheme, plain, drafter.config.num_layers)

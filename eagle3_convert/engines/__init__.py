@@ -21,7 +21,7 @@ from typing import Any, Collection, Mapping, Sequence
 from ..capture_ids import a_layer_target, as_captured, capture_context, default_boundaries, depth_defaults
 from ..drafter import BLOCK_KINDS, KINDS, DrafterConfig
 from ..names import LABELS, NAMED_ONLY, RUNNERS, engine_of, runners_of
-from . import block_diffusion, llamacpp, quantized, lmdeploy, mlxvlm, sglang, speculators, trtllm, vllm
+from . import block_diffusion, llamacpp, quantized, quantized_block, lmdeploy, mlxvlm, sglang, speculators, trtllm, vllm
 from .common import AS_TRAINED, DEFAULT_LAYERS, FLAGS, REFUSES, RUNTIME_LAYERS, UNKNOWN, WRONG, Reading, TargetContext
 from .releases import EngineChoice, Releases
 
@@ -241,7 +241,9 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
     if quantized.has_scales(names):  # only vLLM's and SGLang's loading of ModelOpt's scales was read
         for e, r in readings.items():
             if engine_of(e) not in quantized.READ_IN and r.refusal is None:
-                r.undecided = {kind: f"{LABELS[e]}'s loading of a quantized drafter was not read" for kind in KINDS}
+                why = trtllm.QUANTIZED_UNDECIDED if engine_of(e) == "trtllm" else \
+                    f"{LABELS[e]}'s loading of a quantized drafter was not read"
+                r.undecided = {kind: why for kind in KINDS}
     return readings
 
 
@@ -255,7 +257,7 @@ def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: Draft
     if engines is None:
         engines = RUNNERS + tuple(r for e in NAMED_ONLY if e in (releases or {}) for r in runners_of(e))
     if cfg.kind in BLOCK_KINDS:  # DFlash, DSpark: read by other classes than EAGLE-3's
-        return _block_diffusion_verdicts(config, cfg, engines, releases)
+        return _block_diffusion_verdicts(config, names, cfg, engines, releases)
     out = {}
     for e in engines:
         known = releases_of(e)
@@ -283,8 +285,8 @@ def serve_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: Draft
     return out
 
 
-def _block_diffusion_verdicts(config: Mapping[str, Any], cfg: DrafterConfig, engines: Collection[str],
-                              releases: Mapping[str, Sequence[str | None]] | None) -> dict[str, Verdict]:
+def _block_diffusion_verdicts(config: Mapping[str, Any], names: Collection[str], cfg: DrafterConfig,
+                              engines: Collection[str], releases: Mapping[str, Sequence[str | None]] | None) -> dict[str, Verdict]:
     """A DFlash/DSpark file's verdicts, judged for the newest release we know (the only one its readers were read
     in), and for a newer one by its rules: any other release named is unknown."""
     out = {}
@@ -297,9 +299,20 @@ def _block_diffusion_verdicts(config: Mapping[str, Any], cfg: DrafterConfig, eng
                                                f"{known.label} {known.newest} only, not {other}", release=other)
             continue
         newer = next((r for r in named if r is not None and not known.knows(r)), None)
-        out[e] = Verdict(e, *block_diffusion.judge(e, config, cfg), release=newer or known.newest,
+        out[e] = Verdict(e, *_with_quantization(e, config, names, cfg), release=newer or known.newest,
                          judged_by=newer and known.newest)
     return out
+
+
+def _with_quantization(runner: str, config: Mapping[str, Any], names: Collection[str],
+                       cfg: DrafterConfig) -> tuple[str, list[int] | None, str]:
+    """The block-diffusion verdict, overruled where the engine's loading of the quantized weights decides it: a
+    refusal stands first (the engine never serves), then a silent misload, then a loading not read."""
+    base = block_diffusion.judge(runner, config, cfg)
+    quant = quantized_block.judge(runner, cfg.kind, config, names)
+    if quant is None or base[0] == REFUSES or (quant[0] == UNKNOWN and base[0] in (WRONG, UNKNOWN)):
+        return base
+    return quant[0], base[1], quant[1]
 
 
 def _spans(known: Releases, eras: list[tuple[str, str, Verdict]]) -> tuple[Span, ...]:

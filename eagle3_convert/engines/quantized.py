@@ -24,7 +24,7 @@ import re
 from fnmatch import fnmatch
 from typing import Any, Collection, Mapping
 
-from ..quantization import COMPANIONS, FUSED, QUANTIZABLE, modelopt_method, quantized_modules
+from ..quantization import FUSED, QUANTIZABLE, companion, kv_scales, modelopt_method, quantized_modules
 from .common import Reading
 from .releases import Change
 
@@ -50,6 +50,13 @@ SGLANG_FP4_KEYS = Change(
     "(modelopt_quant.py:1653, :1673)", "0.5.23",
     "sglang modelopt_quant.py ModelOptFp4Config.from_config, read in 0.5.11 and 0.5.23 (boundary between not "
     "located)")
+# KV-cache scales (`self_attn.k_proj.k_scale`, `v_proj.v_scale`, quantization.py). vLLM 0.33.0 loads them: a ModelOpt
+# config gives every Attention a KV-cache method with k_scale / v_scale parameters (modelopt.py:232-233,
+# kv_cache.py BaseKVCacheMethod) and AutoWeightsLoader renames ModelOpt's names to `self_attn.attn.k_scale`
+# (models/utils.py:467, base_config.py:232-235); used under --kv-cache-dtype fp8. SGLang 0.5.23's draft loaders
+# (llama_eagle3.py load_weights :355-378, dflash.py :945) have no KV-scale renaming: skipped without a word.
+KV_SCALES_SGLANG = ("SGLang skips the draft's k_scale / v_scale (its draft loader has no KV-scale renaming): under "
+                    "--kv-cache-dtype fp8 the draft's attention uses scale 1.0, not the calibrated ones")
 READ_IN = ("vllm", "sglang")  # the engines whose quantized loading was read (the others: no verdict)
 VLLM_CHANGES = (VLLM_EXCLUDE_MODULES_FALLBACK, VLLM_QKV_UNDER_SELF_ATTN)
 SGLANG_CHANGES = (SGLANG_FP4_KEYS,)
@@ -191,6 +198,8 @@ def read_sglang(r: Reading, config: Mapping[str, Any], names: Collection[str], r
     if scheme is None:
         return
     algo, body, flat = scheme
+    if kv_scales(names) and body.get("kv_cache_quant_algo"):
+        r.caveats.append(KV_SCALES_SGLANG)
     fp4 = "FP4" in algo
     allowed = (SGLANG_ALGOS if reads(SGLANG_FP4_KEYS) else SGLANG_ALGOS_OLD) if fp4 else ("FP8",)
     if algo not in allowed:
@@ -229,4 +238,4 @@ def _mismatch(label: str, present: list[str], scaled: set[str], entries: list[st
 
 
 def has_scales(names: Collection[str]) -> bool:
-    return any(n.endswith(tuple("." + c for c in COMPANIONS)) for n in names)
+    return any(companion(n) for n in names)

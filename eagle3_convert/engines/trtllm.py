@@ -107,6 +107,16 @@ def read(config: Mapping[str, Any], names: Collection[str], ctx: TargetContext, 
 
 
 # What validate's replay needs (validate.profiles.EngineProfile is built from these). Capture ids: a runtime argument.
+# A quantized drafter: what was read, and why no verdict. Read in NVIDIA/TensorRT-LLM: `ModelConfig.from_pretrained`
+# (`_torch/model_config.py` @ 008e0af8) takes the draft directory's hf_quant_config.json as authoritative (config.json's
+# quantization_config only warned about where it differs, `warn_if_inline_diverges`; read instead when the file is
+# absent), and `read_modelopt_quant_config` (`quantization/modelopt_config.py`) reads a flat config's `ignore` as
+# `exclude_modules`; `SpecDecOneEngineForCausalLM.__init__` (`modeling_speculative.py` @ b35ac1b6) then overwrites the
+# draft's kv_cache_quant_algo with the target's. How its Eagle3 draft modules' names meet exclude_modules was not read.
+QUANTIZED_UNDECIDED = ("TensorRT-LLM reads the draft's hf_quant_config.json (else config.json's quantization_config, "
+                       "`ignore` as exclude_modules) and takes the KV-cache algo from the target, not the draft "
+                       "(model_config.py, modeling_speculative.py); how its draft modules' names meet "
+                       "exclude_modules was not read")
 IDS_FROM = None
 FAMILIES = frozenset({"llama", "deepseek_mla"})  # MLA attention inside its Llama-named class, with kv_lora_rank
 FLAGS_READ = frozenset({"norm_before_fc", "fc_norm", "norm_output"})  # norm_before_fc nested only (read())
