@@ -1,4 +1,4 @@
-"""llama.cpp GGUF (`general.architecture = eagle3`): docs/formats.md §7, llama.cpp b11434.
+"""llama.cpp GGUF (`general.architecture = eagle3`; `dflash`: converters/gguf_dflash.py): docs/formats.md §7.
 
 The `eagle3` architecture holds one Llama-style decoder layer fusing exactly 3 captured states.
 What it reads: `eagle3.target_layers` (capture BOUNDARIES, used in file order: written sorted),
@@ -11,21 +11,13 @@ rope scaling is the `rope_freqs` factor table. Norms are F32 (GGML's CPU multipl
 BF16 kernel), d2t I64; the 2-D weights keep the source dtype unless `--outtype` says bf16, f16 or
 f32. q8_0 and other quantized types are not written: quantize afterwards with `llama-quantize`.
 
-Reading back (`--from gguf`) inverts every step: rows un-permuted, d2t turned into offsets, t2d
-rebuilt, and norms returned to their source dtype (recorded in `eagle3_convert.record`, a key
-llama.cpp ignores, with the canonical config llama.cpp's keys cannot hold: rope fields, extras).
-Tensor bytes are streamed in bounded chunks both ways (one head's rows at a time for q/k).
+Reading back (`--from gguf`) inverts every step: rows un-permuted, d2t as offsets, t2d rebuilt, norms
+in their source dtype (recorded in `eagle3_convert.record`, a key llama.cpp ignores, with the canonical
+config its keys cannot hold). Tensor bytes are streamed in bounded chunks both ways.
 
-The `gguf` package from PyPI (0.19.0, no EAGLE-3 constants) is the container: its GGUFWriter writes
-the header, our keys and the tensor infos; the target's `tokenizer.*` records are copied verbatim as
-byte spans and the tensor bytes streamed after them. Headers are read by `scan_gguf`, one streaming
-pass (the package's GGUFReader builds numpy objects per tokenizer string: 600 MB and 10 s for a
-Llama-3 vocabulary). `--to gguf` of an 8B drafter (850 MB) with a 128k-token target: 3.5 s, 75 MiB
-peak RSS. The package is imported only when a GGUF is read or written (`pip install
-eagle3-convert[gguf]`).
-
-This module is the layout (names, reading back, planning, validate's view); the container is
-converters/gguf_file.py and the tensor bytes converters/gguf_tensors.py.
+PyPI's `gguf` (0.19.0) writes header, keys and tensor infos; the target's `tokenizer.*` records are
+copied as byte spans, tensor bytes streamed (gguf_file.py). `--to gguf` of an 8B drafter (850 MB) with
+a 128k-token target: 3.5 s, 75 MiB peak RSS. Imported lazily (`pip install eagle3-convert[gguf]`).
 """
 
 from __future__ import annotations
@@ -54,6 +46,7 @@ from .base import (
     modelopt_first_layer_note,
     refuse_unless,
 )
+from . import gguf_dflash
 from .gguf_file import (  # noqa: F401 (gguf_file, scan_gguf: re-exported)
     ARCH, FILE_TYPE, RECORD_KEY, TargetGGUF, file_name, gguf_file, key_types, read_target_gguf, scan_gguf,
     write_gguf)
@@ -294,10 +287,13 @@ class GGUFLayout(Layout):
     summary = "llama.cpp GGUF (general.architecture eagle3), one file; `llama-server -md FILE --spec-type draft-eagle3`"
     engine = "vllm"  # eagle3.target_layers are capture boundaries, vLLM's convention
     home_engines = ("llamacpp",)
+    kinds = ("eagle3", "dflash")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         if "_gguf" not in ckpt.config:
             return None
+        if ckpt.config.get("general.architecture") == gguf_dflash.ARCH:
+            return Detection(self.name, True, "a GGUF with general.architecture dflash")
         if ckpt.config.get("general.architecture") != ARCH:
             raise FormatError(f"{ckpt.path.name}: general.architecture is {ckpt.config.get('general.architecture')!r}, "
                               "not eagle3", "this is not an EAGLE-3 drafter GGUF", code="E-GGUF-ARCH")
@@ -309,6 +305,8 @@ class GGUFLayout(Layout):
             raise FormatError(f"{ckpt.path}: not a GGUF", "--from gguf reads a .gguf file or a directory holding one",
                               code="E-GGUF-READ")
         self.detect(ckpt)
+        if ckpt.config.get("general.architecture") == gguf_dflash.ARCH:
+            return gguf_dflash.read(ckpt)
         keys = _keys_llamacpp_reads(ckpt.config, ckpt.tensors)
         notes = list(ckpt.notes)
         cfg, dtypes = _config(ckpt, keys, notes)
@@ -322,6 +320,8 @@ class GGUFLayout(Layout):
     # ---------------------------------------------------------------- plan
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config
+        if cfg.kind != "eagle3":
+            return gguf_dflash.plan(drafter, options, _target_gguf(options), _outtype(options), _record_to_store)
         _refuse_what_llamacpp_cannot_build(cfg)
         target = _target_gguf(options)
         boundaries = _capturable_boundaries(cfg, options, target)
