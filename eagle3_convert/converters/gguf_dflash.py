@@ -74,7 +74,7 @@ def refuse_what_llamacpp_cannot_build(cfg: DrafterConfig, target: TargetGGUF) ->
                   "serve it with vLLM (--to dflash)", "E-BIAS-UNSUPPORTED")
     refuse_unless(cfg.draft_vocab_size == cfg.vocab_size, f"the drafter drafts {cfg.draft_vocab_size} of "
                   f"{cfg.vocab_size} tokens; the d2t convention of {where} was not verified, so no reduced "
-                  "vocabulary is written", "serve it with vLLM (--to dflash)", "E-VOCAB-UNSUPPORTED")
+                  "vocabulary is written", "serve it with vLLM (--to dflash)", "E-GGUF-VOCAB")
     refuse_unless(all(t == FULL for t in layer_types(cfg)), f"the drafter has sliding-window layers; this writer "
                   "does not write llama.cpp's sliding_window_pattern", "serve it with vLLM (--to dflash)",
                   "E-FLAG-UNSUPPORTED")
