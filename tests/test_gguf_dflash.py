@@ -119,3 +119,26 @@ def test_a_gguf_with_nested_target_layers_is_refused_as_llamacpp_refuses_it(tmp_
     assert "E-ENGINE-REFUSES" in said and "DFlash model requires 'target_layers'" in said["E-ENGINE-REFUSES"], said
     back = run_cli("--no-record", "--from", "gguf", "--to", "dflash", tmp_path / "nested", tmp_path / "back")
     assert back.exit_code == 1 and refusal(back.stderr) == "E-GGUF-KEY", back.stderr
+
+
+def test_publish_layout_gguf_names_a_dflash_file_dflash_and_serves_it_with_draft_dflash(monkeypatch, tmp_path: Path):
+    """Not the `eagle3-*.gguf` sidecar name (llama.cpp's -hf pickup would serve it with draft-eagle3)."""
+    from huggingface_hub import ModelCard, snapshot_download
+
+    from hub_server import isolated_hub
+
+    src = specforge_drafter(tmp_path / "src", "dflash")
+    repo, token = "test-user/tiny-dflash-gguf", "hf_publish_test_token"
+    with isolated_hub(monkeypatch, tmp_path / "hf-home") as hub:
+        result = run_cli("publish", src, repo, "--layout", "gguf", "--target-gguf", target(tmp_path),
+                         "--endpoint", hub.url, "--token", token, "--no-registry")
+        assert result.exit_code == 0, result.stderr
+        snapshot = Path(snapshot_download(repo, endpoint=hub.url, token=token, cache_dir=tmp_path / "dl"))
+        ggufs = [p.name for p in snapshot.iterdir() if p.name.endswith(".gguf")]
+        assert ggufs == ["dflash-tiny-dflash-BF16.gguf"], ggufs
+        card = ModelCard.load(snapshot / "README.md").text
+        assert "-md dflash-tiny-dflash-BF16.gguf" in card and "--spec-type draft-dflash" in card, card
+        assert "draft-eagle3" not in card and "eagle3-*.gguf" not in card
+        back = run_cli("--no-record", "--to", "dflash", snapshot, tmp_path / "back")
+        assert back.exit_code == 0, back.stderr
+        assert tensor_hashes(tmp_path / "back") == tensor_hashes(src)
