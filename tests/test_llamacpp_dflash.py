@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from builders import DrafterSpec, build_drafter
 from gguf_target import write_target_gguf
-from test_drafters_2026_block import H, TARGET_DEPTH, VOCAB, specforge_drafter
+from test_drafters_2026_block import H, TARGET_DEPTH, VOCAB, specforge_drafter, speculators_drafter
 from test_llamacpp import LlamaCpp, llamacpp, log_drain_preload, probe, to_gguf  # noqa: F401  (the tier's fixtures)
 
 pytestmark = pytest.mark.llamacpp
@@ -93,3 +93,20 @@ def test_our_dflash_gguf_loads_with_the_trained_layers_and_drafts(llamacpp: Llam
     assert f"block_size=16, mask_token_id={VOCAB - 3}, n_extract=5" in log, log[-3000:]
     drafted = [int(line.split("=")[-1]) for line in log.splitlines() if "n_drafted =" in line]
     assert drafted and drafted[-1] > 0, log[-3000:]
+
+
+def test_our_reduced_vocabulary_dflash_gguf_loads_its_d2t_and_drafts(llamacpp: LlamaCpp, tmp_path: Path,
+                                                                     log_drain_preload: dict[str, str]):
+    """A speculators DFlash drafting 256 of 512 tokens: llama.cpp loads our I64 d2t (absolute target ids) and the
+    drafter's own head, and drafts."""
+    src = speculators_drafter(tmp_path / "src", "dflash", [1, 9, 17, 25, 33], draft_vocab=VOCAB // 2)
+    target = write_target_gguf(tmp_path / "target.gguf", layers=TARGET_DEPTH, hidden=H, vocab=VOCAB)
+    draft = to_gguf(src, tmp_path / "draft", target)
+    got = probe(llamacpp, draft=draft)
+    assert got["draft"]["loaded"] and got["draft"]["target_layer_ids"] == [1, 9, 17, 25, 33], got["log"][-3000:]
+    assert f"DFlash using d2t mapping (draft_vocab_size = {VOCAB // 2})" in got["log"]
+    proc = subprocess.run([str(llamacpp.speculative_simple), "-m", str(target), "-md", str(draft), "--spec-type",
+                           "draft-dflash", "-p", "hello world", "-n", "16", "--temp", "0", "--top-k", "1", "--seed",
+                           "42", "-c", "256", "-lv", "4"], capture_output=True, timeout=600, env=log_drain_preload)
+    log = proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0 and "block_size=8, mask_token_id=509, n_extract=5" in log, log[-3000:]

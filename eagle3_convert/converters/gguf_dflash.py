@@ -16,8 +16,9 @@ writes `[i + 1 for i in dflash_config.target_layer_ids]`; that is exactly our ca
 (capture_ids.block_diffusion_boundaries), so the key holds `capture_boundaries` as they are.
 
 Written: DFlash only (DSpark's Markov/confidence heads and DFlash2's convolutions and selector have their own GGUF
-tensors whose converter was not read at a citable commit: refused, E-KIND-UNSUPPORTED), full vocabulary only
-(the d2t convention of the dflash graph was not verified: refused), no embed_tokens (the converter maps none: "Can
+tensors whose converter was not read at a citable commit: refused, E-KIND-UNSUPPORTED); a reduced vocabulary as
+`output` {n_embd, Vd} and an I64 `d2t` of ABSOLUTE target ids (the graph asserts I64 and scatters draft row i to
+target row d2t[i] with ggml_set_rows, as for eagle3); no embed_tokens (the converter maps none: "Can
 not map tensor 'model.embed_tokens.weight'"; llama.cpp uses the target's embedding: the tensor is left out and the
 output says so). The target's tokenizer is copied from `--target-gguf`, the mask token written as
 `tokenizer.ggml.mask_token_id`. Reading back needs our record (`eagle3_convert.record`): a DFlash GGUF without it
@@ -41,6 +42,7 @@ from .gguf_tensors import ELEMENT, StreamedTensor, cast_weights, exactly_back
 
 ARCH = "dflash"
 MASK_KEY = "tokenizer.ggml.mask_token_id"
+D2T = "d2t"
 # canonical name -> llama.cpp's GGUF name (gguf-py MODEL_ARCH.DFLASH; per-layer names as Qwen3's)
 TOP = {"fc.weight": "fc.weight", "hidden_norm.weight": "enc.output_norm.weight", "norm.weight": "output_norm.weight",
        "lm_head.weight": "output.weight"}
@@ -72,9 +74,6 @@ def refuse_what_llamacpp_cannot_build(cfg: DrafterConfig, target: TargetGGUF) ->
                   "E-FAMILY-UNSUPPORTED")
     refuse_unless(not (cfg.attention_bias or cfg.mlp_bias), f"the drafter has bias tensors; {where} loads none",
                   "serve it with vLLM (--to dflash)", "E-BIAS-UNSUPPORTED")
-    refuse_unless(cfg.draft_vocab_size == cfg.vocab_size, f"the drafter drafts {cfg.draft_vocab_size} of "
-                  f"{cfg.vocab_size} tokens; the d2t convention of {where} was not verified, so no reduced "
-                  "vocabulary is written", "serve it with vLLM (--to dflash)", "E-GGUF-VOCAB")
     refuse_unless(all(t == FULL for t in layer_types(cfg)), f"the drafter has sliding-window layers; this writer "
                   "does not write llama.cpp's sliding_window_pattern", "serve it with vLLM (--to dflash)",
                   "E-FLAG-UNSUPPORTED")
@@ -115,6 +114,11 @@ def plan(drafter: Drafter, options: ConvertOptions, target: TargetGGUF, outtype:
         dtypes[cname] = src.dtype
         dst = "F32" if len(src.shape) == 1 else OUTTYPES.get(outtype, src.dtype)  # norms F32, as for eagle3
         tensors[gname] = src if dst == src.dtype else StreamedTensor(src, dst, tuple(src.shape))
+    if drafter.vocab is not None:  # the graph scatters draft row i to target id d2t[i]: absolute I64 ids
+        import numpy as np
+
+        tensors[D2T] = InMemoryTensor("I64", (cfg.draft_vocab_size,),
+                                      np.array(drafter.vocab.target_ids, dtype="<i8").tobytes())
     dropped = [n for n in ("embed_tokens.weight",) if n in drafter.tensors]
     if dropped:
         notes.append("embed_tokens.weight is left out: llama.cpp's DFlash uses the target's embedding (its "
@@ -200,6 +204,8 @@ def read(ckpt: Checkpoint) -> Drafter:
     canonical_of = {g: c for c, g in names(cfg.num_layers).items()}
     canonical: dict[str, TensorSource] = {}
     for name, ref in tensors.items():
+        if name == D2T:
+            continue
         cname = canonical_of.get(name)
         if cname is None:
             raise RefusalError(f"tensor {name!r} is not part of a DFlash drafter this tool reads",
@@ -210,7 +216,10 @@ def read(ckpt: Checkpoint) -> Drafter:
             canonical[cname] = InMemoryTensor(want, ref.shape, back) if back is not None else ref
         else:
             canonical[cname] = ref
-    drafter = Drafter(cfg, canonical, None, list(ckpt.notes))
+    from .gguf import _vocab_map  # (gguf imports this module)
+
+    drafter = Drafter(cfg, canonical, _vocab_map(tensors.get(D2T), cfg.draft_vocab_size, cfg.vocab_size),
+                      list(ckpt.notes))
     check_tensor_table(drafter)
     return drafter
 
