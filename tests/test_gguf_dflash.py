@@ -43,6 +43,7 @@ def test_a_specforge_dflash_drafter_round_trips_through_gguf_byte_for_byte(tmp_p
     assert {"fc.weight", "enc.output_norm.weight", "output_norm.weight", "blk.1.attn_k_norm.weight"} <= set(tensors)
     assert "llama.cpp b11434" in out.stdout and "serves as trained" in out.stdout.split("llama.cpp b11434")[1]
     assert "--spec-type draft-dflash" in out.stdout
+    assert f"as written for gguf: {[i + 1 for i in trained]}" in out.stdout, out.stdout
     back = run_cli("--no-record", "--from", "gguf", "--to", "dflash", tmp_path / "gguf", tmp_path / "back")
     assert back.exit_code == 0, back.stderr
     assert tensor_hashes(tmp_path / "back") == tensor_hashes(src)
