@@ -95,6 +95,11 @@ def test_what_llamacpps_dflash_graph_cannot_build_is_refused_and_nothing_written
         (specforge_drafter(tmp_path / "shallow", "dflash"), write_target_gguf(tmp_path / "t12.gguf", layers=12,
                                                                               hidden=H, vocab=VOCAB), "E-GGUF-TARGET"),
     ]
+    last = specforge_drafter(tmp_path / "last", "dflash")  # id 35: boundary 36 = L, the last layer's output
+    config = json.loads((last / "config.json").read_text())
+    config["dflash_config"]["target_layer_ids"] = [1, 9, 17, 25, 35]
+    (last / "config.json").write_text(json.dumps(config))
+    cases.append((last, tgt, "E-CAPTURE-UNREACHABLE"))  # the tier's llama.cpp aborts: "layer input tensor is null"
     for src, tg, code in cases:
         result = run_cli("--no-record", "--to", "gguf", "--target-gguf", tg, src, tmp_path / f"out-{src.name}")
         assert result.exit_code == 1 and refusal(result.stderr) == code, (src.name, result.stderr)
