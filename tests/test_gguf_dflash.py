@@ -99,7 +99,12 @@ def test_what_llamacpps_dflash_graph_cannot_build_is_refused_and_nothing_written
     config = json.loads((last / "config.json").read_text())
     config["dflash_config"]["target_layer_ids"] = [1, 9, 17, 25, 35]
     (last / "config.json").write_text(json.dumps(config))
-    cases.append((last, tgt, "E-CAPTURE-UNREACHABLE"))  # the tier's llama.cpp aborts: "layer input tensor is null"
+    cases.append((last, tgt, "E-CAPTURE-UNREACHABLE"))
+    causal = specforge_drafter(tmp_path / "causal", "dflash")  # trained causal in the block; llama.cpp is not
+    config = json.loads((causal / "config.json").read_text())
+    config["dflash_config"]["causal"] = True
+    (causal / "config.json").write_text(json.dumps(config))
+    cases.append((causal, tgt, "E-ENGINE-WRONG"))  # the tier's llama.cpp aborts: "layer input tensor is null"
     for src, tg, code in cases:
         result = run_cli("--no-record", "--to", "gguf", "--target-gguf", tg, src, tmp_path / f"out-{src.name}")
         assert result.exit_code == 1 and refusal(result.stderr) == code, (src.name, result.stderr)
