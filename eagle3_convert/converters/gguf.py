@@ -34,7 +34,6 @@ from ..engines.common import id_list
 from ..errors import FormatError, RefusalError, UsageError
 from ..json_values import is_positive_int
 from ..safetensors_io import InMemoryTensor, TensorSource, read_tensor_bytes
-from ..vocab_map import VocabMap, encode_d2t
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -50,7 +49,8 @@ from . import gguf_dflash
 from .gguf_file import (  # noqa: F401 (gguf_file, scan_gguf: re-exported)
     ARCH, FILE_TYPE, RECORD_KEY, TargetGGUF, file_name, gguf_file, key_types, read_target_gguf, scan_gguf,
     write_gguf)
-from .gguf_tensors import ELEMENT, StreamedTensor, cast_weights, exactly_back, llama3_rope_factors
+from .gguf_tensors import (ELEMENT, StreamedTensor, cast_weights, exactly_back, llama3_rope_factors,
+                           vocab_map_from_d2t)
 
 # Targets whose llama.cpp graph exposes the layer inputs (t_layer_inp), and those that also set t_h_nextn,
 # which a capture at boundary L needs (docs/formats.md §7.3, grep of b11434 src/models/*.cpp).
@@ -263,23 +263,6 @@ def _check_rope_freqs(rope: TensorSource | None, cfg: DrafterConfig, notes: list
                      "config's rope_scaling is kept")
 
 
-def _vocab_map(d2t: TensorSource | None, draft_vocab: int, vocab: int) -> VocabMap | None:
-    """llama.cpp's d2t holds absolute target ids (ours: offsets); None for the full target vocab."""
-    if d2t is None:
-        return None
-    import numpy as np
-
-    if d2t.dtype != "I64" or d2t.shape != (draft_vocab,):
-        raise FormatError(f"d2t is {d2t.dtype} {list(d2t.shape)}; llama.cpp asserts I64 [{draft_vocab}]",
-                          "the file is damaged", code="E-VOCAB-DTYPE")
-    absolute = np.frombuffer(read_tensor_bytes(d2t), dtype="<i8").tolist()
-    if any(not 0 <= t < vocab for t in absolute) or any(b <= a for a, b in zip(absolute, absolute[1:])):
-        raise FormatError("d2t does not hold ascending absolute target ids below the vocabulary size",
-                          "llama.cpp's d2t holds absolute ids; this one is damaged", code="E-VOCAB-ORDER")
-    vmap = VocabMap(tuple(absolute), vocab, encode_d2t([t - i for i, t in enumerate(absolute)]), None)
-    return None if vmap.is_identity else vmap
-
-
 # ------------------------------------------------------------------ the layout
 
 class GGUFLayout(Layout):
@@ -313,7 +296,8 @@ class GGUFLayout(Layout):
         canonical = _canonical_tensors(ckpt.tensors, cfg, dtypes)
         _check_rope_freqs(ckpt.tensors.get(ROPE_FREQS), cfg, notes)
         cfg = dtype_of_weights(cfg, getattr(canonical.get("fc.weight"), "dtype", None), notes)
-        drafter = Drafter(cfg, canonical, _vocab_map(ckpt.tensors.get(D2T), keys.draft_vocab, keys.vocab), notes)
+        vmap = vocab_map_from_d2t(ckpt.tensors.get(D2T), keys.draft_vocab, keys.vocab)
+        drafter = Drafter(cfg, canonical, vmap, notes)
         check_tensor_table(drafter)
         return drafter
 

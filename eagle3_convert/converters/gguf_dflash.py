@@ -28,6 +28,7 @@ is refused (reading llama.cpp's own DFlash GGUFs from their keys alone is not do
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,7 +39,7 @@ from ..errors import FormatError, RefusalError
 from ..safetensors_io import InMemoryTensor, TensorSource, read_tensor_bytes
 from .base import Checkpoint, ConvertOptions, WritePlan, check_tensor_table, json_bytes, refuse_unless
 from .gguf_file import FILE_TYPE, RECORD_KEY, TargetGGUF, key_types, write_gguf
-from .gguf_tensors import ELEMENT, StreamedTensor, cast_weights, exactly_back
+from .gguf_tensors import ELEMENT, StreamedTensor, cast_weights, exactly_back, vocab_map_from_d2t
 
 ARCH = "dflash"
 MASK_KEY = "tokenizer.ggml.mask_token_id"
@@ -86,7 +87,8 @@ def refuse_what_llamacpp_cannot_build(cfg: DrafterConfig, target: TargetGGUF) ->
                   f"{Ht} wide; {where} sizes fc as ids x n_embd of the drafter", "pass the GGUF of the target the "
                   "drafter was trained for, or serve it with vLLM", "E-HIDDEN-UNSUPPORTED")
     refuse_unless(cfg.vocab_size == V, f"the drafter's target vocabulary is {cfg.vocab_size} tokens, the target "
-                  f"GGUF's tokenizer has {V}", "pass the GGUF of the target the drafter was trained for", "E-GGUF-VOCAB")
+                  f"GGUF's tokenizer has {V}", "pass the GGUF of the target the drafter was trained for",
+                  "E-GGUF-VOCAB")
     known = cfg.target.num_hidden_layers if cfg.target else None
     refuse_unless(known in (None, L), f"the drafter was trained on a {known}-layer target; the target GGUF has "
                   f"{L} blocks", "pass the GGUF of the target the drafter was trained for", "E-GGUF-TARGET")
@@ -157,8 +159,7 @@ def _metadata(cfg: DrafterConfig, main_dtype: str) -> dict[str, Any]:
 
 
 def file_name(dest: Path, dtype: str) -> str:
-    import re
-
+    """`dflash-<name>-<TYPE>.gguf` (not the `eagle3-*` name llama.cpp's -hf pickup serves as EAGLE-3)."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", dest.name).strip("-.") or "drafter"
     stem = re.sub(r"^dflash-", "", stem, flags=re.IGNORECASE)
     stem = re.sub(r"-(gguf|bf16|f16|f32)$", "", stem, flags=re.IGNORECASE) or "drafter"
@@ -216,9 +217,7 @@ def read(ckpt: Checkpoint) -> Drafter:
             canonical[cname] = InMemoryTensor(want, ref.shape, back) if back is not None else ref
         else:
             canonical[cname] = ref
-    from .gguf import _vocab_map  # (gguf imports this module)
-
-    drafter = Drafter(cfg, canonical, _vocab_map(tensors.get(D2T), cfg.draft_vocab_size, cfg.vocab_size),
+    drafter = Drafter(cfg, canonical, vocab_map_from_d2t(tensors.get(D2T), cfg.draft_vocab_size, cfg.vocab_size),
                       list(ckpt.notes))
     check_tensor_table(drafter)
     return drafter

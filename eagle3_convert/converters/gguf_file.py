@@ -209,7 +209,8 @@ def read_target_gguf(path: str) -> TargetGGUF:
                           "tokenizer.ggml.tokens", "pass the target model's own GGUF (made by llama.cpp's "
                           "convert_hf_to_gguf.py)", code="E-GGUF-TARGET")
     if arch in (ARCH, "dflash"):
-        raise FormatError(f"--target-gguf {path} is an {'EAGLE-3' if arch == ARCH else 'DFlash'} drafter, not a target model",
+        what = "EAGLE-3" if arch == ARCH else "DFlash"
+        raise FormatError(f"--target-gguf {path} is an {what} drafter, not a target model",
                           "pass the target model's .gguf file", code="E-GGUF-TARGET")
     return TargetGGUF(p, arch, TargetIdentity(num_hidden_layers=block_count, hidden_size=width,
                                               vocab_size=scan.tokens), scan.raw)
