@@ -18,6 +18,7 @@ from .capture_ids import block_diffusion_ids, capture_context, convention_table
 from .names import CONVENTIONS
 from .drafter import BLOCK_KINDS, KIND_LABELS, MATH_FLAGS, DrafterConfig
 from .target_identity import TargetIdentity
+from .converters.gguf_dflash import file_name as dflash_file_name
 from .converters.gguf_file import file_name
 from .engines import REFUSES, SERVING, release
 from .engines.llamacpp import serve_argv
@@ -247,7 +248,7 @@ def serve_section(repo_id: str, layout: str, serves: Mapping[str, Any], target: 
                    f"given to `trtllm-serve {model} --extra_llm_api_options`:"), "",
                   "```yaml", snippet["yaml"], "```", ""]
     if "llamacpp" in serving:
-        lines += _llamacpp_section(repo_id, layout, files, drafter_revision, serving["llamacpp"])
+        lines += _llamacpp_section(repo_id, layout, files, drafter_revision, serving["llamacpp"], config.kind)
     return lines
 
 
@@ -268,7 +269,7 @@ def _judged(engine_release: str, verdicts: Sequence[Any]) -> str:
 
 
 def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_revision: str | None,
-                      verdict: Any) -> list[str]:
+                      verdict: Any, kind: str = "eagle3") -> list[str]:
     """How llama.cpp serves the drafter (`--spec-type draft-eagle3`): a GGUF as published, any other layout
     once converted to GGUF against the target's own GGUF (llama.cpp drafts only from a GGUF)."""
     ggufs = [f for f in files if f.endswith(".gguf")]
@@ -277,7 +278,8 @@ def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_r
         dest = f"{repo_id.split('/')[-1]}-gguf"
         convert = ["eagle3-convert", "--to", "gguf", repo_id, dest, "--target-gguf", "TARGET.gguf",
                    "--outtype", "bf16", *(["--revision", drafter_revision] if drafter_revision else [])]
-        serve = serve_argv("TARGET.gguf", f"{dest}/{file_name(Path(dest), 'BF16')}")
+        name = (dflash_file_name if kind == "dflash" else file_name)(Path(dest), "BF16")
+        serve = serve_argv("TARGET.gguf", f"{dest}/{name}")
         return ["### llama.cpp", "", judged, "", "```bash", shlex.join(convert), _shell(serve), "```", "",
                 "`TARGET.gguf` is the target model's own GGUF: its tokenizer, depth and width go into the drafter's "
                 "GGUF.", ""]
@@ -288,8 +290,9 @@ def _llamacpp_section(repo_id: str, layout: str, files: Sequence[str], drafter_r
     return ["### llama.cpp", "", judged, "", "```bash", _shell(download), _shell(serve), "```", "",
             "`TARGET.gguf` is the target model's own GGUF, the one this drafter was converted against (its "
             "tokenizer is copied into the drafter). `llama-server -hfd "
-            f"{repo_id}` downloads the drafter directly; a file named `eagle3-*.gguf` beside the target's GGUF in "
-            "one repository is picked up by `llama-server -hf REPO --spec-type draft-eagle3`.", ""]
+            f"{repo_id}` downloads the drafter directly" + ("." if kind != "eagle3" else "; a file named "
+            "`eagle3-*.gguf` beside the target's GGUF in one repository is picked up by `llama-server -hf REPO "
+            "--spec-type draft-eagle3`."), ""]
 
 
 def _acceptance_section(measured: Sequence[Any]) -> list[str]:

@@ -18,6 +18,7 @@ from . import hub_client, provenance, sidecar
 from .convert import carry_history, convert, ids_as_written, make_options, read_source, sidecar_facts
 from .converters.base import CONFIG_NAME
 from .converters.gguf import FILE_TYPE, RECORD_KEY, file_name, scan_gguf
+from .converters.gguf_dflash import file_name as dflash_file_name
 from .drafter import KIND_LABELS
 from .target_identity import TargetIdentity
 from .engines import serve_verdicts, target_context
@@ -195,12 +196,13 @@ def _validate(path: Path, label: str, from_layout: str, target: Any, registry: A
 
 def _gguf_name(name: str, root: Path, repo_id: str) -> str:
     """The name llama.cpp's `-hf` sidecar pickup looks for: `eagle3-<name>-<TYPE>.gguf` (kept when it has one)."""
-    if not name.endswith(".gguf") or re.fullmatch(r"eagle3-.+-(BF16|F16|F32)\.gguf", name):
+    if not name.endswith(".gguf") or re.fullmatch(r"(eagle3|dflash)-.+-(BF16|F16|F32)\.gguf", name):
         return name
 
-    kind = scan_gguf(root / name, "GGUF").kv.get("general.file_type")
-    dtype = next((d for d, t in FILE_TYPE.items() if t == kind), "F32")
-    return file_name(Path(repo_id.split("/")[-1]), dtype)
+    kv = scan_gguf(root / name, "GGUF").kv
+    dtype = next((d for d, t in FILE_TYPE.items() if t == kv.get("general.file_type")), "F32")
+    named = dflash_file_name if kv.get("general.architecture") == "dflash" else file_name  # (no eagle3 sidecar name)
+    return named(Path(repo_id.split("/")[-1]), dtype)
 
 
 def _published_names(root: Path, weights: list[str]) -> list[str]:

@@ -90,7 +90,7 @@ def test_dflash2_converts_to_the_flat_layout_and_back_byte_for_byte(tmp_path: Pa
     assert report["ok"] and report["layout"] == "dflash", report["findings"]
     assert said["trtllm"] == ("unknown", "no DFlash2 (candidate selector, grouped convolutions) was found in "
                               "TensorRT-LLM's sources read (_torch/speculative, _torch/models)")
-    assert said["llamacpp"][0] == "unknown" and "this tool writes no DFlash GGUF" in said["llamacpp"][1]
+    assert said["llamacpp"][0] == "unknown" and "this tool writes no DFlash2 GGUF" in said["llamacpp"][1]
 
     back = tmp_path / "back"
     again = serves(flat, back, "speculators")

@@ -381,8 +381,11 @@ TRTLLM_NOT_READ = ("TensorRT-LLM's DFlashForCausalLM (modeling_dflash.py @ 7c750
                    "mask_token_id, target_layer_ids and block_size, but how it turns target_layer_ids into captured "
                    "layers was not read")
 LLAMACPP_NOT_READ = ("llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR "
-                     "22105; the tier's build, llama.cpp 0c1e57098, also has DFlash2's conv and selector keys), but "
-                     "its DFlash converter (conversion/qwen.py) was not read and this tool writes no DFlash GGUF")
+                     "22105), not from this file: its converter (conversion/qwen.py DFlashModel) was not read at a "
+                     "citable commit; `--to gguf --target-gguf TARGET.gguf` writes the GGUF it loads")
+LLAMACPP_DSPARK = ("llama.cpp serves DSpark from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR 22105; "
+                   "src/models/dflash.cpp loads its own tensors), but the converter that writes them was not read and "
+                   "this tool writes no DSpark GGUF")
 
 
 def test_a_block_diffusion_drafter_is_judged_for_the_newest_release_only(tmp_path: Path):
@@ -556,7 +559,8 @@ def test_speculators_block_files_as_each_engine_serves_them(tmp_path: Path):
             "vllm-v1": v1 or vllm, "vllm-v2": vllm,
             "sglang": ("refuses", None, f"SGLang reads no speculators config: ['{label}Speculator'] is no class it "
                        "registers"),
-            "trtllm": ("unknown", None, TRTLLM_NOT_READ), "llamacpp": ("unknown", None, LLAMACPP_NOT_READ)}, kind
+            "trtllm": ("unknown", None, TRTLLM_NOT_READ),
+            "llamacpp": ("unknown", None, LLAMACPP_NOT_READ if kind == "dflash" else LLAMACPP_DSPARK)}, kind
 
 
 def test_a_reduced_draft_vocabulary_in_sglangs_block_readers(tmp_path: Path):

@@ -465,9 +465,8 @@ def test_a_block_diffusion_verdict_for_a_release_whose_reading_is_unknown(tmp_pa
                "dflash_config's mask_token_id, target_layer_ids and block_size, but how it turns target_layer_ids "
                "into captured layers was not read")
     llamacpp = v("unknown", None, "llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type "
-                 "draft-dflash`, PR 22105; the tier's build, llama.cpp 0c1e57098, also has DFlash2's conv and selector "
-                 "keys), but its DFlash converter (conversion/qwen.py) was not read and this tool writes no DFlash "
-                 "GGUF")
+                 "draft-dflash`, PR 22105), not from this file: its converter (conversion/qwen.py DFlashModel) was "
+                 "not read at a citable commit; `--to gguf --target-gguf TARGET.gguf` writes the GGUF it loads")
     assert {r: seen(x) for r, x in found.items()} == expect(
         speculators=v("refuses", None, "from_pretrained reads only a speculators config (speculators_model_type); "
                       "`speculators convert` writes one from this DFlash file"),

@@ -104,7 +104,8 @@ def holds_ids(config: dict[str, Any]) -> bool:
 
     meta = gguf_metadata(config)
     if meta is not None:
-        return isinstance(meta.get("eagle3.target_layers"), list)
+        arch = meta.get("general.architecture")
+        return isinstance(meta.get(f"{arch}.target_layers"), list)  # eagle3.* or dflash.* (top level: #25116)
     nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
     dflash = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
     return any(isinstance(c.get(key), list) and c.get(key) for c, key in (

@@ -1,4 +1,4 @@
-"""llama.cpp GGUF (`general.architecture = eagle3`): docs/formats.md §7, llama.cpp b11434.
+"""llama.cpp GGUF (`general.architecture = eagle3`; `dflash`: converters/gguf_dflash.py): docs/formats.md §7.
 
 The `eagle3` architecture holds one Llama-style decoder layer fusing exactly 3 captured states.
 What it reads: `eagle3.target_layers` (capture BOUNDARIES, used in file order: written sorted),
@@ -11,21 +11,13 @@ rope scaling is the `rope_freqs` factor table. Norms are F32 (GGML's CPU multipl
 BF16 kernel), d2t I64; the 2-D weights keep the source dtype unless `--outtype` says bf16, f16 or
 f32. q8_0 and other quantized types are not written: quantize afterwards with `llama-quantize`.
 
-Reading back (`--from gguf`) inverts every step: rows un-permuted, d2t turned into offsets, t2d
-rebuilt, and norms returned to their source dtype (recorded in `eagle3_convert.record`, a key
-llama.cpp ignores, with the canonical config llama.cpp's keys cannot hold: rope fields, extras).
-Tensor bytes are streamed in bounded chunks both ways (one head's rows at a time for q/k).
+Reading back (`--from gguf`) inverts every step: rows un-permuted, d2t as offsets, t2d rebuilt, norms
+in their source dtype (recorded in `eagle3_convert.record`, a key llama.cpp ignores, with the canonical
+config its keys cannot hold). Tensor bytes are streamed in bounded chunks both ways.
 
-The `gguf` package from PyPI (0.19.0, no EAGLE-3 constants) is the container: its GGUFWriter writes
-the header, our keys and the tensor infos; the target's `tokenizer.*` records are copied verbatim as
-byte spans and the tensor bytes streamed after them. Headers are read by `scan_gguf`, one streaming
-pass (the package's GGUFReader builds numpy objects per tokenizer string: 600 MB and 10 s for a
-Llama-3 vocabulary). `--to gguf` of an 8B drafter (850 MB) with a 128k-token target: 3.5 s, 75 MiB
-peak RSS. The package is imported only when a GGUF is read or written (`pip install
-eagle3-convert[gguf]`).
-
-This module is the layout (names, reading back, planning, validate's view); the container is
-converters/gguf_file.py and the tensor bytes converters/gguf_tensors.py.
+PyPI's `gguf` (0.19.0) writes header, keys and tensor infos; the target's `tokenizer.*` records are
+copied as byte spans, tensor bytes streamed (gguf_file.py). `--to gguf` of an 8B drafter (850 MB) with
+a 128k-token target: 3.5 s, 75 MiB peak RSS. Imported lazily (`pip install eagle3-convert[gguf]`).
 """
 
 from __future__ import annotations
@@ -42,7 +34,6 @@ from ..engines.common import id_list
 from ..errors import FormatError, RefusalError, UsageError
 from ..json_values import is_positive_int
 from ..safetensors_io import InMemoryTensor, TensorSource, read_tensor_bytes
-from ..vocab_map import VocabMap, encode_d2t
 from .base import (
     Checkpoint,
     ConvertOptions,
@@ -54,10 +45,12 @@ from .base import (
     modelopt_first_layer_note,
     refuse_unless,
 )
+from . import gguf_dflash
 from .gguf_file import (  # noqa: F401 (gguf_file, scan_gguf: re-exported)
     ARCH, FILE_TYPE, RECORD_KEY, TargetGGUF, file_name, gguf_file, key_types, read_target_gguf, scan_gguf,
     write_gguf)
-from .gguf_tensors import ELEMENT, StreamedTensor, cast_weights, exactly_back, llama3_rope_factors
+from .gguf_tensors import (ELEMENT, StreamedTensor, cast_weights, exactly_back, llama3_rope_factors,
+                           vocab_map_from_d2t)
 
 # Targets whose llama.cpp graph exposes the layer inputs (t_layer_inp), and those that also set t_h_nextn,
 # which a capture at boundary L needs (docs/formats.md §7.3, grep of b11434 src/models/*.cpp).
@@ -270,23 +263,6 @@ def _check_rope_freqs(rope: TensorSource | None, cfg: DrafterConfig, notes: list
                      "config's rope_scaling is kept")
 
 
-def _vocab_map(d2t: TensorSource | None, draft_vocab: int, vocab: int) -> VocabMap | None:
-    """llama.cpp's d2t holds absolute target ids (ours: offsets); None for the full target vocab."""
-    if d2t is None:
-        return None
-    import numpy as np
-
-    if d2t.dtype != "I64" or d2t.shape != (draft_vocab,):
-        raise FormatError(f"d2t is {d2t.dtype} {list(d2t.shape)}; llama.cpp asserts I64 [{draft_vocab}]",
-                          "the file is damaged", code="E-VOCAB-DTYPE")
-    absolute = np.frombuffer(read_tensor_bytes(d2t), dtype="<i8").tolist()
-    if any(not 0 <= t < vocab for t in absolute) or any(b <= a for a, b in zip(absolute, absolute[1:])):
-        raise FormatError("d2t does not hold ascending absolute target ids below the vocabulary size",
-                          "llama.cpp's d2t holds absolute ids; this one is damaged", code="E-VOCAB-ORDER")
-    vmap = VocabMap(tuple(absolute), vocab, encode_d2t([t - i for i, t in enumerate(absolute)]), None)
-    return None if vmap.is_identity else vmap
-
-
 # ------------------------------------------------------------------ the layout
 
 class GGUFLayout(Layout):
@@ -294,10 +270,13 @@ class GGUFLayout(Layout):
     summary = "llama.cpp GGUF (general.architecture eagle3), one file; `llama-server -md FILE --spec-type draft-eagle3`"
     engine = "vllm"  # eagle3.target_layers are capture boundaries, vLLM's convention
     home_engines = ("llamacpp",)
+    kinds = ("eagle3", "dflash")
 
     def detect(self, ckpt: Checkpoint) -> Detection | None:
         if "_gguf" not in ckpt.config:
             return None
+        if ckpt.config.get("general.architecture") == gguf_dflash.ARCH:
+            return Detection(self.name, True, "a GGUF with general.architecture dflash")
         if ckpt.config.get("general.architecture") != ARCH:
             raise FormatError(f"{ckpt.path.name}: general.architecture is {ckpt.config.get('general.architecture')!r}, "
                               "not eagle3", "this is not an EAGLE-3 drafter GGUF", code="E-GGUF-ARCH")
@@ -309,19 +288,24 @@ class GGUFLayout(Layout):
             raise FormatError(f"{ckpt.path}: not a GGUF", "--from gguf reads a .gguf file or a directory holding one",
                               code="E-GGUF-READ")
         self.detect(ckpt)
+        if ckpt.config.get("general.architecture") == gguf_dflash.ARCH:
+            return gguf_dflash.read(ckpt)
         keys = _keys_llamacpp_reads(ckpt.config, ckpt.tensors)
         notes = list(ckpt.notes)
         cfg, dtypes = _config(ckpt, keys, notes)
         canonical = _canonical_tensors(ckpt.tensors, cfg, dtypes)
         _check_rope_freqs(ckpt.tensors.get(ROPE_FREQS), cfg, notes)
         cfg = dtype_of_weights(cfg, getattr(canonical.get("fc.weight"), "dtype", None), notes)
-        drafter = Drafter(cfg, canonical, _vocab_map(ckpt.tensors.get(D2T), keys.draft_vocab, keys.vocab), notes)
+        vmap = vocab_map_from_d2t(ckpt.tensors.get(D2T), keys.draft_vocab, keys.vocab)
+        drafter = Drafter(cfg, canonical, vmap, notes)
         check_tensor_table(drafter)
         return drafter
 
     # ---------------------------------------------------------------- plan
     def plan(self, drafter: Drafter, options: ConvertOptions) -> WritePlan:
         cfg = drafter.config
+        if cfg.kind != "eagle3":
+            return gguf_dflash.plan(drafter, options, _target_gguf(options), _outtype(options), _record_to_store)
         _refuse_what_llamacpp_cannot_build(cfg)
         target = _target_gguf(options)
         boundaries = _capturable_boundaries(cfg, options, target)

@@ -208,8 +208,9 @@ def read_target_gguf(path: str) -> TargetGGUF:
         raise FormatError(f"--target-gguf {path} lacks general.architecture, its block_count/embedding_length or "
                           "tokenizer.ggml.tokens", "pass the target model's own GGUF (made by llama.cpp's "
                           "convert_hf_to_gguf.py)", code="E-GGUF-TARGET")
-    if arch == ARCH:
-        raise FormatError(f"--target-gguf {path} is an EAGLE-3 drafter, not a target model",
+    if arch in (ARCH, "dflash"):
+        what = "EAGLE-3" if arch == ARCH else "DFlash"
+        raise FormatError(f"--target-gguf {path} is an {what} drafter, not a target model",
                           "pass the target model's .gguf file", code="E-GGUF-TARGET")
     return TargetGGUF(p, arch, TargetIdentity(num_hidden_layers=block_count, hidden_size=width,
                                               vocab_size=scan.tokens), scan.raw)
@@ -275,11 +276,11 @@ def key_types(metadata: dict[str, Any]) -> dict[str, str]:
 
 
 def write_gguf(path: Path, metadata: dict[str, Any], types: dict[str, str], record_text: str, target: TargetGGUF,
-                tensors: dict[str, TensorSource], on_progress: Callable[[int], None] | None) -> None:
+                tensors: dict[str, TensorSource], on_progress: Callable[[int], None] | None, arch: str = ARCH) -> None:
     """Header, keys and tensor infos through gguf's GGUFWriter; tensor bytes streamed after them."""
     gguf = _gguf()
     vt = gguf.GGUFValueType
-    writer = gguf.GGUFWriter(path, ARCH)  # adds general.architecture
+    writer = gguf.GGUFWriter(path, arch)  # adds general.architecture
     for key, value in metadata.items():
         if key == "general.architecture":
             continue

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from ..errors import FormatError
-from ..safetensors_io import TensorSource, iter_tensor_chunks
+from ..safetensors_io import TensorSource, iter_tensor_chunks, read_tensor_bytes
+from ..vocab_map import VocabMap, encode_d2t
 
 CHUNK = 4 * 1024 * 1024
 ELEMENT = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8}
@@ -167,3 +168,20 @@ def cast_weights(tensors: dict[str, TensorSource], dtype: str | None, names: Ite
     norms go back to their source dtype exactly, and q/k rows are permuted and un-permuted around the same cast."""
     return {name: StreamedTensor(src, dtype, tuple(src.shape)) for name, src in tensors.items()
             if dtype is not None and name in names and len(src.shape) == 2 and src.dtype != dtype}
+
+
+def vocab_map_from_d2t(d2t: TensorSource | None, draft_vocab: int, vocab: int) -> VocabMap | None:
+    """llama.cpp's d2t holds absolute target ids (ours: offsets); None for the full target vocab."""
+    if d2t is None:
+        return None
+    import numpy as np
+
+    if d2t.dtype != "I64" or d2t.shape != (draft_vocab,):
+        raise FormatError(f"d2t is {d2t.dtype} {list(d2t.shape)}; llama.cpp asserts I64 [{draft_vocab}]",
+                          "the file is damaged", code="E-VOCAB-DTYPE")
+    absolute = np.frombuffer(read_tensor_bytes(d2t), dtype="<i8").tolist()
+    if any(not 0 <= t < vocab for t in absolute) or any(b <= a for a, b in zip(absolute, absolute[1:])):
+        raise FormatError("d2t does not hold ascending absolute target ids below the vocabulary size",
+                          "llama.cpp's d2t holds absolute ids; this one is damaged", code="E-VOCAB-ORDER")
+    vmap = VocabMap(tuple(absolute), vocab, encode_d2t([t - i for i, t in enumerate(absolute)]), None)
+    return None if vmap.is_identity else vmap

@@ -55,10 +55,16 @@ V2_ONLY_WHY = {"dspark": "DSpark is implemented only by the V2 GPU model runner 
 NOT_READ = {
     "trtllm": "TensorRT-LLM's DFlashForCausalLM (modeling_dflash.py @ 7c7504c0) reads dflash_config's mask_token_id, "
               "target_layer_ids and block_size, but how it turns target_layer_ids into captured layers was not read",
-    "llamacpp": "llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR 22105; "
-                "the tier's build, llama.cpp 0c1e57098, also has DFlash2's conv and selector keys), but its DFlash "
-                "converter (conversion/qwen.py) was not read and this tool writes no DFlash GGUF",
+    "llamacpp": "llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR 22105), "
+                "not from this file: its converter (conversion/qwen.py DFlashModel) was not read at a citable commit; "
+                "`--to gguf --target-gguf TARGET.gguf` writes the GGUF it loads",
 }
+# llama.cpp on DSpark / DFlash2: the same arch with their own tensors (src/models/dflash.cpp), converter not read
+LLAMACPP_OTHER = ("llama.cpp serves {label} from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR "
+                  "22105; src/models/dflash.cpp loads its own tensors), but the converter that writes them was not "
+                  "read and this tool writes no {label} GGUF")
+LLAMACPP_GGUF = ("builds llama.cpp's dflash graph (src/models/dflash.cpp: dflash.target_layers tapped as layer inputs, "
+                 "non-causal attention over the block)")
 NOT_READ_DFLASH2 = {"trtllm": "no DFlash2 (candidate selector, grouped convolutions) was found in TensorRT-LLM's "
                               "sources read (_torch/speculative, _torch/models)"}
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -280,6 +286,24 @@ def judge(runner: str, config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[s
     if runner == "speculators":
         return _speculators(config, cfg)
     engine = engine_of(runner)
+    if engine == "llamacpp":
+        return _llamacpp(config, cfg)
     if cfg.kind == "dflash2" and engine in NOT_READ_DFLASH2:
         return UNKNOWN, None, NOT_READ_DFLASH2[engine]
     return UNKNOWN, None, NOT_READ.get(engine, f"no {LABEL[cfg.kind]} reader of this engine was read")
+
+
+def _llamacpp(config: Mapping[str, Any], cfg: DrafterConfig) -> tuple[str, list[int] | None, str]:
+    """llama.cpp on a DFlash file: a `dflash` GGUF (as read, or `--to gguf`'s plan {"gguf": keys}) is loaded by
+    llama_model_dflash::load_arch_hparams, which reads the top-level dflash.target_layers as the ids it taps with
+    llama_set_embeddings_layer_inp (the input of layer id: boundary id); without them it refuses (#25116)."""
+    if cfg.kind != "dflash":
+        return UNKNOWN, None, LLAMACPP_OTHER.format(label=LABEL[cfg.kind])
+    meta = config.get("gguf") if isinstance(config.get("gguf"), dict) else config
+    if meta.get("general.architecture") != "dflash":
+        return UNKNOWN, None, NOT_READ["llamacpp"]
+    ids = id_list(meta.get("dflash.target_layers"))
+    if not ids:
+        return REFUSES, None, "llama.cpp refuses it: \"DFlash model requires 'target_layers' in GGUF metadata\" " \
+                              "(dflash.target_layers must be a top-level key, llama.cpp #25116)"
+    return _captures(ids, cfg, LLAMACPP_GGUF, [False] * cfg.num_layers)

@@ -20,6 +20,7 @@ gelu_pytorch_tanh, NVIDIA-NeMo/Automodel #3071) is served with silu, without a w
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Collection, Mapping
 
 from ..converters.gguf_file import RECORD_KEY
@@ -40,9 +41,15 @@ SERVE_FLAGS = ("--spec-type", "draft-eagle3", "--spec-draft-n-max", "3", "--spec
                "-fa", "on")
 
 
+# a DFlash GGUF (general.architecture dflash): llama.cpp's `--spec-type draft-dflash` (PR 22105); the draft length
+# is clamped to the drafter's dflash.block_size there, so no --spec-draft-n-max is given
+DFLASH_SERVE_FLAGS = ("--spec-type", "draft-dflash", "-np", "1", "-fa", "on")
+
+
 def serve_argv(target_gguf: str, drafter_gguf: str) -> list[str]:
     """The llama-server command that drafts for the target's GGUF with our drafter GGUF."""
-    return ["llama-server", "-m", target_gguf, "-md", drafter_gguf, *SERVE_FLAGS]
+    flags = DFLASH_SERVE_FLAGS if Path(drafter_gguf).name.startswith("dflash-") else SERVE_FLAGS
+    return ["llama-server", "-m", target_gguf, "-md", drafter_gguf, *flags]
 
 
 MAX_LAYERS = 1  # the eagle3 graph: GGML_ASSERT(n_layer == 1); its converter detects one layer only

@@ -7,6 +7,9 @@ from ..converters.gguf import LAYOUT as GGUF
 from ..converters.gguf_file import RECORD_KEY
 from ..converters.layout import ConvertOptions
 from ..target_identity import TargetIdentity
+from ..drafter import Drafter
+from ..engines import block_diffusion
+from ..engines.common import AS_TRAINED, id_list
 from ..engines.llamacpp import read_gguf
 from ..errors import Eagle3Error
 from .deep import deep_scan
@@ -32,6 +35,10 @@ def validate_gguf(raw: RawCheckpoint, engines: Sequence[str] | None, label: str,
     except Eagle3Error as exc:
         findings.append(from_error(exc, where=raw.files[0] if raw.files else None))
     meta = {k: v for k, v in ckpt.config.items() if not k.startswith("_")}
+    if meta.get("general.architecture") == "dflash":
+        report.detected_by = "general.architecture dflash (a GGUF)"
+        findings += _dflash(meta, drafter)
+        return report
     reading = read_gguf(meta, list(ckpt.tensors), meta.get(RECORD_KEY))
     if reading.refusal:
         findings.append(Finding("E-ENGINE-REFUSES", "error", f"llama.cpp refuses it: {reading.refusal}",
@@ -57,3 +64,19 @@ def validate_gguf(raw: RawCheckpoint, engines: Sequence[str] | None, label: str,
         report.manifest, more = deep_scan(raw.tensors, set(), on_bytes=progress(total) if progress else None)
         findings.extend(more)
     return report
+
+
+def _dflash(meta: dict, drafter: Drafter | None) -> list[Finding]:
+    """A DFlash GGUF: llama.cpp's dflash loader's reading of it (engines/block_diffusion.py `_llamacpp`)."""
+    if drafter is None:  # our reader's error is the finding; the loader's own refusal is still said
+        if id_list(meta.get("dflash.target_layers")):
+            return []
+        return [Finding("E-ENGINE-REFUSES", "error", "llama.cpp refuses it: \"DFlash model requires 'target_layers' "
+                        "in GGUF metadata\" (llama.cpp #25116)", "rewrite it with `eagle3-convert --to gguf` from "
+                        "the source drafter", engine="llamacpp")]
+    verdict, ids, why = block_diffusion.judge("llamacpp", meta, drafter.config)
+    if verdict == AS_TRAINED:
+        return [Finding("I-CAPTURE-GGUF", "info", f"llama.cpp captures boundaries {ids} (dflash.target_layers, the "
+                        "input of each target layer)", None, "dflash.target_layers", "llamacpp")]
+    return [Finding("E-ENGINE-REFUSES", "error", f"llama.cpp: {why}", "rewrite it with `eagle3-convert --to gguf` "
+                    "from the source drafter", engine="llamacpp")]
