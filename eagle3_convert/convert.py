@@ -25,7 +25,7 @@ from .capture_ids import capture_context, default_boundaries, ids_for_engine, ta
 from .converters.final_state import fused, refuse_capture_mode
 from .converters.layout import drafter_kind, refuse_other_kind
 from .converters.registry import detect, get_layout, judge_explicit_from, plan_layout
-from .drafter import MATH_FLAGS, Drafter, DrafterConfig
+from .drafter import BLOCK_KINDS, MATH_FLAGS, Drafter, DrafterConfig
 from .target_identity import TargetIdentity, compare
 from .engines import (REFUSES, SERVING, WRONG, Verdict, releases_of, releases_that_serve, serve_verdicts,
                       target_context)
@@ -212,8 +212,7 @@ def _take_capture(drafter: Drafter, boundaries: list[int], said_by: str, depth: 
         return  # the engine default already captures exactly these
     if len(boundaries) != cfg.num_aux_hidden_states or cfg.capture == "final":
         raise RefusalError(f"{said_by} names {len(boundaries)} capture layers but {fused(cfg)}",
-                           "check the capture layers given",
-                           code="E-CAPTURE-COUNT")
+                           "check the capture layers given", code="E-CAPTURE-COUNT")
     drafter.config = cfg.model_copy(update={"capture_boundaries": list(boundaries)})
     if not replace:
         drafter.notes.append(f"capture layers {boundaries} taken from {said_by}: config.json names none")
@@ -454,12 +453,13 @@ def judge_output(plan: WritePlan, drafter: Drafter, options: ConvertOptions,
     wrong = [v for v in home.values() if v.verdict == WRONG]
     if home and (wrong or all(v.verdict == REFUSES for v in home.values())):
         bad = wrong[0] if wrong else next(iter(home.values()))
-        # where other releases serve it, say so first; `--to vllm` is no way out of the vllm layout itself, nor of
-        # what vLLM refuses alike (a hidden_act its MLP does not build)
+        # other releases that serve it first; no way out of a layout to itself, nor of what vLLM refuses alike
         alike = plan.layout != "vllm" and any(v.verdict == REFUSES and v.why == bad.why
                                               for e, v in serves.items() if e.startswith("vllm"))
+        way = ("dflash", "vLLM and SGLang read its layers' causality") if drafter.config.kind in BLOCK_KINDS else \
+            ("vllm", "vLLM serves every variant")  # (a block-diffusion drafter has no EAGLE-3 layout to go to)
         fix = "vLLM refuses it alike, in every layout it reads" if alike else "convert to a layout whose engine " \
-            "serves the drafter as trained" + (" (`--to vllm` serves every variant)" if plan.layout != "vllm" else "")
+            "serves the drafter as trained" + (f" (`--to {way[0]}`: {way[1]})" if plan.layout != way[0] else "")
         stood_in = stand_in_notes({bad.engine: bad})  # the release refused is one this tool does not model
         raise RefusalError(f"the {plan.layout} layout is for {', '.join(LABELS[e] for e in home_engines)}, and "
                            f"{LABELS[bad.engine]} would {'serve this file wrong' if wrong else 'refuse it'}: "

@@ -111,6 +111,12 @@ def test_what_llamacpps_dflash_graph_cannot_build_is_refused_and_nothing_written
         assert not (tmp_path / f"out-{src.name}").exists()
     assert "dspark" in run_cli("--no-record", "--to", "gguf", "--target-gguf", tgt, tmp_path / "dspark",
                                tmp_path / "x").stderr
+    # the causal drafter's hint names the layout whose engines serve it as trained, and following it does
+    wrong = run_cli("--no-record", "--to", "gguf", "--target-gguf", tgt, causal, tmp_path / "y")
+    assert "`--to dflash`" in wrong.stderr and "`--to vllm`" not in wrong.stderr
+    mended = run_cli("--no-record", "--to", "dflash", causal, tmp_path / "flat")
+    assert mended.exit_code == 0, mended.stderr
+    assert "[E-" not in mended.stdout + mended.stderr
 
 
 def test_a_gguf_with_nested_target_layers_is_refused_as_llamacpp_refuses_it(tmp_path: Path):
