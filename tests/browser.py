@@ -15,7 +15,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+import pytest
 
 import peer_venv
 
@@ -141,3 +143,12 @@ class Browser:
         for fd in (self._to_browser, self._from_browser):
             os.close(fd)
         shutil.rmtree(self.profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    """One headless Chromium per test module, installed on first use (ensure)."""
+    ensure()
+    b = Browser()
+    yield b
+    b.close()

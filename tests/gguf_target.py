@@ -10,6 +10,7 @@ benchmark's 128k-token target of width 4096, whose weights `--to gguf` never rea
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -73,3 +74,37 @@ def write_target_gguf(path: Path, *, layers: int = 8, hidden: int = 64, vocab: i
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def rewrite_gguf(path: Path, out: Path, *, drop_key: str = "", drop_tensor: str = "", replace: dict | None = None,
+                 arch: str | None = None, rename: Callable[[str], str] = lambda key: key) -> Path:
+    """A copy of a GGUF written with the gguf package, without `drop_key` and `drop_tensor`, with `replace`
+    {key: (value, type, sub_type)} set instead of the stored, under architecture `arch` (default: the stored one),
+    each key written under `rename(key)`."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(out, arch or reader.fields["general.architecture"].contents())
+    for k, field in reader.fields.items():
+        if k.startswith("GGUF.") or k in ("general.architecture", drop_key):
+            continue
+        main = field.types[0]
+        if k in (replace or {}):
+            value, main, sub = replace[k]
+            w.add_key_value(rename(k), value, main, sub_type=sub)
+        elif main == gguf.GGUFValueType.ARRAY:
+            sub = field.types[-1]
+            value = [bytes(field.parts[i]) for i in field.data] if sub == gguf.GGUFValueType.STRING else \
+                [v for i in field.data for v in field.parts[i].tolist()]
+            w.add_key_value(rename(k), value, main, sub_type=sub)
+        else:
+            w.add_key_value(rename(k), field.contents(), main)
+    for t in reader.tensors:
+        if t.name != drop_tensor:
+            w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)  # uint8 data: byte shape
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out

@@ -19,7 +19,7 @@ import pytest
 from builders import LAYOUTS, DrafterSpec, build_drafter, canonical_tensors, draft_vocab, expected_refusal, \
     write_target
 from conftest import DATA, EXAMPLE, run_cli, tensor_hashes, tree_digest
-from gguf_target import write_target_gguf
+from gguf_target import rewrite_gguf, write_target_gguf
 
 gguf = pytest.importorskip("gguf")
 
@@ -340,36 +340,6 @@ def test_a_gguf_from_another_tool_reads_from_its_keys(tmp_path: Path, target_ggu
     assert {n: h for n, h in theirs.items() if "norm" not in n} == {n: h for n, h in ours.items() if "norm" not in n}
     assert read_source(str(bare.parent)).drafter.config.capture_boundaries == [1, 3, 6]
 
-
-def rewrite_gguf(path: Path, out: Path, *, drop_key: str = "", drop_tensor: str = "",
-                 replace: dict | None = None) -> Path:
-    """A copy of a GGUF written with the gguf package, without `drop_key` and `drop_tensor`, with `replace`
-    {key: (value, type, sub_type)} set instead of the stored."""
-    reader = gguf.GGUFReader(path)
-    out.parent.mkdir(parents=True)
-    w = gguf.GGUFWriter(out, reader.fields["general.architecture"].contents())
-    for k, field in reader.fields.items():
-        if k.startswith("GGUF.") or k in ("general.architecture", drop_key):
-            continue
-        main = field.types[0]
-        if k in (replace or {}):
-            value, main, sub = replace[k]
-            w.add_key_value(k, value, main, sub_type=sub)
-        elif main == gguf.GGUFValueType.ARRAY:
-            sub = field.types[-1]
-            value = [bytes(field.parts[i]) for i in field.data] if sub == gguf.GGUFValueType.STRING else \
-                [v for i in field.data for v in field.parts[i].tolist()]
-            w.add_key_value(k, value, main, sub_type=sub)
-        else:
-            w.add_key_value(k, field.contents(), main)
-    for t in reader.tensors:
-        if t.name != drop_tensor:
-            w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)  # uint8 data: byte shape
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return out
 
 
 def test_the_target_identity_of_the_target_config_is_kept(tmp_path: Path, target_gguf):

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from conftest import run_cli, tensor_hashes
-from gguf_target import write_target_gguf
+from gguf_target import rewrite_gguf, write_target_gguf
 from test_drafters_2026_block import H, TARGET_DEPTH, VOCAB, findings, refusal, specforge_drafter, speculators_drafter
 
 
@@ -121,33 +121,11 @@ def test_what_llamacpps_dflash_graph_cannot_build_is_refused_and_nothing_written
 
 def test_a_gguf_with_nested_target_layers_is_refused_as_llamacpp_refuses_it(tmp_path: Path):
     """llama.cpp #25116: the ids one level down ("dflash.dflash.target_layers") and the loader throws."""
-    import gguf
-    import numpy as np
-
     src = specforge_drafter(tmp_path / "src", "dflash")
     assert run_cli("--no-record", "--to", "gguf", "--target-gguf", target(tmp_path), src,
                    tmp_path / "gguf").exit_code == 0
-    reader = gguf.GGUFReader(next((tmp_path / "gguf").glob("*.gguf")))
-    (tmp_path / "nested").mkdir()
-    w = gguf.GGUFWriter(tmp_path / "nested" / "dflash-nested-BF16.gguf", "dflash")
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        main = field.types[0]
-        name = "dflash.dflash.target_layers" if key == "dflash.target_layers" else key
-        if main == gguf.GGUFValueType.ARRAY:
-            sub = field.types[-1]
-            value = [bytes(field.parts[i]) for i in field.data] if sub == gguf.GGUFValueType.STRING else \
-                [v for i in field.data for v in field.parts[i].tolist()]
-            w.add_key_value(name, value, main, sub_type=sub)
-        else:
-            w.add_key_value(name, field.contents(), main)
-    for t in reader.tensors:
-        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    rewrite_gguf(next((tmp_path / "gguf").glob("*.gguf")), tmp_path / "nested" / "dflash-nested-BF16.gguf",
+                 rename=lambda key: "dflash.dflash.target_layers" if key == "dflash.target_layers" else key)
     said = {f["code"]: f["message"] for f in findings(tmp_path / "nested")}
     assert "E-ENGINE-REFUSES" in said and "DFlash model requires 'target_layers'" in said["E-ENGINE-REFUSES"], said
     back = run_cli("--no-record", "--from", "gguf", "--to", "dflash", tmp_path / "nested", tmp_path / "back")

@@ -34,7 +34,7 @@ import peer_venv
 import pytest
 from builders import DrafterSpec, build_drafter
 from conftest import DATA
-from gguf_target import write_target_gguf
+from gguf_target import rewrite_gguf, write_target_gguf
 
 pytestmark = pytest.mark.llamacpp
 
@@ -219,33 +219,12 @@ def test_builder_variants_load(llamacpp: LlamaCpp, tmp_path: Path, changes: dict
 def test_llama_cpp_refuses_what_it_cannot_hold(llamacpp: LlamaCpp, tmp_path: Path):
     """The probe sees llama.cpp's own refusals: a draft whose target_layers has 2 entries does not load."""
     import gguf
-    import numpy as np
 
     target = write_target_gguf(tmp_path / "target.gguf", layers=8, hidden=32, vocab=512)
     draft = to_gguf(build_drafter(tmp_path / "src", "speculators", DrafterSpec(vocab_size=512, draft_vocab_size=128)),
                     tmp_path / "draft", target)
-    reader = gguf.GGUFReader(draft)
-    bad = tmp_path / "bad.gguf"
-    w = gguf.GGUFWriter(bad, "eagle3")
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        main = field.types[0]
-        if key == "eagle3.target_layers":
-            w.add_key_value(key, [2, 4], main, sub_type=gguf.GGUFValueType.INT32)
-        elif main == gguf.GGUFValueType.ARRAY:
-            sub = field.types[-1]
-            value = [bytes(field.parts[i]) for i in field.data] if sub == gguf.GGUFValueType.STRING else \
-                [v for i in field.data for v in field.parts[i].tolist()]
-            w.add_key_value(key, value, main, sub_type=sub)
-        else:
-            w.add_key_value(key, field.contents(), main)
-    for t in reader.tensors:
-        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    bad = rewrite_gguf(draft, tmp_path / "bad.gguf", replace={
+        "eagle3.target_layers": ([2, 4], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32)})
     got = probe(llamacpp, good=draft, bad=bad)
     assert got["good"]["loaded"] and got["good"]["target_layer_ids"] == [2, 4, 5]
     assert not got["bad"]["loaded"]

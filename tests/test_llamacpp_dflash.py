@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from builders import DrafterSpec, build_drafter
-from gguf_target import write_target_gguf
+from gguf_target import rewrite_gguf, write_target_gguf
 from test_drafters_2026_block import H, TARGET_DEPTH, VOCAB, specforge_drafter, speculators_drafter
 from test_llamacpp import LlamaCpp, llamacpp, log_drain_preload, probe, to_gguf  # noqa: F401  (the tier's fixtures)
 
@@ -25,31 +25,11 @@ pytestmark = pytest.mark.llamacpp
 def renamed(src: Path, dest: Path, target_layers_key: str) -> Path:
     """`src`'s keys and tensors, with general.architecture `dflash`, every `eagle3.` key as `dflash.` but its
     target_layers, written as `target_layers_key`."""
-    import gguf
-    import numpy as np
+    def name(key: str) -> str:
+        key = "dflash." + key[len("eagle3."):] if key.startswith("eagle3.") else key
+        return target_layers_key if key == "dflash.target_layers" else key
 
-    reader = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(dest, "dflash")
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        main = field.types[0]
-        name = "dflash." + key[len("eagle3."):] if key.startswith("eagle3.") else key
-        name = target_layers_key if name == "dflash.target_layers" else name
-        if main == gguf.GGUFValueType.ARRAY:
-            sub = field.types[-1]
-            value = [bytes(field.parts[i]) for i in field.data] if sub == gguf.GGUFValueType.STRING else \
-                [v for i in field.data for v in field.parts[i].tolist()]
-            w.add_key_value(name, value, main, sub_type=sub)
-        else:
-            w.add_key_value(name, field.contents(), main)
-    for t in reader.tensors:
-        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return dest
+    return rewrite_gguf(src, dest, arch="dflash", rename=name)
 
 
 def test_the_tiers_llama_cpp_has_the_dflash_arch_and_wants_its_target_layers_at_the_top(llamacpp: LlamaCpp,

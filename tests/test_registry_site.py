@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import browser
+from browser import chromium  # noqa: F401 (the module's browser, a fixture)
 import pytest
 from conftest import DATA, copy_sample, run_cli
 
@@ -74,14 +75,6 @@ def built(tmp_path_factory) -> dict:
     records = json.loads(run_cli("registry", "list", "--registry", registry, "--json").stdout)["records"]
     measured_id = next(r["drafter_id"] for r in records if any(loc["uri"] == str(spec) for loc in r["locations"]))
     return {"out": out, "doc": doc, "records": records, "registry": registry, "measured": measured_id, "tmp": tmp}
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    browser.ensure()
-    b = browser.Browser()
-    yield b
-    b.close()
 
 
 def test_the_site_holds_every_page(built):

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import browser
+from browser import chromium  # noqa: F401 (the module's browser, a fixture)
 import pytest
 from builders import DrafterSpec, build_drafter, write_target
 from conftest import copy_sample, run_cli
@@ -133,14 +134,6 @@ def test_a_hub_the_site_cannot_reach_leaves_its_copies_unjudged_saying_why(hub: 
     assert doc["drafters"] == 1
     page = next((tmp_path / "out" / "drafters").glob("*.html")).read_text()
     assert "Not judged:" in page and re.search(r"\[E-HUB-[A-Z-]+\]", page), page
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    browser.ensure()
-    b = browser.Browser()
-    yield b
-    b.close()
 
 
 def test_the_synced_index_filters_in_a_browser(hub: HubServer, tmp_path: Path, chromium):

@@ -49,8 +49,8 @@ from . import gguf_dflash
 from .gguf_file import (  # noqa: F401 (gguf_file, scan_gguf: re-exported)
     ARCH, FILE_TYPE, RECORD_KEY, TargetGGUF, file_name, gguf_file, key_types, read_target_gguf, scan_gguf,
     write_gguf)
-from .gguf_tensors import (ELEMENT, StreamedTensor, cast_weights, exactly_back, llama3_rope_factors,
-                           vocab_map_from_d2t)
+from .gguf_tensors import (ELEMENT, OUTTYPES, StreamedTensor, cast_weights, exactly_back, llama3_rope_factors,
+                           vocab_map_from_d2t, written_dtype)
 
 # Targets whose llama.cpp graph exposes the layer inputs (t_layer_inp), and those that also set t_h_nextn,
 # which a capture at boundary L needs (docs/formats.md §7.3, grep of b11434 src/models/*.cpp).
@@ -82,7 +82,6 @@ NAMES = {
 CANONICAL = {v: k for k, v in NAMES.items()}
 ROPE_FREQS = "rope_freqs.weight"
 D2T = "d2t"
-OUTTYPES = {"bf16": "BF16", "f16": "F16", "f32": "F32"}
 
 
 def _stored_record(ckpt: Checkpoint) -> dict[str, Any] | None:
@@ -391,11 +390,7 @@ def _gguf_tensors(drafter: Drafter, outtype: str) -> tuple[dict[str, TensorSourc
         src = drafter.tensors.get(cname)
         if src is None:
             continue
-        if src.dtype not in ("F32", "F16", "BF16"):
-            raise RefusalError(f"{cname} is {src.dtype}; llama.cpp's GGUF holds F32, F16 or BF16 weights here",
-                               "dequantize the drafter first", code="E-GGUF-DTYPE")
-        dtypes[cname] = src.dtype
-        dst = "F32" if len(src.shape) == 1 else OUTTYPES.get(outtype, src.dtype)
+        dtypes[cname], dst = src.dtype, written_dtype(cname, src, outtype)
         heads = 0
         if cname.endswith("q_proj.weight"):
             heads = cfg.num_attention_heads

@@ -39,7 +39,8 @@ from ..errors import FormatError, RefusalError
 from ..safetensors_io import InMemoryTensor, TensorSource, read_tensor_bytes
 from .base import Checkpoint, ConvertOptions, WritePlan, check_tensor_table, json_bytes, refuse_unless
 from .gguf_file import FILE_TYPE, RECORD_KEY, TargetGGUF, key_types, write_gguf
-from .gguf_tensors import ELEMENT, StreamedTensor, cast_weights, exactly_back, vocab_map_from_d2t
+from .gguf_tensors import (ELEMENT, OUTTYPES, StreamedTensor, cast_weights, exactly_back, vocab_map_from_d2t,
+                           written_dtype)
 
 ARCH = "dflash"
 MASK_KEY = "tokenizer.ggml.mask_token_id"
@@ -55,7 +56,6 @@ LAYER = {
     "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
 }
-OUTTYPES = {"bf16": "BF16", "f16": "F16", "f32": "F32"}
 
 
 def names(layers: int) -> dict[str, str]:
@@ -110,11 +110,7 @@ def plan(drafter: Drafter, options: ConvertOptions, target: TargetGGUF, outtype:
         src = drafter.tensors.get(cname)
         if src is None:
             continue
-        if src.dtype not in ("F32", "F16", "BF16"):
-            raise RefusalError(f"{cname} is {src.dtype}; llama.cpp's GGUF holds F32, F16 or BF16 weights here",
-                               "dequantize the drafter first", code="E-GGUF-DTYPE")
-        dtypes[cname] = src.dtype
-        dst = "F32" if len(src.shape) == 1 else OUTTYPES.get(outtype, src.dtype)  # norms F32, as for eagle3
+        dtypes[cname], dst = src.dtype, written_dtype(cname, src, outtype)
         tensors[gname] = src if dst == src.dtype else StreamedTensor(src, dst, tuple(src.shape))
     if drafter.vocab is not None:  # the graph scatters draft row i to target id d2t[i]: absolute I64 ids
         import numpy as np

@@ -7,12 +7,22 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from ..errors import FormatError
+from ..errors import FormatError, RefusalError
 from ..safetensors_io import TensorSource, iter_tensor_chunks, read_tensor_bytes
 from ..vocab_map import VocabMap, encode_d2t
 
 CHUNK = 4 * 1024 * 1024
 ELEMENT = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8}
+OUTTYPES = {"bf16": "BF16", "f16": "F16", "f32": "F32"}  # --outtype -> the weights' GGUF dtype ("auto": as stored)
+
+
+def written_dtype(name: str, src: TensorSource, outtype: str) -> str:
+    """The dtype `src` is written in: norms and other vectors F32 (GGML multiplies them as F32), weights as
+    `outtype` says; refused for a dtype llama.cpp's GGUF does not hold here."""
+    if src.dtype not in ("F32", "F16", "BF16"):
+        raise RefusalError(f"{name} is {src.dtype}; llama.cpp's GGUF holds F32, F16 or BF16 weights here",
+                           "dequantize the drafter first", code="E-GGUF-DTYPE")
+    return "F32" if len(src.shape) == 1 else OUTTYPES.get(outtype, src.dtype)
 
 
 def _convert(data: bytes | memoryview, src: str, dst: str) -> bytes | memoryview:
