@@ -151,8 +151,10 @@ def sglang_prefix(module: str) -> str:
 
 def read_vllm(r: Reading, config: Mapping[str, Any], names: Collection[str], depth: int | None, reads) -> None:
     """vLLM's loading of a quantized drafter, into `r` (a refusal, or nothing: every path read fails loudly)."""
-    present, scaled = modules(names)
     scheme = scheme_of(config)
+    if scheme is None and not has_scales(names):
+        return  # a plain drafter (read at every release of every verdict: the common case costs one pass)
+    present, scaled = modules(names)
     if scheme is None:
         if scaled & present and "quantization_config" not in config:
             r.caveats.append("quantized weights with no quantization_config in config.json: vLLM reads "
@@ -184,6 +186,8 @@ def read_vllm(r: Reading, config: Mapping[str, Any], names: Collection[str], dep
 
 def read_sglang(r: Reading, config: Mapping[str, Any], names: Collection[str], reads) -> None:
     """SGLang's loading of a quantized drafter, into `r` (a refusal, or what it serves wrong without a word)."""
+    if not has_scales(names) and scheme_of(config) is None:
+        return  # a plain drafter
     present, scaled = modules(names)
     nvfp4 = {canonical_module(n)[:-len(".weight_scale_2")] for n in names if n.endswith(".weight_scale_2")}
     scheme = scheme_of(config)
@@ -238,4 +242,4 @@ def _mismatch(label: str, present: list[str], scaled: set[str], entries: list[st
 
 
 def has_scales(names: Collection[str]) -> bool:
-    return any(companion(n) for n in names)
+    return any("scale" in n and companion(n) for n in names)  # every companion's name says scale: one cheap test
