@@ -382,7 +382,8 @@ TRTLLM_NOT_READ = ("TensorRT-LLM's DFlashForCausalLM (modeling_dflash.py @ 7c750
                    "layers was not read")
 LLAMACPP_NOT_READ = ("llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR "
                      "22105), not from this file: its converter (conversion/qwen.py DFlashModel) was not read at a "
-                     "citable commit; `--to gguf --target-gguf TARGET.gguf` writes the GGUF it loads")
+                     "citable commit; `--to gguf --target-gguf TARGET.gguf` writes that GGUF, judged by llama.cpp's "
+                     "reading as it is written")
 LLAMACPP_DSPARK = ("llama.cpp serves DSpark from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR 22105; "
                    "src/models/dflash.cpp loads its own tensors), but the converter that writes them was not read and "
                    "this tool writes no DSpark GGUF")

@@ -466,7 +466,7 @@ def test_a_block_diffusion_verdict_for_a_release_whose_reading_is_unknown(tmp_pa
                "into captured layers was not read")
     llamacpp = v("unknown", None, "llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type "
                  "draft-dflash`, PR 22105), not from this file: its converter (conversion/qwen.py DFlashModel) was "
-                 "not read at a citable commit; `--to gguf --target-gguf TARGET.gguf` writes the GGUF it loads")
+                 "not read at a citable commit; `--to gguf --target-gguf TARGET.gguf` writes that GGUF, judged by llama.cpp's reading as it is written")
     assert {r: seen(x) for r, x in found.items()} == expect(
         speculators=v("refuses", None, "from_pretrained reads only a speculators config (speculators_model_type); "
                       "`speculators convert` writes one from this DFlash file"),

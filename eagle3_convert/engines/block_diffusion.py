@@ -57,7 +57,8 @@ NOT_READ = {
               "target_layer_ids and block_size, but how it turns target_layer_ids into captured layers was not read",
     "llamacpp": "llama.cpp serves DFlash from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR 22105), "
                 "not from this file: its converter (conversion/qwen.py DFlashModel) was not read at a citable commit; "
-                "`--to gguf --target-gguf TARGET.gguf` writes the GGUF it loads",
+                "`--to gguf --target-gguf TARGET.gguf` writes that GGUF, judged by llama.cpp's reading as it is "
+                "written",
 }
 # llama.cpp on DSpark / DFlash2: the same arch with their own tensors (src/models/dflash.cpp), converter not read
 LLAMACPP_OTHER = ("llama.cpp serves {label} from a GGUF of architecture `dflash` (`--spec-type draft-dflash`, PR "
