@@ -456,10 +456,10 @@ def judge_output(plan: WritePlan, drafter: Drafter, options: ConvertOptions,
         # other releases that serve it first; no way out of a layout to itself, nor of what vLLM refuses alike
         alike = plan.layout != "vllm" and any(v.verdict == REFUSES and v.why == bad.why
                                               for e, v in serves.items() if e.startswith("vllm"))
-        way = ("dflash", "vLLM and SGLang read its layers' causality") if drafter.config.kind in BLOCK_KINDS else \
-            ("vllm", "vLLM serves every variant")  # (a block-diffusion drafter has no EAGLE-3 layout to go to)
+        way = ("dflash", "`--to dflash`: the flat layout vLLM and SGLang both read") if drafter.config.kind in \
+            BLOCK_KINDS else ("vllm", "`--to vllm` serves every variant")  # (no EAGLE-3 layout takes a DFlash)
         fix = "vLLM refuses it alike, in every layout it reads" if alike else "convert to a layout whose engine " \
-            "serves the drafter as trained" + (f" (`--to {way[0]}`: {way[1]})" if plan.layout != way[0] else "")
+            "serves the drafter as trained" + (f" ({way[1]})" if plan.layout != way[0] else "")
         stood_in = stand_in_notes({bad.engine: bad})  # the release refused is one this tool does not model
         raise RefusalError(f"the {plan.layout} layout is for {', '.join(LABELS[e] for e in home_engines)}, and "
                            f"{LABELS[bad.engine]} would {'serve this file wrong' if wrong else 'refuse it'}: "

@@ -113,7 +113,8 @@ def test_what_llamacpps_dflash_graph_cannot_build_is_refused_and_nothing_written
                                tmp_path / "x").stderr
     # the causal drafter's hint names the layout whose engines serve it as trained, and following it does
     wrong = run_cli("--no-record", "--to", "gguf", "--target-gguf", tgt, causal, tmp_path / "y")
-    assert "`--to dflash`" in wrong.stderr and "`--to vllm`" not in wrong.stderr
+    assert "(`--to dflash`: the flat layout vLLM and SGLang both read)" in wrong.stderr
+    assert "--to vllm" not in wrong.stderr
     mended = run_cli("--no-record", "--to", "dflash", causal, tmp_path / "flat")
     assert mended.exit_code == 0, mended.stderr
     assert "[E-" not in mended.stdout + mended.stderr

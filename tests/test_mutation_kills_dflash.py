@@ -726,8 +726,8 @@ def test_a_flat_output_its_engines_would_serve_wrong_is_refused_naming_the_layou
     assert refused(convert(src, tmp_path / "out", "--to", "dflash")) == (
         "error: the dflash layout is for vLLM (V1 runner), vLLM (V2 runner), SGLang, and SGLang would serve this file "
         "wrong: skips lm_head. and drafts over the target's 512-token head, not the drafter's 128 tokens "
-        "[E-ENGINE-WRONG] — hint: convert to a layout whose engine serves the drafter as trained (`--to vllm` serves "
-        "every variant)")
+        "[E-ENGINE-WRONG] — hint: convert to a layout whose engine serves the drafter as trained")  # (it named
+    # `--to vllm`, an EAGLE-3 layout that refuses a DSpark: E-KIND-UNSUPPORTED)
 
 
 MLA_WIDTHS = {"q_lora_rank": 16, "kv_lora_rank": 8, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8}
