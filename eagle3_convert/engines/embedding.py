@@ -20,7 +20,7 @@ Read in the engines' sources (the venvs of this project's engine tiers):
 - SGLang 0.5.11 and 0.5.23 (`speculative/eagle_worker.py` :175-186 in 0.5.11, `eagle_worker_v2.py` :360-363 in
   0.5.23; `models/llama.py` `set_embed`, :777-785 / :910-918): EAGLE-3 always gets the target's embedding, unless
   `target_hidden_size` differs from `hidden_size` (TorchSpec #38: "SGLang is unaffected").
-- TensorRT-LLM (`Eagle3DraftModel`, read at 01bffee1: /work/shared/ENGINES-2026.md): `embed_tokens` is built only
+- TensorRT-LLM (`_torch/models/modeling_speculative.py` `Eagle3DraftModel`, 2026 version): `embed_tokens` is built only
   when `target_hidden_size` != `hidden_size`; otherwise the target's is shared and a stored copy ignored.
 - llama.cpp (`token_embd.weight` optional, `ctx_other` fallback), LMDeploy (engines/lmdeploy.py), mlx-vlm
   (engines/mlxvlm.py) and the speculators library 0.9.0 (docs/formats.md §6.4): the stored table when there is one.
