@@ -64,7 +64,7 @@ def kv_scales(names: Collection[str]) -> list[str]:
 
 
 def is_quantized(names: Collection[str]) -> bool:
-    return any(companion(n) for n in names)
+    return any("scale" in n and companion(n) for n in names)  # every companion's name says scale: one cheap test
 
 
 def quantized_modules(names: Collection[str]) -> set[str]:
@@ -134,12 +134,12 @@ def read_scheme(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -
         ignore = qc.get("ignore", body.get("exclude_modules", []))
         known = {"quant_method", "quant_algo", "group_size", "kv_cache_quant_algo", "ignore", "exclude_modules",
                  "quantization"}
-        return _scheme(method, body, {k: v for k, v in qc.items() if k not in known}), _names(ignore)
+        return _scheme(method, body, {k: v for k, v in qc.items() if k not in known}), string_list(ignore)
     if isinstance(hf_quant, Mapping) and isinstance(hf_quant.get("quantization"), Mapping):
         body = hf_quant["quantization"]
         method = "modelopt_fp4" if "FP4" in str(body.get("quant_algo", "")).upper() else MODELOPT_METHOD
         extra = {k: v for k, v in hf_quant.items() if k != "quantization"}
-        return _scheme(method, body, extra), _names(body.get("exclude_modules"))
+        return _scheme(method, body, extra), string_list(body.get("exclude_modules"))
     return None
 
 
@@ -166,7 +166,8 @@ def _scheme(method: str, body: Mapping[str, Any], extra: dict[str, Any]) -> Quan
                        kv_cache_algo=kv.upper() if isinstance(kv, str) else None, extra=extra)
 
 
-def _names(value: Any) -> list[str]:
+def string_list(value: Any) -> list[str]:
+    """The strings of a JSON list (a module list as a config spells it); [] for anything else."""
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 

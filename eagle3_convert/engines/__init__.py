@@ -238,7 +238,7 @@ def read_all(config: Mapping[str, Any], names: Collection[str], ctx: TargetConte
                 Reading(e, LABELS[e], refusal="a GGUF is llama.cpp's format, not one this engine loads")
                 for e in engines}
     readings = {e: readers[e](config, names, ctx, own(e)) for e in engines}
-    if quantized.has_scales(names):  # only vLLM's and SGLang's loading of ModelOpt's scales was read
+    if quantized.is_quantized(names):  # only vLLM's and SGLang's loading of ModelOpt's scales was read
         for e, r in readings.items():
             if engine_of(e) not in quantized.READ_IN and r.refusal is None:
                 why = trtllm.QUANTIZED_UNDECIDED if engine_of(e) == "trtllm" else \

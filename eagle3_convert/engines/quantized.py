@@ -24,7 +24,8 @@ import re
 from fnmatch import fnmatch
 from typing import Any, Collection, Mapping
 
-from ..quantization import FUSED, QUANTIZABLE, companion, kv_scales, modelopt_method, quantized_modules
+from ..quantization import (FUSED, QUANTIZABLE, is_quantized, kv_scales, modelopt_method, quantized_modules,
+                            string_list)
 from .common import Reading
 from .releases import Change
 
@@ -88,9 +89,6 @@ def scheme_of(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any], bool] 
     return str(body.get("quant_algo", "")).upper(), body, not isinstance(nested, Mapping)
 
 
-def _list(value: Any) -> list[str]:
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
 
 def _exact_fused(prefix: str, entries: list[str], match) -> bool | str:
     """vLLM's / SGLang's is_layer_skipped: a fused layer is skipped when its shards are (all, else an error)."""
@@ -152,7 +150,7 @@ def sglang_prefix(module: str) -> str:
 def read_vllm(r: Reading, config: Mapping[str, Any], names: Collection[str], depth: int | None, reads) -> None:
     """vLLM's loading of a quantized drafter, into `r` (a refusal, or nothing: every path read fails loudly)."""
     scheme = scheme_of(config)
-    if scheme is None and not has_scales(names):
+    if scheme is None and not is_quantized(names):
         return  # a plain drafter (read at every release of every verdict: the common case costs one pass)
     present, scaled = modules(names)
     if scheme is None:
@@ -173,7 +171,7 @@ def read_vllm(r: Reading, config: Mapping[str, Any], names: Collection[str], dep
         r.refusal = ("vLLM fails to load embed_tokens.weight_scale: its draft embedding is built without the "
                      "quant config and has no such parameter")
         return
-    entries = _list(body.get("ignore", body.get("exclude_modules") if reads(VLLM_EXCLUDE_MODULES_FALLBACK) else None)
+    entries = string_list(body.get("ignore", body.get("exclude_modules") if reads(VLLM_EXCLUDE_MODULES_FALLBACK) else None)
                     if flat else body.get("exclude_modules"))
     under = reads(VLLM_QKV_UNDER_SELF_ATTN)
     r.refusal = _mismatch("vLLM", sorted(present - {"embed_tokens"}), scaled, entries,
@@ -186,7 +184,7 @@ def read_vllm(r: Reading, config: Mapping[str, Any], names: Collection[str], dep
 
 def read_sglang(r: Reading, config: Mapping[str, Any], names: Collection[str], reads) -> None:
     """SGLang's loading of a quantized drafter, into `r` (a refusal, or what it serves wrong without a word)."""
-    if not has_scales(names) and scheme_of(config) is None:
+    if not is_quantized(names) and scheme_of(config) is None:
         return  # a plain drafter
     present, scaled = modules(names)
     nvfp4 = {canonical_module(n)[:-len(".weight_scale_2")] for n in names if n.endswith(".weight_scale_2")}
@@ -211,10 +209,10 @@ def read_sglang(r: Reading, config: Mapping[str, Any], names: Collection[str], r
         return
     if flat:
         later = fp4 and reads(SGLANG_FP4_KEYS)
-        entries = _list(body.get("ignore", body.get("modules_to_not_convert", body.get("exclude_modules"))
+        entries = string_list(body.get("ignore", body.get("modules_to_not_convert", body.get("exclude_modules"))
                                  if later else None))
     else:
-        entries = _list(body.get("exclude_modules"))
+        entries = string_list(body.get("exclude_modules"))
     refusal = _mismatch("SGLang", sorted(present - {"fc", "embed_tokens"}), scaled, entries, sglang_prefix,
                         sglang_excluded,
                         "builds {prefix} unquantized (the ignore list matches it) and loads {module}'s 8-bit weight "
@@ -240,6 +238,3 @@ def _mismatch(label: str, present: list[str], scaled: set[str], entries: list[st
             return f"{label} " + plain_quantized.format(module=module, prefix=prefix)
     return None
 
-
-def has_scales(names: Collection[str]) -> bool:
-    return any("scale" in n and companion(n) for n in names)  # every companion's name says scale: one cheap test

@@ -25,9 +25,9 @@ from typing import Any, Collection, Mapping
 
 from . import trtllm
 from .common import REFUSES, UNKNOWN, WRONG
-from ..quantization import QUANTIZABLE, quantized_modules
-from .quantized import (SGLANG_ALGOS, VLLM_ALGOS, _list, _mismatch, canonical_module, has_scales, modules,
-                        scheme_of, sglang_excluded, vllm_excluded)
+from ..quantization import QUANTIZABLE, is_quantized, quantized_modules, string_list
+from .quantized import (SGLANG_ALGOS, VLLM_ALGOS, _mismatch, canonical_module, modules, scheme_of, sglang_excluded,
+                        vllm_excluded)
 
 READ_KINDS = ("dflash", "dflash2")
 
@@ -46,7 +46,7 @@ def _sglang_prefix(module: str) -> str:
 
 def judge(runner: str, kind: str, config: Mapping[str, Any], names: Collection[str]) -> tuple[str, str] | None:
     """(verdict, why) where the file's quantization decides the engine's verdict; None where it does not."""
-    if not has_scales(names):
+    if not is_quantized(names):
         return None
     engine = runner.split("-")[0]
     if engine == "trtllm":
@@ -68,7 +68,7 @@ def judge(runner: str, kind: str, config: Mapping[str, Any], names: Collection[s
             return REFUSES, "its embed_tokens is built without the quant config: embed_tokens.weight_scale fails to load"
         if "lm_head" in scaled and not config.get("has_own_lm_head"):
             return REFUSES, "lm_head is built unquantized unless has_own_lm_head: lm_head.weight_scale fails to load"
-        entries = _list(body.get("ignore", body.get("exclude_modules")) if flat else body.get("exclude_modules"))
+        entries = string_list(body.get("ignore", body.get("exclude_modules")) if flat else body.get("exclude_modules"))
         refusal = _mismatch("vLLM", sorted(present - {"embed_tokens"}), scaled, entries, _fused, vllm_excluded,
                             "fails to load {module}.weight_scale: it builds {prefix} unquantized (the ignore list "
                             "matches it)", "fails to load {module}: it builds {prefix} quantized (no ignore entry "
@@ -87,7 +87,7 @@ def judge(runner: str, kind: str, config: Mapping[str, Any], names: Collection[s
                             "mismatch'"
         return WRONG, ("builds fc as a plain nn.Linear: loads fc's 8-bit weight without fc.weight_scale (skipped as "
                        "unexpected), so every context feature is projected by an unscaled matrix")
-    entries = _list(body.get("ignore", body.get("modules_to_not_convert", body.get("exclude_modules")))
+    entries = string_list(body.get("ignore", body.get("modules_to_not_convert", body.get("exclude_modules")))
                     if flat else body.get("exclude_modules"))
     layers = sorted(m for m in present if m.startswith("layers."))
     refusal = _mismatch("SGLang", layers, scaled, entries, _sglang_prefix, sglang_excluded,
